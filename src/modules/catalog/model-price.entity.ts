@@ -1,0 +1,22 @@
+import { defineEntity, p } from '@mikro-orm/core';
+import { Paywall } from '../paywalls/paywall.entity.js';
+
+/** A model a paywall sells, with its cost prices in pico-USDC (10⁻¹² USDC). End-user prices add the markup. */
+export const ModelPriceSchema = defineEntity({
+  name: 'ModelPrice',
+  tableName: 'model_price',
+  properties: {
+    paywall: () => p.manyToOne(Paywall).mapToPk().primary(),
+    modelId: p.string().length(200).primary(),
+    displayName: p.string().length(200).nullable(),
+    description: p.text().nullable(),
+    promptPico: p.bigint('bigint').defaultRaw('0').check('prompt_pico >= 0'),
+    completionPico: p.bigint('bigint').defaultRaw('0').check('completion_pico >= 0'),
+    requestPico: p.bigint('bigint').defaultRaw('0').check('request_pico >= 0'),
+    maxCompletionTokens: p.integer().nullable(),
+    createdAt: p.datetime().defaultRaw('now()'),
+    updatedAt: p.datetime().defaultRaw('now()'),
+  },
+});
+export class ModelPrice extends ModelPriceSchema.class {}
+ModelPriceSchema.setClass(ModelPrice);

@@ -1,0 +1,85 @@
+import { defineEntity, p } from '@mikro-orm/core';
+import { Paywall } from '../paywalls/paywall.entity.js';
+import { EndUser } from '../users/end-user.entity.js';
+
+export const LEDGER_KINDS = ['deposit', 'charge', 'usage', 'trial'] as const;
+export type LedgerKind = (typeof LEDGER_KINDS)[number];
+
+/** Append-only: one row per change of a settled balance (a trigger forbids UPDATE and DELETE). */
+export const LedgerEntrySchema = defineEntity({
+  name: 'LedgerEntry',
+  tableName: 'ledger_entry',
+  indexes: [{ properties: ['user', 'seq'] }],
+  properties: {
+    seq: p.bigint('string').primary().autoincrement(),
+    id: p.uuid().unique(),
+    paywall: () => p.manyToOne(Paywall).mapToPk(),
+    user: () => p.manyToOne(EndUser).mapToPk(),
+    kind: p.string().length(16),
+    amountRaw: p.bigint('bigint').check('amount_raw <> 0'),
+    balanceAfterRaw: p.bigint('bigint').check('balance_after_raw >= 0'),
+    chargeId: p.uuid().nullable(),
+    metadata: p.json<Record<string, unknown>>().defaultRaw(`'{}'`),
+    createdAt: p.datetime().defaultRaw('now()'),
+  },
+});
+export class LedgerEntry extends LedgerEntrySchema.class {}
+LedgerEntrySchema.setClass(LedgerEntry);
+
+export const CHARGE_KINDS = ['manual', 'usage'] as const;
+export const CHARGE_STATUSES = ['held', 'completed', 'released', 'failed'] as const;
+export type ChargeStatus = (typeof CHARGE_STATUSES)[number];
+
+/**
+ * A charge: a manual charge (completed at once, or failed), or a chat request's usage charge, which
+ * starts as a hold (`held`, `holdRaw` reserved) and settles to `completed` (amount captured) or
+ * `released` (nothing produced). `uncollectedRaw` records usage that exceeded the hold.
+ */
+export const ChargeSchema = defineEntity({
+  name: 'Charge',
+  tableName: 'charge',
+  indexes: [{ properties: ['user', 'createdAt'] }, { properties: ['status', 'createdAt'] }],
+  properties: {
+    id: p.uuid().primary(),
+    paywall: () => p.manyToOne(Paywall).mapToPk(),
+    user: () => p.manyToOne(EndUser).mapToPk(),
+    kind: p.string().length(16),
+    status: p.string().length(16),
+    holdRaw: p.bigint('bigint').defaultRaw('0').check('hold_raw >= 0'),
+    amountRaw: p.bigint('bigint').defaultRaw('0').check('amount_raw >= 0'),
+    uncollectedRaw: p.bigint('bigint').defaultRaw('0').check('uncollected_raw >= 0'),
+    model: p.string().length(200).nullable(),
+    promptTokens: p.integer().nullable(),
+    completionTokens: p.integer().nullable(),
+    maxCompletionTokens: p.integer().nullable(),
+    stream: p.boolean().default(false),
+    errorCode: p.string().length(64).nullable(),
+    metadata: p.json<Record<string, unknown>>().defaultRaw(`'{}'`),
+    createdAt: p.datetime().defaultRaw('now()'),
+    settledAt: p.datetime().nullable(),
+  },
+});
+export class Charge extends ChargeSchema.class {}
+ChargeSchema.setClass(Charge);
+
+/**
+ * Idempotency keys (CONTRACT §4): claimed before the effect, completed with the stored response in
+ * the effect's transaction. `completedAt` null = still in flight.
+ */
+export const IdempotencyKeySchema = defineEntity({
+  name: 'IdempotencyKey',
+  tableName: 'idempotency_key',
+  indexes: [{ properties: ['createdAt'] }],
+  properties: {
+    paywall: () => p.manyToOne(Paywall).mapToPk().primary(),
+    endpoint: p.string().length(64).primary(),
+    key: p.string().length(255).primary(),
+    requestHash: p.string().length(64),
+    responseStatus: p.integer().nullable(),
+    responseBody: p.json<unknown>().nullable(),
+    createdAt: p.datetime().defaultRaw('now()'),
+    completedAt: p.datetime().nullable(),
+  },
+});
+export class IdempotencyKey extends IdempotencyKeySchema.class {}
+IdempotencyKeySchema.setClass(IdempotencyKey);

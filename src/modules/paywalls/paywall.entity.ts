@@ -1,0 +1,32 @@
+import { defineEntity, p } from '@mikro-orm/core';
+import { Owner } from '../owners/owner.entity.js';
+
+export const WALLET_MODES = ['DEFAULT', 'SHARED'] as const;
+export type WalletMode = (typeof WALLET_MODES)[number];
+
+/**
+ * A paywall: one API key (hashed), a wallet mode fixed at creation, pricing settings.
+ * `markupPpm` is the markup in millionths (1.5x = 1500000).
+ */
+export const PaywallSchema = defineEntity({
+  name: 'Paywall',
+  tableName: 'paywall',
+  properties: {
+    id: p.uuid().primary(),
+    owner: () => p.manyToOne(Owner).mapToPk().index(),
+    name: p.string().length(200),
+    mode: p.enum(WALLET_MODES).nativeEnumName('wallet_mode'),
+    apiKeyHash: p.string().length(64).unique(),
+    apiKeyLastFour: p.string().length(4),
+    markupPpm: p.bigint('bigint').defaultRaw('1000000').check('markup_ppm > 0'),
+    topupUrl: p.text().nullable(),
+    trialCreditsRaw: p.bigint('bigint').defaultRaw('0').check('trial_credits_raw >= 0'),
+    connectMessageTemplate: p.text().nullable(),
+    topupMessageTemplate: p.text().nullable(),
+    archivedAt: p.datetime().nullable(),
+    createdAt: p.datetime().defaultRaw('now()'),
+    updatedAt: p.datetime().defaultRaw('now()'),
+  },
+});
+export class Paywall extends PaywallSchema.class {}
+PaywallSchema.setClass(Paywall);

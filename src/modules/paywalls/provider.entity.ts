@@ -1,0 +1,18 @@
+import { defineEntity, p } from '@mikro-orm/core';
+import { Paywall } from './paywall.entity.js';
+
+/** The model provider a paywall forwards to. The key is AES-256-GCM ciphertext, never returned. */
+export const ProviderSchema = defineEntity({
+  name: 'Provider',
+  tableName: 'provider',
+  properties: {
+    paywall: () => p.oneToOne(Paywall).mapToPk().primary().owner(),
+    baseUrl: p.text(),
+    apiKeyCiphertext: p.text(),
+    apiKeyLastFour: p.string().length(4),
+    createdAt: p.datetime().defaultRaw('now()'),
+    updatedAt: p.datetime().defaultRaw('now()'),
+  },
+});
+export class Provider extends ProviderSchema.class {}
+ProviderSchema.setClass(Provider);

@@ -1,0 +1,60 @@
+import { defineEntity, p } from '@mikro-orm/core';
+import { Paywall } from '../paywalls/paywall.entity.js';
+
+/** A webhook subscription. `events` holds exact names, `prefix.*` families, or the lone `*`. */
+export const WebhookSubscriptionSchema = defineEntity({
+  name: 'WebhookSubscription',
+  tableName: 'webhook_subscription',
+  indexes: [{ properties: ['paywall', 'isActive'] }],
+  properties: {
+    id: p.uuid().primary(),
+    paywall: () => p.manyToOne(Paywall).mapToPk(),
+    url: p.text(),
+    events: p.array().columnType('text[]'),
+    description: p.string().length(512).nullable(),
+    customHeaders: p.json<Record<string, string>>().defaultRaw(`'{}'`),
+    secret: p.text(),
+    isActive: p.boolean().default(true),
+    createdBy: p.string().length(100),
+    consecutiveFailures: p.integer().default(0),
+    lastDeliveredAt: p.datetime().nullable(),
+    createdAt: p.datetime().defaultRaw('now()'),
+    updatedAt: p.datetime().defaultRaw('now()'),
+  },
+});
+export class WebhookSubscription extends WebhookSubscriptionSchema.class {}
+WebhookSubscriptionSchema.setClass(WebhookSubscription);
+
+/**
+ * One delivery of one event to one subscription: the outbox row. Claimed by workers with
+ * `FOR UPDATE SKIP LOCKED`; `leaseUntil` lets another worker retry it when a worker dies mid-send.
+ */
+export const WebhookDeliverySchema = defineEntity({
+  name: 'WebhookDelivery',
+  tableName: 'webhook_delivery',
+  indexes: [
+    { properties: ['status', 'nextAttemptAt'] },
+    { properties: ['subscription', 'createdAt'] },
+    { properties: ['paywallId', 'createdAt'] },
+  ],
+  uniques: [{ properties: ['subscription', 'eventId'] }],
+  properties: {
+    id: p.uuid().primary(),
+    subscription: () => p.manyToOne(WebhookSubscription).mapToPk(),
+    paywallId: p.uuid(),
+    eventId: p.uuid(),
+    eventType: p.string().length(100),
+    status: p.string().length(16).default('pending'),
+    attempts: p.integer().default(0),
+    nextAttemptAt: p.datetime().defaultRaw('now()').nullable(),
+    leaseUntil: p.datetime().nullable(),
+    responseStatus: p.integer().nullable(),
+    responseLatencyMs: p.integer().nullable(),
+    responseBody: p.text().nullable(),
+    lastError: p.text().nullable(),
+    createdAt: p.datetime().defaultRaw('now()'),
+    updatedAt: p.datetime().defaultRaw('now()'),
+  },
+});
+export class WebhookDelivery extends WebhookDeliverySchema.class {}
+WebhookDeliverySchema.setClass(WebhookDelivery);
