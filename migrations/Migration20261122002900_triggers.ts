@@ -39,7 +39,9 @@ export class Migration20261122002900_triggers extends Migration {
         end if;
         return null;
       end $$;`);
-    this.addSql(`create trigger event_fanout after insert on event for each row execute function event_fanout();`);
+    this.addSql(
+      `create trigger event_fanout after insert on event for each row execute function event_fanout();`,
+    );
     this.addSql(`create index charge_open_holds_index on charge (created_at) where status = 'held';`);
   }
 

@@ -21,12 +21,21 @@ const ConfigSchema = z.object({
     .string()
     .optional()
     .transform((v) => (v ? v : undefined))
-    .refine((v) => v === undefined || /^postgres(ql)?:\/\//.test(v), 'DATABASE_URL must be a postgres:// URL'),
+    .refine(
+      (v) => v === undefined || /^postgres(ql)?:\/\//.test(v),
+      'DATABASE_URL must be a postgres:// URL',
+    ),
   DATA_DIR: z.string().optional().default('./data'),
   PUBLIC_BASE_URL: z.string().url().optional(),
-  BOOTSTRAP_OWNER_TOKEN: z.string().min(16, 'BOOTSTRAP_OWNER_TOKEN must be at least 16 characters').optional(),
+  BOOTSTRAP_OWNER_TOKEN: z
+    .string()
+    .min(16, 'BOOTSTRAP_OWNER_TOKEN must be at least 16 characters')
+    .optional(),
   METRICS_TOKEN: z.string().optional(),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional().default('info'),
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+    .optional()
+    .default('info'),
   /** Key (any string, stretched with SHA-256) that encrypts provider keys at rest. Generated under DATA_DIR when unset. */
   ENCRYPTION_KEY: z.string().min(16).optional(),
   WEBHOOK_MAX_ATTEMPTS: intFrom(8, 1),

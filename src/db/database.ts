@@ -21,7 +21,7 @@ export interface DatabaseOptions {
   /** postgres://… for a real PostgreSQL; undefined for the embedded PGlite. */
   url?: string;
   /** PGlite data directory, or `memory://`. */
-  dataDir: string;
+  dataDir?: string;
   debug?: boolean;
 }
 
@@ -83,8 +83,9 @@ export class Database {
     if (opts.url) {
       orm = (await PgORM.init({ ...common, clientUrl: opts.url, pool: { min: 0, max: 20 } } as any)) as any;
     } else {
-      if (!opts.dataDir.startsWith('memory:')) mkdirSync(opts.dataDir, { recursive: true });
-      orm = (await PgliteORM.init({ ...common, dbName: opts.dataDir } as any)) as any;
+      const dataDir = opts.dataDir ?? 'memory://';
+      if (!dataDir.startsWith('memory:')) mkdirSync(dataDir, { recursive: true });
+      orm = (await PgliteORM.init({ ...common, dbName: dataDir } as any)) as any;
     }
     return new Database(orm, opts);
   }

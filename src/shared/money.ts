@@ -65,7 +65,12 @@ const PPM = 10n ** BigInt(MARKUP_DECIMALS);
  * CONTRACT §5.2: request + markup x (promptTokens x prompt + completionTokens x completion),
  * rounded up to a whole raw unit. Computed exactly in pico-USDC x ppm.
  */
-export function chatCost(price: ModelPrice, markupPpm: bigint, promptTokens: number, completionTokens: number): bigint {
+export function chatCost(
+  price: ModelPrice,
+  markupPpm: bigint,
+  promptTokens: number,
+  completionTokens: number,
+): bigint {
   const tokens = BigInt(promptTokens) * price.promptPico + BigInt(completionTokens) * price.completionPico;
   const scaled = price.requestPico * PPM + markupPpm * tokens;
   return ceilDiv(scaled, PICO_PER_RAW * PPM);

@@ -1,0 +1,60 @@
+import type { Response } from 'express';
+import { DomainError, type ErrorCode } from '../src/shared/errors.js';
+
+export interface OpenAIError {
+  error: { message: string; type: string; param: string | null; code: string | null };
+}
+
+/** HTTP status and OpenAI error `type` for each domain error code (exhaustive; CONTRACT §4). */
+export function httpStatusOf(code: ErrorCode): { status: number; type: string } {
+  switch (code) {
+    case 'invalid_request':
+    case 'invalid_amount':
+    case 'missing_user':
+    case 'unsupported_in_mode':
+      return { status: 400, type: 'invalid_request_error' };
+    case 'request_too_large':
+      return { status: 413, type: 'invalid_request_error' };
+    case 'unauthenticated':
+      return { status: 401, type: 'authentication_error' };
+    case 'forbidden':
+      return { status: 403, type: 'permission_error' };
+    case 'not_found':
+    case 'model_not_found':
+      return { status: 404, type: 'not_found_error' };
+    case 'idempotency_in_flight':
+      return { status: 409, type: 'idempotency_error' };
+    case 'conflict':
+      return { status: 409, type: 'invalid_request_error' };
+    case 'idempotency_mismatch':
+      return { status: 422, type: 'idempotency_error' };
+    case 'rate_limited':
+      return { status: 429, type: 'rate_limit_error' };
+    case 'upstream_error':
+      return { status: 502, type: 'api_error' };
+    case 'provider_not_connected':
+      return { status: 503, type: 'api_error' };
+    case 'internal':
+      return { status: 500, type: 'api_error' };
+  }
+}
+
+export function errorBody(e: DomainError): { status: number; body: OpenAIError } {
+  const { status, type } = httpStatusOf(e.code);
+  return {
+    status,
+    body: {
+      error: {
+        message: e.message,
+        type,
+        param: e.param,
+        code: e.publicCode ?? (e.code === 'internal' || e.code === 'invalid_request' ? null : e.code),
+      },
+    },
+  };
+}
+
+export function sendError(res: Response, e: DomainError): void {
+  const { status, body } = errorBody(e);
+  res.status(status).json(body);
+}

@@ -1,0 +1,114 @@
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { Loaders, type AppContext } from '../src/graphql/context.js';
+import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
+import type { Services } from '../src/services.js';
+import { DomainError } from '../src/shared/errors.js';
+import { sendError } from './errors.js';
+
+declare module 'express-serve-static-core' {
+  interface Request {
+    paywall?: PaywallInfo;
+    /** Set by `/v1/u/{user}/…` routes. */
+    pathUser?: string;
+  }
+}
+
+export const MAX_USER_ID_LENGTH = 256;
+
+/** REST calls authenticate with the paywall's API key (CONTRACT §2); anything else is a 401. */
+export function requireApiKey(services: Services): RequestHandler {
+  return async (req, res, next) => {
+    try {
+      const m = /^Bearer\s+(\S+)\s*$/i.exec(req.header('authorization') ?? '');
+      const paywall = m ? await services.paywalls.authenticateKey(m[1]) : null;
+      if (!paywall) {
+        return sendError(
+          res,
+          new DomainError(
+            'unauthenticated',
+            m ? 'Invalid API key.' : 'Missing bearer API key.',
+            null,
+            m ? 'invalid_api_key' : 'missing_api_key',
+          ),
+        );
+      }
+      req.paywall = paywall;
+      next();
+    } catch (e) {
+      next(e);
+    }
+  };
+}
+
+/** The context a REST route hands to a resolver: the same shape GraphQL builds. */
+export function restContext(req: Request, services: Services): AppContext {
+  return {
+    requestId: req.id,
+    auth: { kind: 'apiKey', paywall: req.paywall! },
+    transport: 'rest',
+    services,
+    loaders: new Loaders(),
+    log: req.log,
+  };
+}
+
+/**
+ * The end user of a request (CONTRACT §2, §4): header `X-Paywall-User` wins over body `user` and query
+ * `user`; a `/v1/u/{user}/…` path names the user and anything else given must agree with it.
+ */
+export function userOf(req: Request, bodyUser?: unknown): string {
+  const header = req.header('x-paywall-user');
+  const query = typeof req.query.user === 'string' ? req.query.user : undefined;
+  if (bodyUser !== undefined && bodyUser !== null && typeof bodyUser !== 'string')
+    throw new DomainError('invalid_request', 'user must be a string', 'user');
+  const given = header ?? (bodyUser as string | undefined) ?? query;
+  if (req.pathUser !== undefined) {
+    for (const other of [header, bodyUser as string | undefined, query])
+      if (other !== undefined && other !== req.pathUser)
+        throw new DomainError(
+          'invalid_request',
+          'the user in the path and the user in the body or header differ',
+          'user',
+          'user_mismatch',
+        );
+    return checkUser(req.pathUser);
+  }
+  if (given === undefined || given.trim() === '')
+    throw new DomainError(
+      'missing_user',
+      'No end user given: set the `user` body field, the `user` query parameter or the X-Paywall-User header.',
+      'user',
+      'missing_user',
+    );
+  return checkUser(given);
+}
+
+function checkUser(user: string): string {
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what we refuse
+  if (user.length > MAX_USER_ID_LENGTH || /[\u0000-\u001f]/.test(user))
+    throw new DomainError(
+      'invalid_request',
+      `user must be at most ${MAX_USER_ID_LENGTH} printable characters`,
+      'user',
+    );
+  return user;
+}
+
+/** Wraps an async route so thrown DomainErrors become OpenAI-shaped answers. */
+export const route =
+  (fn: (req: Request, res: Response) => Promise<void>): RequestHandler =>
+  (req: Request, res: Response, next: NextFunction) => {
+    fn(req, res).catch((e) => {
+      if (e instanceof DomainError) return sendError(res, e);
+      if (e?.code === 'internal' && e?.cause) req.log.error({ err: e.cause }, 'resolver failed');
+      next(e);
+    });
+  };
+
+/** A JSON object body, or a 400. */
+export function jsonObject(req: Request): Record<string, unknown> {
+  const b = req.body;
+  if (!b || typeof b !== 'object' || Array.isArray(b))
+    throw new DomainError('invalid_request', 'request body must be a JSON object', null);
+  return b as Record<string, unknown>;
+}

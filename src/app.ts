@@ -1,0 +1,260 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { ApolloServer, type ApolloServerPlugin } from '@apollo/server';
+import { expressMiddleware } from '@as-integrations/express5';
+import { ApolloArmor } from '@escape.tech/graphql-armor';
+import { WebSocketServer } from 'ws';
+import { useServer } from 'graphql-ws/use/ws';
+import type { Config } from './config.js';
+import type { Database } from './db/database.js';
+import { authenticate, Loaders, type AppContext } from './graphql/context.js';
+import { formatGraphQLError } from './graphql/errors.js';
+import { getSchema } from './graphql/schema.js';
+import { createServices, startServices, stopServices, type Services } from './services.js';
+import type { Logger } from './shared/logger.js';
+import { createMetrics } from './shared/metrics.js';
+import { DomainError } from './shared/errors.js';
+import { createRestRouter } from '../rest-compat/router.js';
+import { sendError } from '../rest-compat/errors.js';
+import { createPagesRouter } from './pages/pages.router.js';
+
+export interface AppDeps {
+  config: Config;
+  db: Database;
+  log: Logger;
+}
+
+export interface App {
+  server: Server;
+  services: Services;
+  /** Starts listeners and workers (call once, before listen). */
+  start(): Promise<void>;
+  /** Graceful stop: no new requests, in-flight ones (streams included) finish within the grace period. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+declare module 'express-serve-static-core' {
+  interface Request {
+    id: string;
+    log: Logger;
+  }
+}
+
+/** Builds the HTTP server: REST compatibility layer, GraphQL (HTTP + graphql-ws), pages, health, metrics. */
+export async function createApp(deps: AppDeps): Promise<App> {
+  const { config, db, log } = deps;
+  const metrics = createMetrics();
+  const services = createServices(config, db, log, metrics);
+  const schema = await getSchema();
+  const app = express();
+  const server = createServer(app);
+  app.disable('x-powered-by');
+  app.set('trust proxy', true);
+
+  // Request id on every log line; metrics by route template and status.
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const incoming = req.header('x-request-id');
+    req.id = incoming && /^[\w.-]{1,128}$/.test(incoming) ? incoming : randomUUID();
+    req.log = log.child({ reqId: req.id });
+    res.setHeader('X-Request-Id', req.id);
+    const start = process.hrtime.bigint();
+    res.on('finish', () => {
+      const route = routeLabel(req);
+      const status = String(res.statusCode);
+      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+      metrics.httpRequests.inc({ route, method: req.method, status });
+      metrics.httpDuration.observe({ route, method: req.method, status }, seconds);
+      req.log.info(
+        {
+          method: req.method,
+          url: req.originalUrl.split('?')[0],
+          route,
+          status: res.statusCode,
+          ms: Math.round(seconds * 1000),
+        },
+        'request',
+      );
+    });
+    next();
+  });
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.get('/readyz', async (_req, res) => {
+    const ok = await db.ping();
+    res.status(ok ? 200 : 503).json({ status: ok ? 'ready' : 'unavailable' });
+  });
+  app.get('/metrics', async (req, res) => {
+    if (config.METRICS_TOKEN && req.header('authorization') !== `Bearer ${config.METRICS_TOKEN}`) {
+      res
+        .status(401)
+        .json({
+          error: {
+            message: 'metrics need a bearer token',
+            type: 'authentication_error',
+            param: null,
+            code: null,
+          },
+        });
+      return;
+    }
+    res.setHeader('Content-Type', metrics.registry.contentType);
+    res.send(await metrics.registry.metrics());
+  });
+
+  const jsonBody = express.json({ limit: '1mb', type: ['application/json', 'application/*+json'] });
+
+  // GraphQL over HTTP.
+  const armor = new ApolloArmor({
+    maxDepth: { n: 10 },
+    costLimit: { maxCost: 5000 },
+    maxAliases: { n: 15 },
+    maxDirectives: { n: 20 },
+    maxTokens: { n: 2000 },
+  }).protect() as any; // armor's types come from Apollo's CJS build; the runtime objects are the same
+  const wsServer = new WebSocketServer({ server, path: '/graphql', maxPayload: 64 * 1024 });
+  const wsCleanup = useServer(
+    {
+      schema,
+      onConnect: async (ctx) => {
+        if (wsServer.clients.size > config.MAX_WS_CONNECTIONS) return false;
+        const header = (ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization) as
+          string | undefined;
+        const auth = await authenticate(services, header);
+        if (!auth) return false;
+        (ctx.extra as any).auth = auth;
+        return true;
+      },
+      context: (ctx): AppContext => ({
+        requestId: randomUUID(),
+        auth: (ctx.extra as any).auth,
+        transport: 'graphql',
+        services,
+        loaders: new Loaders(),
+        log,
+      }),
+    },
+    wsServer,
+  );
+  const unauthenticatedTo401: ApolloServerPlugin<AppContext> = {
+    async requestDidStart() {
+      return {
+        async willSendResponse({ response, errors }) {
+          if (
+            errors?.some((e) => (e.originalError as any)?.code === 'unauthenticated') &&
+            response.body.kind === 'single'
+          ) {
+            if (
+              !response.body.singleResult.data ||
+              Object.values(response.body.singleResult.data).every((v) => v == null)
+            )
+              response.http.status = 401;
+          }
+        },
+        async didEncounterErrors({ errors, contextValue }) {
+          for (const e of errors) {
+            if (
+              e.originalError &&
+              !(e.originalError instanceof DomainError) &&
+              e.originalError.constructor?.name !== 'GraphQLError'
+            )
+              contextValue.log.error({ err: e.originalError }, 'graphql resolver failed');
+          }
+        },
+      };
+    },
+  };
+  const apollo = new ApolloServer<AppContext>({
+    schema,
+    ...armor,
+    plugins: [
+      ...armor.plugins,
+      unauthenticatedTo401,
+      {
+        async serverWillStart() {
+          return {
+            async drainServer() {
+              await wsCleanup.dispose();
+            },
+          };
+        },
+      },
+    ],
+    validationRules: armor.validationRules,
+    formatError: formatGraphQLError,
+    introspection: true,
+  });
+  await apollo.start();
+  app.use(
+    '/graphql',
+    jsonBody,
+    expressMiddleware(apollo, {
+      context: async ({ req }) => ({
+        requestId: req.id,
+        auth: await authenticate(services, req.header('authorization')),
+        transport: 'graphql' as const,
+        services,
+        loaders: new Loaders(),
+        log: req.log,
+      }),
+    }),
+  );
+
+  app.use('/v1', jsonBody, createRestRouter(services));
+  app.use(createPagesRouter(services));
+
+  // Body parser and any other failure: OpenAI error shape, never a stack trace.
+  app.use((err: any, req: Request, res: Response, _next: NextFunction) => {
+    if (res.headersSent) {
+      res.end();
+      return;
+    }
+    if (err?.type === 'entity.too.large') {
+      return sendError(
+        res,
+        new DomainError('request_too_large', 'request body exceeds 1 MiB', null, 'request_too_large'),
+      );
+    }
+    if (err?.type === 'entity.parse.failed') {
+      return sendError(
+        res,
+        new DomainError('invalid_request', 'request body is not valid JSON', null, 'invalid_json'),
+      );
+    }
+    if (err instanceof DomainError) return sendError(res, err);
+    req.log.error({ err }, 'unhandled error');
+    sendError(res, new DomainError('internal', 'Internal server error'));
+  });
+
+  let stopping = false;
+  return {
+    server,
+    services,
+    async start() {
+      await startServices(services);
+    },
+    async stop(graceMs = config.SHUTDOWN_GRACE_MS) {
+      if (stopping) return;
+      stopping = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      // After the grace period, cut what is still open (streams have been settled by then or are aborted now).
+      const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+      await closed;
+      clearTimeout(timer);
+      await apollo.stop().catch(() => undefined);
+      await stopServices(services);
+    },
+  };
+}
+
+/** A bounded label: the matched route template, never a raw path with ids in it. */
+function routeLabel(req: Request): string {
+  const route = (req as any).route?.path as string | undefined;
+  if (route) return `${req.baseUrl}${route}`;
+  const path = req.originalUrl.split('?')[0];
+  if (path === '/graphql' || ['/healthz', '/readyz', '/metrics'].includes(path)) return path;
+  return 'unmatched';
+}

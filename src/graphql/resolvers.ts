@@ -1,0 +1,20 @@
+import { PaywallResolver } from '../modules/paywalls/paywall.resolver.js';
+import { ProviderResolver } from '../modules/paywalls/provider.resolver.js';
+import { UserResolver } from '../modules/users/user.resolver.js';
+import { LedgerResolver } from '../modules/ledger/ledger.resolver.js';
+import { CatalogResolver } from '../modules/catalog/catalog.resolver.js';
+import { ProxyResolver } from '../modules/proxy/proxy.resolver.js';
+import { WebhookResolver } from '../modules/webhooks/webhook.resolver.js';
+import { LiveEventsResolver } from '../modules/events/live-events.resolver.js';
+
+/** Every resolver class of every module. */
+export const resolvers = [
+  PaywallResolver,
+  ProviderResolver,
+  UserResolver,
+  LedgerResolver,
+  CatalogResolver,
+  ProxyResolver,
+  WebhookResolver,
+  LiveEventsResolver,
+] as const;

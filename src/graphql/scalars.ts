@@ -1,0 +1,23 @@
+import { GraphQLError, GraphQLScalarType, Kind } from 'graphql';
+import { formatUsdc } from '../shared/money.js';
+
+/**
+ * A USDC amount out of the API: a decimal string with exactly 6 fraction digits ("1.500000"). Values are
+ * raw-unit bigints inside. Amounts going in are plain `String` arguments validated by the services, so a
+ * bad amount is a clear `invalid_amount` error naming the field.
+ */
+export const MoneyScalar = new GraphQLScalarType({
+  name: 'Money',
+  description: 'A USDC amount as a decimal string with 6 fraction digits, e.g. "1.500000" (output only).',
+  serialize(value: unknown): string {
+    if (typeof value === 'bigint') return formatUsdc(value);
+    if (typeof value === 'string' && /^-?\d+$/.test(value)) return formatUsdc(BigInt(value));
+    throw new GraphQLError('Money cannot represent a non-integer raw amount');
+  },
+  parseValue(): never {
+    throw new GraphQLError('Money is output only; send amounts as decimal strings');
+  },
+  parseLiteral(ast): never {
+    throw new GraphQLError(`Money is output only (got ${ast.kind === Kind.STRING ? 'a string' : ast.kind})`);
+  },
+});

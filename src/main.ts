@@ -1,0 +1,45 @@
+/** Entry point: load config → open database → migrate → createApp → listen. */
+import 'reflect-metadata';
+import { loadConfig } from './config.js';
+import { Database } from './db/database.js';
+import { createApp } from './app.js';
+import { createLogger } from './shared/logger.js';
+
+const config = loadConfig();
+const log = createLogger(config.LOG_LEVEL);
+
+const db = await Database.open({ url: config.DATABASE_URL, dataDir: config.DATA_DIR });
+log.info(
+  { database: db.kind === 'postgres' ? 'postgresql' : `embedded PGlite at ${config.DATA_DIR}` },
+  'database opened',
+);
+const applied = await db.migrate();
+if (applied.length) log.info({ migrations: applied }, 'migrations applied');
+
+const app = await createApp({ config, db, log });
+const boot = await app.services.owners.bootstrap(config.BOOTSTRAP_OWNER_TOKEN);
+if (boot.createdToken) {
+  // Printed once, on stdout, so a newcomer can start using the API (CONTRACT §1 "First owner").
+  console.log(`\nOwner token (shown once, keep it): ${boot.createdToken}\n`);
+}
+await app.start();
+await new Promise<void>((resolve) => app.server.listen(config.PORT, config.HOST, resolve));
+log.info({ url: `http://${config.HOST}:${config.PORT}`, graphql: '/graphql', rest: '/v1' }, 'listening');
+
+let shuttingDown = false;
+const shutdown = async (signal: string) => {
+  if (shuttingDown) return;
+  shuttingDown = true;
+  log.info({ signal }, 'shutting down');
+  try {
+    await app.stop(config.SHUTDOWN_GRACE_MS);
+    await db.close();
+    log.info('stopped');
+    process.exit(0);
+  } catch (err) {
+    log.error({ err }, 'shutdown failed');
+    process.exit(1);
+  }
+};
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));

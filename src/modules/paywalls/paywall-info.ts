@@ -1,0 +1,21 @@
+import type { WalletMode } from './paywall.entity.js';
+
+/** The in-memory view of a paywall the request path needs; cached by API-key hash. */
+export interface PaywallInfo {
+  id: string;
+  ownerId: string;
+  name: string;
+  mode: WalletMode;
+  markupPpm: bigint;
+  topupUrl: string | null;
+  trialCreditsRaw: bigint;
+  connectMessageTemplate: string | null;
+  topupMessageTemplate: string | null;
+  archivedAt: Date | null;
+  apiKeyLastFour: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** Who is calling: an owner (developer account) or a paywall's API key. */
+export type Auth = { kind: 'owner'; ownerId: string } | { kind: 'apiKey'; paywall: PaywallInfo };

@@ -1,0 +1,63 @@
+import { Arg, Ctx, ID, Mutation, Query, Resolver } from 'type-graphql';
+import { requireAuth, requireOwner, type AppContext } from '../../graphql/context.js';
+import {
+  CreatePaywallInput,
+  CreatePaywallPayload,
+  PaywallType,
+  UpdatePaywallInput,
+} from './paywall.types.js';
+
+const payload = (r: { paywall: Parameters<typeof PaywallType.from>[0]; apiKey: string }) =>
+  Object.assign(new CreatePaywallPayload(), { paywall: PaywallType.from(r.paywall), apiKey: r.apiKey });
+
+@Resolver(() => PaywallType)
+export class PaywallResolver {
+  @Query(() => [PaywallType], { description: "The owner's paywalls (an API key sees only its own)." })
+  async paywalls(
+    @Ctx() ctx: AppContext,
+    @Arg('includeArchived', { defaultValue: false }) includeArchived: boolean,
+  ): Promise<PaywallType[]> {
+    const auth = requireAuth(ctx);
+    if (auth.kind === 'apiKey') return [PaywallType.from(auth.paywall)];
+    return (await ctx.services.paywalls.list(auth.ownerId, includeArchived)).map(PaywallType.from);
+  }
+
+  @Query(() => PaywallType, { description: 'One paywall: the API key’s own, or an owner’s by id.' })
+  async paywall(
+    @Ctx() ctx: AppContext,
+    @Arg('id', () => ID, { nullable: true }) id?: string,
+  ): Promise<PaywallType> {
+    const p = await ctx.services.paywalls.resolve(requireAuth(ctx), id, { allowArchived: true });
+    return PaywallType.from(p);
+  }
+
+  @Mutation(() => CreatePaywallPayload, { description: 'Owner token. The API key is returned once.' })
+  async createPaywall(
+    @Ctx() ctx: AppContext,
+    @Arg('input') input: CreatePaywallInput,
+  ): Promise<CreatePaywallPayload> {
+    return payload(await ctx.services.paywalls.create(requireOwner(ctx), input.name, input.mode));
+  }
+
+  @Mutation(() => PaywallType)
+  async updatePaywall(@Ctx() ctx: AppContext, @Arg('input') input: UpdatePaywallInput): Promise<PaywallType> {
+    return PaywallType.from(await ctx.services.paywalls.update(requireAuth(ctx), input.paywallId, input));
+  }
+
+  @Mutation(() => CreatePaywallPayload, { description: 'New API key; the old one is rejected at once.' })
+  async rotatePaywallSecret(
+    @Ctx() ctx: AppContext,
+    @Arg('paywallId', () => ID, { nullable: true }) paywallId?: string,
+  ): Promise<CreatePaywallPayload> {
+    return payload(await ctx.services.paywalls.rotateSecret(requireAuth(ctx), paywallId));
+  }
+
+  @Mutation(() => PaywallType, { description: 'Archive: the API key stops working; data is kept.' })
+  async archivePaywall(
+    @Ctx() ctx: AppContext,
+    @Arg('paywallId', () => ID, { nullable: true }) paywallId?: string,
+    @Arg('reason', () => String, { nullable: true }) reason?: string,
+  ): Promise<PaywallType> {
+    return PaywallType.from(await ctx.services.paywalls.archive(requireAuth(ctx), paywallId, reason));
+  }
+}

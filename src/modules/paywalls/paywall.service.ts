@@ -1,0 +1,308 @@
+import type { Database, Tx } from '../../db/database.js';
+import { DomainError, invalid, notFound } from '../../shared/errors.js';
+import { newId, newSecret, safeEqual, sha256Hex } from '../../shared/ids.js';
+import { MARKUP_DECIMALS, formatDecimal, parseAmount, parseDecimal } from '../../shared/money.js';
+import { recordEvents, type EventTrigger } from '../events/event.service.js';
+import { Paywall, type WalletMode, WALLET_MODES } from './paywall.entity.js';
+import type { Auth, PaywallInfo } from './paywall-info.js';
+
+const API_KEY_PREFIX = 'pk_live_';
+const CACHE_TTL_MS = 30_000;
+const CHANGED_CHANNEL = 'paywall_changed';
+const MAX_MARKUP_PPM = 1000n * 1_000_000n;
+
+export interface UpdatePaywallInput {
+  name?: string | null;
+  markup?: string | null;
+  topupUrl?: string | null;
+  trialCredits?: string | null;
+  connectMessageTemplate?: string | null;
+  topupMessageTemplate?: string | null;
+}
+
+export const toInfo = (p: Paywall): PaywallInfo => ({
+  id: p.id,
+  ownerId: p.owner as unknown as string,
+  name: p.name,
+  mode: p.mode,
+  markupPpm: BigInt(p.markupPpm as any),
+  topupUrl: p.topupUrl ?? null,
+  trialCreditsRaw: BigInt(p.trialCreditsRaw as any),
+  connectMessageTemplate: p.connectMessageTemplate ?? null,
+  topupMessageTemplate: p.topupMessageTemplate ?? null,
+  archivedAt: p.archivedAt ?? null,
+  apiKeyLastFour: p.apiKeyLastFour,
+  createdAt: p.createdAt,
+  updatedAt: p.updatedAt,
+});
+
+export const formatMarkup = (ppm: bigint): string => formatDecimal(ppm, MARKUP_DECIMALS);
+
+const actorOf = (auth: Auth): EventTrigger =>
+  auth.kind === 'owner'
+    ? { source: 'graphql', actorType: 'owner', actorId: auth.ownerId }
+    : { source: 'api', actorType: 'api_key', actorId: auth.paywall.id };
+
+/**
+ * Paywalls and their API keys. Keys are random (`pk_live_…`), stored as SHA-256 hashes, shown once.
+ * The key → paywall lookup is cached in memory and invalidated at once on this instance and through
+ * NOTIFY on the others, so a rotated key stops working immediately.
+ */
+export class PaywallService {
+  private readonly byKeyHash = new Map<string, { info: PaywallInfo; expires: number }>();
+
+  constructor(private readonly db: Database) {}
+
+  /** Listen for changes made by other instances. */
+  async start(): Promise<void> {
+    await this.db.listen(CHANGED_CHANNEL, (paywallId) => this.evict(paywallId));
+  }
+
+  private evict(paywallId: string): void {
+    for (const [hash, entry] of this.byKeyHash) if (entry.info.id === paywallId) this.byKeyHash.delete(hash);
+  }
+
+  private async changed(tx: Tx, paywallId: string): Promise<void> {
+    await tx.query(`select pg_notify($1, $2)`, [CHANGED_CHANNEL, paywallId]);
+  }
+
+  /** The paywall of an API key, or null (unknown, rotated or archived key). Hot path: a map lookup. */
+  async authenticateKey(key: string): Promise<PaywallInfo | null> {
+    if (!key.startsWith(API_KEY_PREFIX)) return null;
+    const hash = sha256Hex(key);
+    const hit = this.byKeyHash.get(hash);
+    if (hit && hit.expires > Date.now()) return hit.info;
+    const p = await this.db.withEm((em) => em.findOne(Paywall, { apiKeyHash: hash }));
+    if (!p || !safeEqual(p.apiKeyHash, hash) || p.archivedAt) {
+      this.byKeyHash.delete(hash);
+      return null;
+    }
+    const info = toInfo(p);
+    this.byKeyHash.set(hash, { info, expires: Date.now() + CACHE_TTL_MS });
+    return info;
+  }
+
+  async create(
+    ownerId: string,
+    name: string,
+    mode: WalletMode,
+  ): Promise<{ paywall: PaywallInfo; apiKey: string }> {
+    const trimmed = (name ?? '').trim();
+    if (!trimmed || trimmed.length > 200) throw invalid('name must be 1 to 200 characters', 'name');
+    if (!WALLET_MODES.includes(mode)) throw invalid('mode must be DEFAULT or SHARED', 'mode');
+    const apiKey = newSecret(API_KEY_PREFIX);
+    const p = await this.db.transaction(async (tx) => {
+      const entity = tx.em.create(Paywall, {
+        id: newId(),
+        owner: ownerId,
+        name: trimmed,
+        mode,
+        apiKeyHash: sha256Hex(apiKey),
+        apiKeyLastFour: apiKey.slice(-4),
+        markupPpm: 1_000_000n,
+        trialCreditsRaw: 0n,
+        createdAt: new Date(),
+        updatedAt: new Date(),
+      } as any);
+      await tx.em.flush();
+      return entity;
+    });
+    return { paywall: toInfo(p), apiKey };
+  }
+
+  /**
+   * The paywall a caller may act on. An API key acts on its own paywall (a different `paywallId` is
+   * not found); an owner must name one of its paywalls. Others' paywalls are never revealed.
+   */
+  async resolve(
+    auth: Auth,
+    paywallId?: string | null,
+    opts: { allowArchived?: boolean } = {},
+  ): Promise<PaywallInfo> {
+    if (auth.kind === 'apiKey') {
+      if (paywallId && paywallId !== auth.paywall.id) throw notFound('paywall');
+      return auth.paywall;
+    }
+    if (!paywallId) throw invalid('paywallId is required with an owner token', 'paywallId');
+    const p = await this.get(auth.ownerId, paywallId);
+    if (p.archivedAt && !opts.allowArchived) throw new DomainError('conflict', 'paywall is archived');
+    return p;
+  }
+
+  async get(ownerId: string, paywallId: string): Promise<PaywallInfo> {
+    if (!/^[0-9a-f-]{36}$/i.test(paywallId)) throw notFound('paywall');
+    const p = await this.db.withEm((em) => em.findOne(Paywall, { id: paywallId, owner: ownerId }));
+    if (!p) throw notFound('paywall');
+    return toInfo(p);
+  }
+
+  async list(ownerId: string, includeArchived: boolean): Promise<PaywallInfo[]> {
+    const rows = await this.db.withEm((em) =>
+      em.find(Paywall, includeArchived ? { owner: ownerId } : { owner: ownerId, archivedAt: null }, {
+        orderBy: { createdAt: 'asc' },
+      }),
+    );
+    return rows.map(toInfo);
+  }
+
+  async update(
+    auth: Auth,
+    paywallId: string | null | undefined,
+    input: UpdatePaywallInput,
+  ): Promise<PaywallInfo> {
+    const current = await this.resolve(auth, paywallId);
+    const changes: Partial<Record<keyof Paywall, unknown>> = {};
+    const changedFields: string[] = [];
+    const set = (field: keyof Paywall, value: unknown, name: string, same: boolean) => {
+      if (same) return;
+      changes[field] = value;
+      changedFields.push(name);
+    };
+    if (input.name != null) {
+      const name = input.name.trim();
+      if (!name || name.length > 200) throw invalid('name must be 1 to 200 characters', 'name');
+      set('name', name, 'name', name === current.name);
+    }
+    if (input.markup != null) {
+      const ppm = parseDecimal(input.markup, MARKUP_DECIMALS);
+      if (ppm === null || ppm <= 0n || ppm > MAX_MARKUP_PPM)
+        throw invalid(
+          'markup must be a decimal string > 0 and ≤ 1000 with at most 6 fraction digits',
+          'markup',
+        );
+      set('markupPpm', ppm, 'markup', ppm === current.markupPpm);
+    }
+    if (input.topupUrl !== undefined) {
+      if (input.topupUrl !== null && current.mode !== 'DEFAULT')
+        throw new DomainError(
+          'unsupported_in_mode',
+          'a top-up URL is set only in DEFAULT mode; SHARED mode uses hosted top-ups',
+          'topupUrl',
+          'unsupported_in_mode',
+        );
+      if (input.topupUrl !== null && !isHttpUrl(input.topupUrl))
+        throw invalid('topupUrl must be an http(s) URL', 'topupUrl');
+      set('topupUrl', input.topupUrl, 'topupUrl', input.topupUrl === current.topupUrl);
+    }
+    if (input.trialCredits != null) {
+      const raw = input.trialCredits === '0' ? 0n : parseAmount(input.trialCredits);
+      if (raw === null)
+        throw invalid('trialCredits must be "0" or a positive USDC decimal string', 'trialCredits');
+      set('trialCreditsRaw', raw, 'trialCredits', raw === current.trialCreditsRaw);
+    }
+    for (const [field, value] of [
+      ['connectMessageTemplate', input.connectMessageTemplate],
+      ['topupMessageTemplate', input.topupMessageTemplate],
+    ] as const) {
+      if (value === undefined) continue;
+      if (value !== null && (value.length > 2000 || !value.includes('{url}')))
+        throw invalid(`${field} must contain {url} and be at most 2000 characters`, field);
+      set(field, value, field, value === current[field]);
+    }
+    if (changedFields.length === 0) return current;
+
+    const updated = await this.db.transaction(async (tx) => {
+      const p = await tx.em.findOneOrFail(Paywall, { id: current.id });
+      Object.assign(p, changes, { updatedAt: new Date() });
+      await recordEvents(tx, [
+        {
+          paywallId: p.id,
+          ownerUserId: current.ownerId,
+          type: 'paywall.updated',
+          trigger: actorOf(auth),
+          subject: { type: 'paywall', id: p.id },
+          data: {
+            paywallId: p.id,
+            ownerUserId: current.ownerId,
+            changedFields,
+            summarySections: summarySections(changedFields),
+          },
+        },
+      ]);
+      await this.changed(tx, p.id);
+      return p;
+    });
+    this.evict(current.id);
+    return toInfo(updated);
+  }
+
+  async rotateSecret(
+    auth: Auth,
+    paywallId?: string | null,
+  ): Promise<{ paywall: PaywallInfo; apiKey: string }> {
+    const current = await this.resolve(auth, paywallId);
+    const apiKey = newSecret(API_KEY_PREFIX);
+    const trigger = actorOf(auth);
+    const updated = await this.db.transaction(async (tx) => {
+      const p = await tx.em.findOneOrFail(Paywall, { id: current.id });
+      p.apiKeyHash = sha256Hex(apiKey);
+      p.apiKeyLastFour = apiKey.slice(-4);
+      p.updatedAt = new Date();
+      await recordEvents(tx, [
+        {
+          paywallId: p.id,
+          ownerUserId: current.ownerId,
+          type: 'paywall.secret.rotated',
+          trigger,
+          subject: { type: 'paywall', id: p.id },
+          data: {
+            paywallId: p.id,
+            ownerUserId: current.ownerId,
+            secretLastFour: p.apiKeyLastFour,
+            actorId: trigger.actorId,
+            actorType: trigger.actorType,
+          },
+        },
+      ]);
+      await this.changed(tx, p.id);
+      return p;
+    });
+    this.evict(current.id);
+    return { paywall: toInfo(updated), apiKey };
+  }
+
+  async archive(
+    auth: Auth,
+    paywallId: string | null | undefined,
+    reason?: string | null,
+  ): Promise<PaywallInfo> {
+    const current = await this.resolve(auth, paywallId, { allowArchived: true });
+    if (current.archivedAt) return current;
+    const why = (reason ?? 'archived by owner').slice(0, 500);
+    const updated = await this.db.transaction(async (tx) => {
+      const p = await tx.em.findOneOrFail(Paywall, { id: current.id });
+      p.archivedAt = new Date();
+      p.updatedAt = new Date();
+      await recordEvents(tx, [
+        {
+          paywallId: p.id,
+          ownerUserId: current.ownerId,
+          type: 'paywall.archived',
+          trigger: actorOf(auth),
+          subject: { type: 'paywall', id: p.id },
+          data: { paywallId: p.id, ownerUserId: current.ownerId, reason: why },
+        },
+      ]);
+      await this.changed(tx, p.id);
+      return p;
+    });
+    this.evict(current.id);
+    return toInfo(updated);
+  }
+}
+
+function isHttpUrl(s: string): boolean {
+  try {
+    const u = new URL(s);
+    return u.protocol === 'https:' || u.protocol === 'http:';
+  } catch {
+    return false;
+  }
+}
+
+/** Groups changed fields into the sections of a settings page, for `summarySections` in paywall.updated. */
+function summarySections(fields: string[]): string[] {
+  const section = (f: string) =>
+    f === 'name' ? 'general' : f === 'markup' ? 'pricing' : f.endsWith('Template') ? 'messages' : 'billing';
+  return [...new Set(fields.map(section))];
+}

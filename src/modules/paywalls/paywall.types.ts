@@ -1,0 +1,87 @@
+import { Field, ID, InputType, ObjectType, registerEnumType } from 'type-graphql';
+import { MoneyScalar } from '../../graphql/scalars.js';
+import { WALLET_MODES, type WalletMode } from './paywall.entity.js';
+import type { PaywallInfo } from './paywall-info.js';
+import { formatMarkup } from './paywall.service.js';
+
+export const WalletModeEnum = Object.fromEntries(WALLET_MODES.map((m) => [m, m])) as { [K in WalletMode]: K };
+registerEnumType(WalletModeEnum, {
+  name: 'WalletMode',
+  description: 'DEFAULT: app-scoped wallet funded by the developer. SHARED: hosted wallet the user controls.',
+});
+
+@ObjectType({ description: 'A paywall: one API key, one wallet mode, prices and settings.' })
+export class PaywallType {
+  @Field(() => ID) id!: string;
+  @Field() name!: string;
+  @Field(() => WalletModeEnum) mode!: WalletMode;
+  @Field({ description: 'Multiplier applied to token costs, decimal string (e.g. "1.5").' }) markup!: string;
+  @Field(() => String, { nullable: true, description: 'DEFAULT mode: where users top up.' }) topupUrl!:
+    string | null;
+  @Field(() => MoneyScalar, { description: 'Credits granted to each new end user (0 = off).' })
+  trialCredits!: bigint;
+  @Field(() => String, { nullable: true }) connectMessageTemplate!: string | null;
+  @Field(() => String, { nullable: true }) topupMessageTemplate!: string | null;
+  @Field({ description: 'Last four characters of the current API key.' }) apiKeyLastFour!: string;
+  @Field(() => String, { nullable: true }) archivedAt!: string | null;
+  @Field() createdAt!: string;
+  @Field() updatedAt!: string;
+  /** Internal: resolvers of other modules (provider, models) hang off it. */
+  ownerId!: string;
+
+  static from(p: PaywallInfo): PaywallType {
+    return Object.assign(new PaywallType(), {
+      id: p.id,
+      name: p.name,
+      mode: p.mode,
+      markup: formatMarkup(p.markupPpm),
+      topupUrl: p.topupUrl,
+      trialCredits: p.trialCreditsRaw,
+      connectMessageTemplate: p.connectMessageTemplate,
+      topupMessageTemplate: p.topupMessageTemplate,
+      apiKeyLastFour: p.apiKeyLastFour,
+      archivedAt: p.archivedAt ? p.archivedAt.toISOString() : null,
+      createdAt: p.createdAt.toISOString(),
+      updatedAt: p.updatedAt.toISOString(),
+      ownerId: p.ownerId,
+    });
+  }
+}
+
+@InputType()
+export class CreatePaywallInput {
+  @Field() name!: string;
+  @Field(() => WalletModeEnum, { description: 'Fixed for the life of the paywall.' }) mode!: WalletMode;
+}
+
+@ObjectType()
+export class CreatePaywallPayload {
+  @Field(() => PaywallType) paywall!: PaywallType;
+  @Field({ description: 'The full API key. Shown only here: store it now.' }) apiKey!: string;
+}
+
+@InputType()
+export class UpdatePaywallInput {
+  @Field(() => ID, { nullable: true, description: 'Required with an owner token; implied by an API key.' })
+  paywallId?: string;
+  @Field(() => String, { nullable: true }) name?: string | null;
+  @Field(() => String, { nullable: true, description: 'Decimal string > 0, e.g. "1.5".' }) markup?:
+    string | null;
+  @Field(() => String, { nullable: true, description: 'DEFAULT mode only. null clears it.' }) topupUrl?:
+    string | null;
+  @Field(() => String, {
+    nullable: true,
+    description: 'USDC decimal string granted to each new user; "0" = off.',
+  })
+  trialCredits?: string | null;
+  @Field(() => String, {
+    nullable: true,
+    description: 'Blocked-reply text for unconnected users; must contain {url}.',
+  })
+  connectMessageTemplate?: string | null;
+  @Field(() => String, {
+    nullable: true,
+    description: 'Blocked-reply text for short balances; must contain {url}.',
+  })
+  topupMessageTemplate?: string | null;
+}

@@ -1,0 +1,62 @@
+import type { Config } from './config.js';
+import type { Database } from './db/database.js';
+import type { Logger } from './shared/logger.js';
+import type { Metrics } from './shared/metrics.js';
+import { OwnerService } from './modules/owners/owner.service.js';
+import { PaywallService } from './modules/paywalls/paywall.service.js';
+import { ProviderService } from './modules/paywalls/provider.service.js';
+import { UserService } from './modules/users/user.service.js';
+import { LedgerService } from './modules/ledger/ledger.service.js';
+import { CatalogService } from './modules/catalog/catalog.service.js';
+import { ProxyService } from './modules/proxy/proxy.service.js';
+import { WebhookService } from './modules/webhooks/webhook.service.js';
+
+/**
+ * Every service, built once per process and shared by GraphQL, REST and the pages. Services receive
+ * this object and reach their peers through it at call time (so construction order does not matter).
+ */
+export interface Services {
+  config: Config;
+  db: Database;
+  log: Logger;
+  metrics: Metrics;
+  owners: OwnerService;
+  paywalls: PaywallService;
+  providers: ProviderService;
+  users: UserService;
+  ledger: LedgerService;
+  catalog: CatalogService;
+  proxy: ProxyService;
+  webhooks: WebhookService;
+}
+
+interface Lifecycle {
+  start?(): Promise<void>;
+  stop?(): Promise<void>;
+}
+
+export function createServices(config: Config, db: Database, log: Logger, metrics: Metrics): Services {
+  const s = { config, db, log, metrics } as Services;
+  s.owners = new OwnerService(db);
+  s.paywalls = new PaywallService(db);
+  s.providers = new ProviderService(s);
+  s.users = new UserService(s);
+  s.ledger = new LedgerService(s);
+  s.catalog = new CatalogService(s);
+  s.proxy = new ProxyService(s);
+  s.webhooks = new WebhookService(s);
+  return s;
+}
+
+const lifecycles = (s: Services): Lifecycle[] =>
+  [s.paywalls, s.providers, s.users, s.ledger, s.catalog, s.proxy, s.webhooks] as Lifecycle[];
+
+/** Starts background parts (cache-invalidation listeners, the webhook worker) of every service that has them. */
+export async function startServices(s: Services): Promise<void> {
+  for (const svc of lifecycles(s)) await svc.start?.();
+}
+
+/** Stops them in reverse order (the proxy first finishes in-flight settlements). */
+export async function stopServices(s: Services): Promise<void> {
+  for (const svc of lifecycles(s).reverse()) await svc.stop?.();
+}

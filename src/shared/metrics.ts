@@ -1,0 +1,42 @@
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** One registry per process (tests build several apps; each gets its own). */
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  return {
+    registry,
+    httpRequests: new Counter({
+      name: 'http_requests_total',
+      help: 'HTTP requests by route, method and status',
+      labelNames: ['route', 'method', 'status'] as const,
+      registers: [registry],
+    }),
+    httpDuration: new Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'HTTP request latency by route, method and status',
+      labelNames: ['route', 'method', 'status'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: [registry],
+    }),
+    ledgerEntries: new Counter({
+      name: 'ledger_entries_total',
+      help: 'Ledger entries written, by kind',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+    }),
+    ledgerAmountRaw: new Counter({
+      name: 'ledger_amount_raw_total',
+      help: 'Absolute raw units (1e-6 USDC) moved through the ledger, by kind',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+    }),
+    chargesFailed: new Counter({
+      name: 'charges_failed_total',
+      help: 'Charges refused, by reason',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+  };
+}
+export type Metrics = ReturnType<typeof createMetrics>;
