@@ -1,6 +1,408 @@
+import { randomUUID } from 'node:crypto';
+import type { Sql } from '../../db/database.js';
+import { DomainError } from '../../shared/errors.js';
+import { usdcDecimal } from '../../shared/money.js';
 import type { Services } from '../../services.js';
+import {
+  eventRows,
+  insertEventsSql,
+  recordEvents,
+  type EventTrigger,
+  type NewEvent,
+} from '../events/event.service.js';
+import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
+
+export const MAX_EXTERNAL_ID_LENGTH = 256;
+
+/** An end user as the services see it (money in raw units). */
+export interface EndUserRow {
+  id: string;
+  paywallId: string;
+  externalId: string;
+  /** Settled balance: the sum of the user's ledger entries. */
+  balanceRaw: bigint;
+  /** Reserved by open holds; free balance = balanceRaw − heldRaw. */
+  heldRaw: bigint;
+  /** SHARED mode: the hosted-wallet user this end user is connected to. */
+  walletUserId: string | null;
+  connectedAt: Date | null;
+  createdAt: Date;
+}
+
+export interface EnsuredUser extends EndUserRow {
+  /** True when this call created the user (and granted trial credits, if any). */
+  created: boolean;
+  /** DEFAULT: always; SHARED: connected to a wallet user. */
+  connected: boolean;
+}
+
+export interface ConnectResult {
+  connected: boolean;
+  connectedUser: { paywallKeyId: string; userId: string; externalUserId: string; createdAt: Date } | null;
+  message: string;
+  url: string | null;
+}
+
+export interface DisconnectResult {
+  success: boolean;
+  message: string;
+}
+
+const USER_COLUMNS = `id, paywall_id, external_id, balance_raw::text as balance_raw, held_raw::text as held_raw,
+  wallet_user_id, connected_at, created_at`;
+
+export const toUserRow = (r: any): EndUserRow => ({
+  id: r.id,
+  paywallId: r.paywall_id,
+  externalId: r.external_id,
+  balanceRaw: BigInt(r.balance_raw),
+  heldRaw: BigInt(r.held_raw),
+  walletUserId: r.wallet_user_id ?? null,
+  connectedAt: r.connected_at ? new Date(r.connected_at) : null,
+  createdAt: new Date(r.created_at),
+});
+
+/** The event trigger of a caller: an API key (REST or GraphQL) or an owner. */
+export function triggerOf(auth: Auth, transport: 'graphql' | 'rest' = 'rest'): EventTrigger {
+  return auth.kind === 'owner'
+    ? { source: 'graphql', actorType: 'owner', actorId: auth.ownerId }
+    : { source: transport === 'rest' ? 'api' : 'graphql', actorType: 'api_key', actorId: auth.paywall.id };
+}
+
+/** `connected` per mode: DEFAULT has no end-user authorization, SHARED needs a wallet user. */
+export const isConnected = (paywall: PaywallInfo, u: { walletUserId: string | null }): boolean =>
+  paywall.mode === 'DEFAULT' || u.walletUserId !== null;
+
+/** The id events carry as `walletUserId`: the end user itself in DEFAULT mode, the wallet user in SHARED. */
+export const walletUserIdOf = (paywall: PaywallInfo, u: { id: string; walletUserId: string | null }) =>
+  paywall.mode === 'DEFAULT' ? u.id : u.walletUserId;
+
+/** Validates an end-user identifier given to a service (REST already checked it in `userOf`). */
+export function checkExternalId(externalId: unknown): string {
+  if (typeof externalId !== 'string' || externalId.trim() === '')
+    throw new DomainError('missing_user', 'No end user given.', 'user', 'missing_user');
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what we refuse
+  if (externalId.length > MAX_EXTERNAL_ID_LENGTH || /[\u0000-\u001f\u007f]/.test(externalId))
+    throw new DomainError(
+      'invalid_request',
+      `user must be at most ${MAX_EXTERNAL_ID_LENGTH} printable characters`,
+      'user',
+    );
+  return externalId;
+}
+
+const withParam = (base: string, params: Record<string, string>): string => {
+  const u = new URL(base);
+  for (const [k, v] of Object.entries(params)) u.searchParams.set(k, v);
+  return u.toString();
+};
 
 /** End users (created on first sight per paywall), trial credits, connections, top-up links. */
 export class UserService {
   constructor(private readonly s: Services) {}
+
+  /**
+   * Gets or creates the end user. Creation and the trial grant (balance, `trial` ledger entry,
+   * `paywall.balance.trial.granted`) are ONE statement, so they commit together whether `sql` is the
+   * pool (autocommit) or an open transaction. Concurrent first sightings converge on one row: the
+   * unique (paywall_id, external_id) makes the loser's insert a no-op and it reads the winner's row.
+   */
+  async ensureUser(
+    sql: Sql,
+    paywall: PaywallInfo,
+    externalId: string,
+    trigger: EventTrigger,
+  ): Promise<EnsuredUser> {
+    const found = await this.select(sql, paywall.id, externalId);
+    if (found) return { ...found, created: false, connected: isConnected(paywall, found) };
+
+    const id = randomUUID();
+    const ledgerId = randomUUID();
+    const trial = paywall.trialCreditsRaw > 0n ? paywall.trialCreditsRaw : 0n;
+    const events: NewEvent[] =
+      trial > 0n
+        ? [
+            {
+              paywallId: paywall.id,
+              ownerUserId: paywall.ownerId,
+              type: 'paywall.balance.trial.granted',
+              trigger,
+              subject: { type: 'end_user', id, externalId },
+              data: {
+                paywallId: paywall.id,
+                ownerUserId: paywall.ownerId,
+                walletUserId: paywall.mode === 'DEFAULT' ? id : null,
+                credits: usdcDecimal(trial),
+                activityId: ledgerId,
+              },
+            },
+          ]
+        : [];
+    const rows = await sql.query(
+      `with u as (
+         insert into end_user (id, paywall_id, external_id, balance_raw, held_raw, created_at)
+         values ($1::uuid, $2::uuid, $3::varchar, $4::bigint, 0, now())
+         on conflict (paywall_id, external_id) do nothing
+         returning ${USER_COLUMNS}
+       ), l as (
+         insert into ledger_entry (id, paywall_id, user_id, kind, amount_raw, balance_after_raw)
+         select $5::uuid, u.paywall_id, u.id, 'trial', $4::bigint, $4::bigint from u where $4::bigint > 0
+       ), e as (
+         ${insertEventsSql(6)} where exists (select 1 from u)
+       )
+       select * from u`,
+      [id, paywall.id, externalId, trial.toString(), ledgerId, JSON.stringify(eventRows(events))],
+    );
+    if (rows.length === 1) {
+      if (trial > 0n) {
+        this.s.metrics.ledgerEntries.inc({ kind: 'trial' });
+        this.s.metrics.ledgerAmountRaw.inc({ kind: 'trial' }, Number(trial));
+      }
+      const u = toUserRow(rows[0]);
+      return { ...u, created: true, connected: isConnected(paywall, u) };
+    }
+    // Lost a race with a concurrent first sighting: the row exists now.
+    const again = await this.select(sql, paywall.id, externalId);
+    if (!again) throw new Error('end user vanished after a conflicting insert');
+    return { ...again, created: false, connected: isConnected(paywall, again) };
+  }
+
+  private async select(sql: Sql, paywallId: string, externalId: string): Promise<EndUserRow | null> {
+    const rows = await sql.query(
+      `select ${USER_COLUMNS} from end_user where paywall_id = $1 and external_id = $2`,
+      [paywallId, externalId],
+      'end_user_by_external_id',
+    );
+    return rows.length ? toUserRow(rows[0]) : null;
+  }
+
+  /** The end user, or null. Reads never create users. */
+  async findUser(paywallId: string, externalId: string): Promise<EndUserRow | null> {
+    return this.select(this.s.db, paywallId, externalId);
+  }
+
+  /** Users by id (DataLoader batch function); missing ids give null. */
+  async byIds(ids: readonly string[]): Promise<(EndUserRow | null)[]> {
+    const rows = await this.s.db.query(`select ${USER_COLUMNS} from end_user where id = any($1::uuid[])`, [
+      ids as string[],
+    ]);
+    const map = new Map(rows.map((r) => [r.id as string, toUserRow(r)]));
+    return ids.map((id) => map.get(id) ?? null);
+  }
+
+  /**
+   * A page of the paywall's users, newest first. `after` is the opaque cursor of the last row seen;
+   * the timestamp travels as PostgreSQL text so microseconds survive the round trip.
+   */
+  async list(
+    paywallId: string,
+    first: number,
+    after: string | null,
+  ): Promise<{ rows: (EndUserRow & { cursor: string })[]; hasNextPage: boolean }> {
+    let cur: { ts: string; id: string } | null = null;
+    if (after) cur = decodeCursor(after, 'u');
+    const rows = await this.s.db.query(
+      `select ${USER_COLUMNS}, created_at::text as created_text from end_user
+        where paywall_id = $1 and ($2::timestamptz is null or (created_at, id) < ($2::timestamptz, $3::uuid))
+        order by created_at desc, id desc limit $4`,
+      [paywallId, cur?.ts ?? null, cur?.id ?? null, first + 1],
+    );
+    const page = rows.slice(0, first).map((r) => ({
+      ...toUserRow(r),
+      cursor: encodeCursor('u', r.created_text, r.id),
+    }));
+    return { rows: page, hasNextPage: rows.length > first };
+  }
+
+  /** URL of the top-up page for a user (no side effects; see `topupLink`). */
+  topupUrl(paywall: PaywallInfo, externalId: string): string {
+    if (paywall.mode === 'SHARED')
+      return withParam(`${this.s.config.PUBLIC_BASE_URL}/wallet/topup`, {
+        paywall: paywall.id,
+        user: externalId,
+      });
+    if (paywall.topupUrl) return withParam(paywall.topupUrl, { user: externalId });
+    return withParam(`${this.s.config.PUBLIC_BASE_URL}/topup/${paywall.id}`, { user: externalId });
+  }
+
+  /** The `paywall.balance.topup.link.created` event for a link handed out. */
+  topupLinkEvent(
+    paywall: PaywallInfo,
+    user: { id: string; externalId: string; walletUserId: string | null },
+    url: string,
+    trigger: EventTrigger,
+  ): NewEvent {
+    return {
+      paywallId: paywall.id,
+      ownerUserId: paywall.ownerId,
+      type: 'paywall.balance.topup.link.created',
+      trigger,
+      subject: { type: 'end_user', id: user.id, externalId: user.externalId },
+      data: {
+        paywallId: paywall.id,
+        ownerUserId: paywall.ownerId,
+        walletUserId: walletUserIdOf(paywall, user),
+        redirectUrl: url,
+        checkoutSessionId: null,
+      },
+    };
+  }
+
+  /**
+   * A connect link (SHARED) and its `paywall.authorization.requested` event. The request id in the link
+   * lets the hosted page tie the approval or refusal to this request.
+   */
+  connectRequest(
+    paywall: PaywallInfo,
+    user: { id: string; externalId: string },
+    trigger: EventTrigger,
+  ): { url: string; event: NewEvent } {
+    const requestId = randomUUID();
+    const url = withParam(`${this.s.config.PUBLIC_BASE_URL}/connect/${paywall.id}`, {
+      user: user.externalId,
+      request: requestId,
+    });
+    return {
+      url,
+      event: {
+        paywallId: paywall.id,
+        ownerUserId: paywall.ownerId,
+        type: 'paywall.authorization.requested',
+        trigger,
+        subject: { type: 'end_user', id: user.id, externalId: user.externalId },
+        data: {
+          paywallId: paywall.id,
+          ownerUserId: paywall.ownerId,
+          externalUserId: user.externalId,
+          walletUserId: null,
+          requestId,
+          approvalUrl: url,
+          mode: paywall.mode,
+        },
+      },
+    };
+  }
+
+  /**
+   * A top-up link for the user: DEFAULT mode uses the paywall's `topupUrl` (with `user=`) or the hosted
+   * page; SHARED mode the hosted wallet's top-up. Records `paywall.balance.topup.link.created`.
+   */
+  async topupLink(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<string> {
+    checkExternalId(externalId);
+    const user = await this.ensureUser(this.s.db, paywall, externalId, trigger);
+    const url = this.topupUrl(paywall, externalId);
+    await recordEvents(this.s.db, [this.topupLinkEvent(paywall, user, url, trigger)]);
+    return url;
+  }
+
+  /** A SHARED-mode connect link; records `paywall.authorization.requested`. */
+  async connectLink(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<string> {
+    checkExternalId(externalId);
+    const user = await this.ensureUser(this.s.db, paywall, externalId, trigger);
+    const { url, event } = this.connectRequest(paywall, user, trigger);
+    await recordEvents(this.s.db, [event]);
+    return url;
+  }
+
+  /**
+   * Connection check (CONTRACT §4). DEFAULT: every identified user is connected. SHARED: a connected
+   * user is described; otherwise the answer carries a connect link (and its event).
+   */
+  async connect(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<ConnectResult> {
+    checkExternalId(externalId);
+    const user = await this.ensureUser(this.s.db, paywall, externalId, trigger);
+    if (paywall.mode === 'DEFAULT')
+      return {
+        connected: true,
+        connectedUser: {
+          paywallKeyId: paywall.id,
+          userId: user.id,
+          externalUserId: externalId,
+          createdAt: user.createdAt,
+        },
+        message: 'DEFAULT mode: every identified user is connected; no authorization is needed.',
+        url: null,
+      };
+    if (user.walletUserId)
+      return {
+        connected: true,
+        connectedUser: {
+          paywallKeyId: paywall.id,
+          userId: user.walletUserId,
+          externalUserId: externalId,
+          createdAt: user.connectedAt ?? user.createdAt,
+        },
+        message: 'The user is connected to this paywall.',
+        url: null,
+      };
+    const { url, event } = this.connectRequest(paywall, user, trigger);
+    await recordEvents(this.s.db, [event]);
+    return {
+      connected: false,
+      connectedUser: null,
+      message: `The user is not connected. Send them to ${url} to authorize this paywall.`,
+      url,
+    };
+  }
+
+  /**
+   * Revokes a SHARED-mode authorization. DEFAULT mode has none: nothing changes, `success: false`.
+   * SHARED: `success: true` means the user is not connected afterwards, whether or not they were.
+   */
+  async disconnect(
+    paywall: PaywallInfo,
+    externalId: string,
+    trigger: EventTrigger,
+  ): Promise<DisconnectResult> {
+    checkExternalId(externalId);
+    if (paywall.mode === 'DEFAULT')
+      return {
+        success: false,
+        message:
+          'DEFAULT mode has no end-user authorization to revoke; every identified user is connected. Nothing was changed.',
+      };
+    const walletUserId = await this.s.db.transaction(async (tx) => {
+      // The row lock makes concurrent disconnects agree on who revoked (one event).
+      const rows = await tx.query(
+        `select id, wallet_user_id from end_user where paywall_id = $1 and external_id = $2 for update`,
+        [paywall.id, externalId],
+      );
+      if (!rows.length || !rows[0].wallet_user_id) return null;
+      await tx.query(`update end_user set wallet_user_id = null, connected_at = null where id = $1`, [
+        rows[0].id,
+      ]);
+      await recordEvents(tx, [
+        {
+          paywallId: paywall.id,
+          ownerUserId: paywall.ownerId,
+          type: 'paywall.authorization.revoked',
+          trigger,
+          subject: { type: 'end_user', id: rows[0].id, externalId },
+          data: {
+            paywallId: paywall.id,
+            ownerUserId: paywall.ownerId,
+            externalUserId: externalId,
+            walletUserId: rows[0].wallet_user_id,
+          },
+        },
+      ]);
+      return rows[0].wallet_user_id as string;
+    });
+    return walletUserId
+      ? { success: true, message: 'The user was disconnected; their authorization is revoked.' }
+      : { success: true, message: 'The user was not connected; nothing to revoke.' };
+  }
+}
+
+/** Opaque pagination cursors: `<kind>:<timestamp text>|<id>` in base64url. */
+export function encodeCursor(kind: string, ts: string, id: string): string {
+  return Buffer.from(`${kind}:${ts}|${id}`).toString('base64url');
+}
+
+export function decodeCursor(cursor: string, kind: string): { ts: string; id: string } {
+  const text = Buffer.from(cursor, 'base64url').toString('utf8');
+  const m = new RegExp(`^${kind}:([0-9 :.+\\-T]{10,40})\\|([0-9a-f-]{36})$`).exec(text);
+  if (!m || Number.isNaN(Date.parse(m[1].replace(' ', 'T').replace(/([+-]\d\d)$/, '$1:00'))))
+    throw new DomainError('invalid_request', 'after is not a valid cursor', 'after');
+  return { ts: m[1], id: m[2] };
 }
