@@ -1,6 +1,397 @@
+import { Pool, type Dispatcher } from 'undici';
 import type { Services } from '../../services.js';
+import { loadSecretBox, type SecretBox } from '../../shared/crypto.js';
+import { DomainError, invalid } from '../../shared/errors.js';
+import { recordEvents, type EventTrigger } from '../events/event.service.js';
+import type { Auth, PaywallInfo } from './paywall-info.js';
 
-/** The model provider of a paywall: base URL + key encrypted at rest. */
+/** Where and how the proxy forwards a paywall's chat requests. */
+export interface Upstream {
+  /** Absolute http(s) URL without a trailing slash, e.g. `http://127.0.0.1:5555/v1`. */
+  baseUrl: string;
+  /** The provider key, decrypted. Never log it. */
+  apiKey: string;
+  /** Keep-alive undici Pool for the origin of `baseUrl`; follows no redirects. */
+  dispatcher: Dispatcher;
+}
+
+/** What the API shows about a connected provider: never the key itself. */
+export interface ProviderInfo {
+  paywallId: string;
+  baseUrl: string;
+  apiKeyLastFour: string;
+  connectedAt: Date;
+  updatedAt: Date;
+}
+
+export interface ConnectProviderInput {
+  paywallId?: string | null;
+  baseUrl: string;
+  apiKey: string;
+}
+
+const CHANGED_CHANNEL = 'provider_changed';
+/** Safety net only: changes evict at once (locally, and through NOTIFY on other instances). */
+const POSITIVE_TTL_MS = 5 * 60_000;
+/** "No provider" and "cannot decrypt" answers are re-checked soon, so a fix shows up quickly. */
+const NEGATIVE_TTL_MS = 5_000;
+/**
+ * A replaced pool is closed this long after it stopped being handed out: a request that got the old
+ * Upstream just before the change may still be between its hold and its dispatch. close() itself is
+ * graceful (in-flight requests finish).
+ */
+const RETIRE_DELAY_MS = 10_000;
+const STOP_CLOSE_TIMEOUT_MS = 5_000;
+const MAX_BASE_URL_LENGTH = 2048;
+const MAX_API_KEY_LENGTH = 4096;
+const INTEGRATION_KEY = 'provider';
+
+interface Entry {
+  /** base URL + ciphertext the upstream was built from; a reload with the same keeps the same pool. */
+  fingerprint: string | null;
+  upstream: Upstream | null;
+  error: DomainError | null;
+  expires: number;
+}
+
+/**
+ * The model provider of a paywall: any OpenAI-compatible base URL and its key, the key encrypted at rest
+ * (AES-256-GCM, see shared/crypto.ts), never returned and never logged.
+ *
+ * The request path calls {@link getUpstream} on every chat request: a Map lookup after the first call.
+ * Each paywall's upstream owns one keep-alive undici Pool. Connecting or disconnecting evicts the entry at
+ * once on this instance and through NOTIFY `provider_changed` on the others; the entry is then reloaded
+ * in the background and a pool whose configuration changed is retired (closed gracefully).
+ *
+ * Base URLs may be http or https and may point at loopback or private addresses: self-hosted models
+ * (vLLM, Ollama, LM Studio) usually live there. The URL is chosen by an authenticated paywall owner.
+ */
 export class ProviderService {
+  private readonly cache = new Map<string, Entry>();
+  private readonly loading = new Map<string, Promise<Entry>>();
+  /** Bumped by every eviction, so a load that raced with a change is not cached. */
+  private readonly generation = new Map<string, number>();
+  private readonly retiring = new Map<Dispatcher, NodeJS.Timeout>();
+  private secretBox?: SecretBox;
+  private unlisten?: () => void;
+  private stopped = false;
+
   constructor(private readonly s: Services) {}
+
+  async start(): Promise<void> {
+    this.box(); // fail at start, not on the first request, when the key file cannot be read or written
+    this.unlisten = await this.s.db.listen(CHANGED_CHANNEL, (paywallId) => this.evict(paywallId));
+  }
+
+  /** Closes every pool; in-flight requests get a few seconds to finish, then are cut. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.unlisten?.();
+    const pools = new Set<Dispatcher>();
+    for (const e of this.cache.values()) if (e.upstream) pools.add(e.upstream.dispatcher);
+    for (const [pool, timer] of this.retiring) {
+      clearTimeout(timer);
+      pools.add(pool);
+    }
+    this.cache.clear();
+    this.retiring.clear();
+    await Promise.all([...pools].map(closeWithin));
+  }
+
+  private box(): SecretBox {
+    if (!this.secretBox) {
+      const loaded = loadSecretBox(this.s.config);
+      if (loaded.generated)
+        this.s.log.warn(
+          { path: loaded.path },
+          'ENCRYPTION_KEY is not set: generated a key file for provider keys. Production must set ENCRYPTION_KEY (the same on every instance).',
+        );
+      this.secretBox = loaded.box;
+    }
+    return this.secretBox;
+  }
+
+  /**
+   * The upstream of a paywall, or null when none is connected. Hot path: cached per paywall. Throws
+   * `provider_not_connected` when the stored key cannot be decrypted (ENCRYPTION_KEY changed).
+   */
+  async getUpstream(paywallId: string): Promise<Upstream | null> {
+    const hit = this.cache.get(paywallId);
+    const entry = hit && hit.expires > Date.now() ? hit : await this.load(paywallId);
+    if (entry.error) throw entry.error;
+    return entry.upstream;
+  }
+
+  private load(paywallId: string): Promise<Entry> {
+    const pending = this.loading.get(paywallId);
+    if (pending) return pending;
+    const p = this.read(paywallId).finally(() => {
+      if (this.loading.get(paywallId) === p) this.loading.delete(paywallId);
+    });
+    this.loading.set(paywallId, p);
+    return p;
+  }
+
+  private async read(paywallId: string): Promise<Entry> {
+    for (;;) {
+      const gen = this.generation.get(paywallId) ?? 0;
+      const rows = await this.s.db.query<{ base_url: string; api_key_ciphertext: string }>(
+        'select base_url, api_key_ciphertext from provider where paywall_id = $1',
+        [paywallId],
+        'provider_upstream',
+      );
+      // A change committed while we read: read again rather than cache what may be the old row.
+      if ((this.generation.get(paywallId) ?? 0) !== gen) continue;
+      const row = rows[0];
+      const fingerprint = row ? `${row.base_url}\n${row.api_key_ciphertext}` : null;
+      const current = this.cache.get(paywallId);
+      if (current && current.fingerprint === fingerprint && !current.error) {
+        current.expires = Date.now() + (current.upstream ? POSITIVE_TTL_MS : NEGATIVE_TTL_MS);
+        return current;
+      }
+      const entry = this.build(paywallId, row, fingerprint);
+      if (this.stopped) {
+        if (entry.upstream) void closeWithin(entry.upstream.dispatcher);
+        return entry;
+      }
+      // Whatever is cached now (maybe set by a concurrent load) is replaced: retire its pool.
+      const previous = this.cache.get(paywallId);
+      if (previous?.upstream) this.retire(previous.upstream.dispatcher);
+      this.cache.set(paywallId, entry);
+      return entry;
+    }
+  }
+
+  private build(
+    paywallId: string,
+    row: { base_url: string; api_key_ciphertext: string } | undefined,
+    fingerprint: string | null,
+  ): Entry {
+    const negative = { fingerprint, upstream: null, expires: Date.now() + NEGATIVE_TTL_MS };
+    if (!row) return { ...negative, error: null };
+    let apiKey: string;
+    try {
+      apiKey = this.box().decrypt(row.api_key_ciphertext, paywallId);
+    } catch (e) {
+      this.s.log.error(
+        { paywallId, reason: (e as any)?.reason },
+        'provider key cannot be decrypted: ENCRYPTION_KEY differs from the one it was stored with',
+      );
+      return {
+        ...negative,
+        error: new DomainError(
+          'provider_not_connected',
+          'The provider key of this paywall cannot be decrypted on this server; connect the provider again.',
+        ),
+      };
+    }
+    const timeout = this.s.config.UPSTREAM_TIMEOUT_MS;
+    const dispatcher = new Pool(new URL(row.base_url).origin, {
+      connections: 128,
+      pipelining: 1,
+      headersTimeout: timeout,
+      bodyTimeout: timeout,
+      connect: { timeout: 10_000 },
+      keepAliveTimeout: 30_000,
+    });
+    return {
+      fingerprint,
+      upstream: { baseUrl: row.base_url, apiKey, dispatcher },
+      error: null,
+      expires: Date.now() + POSITIVE_TTL_MS,
+    };
+  }
+
+  private retire(pool: Dispatcher): void {
+    if (this.retiring.has(pool)) return;
+    const timer = setTimeout(() => {
+      this.retiring.delete(pool);
+      void closeWithin(pool);
+    }, RETIRE_DELAY_MS);
+    timer.unref();
+    this.retiring.set(pool, timer);
+  }
+
+  /**
+   * Forgets the cached upstream at once (the next request reads the database) and, when the paywall was
+   * in use here, reloads it in the background so a replaced pool is retired without waiting for traffic.
+   */
+  private evict(paywallId: string): void {
+    this.generation.set(paywallId, (this.generation.get(paywallId) ?? 0) + 1);
+    this.loading.delete(paywallId);
+    const entry = this.cache.get(paywallId);
+    if (!entry) return;
+    entry.expires = 0;
+    if (entry.upstream && !this.stopped)
+      this.load(paywallId).catch((err) => this.s.log.warn({ err, paywallId }, 'provider reload failed'));
+  }
+
+  /** Connects (or replaces) the provider of a paywall; records `paywall.integration.connected`. */
+  async connect(auth: Auth, input: ConnectProviderInput): Promise<PaywallInfo> {
+    const paywall = await this.s.paywalls.resolve(auth, input.paywallId);
+    const baseUrl = normalizeBaseUrl(input.baseUrl);
+    const apiKey = checkApiKey(input.apiKey);
+    // Bound to the paywall id: a ciphertext copied to another paywall's row does not decrypt there.
+    const ciphertext = this.box().encrypt(apiKey, paywall.id);
+    const lastFour = apiKey.length >= 12 ? apiKey.slice(-4) : '';
+    const trigger = actorOf(auth);
+    await this.s.db.transaction(async (tx) => {
+      const [row] = await tx.query<{ inserted: boolean }>(
+        `insert into provider (paywall_id, base_url, api_key_ciphertext, api_key_last_four, created_at, updated_at)
+         values ($1, $2, $3, $4, now(), now())
+         on conflict (paywall_id) do update
+           set base_url = excluded.base_url, api_key_ciphertext = excluded.api_key_ciphertext,
+               api_key_last_four = excluded.api_key_last_four, updated_at = now()
+         returning (xmax = 0) as inserted`,
+        [paywall.id, baseUrl, ciphertext, lastFour],
+      );
+      await recordEvents(tx, [
+        {
+          paywallId: paywall.id,
+          ownerUserId: paywall.ownerId,
+          type: 'paywall.integration.connected',
+          trigger,
+          subject: { type: 'paywall', id: paywall.id },
+          data: {
+            paywallId: paywall.id,
+            ownerUserId: paywall.ownerId,
+            integrationKey: INTEGRATION_KEY,
+            enabledBy: trigger.actorId,
+          },
+          metadata: { baseUrl, replaced: !row.inserted },
+        },
+      ]);
+      await tx.query('select pg_notify($1, $2)', [CHANGED_CHANNEL, paywall.id]);
+    });
+    this.evict(paywall.id);
+    this.s.log.info({ paywallId: paywall.id, baseUrl }, 'provider connected');
+    return paywall;
+  }
+
+  /**
+   * Removes the provider of a paywall; records `paywall.integration.disconnected`. Idempotent: with no
+   * provider connected nothing changes and no event is recorded. Allowed on an archived paywall, so an
+   * owner can always withdraw a key.
+   */
+  async disconnect(auth: Auth, paywallId?: string | null): Promise<PaywallInfo> {
+    const paywall = await this.s.paywalls.resolve(auth, paywallId, { allowArchived: true });
+    const trigger = actorOf(auth);
+    const removed = await this.s.db.transaction(async (tx) => {
+      const rows = await tx.query('delete from provider where paywall_id = $1 returning base_url', [
+        paywall.id,
+      ]);
+      if (rows.length === 0) return false;
+      await recordEvents(tx, [
+        {
+          paywallId: paywall.id,
+          ownerUserId: paywall.ownerId,
+          type: 'paywall.integration.disconnected',
+          trigger,
+          subject: { type: 'paywall', id: paywall.id },
+          data: {
+            paywallId: paywall.id,
+            ownerUserId: paywall.ownerId,
+            integrationKey: INTEGRATION_KEY,
+            disabledBy: trigger.actorId,
+          },
+          metadata: { baseUrl: rows[0].base_url },
+        },
+      ]);
+      await tx.query('select pg_notify($1, $2)', [CHANGED_CHANNEL, paywall.id]);
+      return true;
+    });
+    if (removed) {
+      this.evict(paywall.id);
+      this.s.log.info({ paywallId: paywall.id }, 'provider disconnected');
+    }
+    return paywall;
+  }
+
+  /** The providers of several paywalls (in the order asked, null where none), for a DataLoader. */
+  async infoMany(paywallIds: readonly string[]): Promise<(ProviderInfo | null)[]> {
+    const rows = await this.s.db.query<{
+      paywall_id: string;
+      base_url: string;
+      api_key_last_four: string;
+      created_at: string | Date;
+      updated_at: string | Date;
+    }>(
+      `select paywall_id, base_url, api_key_last_four, created_at, updated_at
+         from provider where paywall_id = any($1::uuid[])`,
+      [paywallIds],
+    );
+    const byId = new Map(rows.map((r) => [r.paywall_id, r]));
+    return paywallIds.map((id) => {
+      const r = byId.get(id);
+      return r
+        ? {
+            paywallId: id,
+            baseUrl: r.base_url,
+            apiKeyLastFour: r.api_key_last_four,
+            connectedAt: new Date(r.created_at),
+            updatedAt: new Date(r.updated_at),
+          }
+        : null;
+    });
+  }
+}
+
+const actorOf = (auth: Auth): EventTrigger =>
+  auth.kind === 'owner'
+    ? { source: 'graphql', actorType: 'owner', actorId: auth.ownerId }
+    : { source: 'api', actorType: 'api_key', actorId: auth.paywall.id };
+
+/**
+ * An absolute http(s) URL with no credentials, query or fragment; returned as origin + path without a
+ * trailing slash (`https://api.openai.com/v1/` → `https://api.openai.com/v1`), so the proxy appends
+ * `/chat/completions`.
+ */
+export function normalizeBaseUrl(input: unknown): string {
+  const fail = (why: string) => invalid(`baseUrl ${why}`, 'baseUrl', 'invalid_base_url');
+  if (typeof input !== 'string' || input.trim() === '') throw fail('is required');
+  const raw = input.trim();
+  if (raw.length > MAX_BASE_URL_LENGTH) throw fail(`must be at most ${MAX_BASE_URL_LENGTH} characters`);
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw fail('must be an absolute http(s) URL, e.g. https://api.openai.com/v1');
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw fail('must use http or https');
+  if (u.username || u.password) throw fail('must not contain credentials; pass the key as apiKey');
+  if (!u.hostname) throw fail('must name a host');
+  if (raw.includes('?') || raw.includes('#')) throw fail('must not have a query or fragment');
+  return `${u.origin}${u.pathname.replace(/\/+$/, '')}`;
+}
+
+/** A provider key is sent as a header value: printable ASCII without spaces, 1 to 4096 characters. */
+function checkApiKey(input: unknown): string {
+  const key = typeof input === 'string' ? input.trim() : '';
+  if (!key || key.length > MAX_API_KEY_LENGTH || !/^[\x21-\x7e]+$/.test(key))
+    // The message never echoes the value: it is a secret.
+    throw invalid(
+      `apiKey must be 1 to ${MAX_API_KEY_LENGTH} printable ASCII characters without spaces`,
+      'apiKey',
+      'invalid_provider_key',
+    );
+  return key;
+}
+
+async function closeWithin(pool: Dispatcher): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      pool.close(),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(() => {
+          pool.destroy().then(resolve, resolve);
+        }, STOP_CLOSE_TIMEOUT_MS);
+        timer.unref();
+      }),
+    ]);
+  } catch {
+    /* already closed or destroyed */
+  } finally {
+    clearTimeout(timer);
+  }
 }
