@@ -1,4 +1,5 @@
 import { GraphQLError, GraphQLScalarType, Kind } from 'graphql';
+import { GraphQLJSON } from 'graphql-scalars';
 import { formatUsdc } from '../shared/money.js';
 
 /**
@@ -21,3 +22,9 @@ export const MoneyScalar = new GraphQLScalarType({
     throw new GraphQLError(`Money is output only (got ${ast.kind === Kind.STRING ? 'a string' : ast.kind})`);
   },
 });
+
+/**
+ * `JSON`: any JSON value (event `data`, payloads, metadata). One shared instance, so every module that
+ * uses it refers to the same schema type (two scalars named JSON would break the schema build).
+ */
+export const JSONScalar = GraphQLJSON;
