@@ -185,6 +185,9 @@ export async function createApp(deps: AppDeps): Promise<App> {
     validationRules: armor.validationRules,
     formatError: formatGraphQLError,
     introspection: true,
+    // main.ts owns SIGTERM (drain, settle, close the database, exit 0); Apollo's own handler would
+    // stop the server under it and leave the shutdown hanging.
+    stopOnTerminationSignals: false,
   });
   await apollo.start();
   app.use(
