@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import type { DestinationStream } from 'pino';
 import { createApp, type App } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import type { Database } from '../../src/db/database.js';
@@ -29,8 +30,14 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/** Starts the real service on a loopback port against a fresh database. */
-export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+/**
+ * Starts the real service on a loopback port against a fresh database. `opts.logStream` receives the
+ * JSON log lines (pass `LOG_LEVEL` in `env`; the default is silent).
+ */
+export async function startTestApp(
+  env: Record<string, string> = {},
+  opts: { logStream?: DestinationStream } = {},
+): Promise<TestApp> {
   const { db, url: dbUrl, drop } = await createTestDatabase();
   const ownerToken = 'ot_test_owner_token_0123456789';
   const config = loadConfig({
@@ -42,7 +49,7 @@ export async function startTestApp(env: Record<string, string> = {}): Promise<Te
     ...(dbUrl ? { DATABASE_URL: dbUrl } : {}),
     ...env,
   });
-  const app = await createApp({ config, db, log: createLogger(config.LOG_LEVEL) });
+  const app = await createApp({ config, db, log: createLogger(config.LOG_LEVEL, opts.logStream) });
   await app.services.owners.bootstrap(ownerToken);
   await app.start();
   await new Promise<void>((r) => app.server.listen(0, '127.0.0.1', r));
