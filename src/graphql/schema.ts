@@ -1,6 +1,16 @@
 import { printSchema, type GraphQLSchema } from 'graphql';
-import { buildSchema } from 'type-graphql';
+import { buildSchema, type PubSub } from 'type-graphql';
 import { resolvers } from './resolvers.js';
+
+/** Never used: every subscription brings its own `subscribe` (topics-based subscriptions would throw here). */
+const NO_PUBSUB: PubSub = {
+  publish() {
+    throw new Error('no PubSub: subscriptions bring their own subscribe function');
+  },
+  subscribe() {
+    throw new Error('no PubSub: subscriptions bring their own subscribe function');
+  },
+};
 
 let cached: Promise<GraphQLSchema> | undefined;
 
@@ -9,7 +19,9 @@ export function getSchema(): Promise<GraphQLSchema> {
   cached ??= buildSchema({
     resolvers: resolvers as any,
     validate: false,
-    // Subscriptions use their own `subscribe` functions (LISTEN/NOTIFY), so no PubSub engine is needed.
+    // Subscriptions use their own `subscribe` functions (LISTEN/NOTIFY), so no PubSub engine is needed;
+    // type-graphql still refuses to build without one once any @Subscription exists.
+    pubSub: NO_PUBSUB,
   });
   return cached;
 }
