@@ -1,7 +1,51 @@
 import { Router } from 'express';
 import type { Services } from '../src/services.js';
+import { Operation } from './graphql-bridge.js';
+import { restContext, route } from './http.js';
 
-export function modelsRoutes(_services: Services): Router {
+const FIELDS = 'id object name display_name description createdAt pricing { prompt completion request }';
+const LIST = new Operation(`query { models { ${FIELDS} } }`);
+const ONE = new Operation(`query($id: String!) { model(id: $id) { ${FIELDS} } }`);
+
+interface GqlModel {
+  id: string;
+  object: string;
+  name: string;
+  display_name: string;
+  description: string;
+  createdAt: string;
+  pricing: { prompt: string; completion: string; request: string };
+}
+
+/** The spec's Model plus `created` and `owned_by`, so OpenAI SDKs' models.list() / retrieve() work. */
+const openAiModel = ({ createdAt, ...m }: GqlModel, ownedBy: string) => ({
+  id: m.id,
+  object: m.object,
+  created: Math.floor(Date.parse(createdAt) / 1000),
+  owned_by: ownedBy,
+  name: m.name,
+  display_name: m.display_name,
+  description: m.description,
+  pricing: m.pricing,
+});
+
+/** `GET /v1/models` and `GET /v1/models/{id}` (ids may contain "/", e.g. "openai/gpt-4o"). */
+export function modelsRoutes(services: Services): Router {
   const r = Router();
+  r.get(
+    '/models',
+    route(async (req, res) => {
+      const { models } = await LIST.run<{ models: GqlModel[] }>(restContext(req, services), {});
+      res.json({ object: 'list', data: models.map((m) => openAiModel(m, req.paywall!.name)) });
+    }),
+  );
+  r.get(
+    '/models/*id',
+    route(async (req, res) => {
+      const id = ([] as string[]).concat((req.params as any).id).join('/');
+      const { model } = await ONE.run<{ model: GqlModel }>(restContext(req, services), { id });
+      res.json(openAiModel(model, req.paywall!.name));
+    }),
+  );
   return r;
 }

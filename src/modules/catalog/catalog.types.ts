@@ -1,0 +1,74 @@
+import { Field, ID, InputType, Int, ObjectType } from 'type-graphql';
+import type { ModelView, PricingStrings } from './catalog.service.js';
+
+@ObjectType('ModelPricing', {
+  description:
+    'USDC decimal strings: prompt and completion per token, request per request (e.g. "0.000003").',
+})
+export class ModelPricingType {
+  @Field() prompt!: string;
+  @Field() completion!: string;
+  @Field() request!: string;
+
+  static from(p: PricingStrings): ModelPricingType {
+    return Object.assign(new ModelPricingType(), p);
+  }
+}
+
+@ObjectType('Model', { description: 'A model a paywall sells, with its prices.' })
+export class ModelType {
+  @Field(() => ID, { description: 'The model id clients send as `model`, e.g. "gpt-4o-mini".' }) id!: string;
+  @Field({ description: 'Always "model".' }) object!: string;
+  @Field() name!: string;
+  @Field({ description: 'Same as displayName (OpenAI-style name).' })
+  display_name!: string;
+  @Field() displayName!: string;
+  @Field({ description: 'Empty when none was set.' }) description!: string;
+  @Field(() => ModelPricingType, {
+    description: 'End-user prices: token prices x the paywall markup; the request price as configured.',
+  })
+  pricing!: ModelPricingType;
+  @Field(() => ModelPricingType, { description: 'The configured cost prices (before markup).' })
+  costPricing!: ModelPricingType;
+  @Field(() => Int, { nullable: true, description: 'Completion-token cap for a request; null = 4096.' })
+  maxCompletionTokens!: number | null;
+  @Field() createdAt!: string;
+  @Field() updatedAt!: string;
+
+  static from(m: ModelView): ModelType {
+    return Object.assign(new ModelType(), {
+      id: m.id,
+      object: 'model',
+      name: m.name,
+      display_name: m.displayName,
+      displayName: m.displayName,
+      description: m.description,
+      pricing: ModelPricingType.from(m.pricing),
+      costPricing: ModelPricingType.from(m.costPricing),
+      maxCompletionTokens: m.maxCompletionTokens,
+      createdAt: m.createdAt.toISOString(),
+      updatedAt: m.updatedAt.toISOString(),
+    });
+  }
+}
+
+@InputType({
+  description:
+    'Create or update a model. Prices are USDC decimal strings (≥ 0, ≤ 1000, up to 12 fraction digits): ' +
+    'prompt and completion per token, request per request. On update, omitted fields keep their value.',
+})
+export class SetModelPricingInput {
+  @Field(() => ID, { nullable: true, description: 'Required with an owner token; implied by an API key.' })
+  paywallId?: string;
+  @Field({ description: '1–200 characters of letters, digits and . _ : / @ -' }) modelId!: string;
+  @Field(() => String, { nullable: true, description: 'null clears it.' }) displayName?: string | null;
+  @Field(() => String, { nullable: true, description: 'null clears it.' }) description?: string | null;
+  @Field(() => String, { nullable: true, description: 'Cost per prompt token, e.g. "0.000002".' })
+  prompt?: string | null;
+  @Field(() => String, { nullable: true, description: 'Cost per completion token.' }) completion?:
+    string | null;
+  @Field(() => String, { nullable: true, description: 'Price per request (not marked up).' }) request?:
+    string | null;
+  @Field(() => Int, { nullable: true, description: '16 to 1,000,000; null = the default 4096.' })
+  maxCompletionTokens?: number | null;
+}
