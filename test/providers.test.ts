@@ -11,9 +11,13 @@ let t: TestApp;
 let upstream: Server;
 let upstreamUrl: string;
 const seen: { url: string; headers: IncomingHttpHeaders }[] = [];
+const logLines: string[] = [];
 
 beforeAll(async () => {
-  t = await startTestApp();
+  t = await startTestApp(
+    { LOG_LEVEL: 'trace' },
+    { logStream: { write: (line: string) => logLines.push(line) } },
+  );
   upstream = createServer((req, res) => {
     seen.push({ url: req.url ?? '', headers: req.headers });
     if (req.url === '/v1/moved') {
@@ -299,6 +303,14 @@ describe('model providers', () => {
       });
     });
     expect((await t.app.services.providers.getUpstream(a.id))!.apiKey).toBe('sk-of-paywall-a-0000');
+  });
+  it('never logs a provider key (every key in this file starts with "sk-", or is "ollama")', () => {
+    const all = logLines.join('');
+    // The capture works: connects, disconnects and the decryption failure above were logged.
+    expect(all).toContain('provider connected');
+    expect(all).toContain('provider disconnected');
+    expect(all).toContain('provider key cannot be decrypted');
+    expect(all).not.toMatch(/sk-|ollama/);
   });
 });
 
