@@ -12,9 +12,10 @@ import { authenticate, Loaders, type AppContext } from './graphql/context.js';
 import { formatGraphQLError } from './graphql/errors.js';
 import { getSchema } from './graphql/schema.js';
 import { createServices, startServices, stopServices, type Services } from './services.js';
-import type { Logger } from './shared/logger.js';
+import { requestContext, type Logger } from './shared/logger.js';
 import { createMetrics } from './shared/metrics.js';
 import { DomainError } from './shared/errors.js';
+import { safeEqual, sha256Hex } from './shared/ids.js';
 import { createRestRouter } from '../rest-compat/router.js';
 import { sendError } from '../rest-compat/errors.js';
 import { createPagesRouter } from './pages/pages.router.js';
@@ -76,7 +77,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
         'request',
       );
     });
-    next();
+    requestContext.run({ reqId: req.id }, next);
   });
 
   app.get('/healthz', (_req, res) => {
@@ -87,17 +88,17 @@ export async function createApp(deps: AppDeps): Promise<App> {
     res.status(ok ? 200 : 503).json({ status: ok ? 'ready' : 'unavailable' });
   });
   app.get('/metrics', async (req, res) => {
-    if (config.METRICS_TOKEN && req.header('authorization') !== `Bearer ${config.METRICS_TOKEN}`) {
-      res
-        .status(401)
-        .json({
-          error: {
-            message: 'metrics need a bearer token',
-            type: 'authentication_error',
-            param: null,
-            code: null,
-          },
-        });
+    // Compared as digests in constant time: the token must not leak through response timing.
+    const given = sha256Hex(req.header('authorization') ?? '');
+    if (config.METRICS_TOKEN && !safeEqual(given, sha256Hex(`Bearer ${config.METRICS_TOKEN}`))) {
+      res.status(401).json({
+        error: {
+          message: 'metrics need a bearer token',
+          type: 'authentication_error',
+          param: null,
+          code: null,
+        },
+      });
       return;
     }
     res.setHeader('Content-Type', metrics.registry.contentType);
