@@ -1,6 +1,663 @@
+import { randomUUID } from 'node:crypto';
 import type { Services } from '../../services.js';
+import { DomainError, invalid } from '../../shared/errors.js';
+import { chatCost, usdcDecimal } from '../../shared/money.js';
+import type { EventTrigger, NewEvent } from '../events/event.service.js';
+import { recordEvents } from '../events/event.service.js';
+import type { EventType } from '../events/event-catalog.js';
+import {
+  reserveHold,
+  settleHold,
+  sweepAbandonedHolds,
+  SCALE_PER_RAW,
+  type ReserveResult,
+} from '../ledger/holds.js';
+import type { PaywallInfo } from '../paywalls/paywall-info.js';
+import type { ModelPriceInfo } from '../catalog/catalog.service.js';
+import {
+  blockedCompletion,
+  blockedReply,
+  blockedStream,
+  blockedText,
+  type BlockReason,
+} from './blocked-reply.js';
+import { modelNotFound } from '../catalog/catalog.service.js';
+import { parseChatRequest, type ChatRequest } from './chat-request.js';
+import { SseRelay, sseData, type UpstreamUsage } from './sse-relay.js';
+import { countPromptTokens, ProducedText } from './token-counter.js';
+import {
+  describeFailure,
+  postChatCompletion,
+  upstreamError,
+  type UpstreamResponse,
+  type UpstreamTarget,
+} from './upstream-client.js';
 
-/** Chat completions: authorize → hold → forward → meter → settle. */
+/** A model without a configured maximum output is assumed to produce at most this many tokens. */
+export const DEFAULT_MAX_COMPLETION_TOKENS = 4096;
+/** CONTRACT §5.3: below this affordable completion the user gets the top-up reply. */
+export const MIN_COMPLETION_TOKENS = 16;
+const SWEEP_INTERVAL_MS = 60_000;
+const SWEEP_MARGIN_MS = 5 * 60_000;
+const PPM = 1_000_000n;
+
+type PriceInfo = ModelPriceInfo;
+
+/** One chat-completion call, from REST or GraphQL. */
+export interface ChatCall {
+  paywall: PaywallInfo;
+  externalUserId: string;
+  /** The client's JSON body (validated here). */
+  body: unknown;
+  /** Who acts, for events; default: the paywall's API key through the proxy. */
+  trigger?: EventTrigger;
+  /** Fires when the client goes away before the answer ended: the upstream request is aborted. */
+  signal?: AbortSignal;
+}
+
+/** A whole answer: the completion, a payment-blocked reply, or a provider's 4xx passed through. */
+export interface ChatJson {
+  status: number;
+  body: Record<string, any>;
+}
+
+/** Where a streamed answer goes (the REST layer adapts the HTTP response to it). */
+export interface StreamSink {
+  /** Status 200 and the SSE headers, flushed at once. */
+  open(): void;
+  /** Writes at once; false when the client is slow (wait for `drain()`). */
+  write(chunk: string): boolean;
+  /** Resolves when the client can take more, or has gone. */
+  drain(): Promise<void>;
+  end(): void;
+}
+
+type AbortReason = 'client' | 'timeout' | 'shutdown';
+type Outcome = 'completed' | 'failed' | 'canceled';
+
+/** A forwarded request, from its hold to its settlement. */
+interface Flight {
+  paywall: PaywallInfo;
+  req: ChatRequest;
+  externalUserId: string;
+  price: PriceInfo;
+  upstream: UpstreamTarget;
+  chargeId: string;
+  trigger: EventTrigger;
+  promptEstimate: number;
+  hold: ReserveResult;
+  controller: AbortController;
+  reason: AbortReason | null;
+  settled: boolean;
+  /** Resolves when the request has settled and answered. */
+  done: Promise<void>;
+  finish(): void;
+}
+
+const isObject = (v: unknown): v is Record<string, any> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+const tokenCount = (v: unknown): number | null =>
+  typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : null;
+
+/**
+ * The DomainError for a non-200 JSON answer (a provider's 4xx passed through), for transports that
+ * cannot relay the provider's status and body as they are (GraphQL).
+ */
+export function rejectionError(out: ChatJson | null): DomainError {
+  const err = isObject(out?.body?.error) ? out!.body.error : {};
+  const message = typeof err.message === 'string' ? err.message : 'The model provider refused the request.';
+  const param = typeof err.param === 'string' ? err.param : null;
+  const code = typeof err.code === 'string' ? err.code : 'upstream_error';
+  if (out?.status === 429) return new DomainError('rate_limited', message, param, code);
+  return new DomainError('invalid_request', message, param, code);
+}
+
+/**
+ * Chat completions: authorize → hold → forward → meter → settle (CONTRACT §5, §6, §7).
+ *
+ * The hot path is two statements: the hold (which also checks the connection, caps the completion at
+ * what the free balance affords, and records `started`) and the settlement (capture, release, ledger
+ * entry and the terminal events). Keys, prices and provider pools come from in-memory caches. Streams
+ * are relayed chunk by chunk and settled before their last event, so a client that reads to the end
+ * sees its balance already charged.
+ */
 export class ProxyService {
+  private readonly flights = new Map<string, Flight>();
+  private sweeper?: NodeJS.Timeout;
+  private stopping = false;
+
   constructor(private readonly s: Services) {}
+
+  /** Releases holds a crashed instance left behind, now and every minute. */
+  async start(): Promise<void> {
+    await this.sweep();
+    this.sweeper = setInterval(() => void this.sweep(), SWEEP_INTERVAL_MS);
+    this.sweeper.unref();
+  }
+
+  /**
+   * Graceful stop (CONTRACT §1): in-flight requests (streams included) finish and settle within
+   * SHUTDOWN_GRACE_MS; the rest are aborted upstream and settled for what they produced.
+   */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.sweeper) clearInterval(this.sweeper);
+    const pending = () => [...this.flights.values()].map((f) => f.done);
+    if (this.flights.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.all(pending()),
+        new Promise((r) => {
+          timer = setTimeout(r, this.s.config.SHUTDOWN_GRACE_MS);
+        }),
+      ]);
+      clearTimeout(timer);
+    }
+    for (const f of this.flights.values()) this.abort(f, 'shutdown');
+    await Promise.all(pending());
+  }
+
+  /** Number of requests between hold and settlement on this instance. */
+  get inFlight(): number {
+    return this.flights.size;
+  }
+
+  /** Releases abandoned holds (older than UPSTREAM_TIMEOUT_MS + 5 min, not in flight here); returns how many. */
+  async sweep(): Promise<number> {
+    try {
+      const n = await sweepAbandonedHolds(this.s.db, this.s.config.UPSTREAM_TIMEOUT_MS + SWEEP_MARGIN_MS, [
+        ...this.flights.keys(),
+      ]);
+      if (n > 0) this.s.log.warn({ released: n }, 'released abandoned chat holds');
+      return n;
+    } catch (err) {
+      if (!this.stopping) this.s.log.error({ err }, 'hold sweep failed');
+      return 0;
+    }
+  }
+
+  /**
+   * Serves one chat completion. Returns the JSON answer, or null when it was streamed to `sink`
+   * (`stream: true`). Validation, unknown model, missing provider and provider failures before any
+   * output throw DomainErrors (nothing held or charged afterwards).
+   */
+  async chat(call: ChatCall, sink?: StreamSink): Promise<ChatJson | null> {
+    const req = parseChatRequest(call.body);
+    if (req.stream && !sink)
+      throw invalid(
+        'streaming is served by POST /v1/chat/completions; this operation returns whole completions',
+        'stream',
+        'unsupported_parameter',
+      );
+    const { paywall } = call;
+    const price = await this.s.catalog.getPrice(paywall.id, req.model);
+    if (!price) throw modelNotFound(req.model);
+    const upstream = await this.s.providers.getUpstream(paywall.id);
+    if (!upstream)
+      throw new DomainError(
+        'provider_not_connected',
+        'This paywall has no model provider connected.',
+        null,
+        'provider_not_connected',
+      );
+
+    const promptEstimate = countPromptTokens(req);
+    const modelMax = price.maxCompletionTokens ?? DEFAULT_MAX_COMPLETION_TOKENS;
+    const maxCap = Math.min(req.clientMaxTokens ?? modelMax, modelMax);
+    const minCap = Math.min(MIN_COMPLETION_TOKENS, maxCap);
+    const chargeId = randomUUID();
+    const trigger: EventTrigger = call.trigger ?? {
+      source: 'proxy',
+      actorType: 'api_key',
+      actorId: paywall.id,
+    };
+    const subject = { type: 'request' as const, id: chargeId, externalId: call.externalUserId };
+    const base = { paywallId: paywall.id, ownerUserId: paywall.ownerId };
+    const startEvents: NewEvent[] = [
+      {
+        ...base,
+        type: 'paywall.proxy.request.started',
+        trigger,
+        subject,
+        data: { ...base, requestId: chargeId, model: req.model, stream: req.stream },
+      },
+    ];
+    if (req.stream)
+      startEvents.push({
+        ...base,
+        type: 'paywall.usage.charge.deferred',
+        trigger,
+        subject,
+        data: { ...base, deferredRequestId: chargeId, model: req.model },
+      });
+
+    const markup = paywall.markupPpm;
+    const holdInput = {
+      chargeId,
+      paywallId: paywall.id,
+      externalUserId: call.externalUserId,
+      requireConnected: paywall.mode === 'SHARED',
+      fixedScaled: price.requestPico * PPM + markup * BigInt(promptEstimate) * price.promptPico,
+      perTokenScaled: markup * price.completionPico * BigInt(req.n),
+      maxCap,
+      minCap,
+      model: req.model,
+      stream: req.stream,
+      metadata: { promptEstimate, choices: req.n },
+      events: startEvents,
+    };
+    // Hot path: one statement against an existing user; a first-time user is created, then retried.
+    let hold = await reserveHold(this.s.db, holdInput);
+    if (!hold) {
+      await this.s.users.ensureUser(this.s.db, paywall, call.externalUserId, trigger);
+      hold = await reserveHold(this.s.db, holdInput);
+      if (!hold) throw new DomainError('internal', 'end user could not be created');
+    }
+    if (!hold.connected || !hold.held) {
+      const reason: BlockReason = hold.connected ? 'insufficient_balance' : 'not_connected';
+      const needed =
+        (holdInput.fixedScaled + BigInt(minCap) * holdInput.perTokenScaled + SCALE_PER_RAW - 1n) /
+        SCALE_PER_RAW;
+      return this.blocked(call, req, hold, reason, chargeId, trigger, needed, sink);
+    }
+
+    let finish!: () => void;
+    const done = new Promise<void>((r) => (finish = r));
+    const flight: Flight = {
+      paywall,
+      req,
+      externalUserId: call.externalUserId,
+      price,
+      upstream,
+      chargeId,
+      trigger,
+      promptEstimate,
+      hold,
+      controller: new AbortController(),
+      reason: null,
+      settled: false,
+      done,
+      finish,
+    };
+    this.flights.set(chargeId, flight);
+    // The whole request is bounded, so the sweeper (UPSTREAM_TIMEOUT_MS + 5 min) never meets a live hold.
+    const deadline = setTimeout(() => this.abort(flight, 'timeout'), this.s.config.UPSTREAM_TIMEOUT_MS);
+    const onClientGone = () => this.abort(flight, 'client');
+    call.signal?.addEventListener('abort', onClientGone);
+    try {
+      return req.stream ? await this.forwardStream(flight, sink!) : await this.forwardJson(flight);
+    } finally {
+      clearTimeout(deadline);
+      call.signal?.removeEventListener('abort', onClientGone);
+      this.flights.delete(chargeId);
+      finish();
+    }
+  }
+
+  private abort(f: Flight, reason: AbortReason): void {
+    if (f.reason || f.settled) return;
+    f.reason = reason;
+    f.controller.abort();
+  }
+
+  /** The body sent upstream: the client's, with the completion cap, usage for streams, and no `user`. */
+  private upstreamPayload(f: Flight): string {
+    const { req, hold } = f;
+    const body: Record<string, unknown> = { ...req.body };
+    delete body.user;
+    for (const field of req.capFields) body[field] = hold.cap;
+    if (req.stream) {
+      const opts = isObject(body.stream_options) ? body.stream_options : {};
+      body.stream_options = { ...opts, include_usage: true };
+    }
+    return JSON.stringify(body);
+  }
+
+  private async send(f: Flight): Promise<UpstreamResponse> {
+    try {
+      return await postChatCompletion(f.upstream, this.upstreamPayload(f), {
+        stream: f.req.stream,
+        signal: f.controller.signal,
+        timeoutMs: this.s.config.UPSTREAM_TIMEOUT_MS,
+      });
+    } catch (e) {
+      throw await this.failedBeforeOutput(f, e);
+    }
+  }
+
+  /** Nothing was produced: release the hold (nothing charged) and say why. */
+  private async failedBeforeOutput(f: Flight, e: unknown): Promise<DomainError> {
+    if (e instanceof DomainError) return e;
+    const canceled = f.reason === 'client' || f.reason === 'shutdown';
+    const code = f.reason === 'timeout' ? 'upstream_timeout' : canceled ? 'canceled' : 'upstream_error';
+    await this.settle(f, canceled ? 'canceled' : 'failed', code, null);
+    if (f.reason === 'timeout') return upstreamError('timed out');
+    if (canceled) return upstreamError('request canceled');
+    return upstreamError(describeFailure(e));
+  }
+
+  /** A provider error status: 4xx passed through (CONTRACT §4), 5xx → 502; nothing charged. */
+  private async rejected(f: Flight, status: number, text: string): Promise<ChatJson> {
+    await this.settle(f, 'failed', status >= 500 ? 'upstream_error' : `upstream_${status}`, null);
+    if (status >= 500) throw upstreamError(`the provider answered HTTP ${status}`);
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = null;
+    }
+    if (!isObject(body) || !isObject(body.error))
+      body = {
+        error: {
+          message: `The model provider refused the request (HTTP ${status}).`,
+          type: 'invalid_request_error',
+          param: null,
+          code: 'upstream_error',
+        },
+      };
+    return { status, body: body as Record<string, any> };
+  }
+
+  private async forwardJson(f: Flight): Promise<ChatJson> {
+    const res = await this.send(f);
+    let text: string;
+    try {
+      text = await res.body.text();
+    } catch (e) {
+      throw await this.failedBeforeOutput(f, e);
+    }
+    if (res.status < 200 || res.status >= 300) return this.rejected(f, res.status, text);
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = null;
+    }
+    if (!isObject(json)) {
+      await this.settle(f, 'failed', 'upstream_invalid_response', null);
+      throw upstreamError('the answer was not a JSON chat completion');
+    }
+    const usage = isObject(json.usage) ? json.usage : null;
+    const tokens = this.tokensOf(f, usage, () => {
+      const produced = new ProducedText();
+      if (Array.isArray(json.choices)) for (const c of json.choices) produced.addMessage(c?.message);
+      return produced.tokens();
+    });
+    const charged = await this.settle(f, 'completed', null, tokens);
+    json.usage = {
+      ...(usage ?? {
+        prompt_tokens: tokens.prompt,
+        completion_tokens: tokens.completion,
+        total_tokens: tokens.prompt + tokens.completion,
+      }),
+      cost: usdcDecimal(charged),
+    };
+    return { status: 200, body: json };
+  }
+
+  private async forwardStream(f: Flight, sink: StreamSink): Promise<ChatJson | null> {
+    const res = await this.send(f);
+    if (res.status < 200 || res.status >= 300) {
+      let text = '';
+      try {
+        text = await res.body.text();
+      } catch {
+        /* the status says enough */
+      }
+      // Nothing was sent yet: the error is a plain JSON answer (the SDK raises it as an APIError).
+      return this.rejected(f, res.status, text);
+    }
+    sink.open();
+    const relay = new SseRelay(f.req.includeUsage, (u) =>
+      usdcDecimal(
+        this.charge(
+          f,
+          this.tokensOf(f, u, () => 0),
+        ).captured,
+      ),
+    );
+    let failure: unknown = null;
+    try {
+      // A streaming decoder: a multi-byte character split across two network reads stays whole.
+      const decoder = new TextDecoder();
+      for await (const chunk of res.body) {
+        const out = relay.feed(decoder.decode(chunk as Buffer, { stream: true }));
+        if (out && f.reason !== 'client' && !sink.write(out)) await sink.drain();
+        if (relay.done) break;
+      }
+    } catch (e) {
+      failure = e;
+      if (!f.reason) this.s.log.warn({ err: e, chargeId: f.chargeId }, 'upstream stream failed');
+    }
+    if (relay.done) res.body.destroy();
+
+    const complete = relay.done || (failure === null && relay.finished && !relay.upstreamError);
+    const outcome: Outcome = complete ? 'completed' : f.reason === 'client' ? 'canceled' : 'failed';
+    const errorCode =
+      outcome !== 'failed'
+        ? null
+        : f.reason === 'timeout'
+          ? 'upstream_timeout'
+          : f.reason === 'shutdown'
+            ? 'shutdown'
+            : 'upstream_error';
+    const tokens = this.tokensOf(f, relay.usage, () => relay.producedTokens());
+    const producedSomething = relay.usage !== null || tokens.completion > 0;
+    const charged = await this.settle(f, outcome, errorCode, producedSomething ? tokens : null);
+
+    if (f.reason !== 'client') {
+      if (outcome === 'completed') {
+        let tail = '';
+        if (f.req.includeUsage && relay.usage === null) {
+          // The provider reported no usage: the client asked for it, so report what was metered.
+          const h = relay.header();
+          tail += sseData(
+            JSON.stringify({
+              id: h.id,
+              object: 'chat.completion.chunk',
+              created: h.created,
+              model: h.model ?? f.req.model,
+              choices: [],
+              usage: {
+                prompt_tokens: tokens.prompt,
+                completion_tokens: tokens.completion,
+                total_tokens: tokens.prompt + tokens.completion,
+                cost: usdcDecimal(charged),
+              },
+            }),
+          );
+        }
+        sink.write(tail + sseData('[DONE]'));
+      } else if (!relay.upstreamError) {
+        const message =
+          errorCode === 'upstream_timeout'
+            ? 'The model provider timed out mid-stream.'
+            : errorCode === 'shutdown'
+              ? 'The service is shutting down; the stream was cut.'
+              : 'The model provider failed mid-stream.';
+        sink.write(
+          sseData(
+            JSON.stringify({ error: { message, type: 'api_error', param: null, code: 'upstream_error' } }),
+          ),
+        );
+      }
+      sink.end();
+    }
+    return null;
+  }
+
+  /** Token counts for settlement: the upstream's usage, else counted here. */
+  private tokensOf(
+    f: Flight,
+    usage: UpstreamUsage | Record<string, unknown> | null,
+    countCompletion: () => number,
+  ): { prompt: number; completion: number } {
+    const prompt = tokenCount(usage?.prompt_tokens) ?? f.promptEstimate;
+    const completion = tokenCount(usage?.completion_tokens) ?? countCompletion();
+    return { prompt, completion };
+  }
+
+  /** The exact cost (CONTRACT §5.2) and what the hold can capture of it. */
+  private charge(
+    f: Flight,
+    tokens: { prompt: number; completion: number },
+  ): { cost: bigint; captured: bigint } {
+    const cost = chatCost(f.price, f.paywall.markupPpm, tokens.prompt, tokens.completion);
+    return { cost, captured: cost < f.hold.holdRaw ? cost : f.hold.holdRaw };
+  }
+
+  /**
+   * Settles the hold: `tokens` null = nothing produced (released, nothing charged). Records the
+   * terminal proxy event and, when something is charged, `paywall.usage.charge.created`. Returns the
+   * amount taken from the balance.
+   */
+  private async settle(
+    f: Flight,
+    outcome: Outcome,
+    errorCode: string | null,
+    tokens: { prompt: number; completion: number } | null,
+  ): Promise<bigint> {
+    if (f.settled) return 0n;
+    f.settled = true;
+    const { cost, captured } = tokens ? this.charge(f, tokens) : { cost: 0n, captured: 0n };
+    const uncollected = cost - captured;
+    const base = { paywallId: f.paywall.id, ownerUserId: f.paywall.ownerId };
+    const walletUserId = f.hold.walletUserId;
+    const model = f.req.model;
+    const subject = { type: 'request' as const, id: f.chargeId, externalId: f.externalUserId };
+    const terminal: Record<Outcome, EventType> = {
+      completed: 'paywall.proxy.request.completed',
+      failed: 'paywall.proxy.request.failed',
+      canceled: 'paywall.proxy.request.canceled',
+    };
+    const events: NewEvent[] = [
+      {
+        ...base,
+        type: terminal[outcome],
+        trigger: f.trigger,
+        subject,
+        data: {
+          ...base,
+          requestId: f.chargeId,
+          walletUserId,
+          model,
+          ...(outcome === 'failed' ? { errorCode } : {}),
+        },
+      },
+    ];
+    if (cost > 0n)
+      events.push({
+        ...base,
+        type: 'paywall.usage.charge.created',
+        trigger: f.trigger,
+        subject: { type: 'charge', id: f.chargeId, externalId: f.externalUserId },
+        data: {
+          ...base,
+          walletUserId,
+          activityId: f.chargeId,
+          model,
+          promptTokens: tokens!.prompt,
+          completionTokens: tokens!.completion,
+          cost: usdcDecimal(captured),
+          ...(uncollected > 0n ? { uncollected: usdcDecimal(uncollected) } : {}),
+        },
+      });
+    const input = {
+      chargeId: f.chargeId,
+      paywallId: f.paywall.id,
+      status: cost > 0n ? ('completed' as const) : ('released' as const),
+      capturedRaw: captured,
+      uncollectedRaw: uncollected,
+      promptTokens: tokens?.prompt ?? null,
+      completionTokens: tokens?.completion ?? null,
+      errorCode: outcome === 'completed' ? null : (errorCode ?? outcome),
+      ledgerEntryId: randomUUID(),
+      metadata: { model, outcome },
+      events,
+    };
+    // A failed settlement leaves the hold for the sweeper; retry briefly first (e.g. a pool hiccup).
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await settleHold(this.s.db, input);
+        break;
+      } catch (err) {
+        if (attempt >= 3) {
+          this.s.log.error(
+            { err, chargeId: f.chargeId },
+            'chat settlement failed; the sweeper will release the hold',
+          );
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 50 * attempt));
+      }
+    }
+    return captured;
+  }
+
+  private async blocked(
+    call: ChatCall,
+    req: ChatRequest,
+    hold: ReserveResult,
+    reason: BlockReason,
+    requestId: string,
+    trigger: EventTrigger,
+    neededRaw: bigint,
+    sink?: StreamSink,
+  ): Promise<ChatJson | null> {
+    const { paywall, externalUserId } = call;
+    const url =
+      reason === 'not_connected'
+        ? await this.s.users.connectLink(paywall, externalUserId, trigger)
+        : await this.s.users.topupLink(paywall, externalUserId, trigger);
+    const base = { paywallId: paywall.id, ownerUserId: paywall.ownerId };
+    const walletUserId = hold.walletUserId;
+    const requestSubject = { type: 'request' as const, id: requestId, externalId: externalUserId };
+    const userSubject = { type: 'end_user' as const, id: hold.userId, externalId: externalUserId };
+    const events: NewEvent[] = [
+      {
+        ...base,
+        type: 'paywall.proxy.request.started',
+        trigger,
+        subject: requestSubject,
+        data: { ...base, requestId, walletUserId, model: req.model, stream: req.stream },
+      },
+      {
+        ...base,
+        type: 'paywall.request.blocked',
+        trigger,
+        subject: userSubject,
+        data: { ...base, walletUserId, reason, requestId },
+      },
+      {
+        ...base,
+        type: 'paywall.proxy.request.blocked',
+        trigger,
+        subject: requestSubject,
+        data: { ...base, requestId, walletUserId, reason, model: req.model },
+      },
+    ];
+    if (reason === 'insufficient_balance')
+      events.push({
+        ...base,
+        type: 'paywall.balance.depleted',
+        trigger,
+        subject: userSubject,
+        data: {
+          ...base,
+          walletUserId,
+          requestedAmount: usdcDecimal(neededRaw),
+          availableBalance: usdcDecimal(hold.freeRaw > 0n ? hold.freeRaw : 0n),
+        },
+      });
+    await recordEvents(this.s.db, events);
+
+    const template =
+      reason === 'not_connected' ? paywall.connectMessageTemplate : paywall.topupMessageTemplate;
+    const reply = blockedReply(req.model, reason, url, blockedText(template, reason, url));
+    if (!req.stream || !sink) return { status: 200, body: blockedCompletion(reply) };
+    sink.open();
+    sink.write(blockedStream(reply, req.includeUsage));
+    sink.end();
+    return null;
+  }
 }

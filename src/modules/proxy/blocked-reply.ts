@@ -1,0 +1,79 @@
+import { randomBytes } from 'node:crypto';
+import { sseData } from './sse-relay.js';
+
+export type BlockReason = 'not_connected' | 'insufficient_balance';
+
+/** Default texts; a paywall may set its own (`connectMessageTemplate` / `topupMessageTemplate`, with {url}). */
+export const DEFAULT_CONNECT_TEMPLATE =
+  'To continue, connect your wallet to this app: {url}\n\nOnce connected, send your message again.';
+export const DEFAULT_TOPUP_TEMPLATE =
+  'Your balance is too low for this request. Top up here: {url}\n\nThen send your message again.';
+
+export function blockedText(template: string | null, reason: BlockReason, url: string): string {
+  const t = template ?? (reason === 'not_connected' ? DEFAULT_CONNECT_TEMPLATE : DEFAULT_TOPUP_TEMPLATE);
+  return t.split('{url}').join(url);
+}
+
+export interface BlockedReply {
+  id: string;
+  created: number;
+  model: string;
+  text: string;
+  paywall: { reason: BlockReason; url: string };
+}
+
+export function blockedReply(model: string, reason: BlockReason, url: string, text: string): BlockedReply {
+  return {
+    id: `chatcmpl-${randomBytes(12).toString('base64url')}`,
+    created: Math.floor(Date.now() / 1000),
+    model,
+    text,
+    paywall: { reason, url },
+  };
+}
+
+const ZERO_USAGE = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cost: '0' };
+
+/**
+ * CONTRACT §6: an ordinary `chat.completion` whose assistant message carries the link, plus the
+ * `paywall` extension field. Every OpenAI SDK renders it as a normal reply.
+ */
+export function blockedCompletion(r: BlockedReply): Record<string, unknown> {
+  return {
+    id: r.id,
+    object: 'chat.completion',
+    created: r.created,
+    model: r.model,
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content: r.text, refusal: null },
+        logprobs: null,
+        finish_reason: 'stop',
+      },
+    ],
+    usage: ZERO_USAGE,
+    paywall: r.paywall,
+  };
+}
+
+/** The same reply as an SSE stream: the text, a `stop` chunk, the usage chunk if asked for, `[DONE]`. */
+export function blockedStream(r: BlockedReply, includeUsage: boolean): string {
+  const base = { id: r.id, object: 'chat.completion.chunk', created: r.created, model: r.model };
+  const chunks = [
+    {
+      ...base,
+      choices: [
+        { index: 0, delta: { role: 'assistant', content: r.text }, logprobs: null, finish_reason: null },
+      ],
+      paywall: r.paywall,
+    },
+    {
+      ...base,
+      choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: 'stop' }],
+      paywall: r.paywall,
+    },
+  ];
+  if (includeUsage) chunks.push({ ...base, choices: [], usage: ZERO_USAGE, paywall: r.paywall } as any);
+  return chunks.map((c) => sseData(JSON.stringify(c))).join('') + sseData('[DONE]');
+}

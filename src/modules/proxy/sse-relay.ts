@@ -1,0 +1,128 @@
+import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
+import { ProducedText } from './token-counter.js';
+
+export interface UpstreamUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  [key: string]: unknown;
+}
+
+// A key `"usage"` followed by an object. Quotes inside JSON strings are escaped, so this never matches
+// text the model wrote; `"usage":null` (on every chunk once include_usage is on) does not match either.
+const USAGE_OBJECT = /"usage"\s*:\s*\{/;
+const FINISHED = /"finish_reason"\s*:\s*"/;
+
+export const sseData = (data: string): string =>
+  data.includes('\n') ? `${data.replace(/\n/g, '\ndata: ').replace(/^/, 'data: ')}\n\n` : `data: ${data}\n\n`;
+
+/**
+ * Relays an upstream chat-completion SSE stream chunk by chunk. Chunks are passed through as the
+ * upstream wrote their data (no JSON re-serialisation), except the usage chunk: it is removed when the
+ * client did not ask for usage, or gets the charged `cost` added when it did. `[DONE]` is held back:
+ * the proxy settles the charge first, then ends the stream. The data of every relayed chunk is kept
+ * (as text) so tokens can be counted afterwards when no usage arrives (disconnect, upstream failure).
+ */
+export class SseRelay {
+  usage: UpstreamUsage | null = null;
+  done = false;
+  finished = false;
+  /** The upstream sent an `error` event. */
+  upstreamError = false;
+  private readonly chunks: string[] = [];
+  private readonly parser: EventSourceParser;
+  private out = '';
+
+  /**
+   * @param clientWantsUsage the client set stream_options.include_usage
+   * @param costOf the charged amount (decimal string) for a usage, added to the usage chunk
+   */
+  constructor(
+    private readonly clientWantsUsage: boolean,
+    private readonly costOf: (usage: UpstreamUsage) => string,
+  ) {
+    this.parser = createParser({ onEvent: (e) => this.onEvent(e) });
+  }
+
+  /** Feeds upstream text; returns what to write to the client now ('' when nothing). */
+  feed(text: string): string {
+    this.parser.feed(text);
+    const out = this.out;
+    this.out = '';
+    return out;
+  }
+
+  private onEvent(e: EventSourceMessage): void {
+    const data = e.data;
+    if (data === '[DONE]') {
+      this.done = true;
+      return;
+    }
+    if (this.done) return;
+    const prefix = e.event && e.event !== 'message' ? `event: ${e.event}\n` : '';
+    if (USAGE_OBJECT.test(data)) {
+      const rewritten = this.onUsageChunk(data);
+      if (rewritten !== null) this.out += prefix + sseData(rewritten);
+      return;
+    }
+    if (!this.finished && FINISHED.test(data)) this.finished = true;
+    if (data.startsWith('{"error"') || /^\{\s*"error"\s*:/.test(data)) this.upstreamError = true;
+    this.chunks.push(data);
+    this.out += prefix + sseData(data);
+  }
+
+  /** Returns the chunk to send instead (null = drop it). */
+  private onUsageChunk(data: string): string | null {
+    let chunk: Record<string, any>;
+    try {
+      chunk = JSON.parse(data);
+    } catch {
+      this.chunks.push(data);
+      return data;
+    }
+    const usage = chunk.usage as UpstreamUsage | undefined;
+    if (usage && typeof usage === 'object') {
+      this.usage = usage;
+    }
+    const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
+    if (choices.length > 0) {
+      // Some providers put usage on the last content chunk: keep the content, count it.
+      this.chunks.push(data);
+      if (choices.some((c: any) => c?.finish_reason)) this.finished = true;
+    }
+    if (this.clientWantsUsage) {
+      if (this.usage) chunk.usage = { ...this.usage, cost: this.costOf(this.usage) };
+      return JSON.stringify(chunk);
+    }
+    if (choices.length === 0) return null;
+    delete chunk.usage;
+    return JSON.stringify(chunk);
+  }
+
+  /** Tokens of what was relayed, counted with the tokenizer (for settlement without usage). */
+  producedTokens(): number {
+    const text = new ProducedText();
+    for (const data of this.chunks) {
+      try {
+        const chunk = JSON.parse(data);
+        if (Array.isArray(chunk?.choices)) for (const c of chunk.choices) text.addMessage(c?.delta);
+      } catch {
+        /* not JSON: nothing the model produced */
+      }
+    }
+    return text.tokens();
+  }
+
+  /** id / created / model of the stream (from its first chunk), to build a chunk of our own. */
+  header(): { id: string; created: number; model: string | undefined } {
+    for (const data of this.chunks) {
+      try {
+        const c = JSON.parse(data);
+        if (c && typeof c.id === 'string')
+          return { id: c.id, created: c.created ?? Math.floor(Date.now() / 1000), model: c.model };
+      } catch {
+        /* try the next */
+      }
+    }
+    return { id: '', created: Math.floor(Date.now() / 1000), model: undefined };
+  }
+}

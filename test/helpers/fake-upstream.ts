@@ -1,0 +1,224 @@
+import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** How the fake answers one request. Every field is optional; see `DEFAULT_BEHAVIOR`. */
+export interface FakeBehavior {
+  /** Reply text; streamed as one chunk per word (a leading space kept), like a tokenizer would. */
+  content?: string;
+  /** Usage to report; null = never report usage (the proxy must count tokens itself). */
+  usage?: { prompt_tokens: number; completion_tokens: number } | null;
+  /** Answer this HTTP status with an OpenAI error body (`errorBody` to override). */
+  status?: number;
+  errorBody?: unknown;
+  /** Wait before answering (headers). */
+  delayMs?: number;
+  /** Wait between SSE chunks. */
+  chunkDelayMs?: number;
+  /** Destroy the connection after this many content chunks (an upstream dying mid-stream). */
+  dieAfterChunks?: number;
+  /** Report usage on the finish chunk instead of a separate `choices: []` chunk. */
+  usageOnFinishChunk?: boolean;
+  /** Ignore max_tokens (an upstream that overspends the cap). Default: the answer is cut at max_tokens. */
+  ignoreMaxTokens?: boolean;
+  /** Tool calls to return instead of text (non-streaming). */
+  toolCalls?: unknown[];
+}
+
+export const DEFAULT_BEHAVIOR: Required<Pick<FakeBehavior, 'content' | 'usage'>> = {
+  content: 'Hello from the fake upstream!',
+  usage: { prompt_tokens: 11, completion_tokens: 7 },
+};
+
+export interface RecordedRequest {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: any;
+  /** The client (the proxy) went away before the answer ended. */
+  aborted: boolean;
+  /** Content chunks written before the end or the abort. */
+  chunksSent: number;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * A real OpenAI-compatible server on 127.0.0.1 for tests and the bench: POST /v1/chat/completions in
+ * JSON or SSE (per the request's `stream`), recording every request (headers and body). Behaviour is
+ * set for all requests (`behavior`) or queued for the next ones (`next(...)`).
+ */
+export class FakeUpstream {
+  readonly requests: RecordedRequest[] = [];
+  behavior: FakeBehavior = {};
+  private readonly queue: FakeBehavior[] = [];
+  private seq = 0;
+
+  private constructor(
+    private readonly server: Server,
+    /** Base URL to connect as a provider, e.g. http://127.0.0.1:PORT/v1 */
+    readonly baseUrl: string,
+    /** Keep request records (off in the bench). */
+    private readonly record: boolean,
+  ) {}
+
+  static async start(opts: { record?: boolean; port?: number } = {}): Promise<FakeUpstream> {
+    const self: { fake?: FakeUpstream } = {};
+    const server = createServer((req, res) => {
+      const parts: Buffer[] = [];
+      req.on('data', (c: Buffer) => parts.push(c));
+      req.on('end', () => {
+        let body: any;
+        try {
+          body = JSON.parse(Buffer.concat(parts).toString('utf8'));
+        } catch {
+          body = null;
+        }
+        self
+          .fake!.handle(req.method ?? 'GET', req.url ?? '/', req.headers, body, res)
+          .catch(() => res.destroy());
+      });
+    });
+    server.keepAliveTimeout = 60_000;
+    await new Promise<void>((r) => server.listen(opts.port ?? 0, '127.0.0.1', r));
+    const port = (server.address() as AddressInfo).port;
+    self.fake = new FakeUpstream(server, `http://127.0.0.1:${port}/v1`, opts.record ?? true);
+    return self.fake;
+  }
+
+  /** Queues behaviours for the next requests, in order (then `behavior` applies again). */
+  next(...b: FakeBehavior[]): void {
+    this.queue.push(...b);
+  }
+
+  /** Chat requests received so far. */
+  get chatRequests(): RecordedRequest[] {
+    return this.requests.filter((r) => r.url.endsWith('/chat/completions'));
+  }
+
+  reset(): void {
+    this.requests.length = 0;
+    this.queue.length = 0;
+    this.behavior = {};
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((r) => this.server.close(() => r()));
+  }
+
+  private async handle(
+    method: string,
+    url: string,
+    headers: IncomingHttpHeaders,
+    body: any,
+    res: ServerResponse,
+  ): Promise<void> {
+    const rec: RecordedRequest = { method, url, headers, body, aborted: false, chunksSent: 0 };
+    if (this.record) this.requests.push(rec);
+    res.on('close', () => {
+      if (!res.writableFinished) rec.aborted = true;
+    });
+    if (method !== 'POST' || !url.endsWith('/chat/completions')) {
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          error: { message: 'not found', type: 'invalid_request_error', param: null, code: null },
+        }),
+      );
+      return;
+    }
+    const b: FakeBehavior = { ...DEFAULT_BEHAVIOR, ...this.behavior, ...(this.queue.shift() ?? {}) };
+    if (b.delayMs) await sleep(b.delayMs);
+    if (b.status && b.status >= 400) {
+      res.writeHead(b.status, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify(
+          b.errorBody ?? {
+            error: {
+              message: `fake upstream error ${b.status}`,
+              type: 'server_error',
+              param: null,
+              code: null,
+            },
+          },
+        ),
+      );
+      return;
+    }
+    const id = `chatcmpl-fake-${++this.seq}`;
+    const created = Math.floor(Date.now() / 1000);
+    const model = body?.model ?? 'unknown';
+    const cap: number | undefined = body?.max_completion_tokens ?? body?.max_tokens ?? undefined;
+    let words: string[] = (b.content ?? '').match(/\s*\S+/g) ?? [];
+    const usage = b.usage ? { ...b.usage } : null;
+    let finish = 'stop';
+    if (!b.ignoreMaxTokens && cap !== undefined) {
+      if (words.length > cap) {
+        words = words.slice(0, cap);
+        finish = 'length';
+      }
+      if (usage && usage.completion_tokens > cap) {
+        usage.completion_tokens = cap;
+        finish = 'length';
+      }
+    }
+    const fullUsage = usage
+      ? { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens }
+      : null;
+
+    if (body?.stream !== true) {
+      const message: Record<string, unknown> = { role: 'assistant', content: words.join(''), refusal: null };
+      if (b.toolCalls) {
+        message.content = null;
+        message.tool_calls = b.toolCalls;
+        finish = 'tool_calls';
+      }
+      const answer: Record<string, unknown> = {
+        id,
+        object: 'chat.completion',
+        created,
+        model,
+        choices: [{ index: 0, message, logprobs: null, finish_reason: finish }],
+        system_fingerprint: 'fp_fake',
+      };
+      if (fullUsage) answer.usage = fullUsage;
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(answer));
+      return;
+    }
+
+    const includeUsage = body?.stream_options?.include_usage === true && fullUsage !== null;
+    const extra = includeUsage ? { usage: null } : {};
+    const chunk = (choices: unknown[], more: Record<string, unknown> = extra) =>
+      `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, system_fingerprint: 'fp_fake', choices, ...more })}\n\n`;
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    const write = async (s: string) => {
+      if (res.destroyed) throw new Error('client gone');
+      res.write(s);
+      if (b.chunkDelayMs) await sleep(b.chunkDelayMs);
+    };
+    try {
+      await write(
+        chunk([{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }]),
+      );
+      for (const w of words) {
+        if (b.dieAfterChunks !== undefined && rec.chunksSent >= b.dieAfterChunks) {
+          res.destroy();
+          return;
+        }
+        await write(chunk([{ index: 0, delta: { content: w }, logprobs: null, finish_reason: null }]));
+        rec.chunksSent++;
+      }
+      const finishChoice = [{ index: 0, delta: {}, logprobs: null, finish_reason: finish }];
+      if (includeUsage && b.usageOnFinishChunk) {
+        await write(chunk(finishChoice, { usage: fullUsage }));
+      } else {
+        await write(chunk(finishChoice));
+        if (includeUsage) await write(chunk([], { usage: fullUsage }));
+      }
+      res.end('data: [DONE]\n\n');
+    } catch {
+      /* the proxy went away */
+    }
+  }
+}

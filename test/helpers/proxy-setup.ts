@@ -1,0 +1,113 @@
+import OpenAI from 'openai';
+import type { TestApp } from './app.js';
+import type { FakeUpstream } from './fake-upstream.js';
+
+export const PROVIDER_KEY = 'sk-upstream-provider-secret-0001';
+export const MODEL = 'gpt-test';
+
+export interface ProxyPaywall {
+  id: string;
+  apiKey: string;
+}
+
+async function gqlOk(t: TestApp, token: string, query: string, variables?: Record<string, unknown>) {
+  const r = await t.gql(token, query, variables);
+  if (r.errors) throw new Error(JSON.stringify(r.errors));
+  return r.data;
+}
+
+/**
+ * A paywall selling MODEL through the fake upstream: prompt 0.000002, completion 0.000005 and request
+ * 0.001 USDC, markup 1.5 (so 11 prompt + 7 completion tokens cost 1086 raw units).
+ */
+export async function createProxyPaywall(
+  t: TestApp,
+  fake: FakeUpstream,
+  opts: { mode?: 'DEFAULT' | 'SHARED'; maxCompletionTokens?: number | null; markup?: string } = {},
+): Promise<ProxyPaywall> {
+  const pw = await t.createPaywall(opts.mode ?? 'DEFAULT');
+  await gqlOk(t, pw.apiKey, `mutation($i: ConnectProviderInput!) { connectProvider(input: $i) { id } }`, {
+    i: { baseUrl: fake.baseUrl, apiKey: PROVIDER_KEY },
+  });
+  await gqlOk(t, pw.apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+    i: {
+      modelId: MODEL,
+      prompt: '0.000002',
+      completion: '0.000005',
+      request: '0.001',
+      maxCompletionTokens: opts.maxCompletionTokens === undefined ? 1000 : opts.maxCompletionTokens,
+    },
+  });
+  await gqlOk(t, pw.apiKey, `mutation($i: UpdatePaywallInput!) { updatePaywall(input: $i) { id } }`, {
+    i: { markup: opts.markup ?? '1.5' },
+  });
+  return pw;
+}
+
+/** Credits a user through the deposit endpoint (DEFAULT mode). */
+export async function deposit(t: TestApp, pw: ProxyPaywall, user: string, amount: string): Promise<void> {
+  const r = await t.rest('POST', '/v1/user/balance/deposit', { token: pw.apiKey, body: { user, amount } });
+  if (r.status !== 200) throw new Error(`deposit failed: ${r.status} ${JSON.stringify(r.body)}`);
+}
+
+/** SHARED mode: marks a user as connected to a wallet user (what the hosted approval page does). */
+export async function connectShared(t: TestApp, pw: ProxyPaywall, user: string): Promise<void> {
+  await t.db.query(
+    `update end_user set wallet_user_id = gen_random_uuid(), connected_at = now() where paywall_id = $1 and external_id = $2`,
+    [pw.id, user],
+  );
+}
+
+export interface UserMoney {
+  balance: bigint;
+  held: bigint;
+  ledgerSum: bigint;
+}
+
+export async function money(t: TestApp, pw: ProxyPaywall, user: string): Promise<UserMoney> {
+  const rows = await t.db.query(
+    `select u.balance_raw::text as b, u.held_raw::text as h,
+            (select coalesce(sum(amount_raw), 0)::text from ledger_entry l where l.user_id = u.id) as s
+       from end_user u where u.paywall_id = $1 and u.external_id = $2`,
+    [pw.id, user],
+  );
+  if (!rows.length) return { balance: 0n, held: 0n, ledgerSum: 0n };
+  return { balance: BigInt(rows[0].b), held: BigInt(rows[0].h), ledgerSum: BigInt(rows[0].s) };
+}
+
+export async function chargesOf(t: TestApp, pw: ProxyPaywall, user: string): Promise<any[]> {
+  return t.db.query(
+    `select c.id, c.kind, c.status, c.model, c.prompt_tokens, c.completion_tokens, c.max_completion_tokens,
+            c.amount_raw::text as amount, c.hold_raw::text as hold, c.uncollected_raw::text as uncollected,
+            c.stream, c.error_code, c.metadata
+       from charge c join end_user u on u.id = c.user_id
+      where u.paywall_id = $1 and u.external_id = $2 order by c.created_at`,
+    [pw.id, user],
+  );
+}
+
+export async function eventsOf(t: TestApp, pw: ProxyPaywall, prefix = 'paywall.'): Promise<any[]> {
+  return t.db.query(
+    `select type, data, subject, trigger from event where paywall_id = $1 and type like $2 order by seq`,
+    [pw.id, `${prefix}%`],
+  );
+}
+
+/** Waits until `check` holds (settlement after a disconnect happens after the client left). */
+export async function eventually<T>(fn: () => Promise<T>, check: (v: T) => boolean, ms = 10_000): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (check(v) || Date.now() > until) return v;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+export function client(t: TestApp, pw: ProxyPaywall, user?: string, viaPath = false): OpenAI {
+  return new OpenAI({
+    apiKey: pw.apiKey,
+    baseURL: viaPath && user ? `${t.url}/v1/u/${encodeURIComponent(user)}` : `${t.url}/v1`,
+    defaultHeaders: user && !viaPath ? { 'X-Paywall-User': user } : {},
+    maxRetries: 0,
+  });
+}
