@@ -1,7 +1,100 @@
-import { Router } from 'express';
+import { Router, type Request } from 'express';
 import type { Services } from '../src/services.js';
+import { DomainError } from '../src/shared/errors.js';
+import { Operation } from './graphql-bridge.js';
+import { jsonObject, restContext, route } from './http.js';
 
-export function webhooksRoutes(_services: Services): Router {
+/** The spec's "Webhook subscription" fields, in its order; `secret` only in the creation answer. */
+const SUB = `id paywallId url events isActive description customHeaders createdAt updatedAt
+  secretSuffix createdBy consecutiveFailures lastDeliveredAt`;
+const SUB_WITH_SECRET = SUB.replace('updatedAt', 'updatedAt secret');
+/** CONTRACT §4 "Log entries". */
+const ENTRY = `id subscriptionId eventId eventType status attempts nextAttemptAt responseStatus responseLatencyMs
+  responseBody createdAt updatedAt event`;
+
+const CREATE = new Operation(
+  `mutation($input: CreateWebhookSubscriptionInput!) { createWebhookSubscription(input: $input) { ${SUB_WITH_SECRET} } }`,
+);
+const LIST = new Operation(`query($status: String) { webhookSubscriptions(status: $status) { ${SUB} } }`);
+const GET = new Operation(`query($id: ID!) { webhookSubscription(id: $id) { ${SUB} } }`);
+const DEACTIVATE = new Operation(`mutation($id: ID!) { deactivateWebhookSubscription(id: $id) { ${SUB} } }`);
+const LOGS = new Operation(
+  `query($subscriptionId: ID, $status: String, $eventType: String, $first: Int) {
+     webhookDeliveries(subscriptionId: $subscriptionId, status: $status, eventType: $eventType, first: $first) {
+       nodes { ${ENTRY} } } }`,
+);
+
+const CREATE_FIELDS = new Set(['url', 'events', 'description', 'customHeaders', 'secret']);
+
+/** A single-valued query parameter (`?status=a&status=b` is a 400, not a silent pick). */
+function queryParam(req: Request, name: string): string | undefined {
+  const v = req.query[name];
+  if (v === undefined || typeof v === 'string') return v;
+  throw new DomainError('invalid_request', `${name} must be given once, as a string`, name);
+}
+
+/** `limit`: an integer from 1 to 100, default 20 (spec "Limits"). */
+function limitParam(req: Request): number | undefined {
+  const v = queryParam(req, 'limit');
+  if (v === undefined) return undefined;
+  const n = /^\d{1,4}$/.test(v) ? Number(v) : NaN;
+  if (!(n >= 1 && n <= 100))
+    throw new DomainError('invalid_request', 'limit must be an integer from 1 to 100', 'limit');
+  return n;
+}
+
+/**
+ * `POST/GET /v1/webhooks/subscriptions`, `GET/DELETE /v1/webhooks/subscriptions/{id}`, `GET /v1/webhooks/logs`,
+ * each running the GraphQL operation of the same name. Re-enabling, secret rotation and resends are GraphQL only.
+ */
+export function webhooksRoutes(services: Services): Router {
   const r = Router();
+  r.post(
+    '/webhooks/subscriptions',
+    route(async (req, res) => {
+      const body = jsonObject(req);
+      const unknown = Object.keys(body).find((k) => !CREATE_FIELDS.has(k));
+      if (unknown) throw new DomainError('invalid_request', `Unknown parameter: ${unknown}`, unknown);
+      // GraphQL would quietly wrap a lone string into a list, and name no field for a bad element.
+      const { events } = body;
+      if (events !== undefined && (!Array.isArray(events) || events.some((e) => typeof e !== 'string')))
+        throw new DomainError('invalid_request', 'events must be an array of event names', 'events');
+      const data = await CREATE.run(restContext(req, services), { input: body });
+      res.status(201).json({ subscription: data.createWebhookSubscription });
+    }),
+  );
+  r.get(
+    '/webhooks/subscriptions',
+    route(async (req, res) => {
+      const data = await LIST.run(restContext(req, services), { status: queryParam(req, 'status') });
+      res.json({ object: 'list', data: data.webhookSubscriptions });
+    }),
+  );
+  r.get(
+    '/webhooks/subscriptions/:id',
+    route(async (req, res) => {
+      const data = await GET.run(restContext(req, services), { id: req.params.id });
+      res.json({ subscription: data.webhookSubscription });
+    }),
+  );
+  r.delete(
+    '/webhooks/subscriptions/:id',
+    route(async (req, res) => {
+      const data = await DEACTIVATE.run(restContext(req, services), { id: req.params.id });
+      res.json({ subscription: data.deactivateWebhookSubscription });
+    }),
+  );
+  r.get(
+    '/webhooks/logs',
+    route(async (req, res) => {
+      const data = await LOGS.run(restContext(req, services), {
+        subscriptionId: queryParam(req, 'subscriptionId'),
+        status: queryParam(req, 'status'),
+        eventType: queryParam(req, 'eventType'),
+        first: limitParam(req),
+      });
+      res.json({ object: 'list', data: data.webhookDeliveries.nodes });
+    }),
+  );
   return r;
 }

@@ -1,6 +1,12 @@
 import type { Services } from '../../services.js';
+import { SubscriptionService } from './subscription.service.js';
 
 /** Webhook subscriptions, delivery logs, redelivery. */
 export class WebhookService {
-  constructor(private readonly s: Services) {}
+  /** Management API: subscriptions, delivery logs, manual resend (subscription.service.ts). */
+  readonly subscriptions: SubscriptionService;
+
+  constructor(private readonly s: Services) {
+    this.subscriptions = new SubscriptionService(s);
+  }
 }
