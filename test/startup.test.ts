@@ -1,0 +1,237 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+
+/**
+ * What a new user does on a fresh clone (CONTRACT §1, README "Quick start"): `npm start` with no
+ * configuration, copy the printed owner token, create a paywall, deposit, read the balance; stop with
+ * SIGTERM; start again and find everything where it was. The built service runs as a child process,
+ * exactly as `npm start` runs it (`npm test` builds it first through `pretest`).
+ */
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const MAIN = join(ROOT, 'dist/src/main.js');
+const HEALTHY_WITHIN_MS = 30_000;
+/** SHUTDOWN_GRACE_MS default (10 s) plus the time to close the database. */
+const EXIT_WITHIN_MS = 15_000;
+
+/** Every variable src/config.ts reads, plus what jest sets: the child starts as on a fresh machine. */
+const CONFIG_VARS = [
+  'NODE_ENV',
+  'NODE_OPTIONS',
+  'PORT',
+  'HOST',
+  'DATABASE_URL',
+  'DATA_DIR',
+  'PUBLIC_BASE_URL',
+  'BOOTSTRAP_OWNER_TOKEN',
+  'METRICS_TOKEN',
+  'LOG_LEVEL',
+  'ENCRYPTION_KEY',
+  'WEBHOOK_MAX_ATTEMPTS',
+  'WEBHOOK_BACKOFF_BASE_MS',
+  'WEBHOOK_TIMEOUT_MS',
+  'WEBHOOK_ALLOW_PRIVATE_NETWORKS',
+  'WEBHOOK_WORKER',
+  'WEBHOOK_POLL_MS',
+  'SHUTDOWN_GRACE_MS',
+  'UPSTREAM_TIMEOUT_MS',
+  'MAX_WS_CONNECTIONS',
+];
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+interface Running {
+  proc: ChildProcess;
+  url: string;
+  stdout(): string;
+  stderr(): string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Milliseconds from spawn to the first 200 from /healthz. */
+  healthyAfterMs: number;
+}
+
+const running = new Set<ChildProcess>();
+
+async function startService(env: Record<string, string>): Promise<Running> {
+  if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run \`npm run build\` (npm test does it)`);
+  const childEnv: Record<string, string | undefined> = { ...process.env };
+  for (const k of CONFIG_VARS) delete childEnv[k];
+  const port = await freePort();
+  Object.assign(childEnv, { PORT: String(port) }, env);
+  const started = Date.now();
+  const proc = spawn(process.execPath, [MAIN], {
+    cwd: ROOT,
+    env: childEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  running.add(proc);
+  let out = '';
+  let err = '';
+  proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
+  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    proc.once('exit', (code, signal) => {
+      running.delete(proc);
+      resolve({ code, signal });
+    }),
+  );
+  let gone = false;
+  void exited.then(() => (gone = true));
+  const url = `http://127.0.0.1:${port}`;
+  for (;;) {
+    if (gone) throw new Error(`the service exited before it was healthy:\n${out}\n${err}`);
+    if (Date.now() - started > HEALTHY_WITHIN_MS)
+      throw new Error(`not healthy within ${HEALTHY_WITHIN_MS} ms:\n${out}\n${err}`);
+    const ok = await fetch(`${url}/healthz`)
+      .then((r) => r.status === 200)
+      .catch(() => false);
+    if (ok) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { proc, url, stdout: () => out, stderr: () => err, exited, healthyAfterMs: Date.now() - started };
+}
+
+async function stopService(s: Running): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  s.proc.kill('SIGTERM');
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(new Error(`no exit within ${EXIT_WITHIN_MS} ms after SIGTERM:\n${s.stdout()}\n${s.stderr()}`)),
+      EXIT_WITHIN_MS,
+    );
+  });
+  try {
+    return await Promise.race([s.exited, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+afterAll(() => {
+  // Only on failure: never leave a service running behind the test run.
+  for (const p of running) p.kill('SIGKILL');
+});
+
+const TOKEN_LINE = /^Owner token \(shown once, keep it\): (ot_[A-Za-z0-9_-]{20,})$/m;
+
+async function call(url: string, method: string, path: string, token: string, body?: unknown) {
+  const res = await fetch(url + path, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+/** The README quick start, step by step (same requests as its curl lines). */
+async function quickStart(url: string, ownerToken: string) {
+  const created = await call(url, 'POST', '/graphql', ownerToken, {
+    query:
+      'mutation { createPaywall(input: {name: "My app", mode: DEFAULT}) { apiKey paywall { id name mode } } }',
+  });
+  expect(created.status).toBe(200);
+  expect(created.body.errors).toBeUndefined();
+  const { apiKey, paywall } = created.body.data.createPaywall;
+  expect(apiKey).toMatch(/^pk_live_/);
+  expect(paywall).toMatchObject({ name: 'My app', mode: 'DEFAULT' });
+
+  const deposit = await call(url, 'POST', '/v1/user/balance/deposit', apiKey, { user: 'alice', amount: '5' });
+  expect(deposit).toEqual({ status: 200, body: { balance: '5000000', balanceFormatted: '5.000000' } });
+
+  const balance = await call(url, 'GET', '/v1/user/balance?user=alice', apiKey);
+  expect(balance).toEqual({ status: 200, body: { balance: '5000000', balanceFormatted: '5.000000' } });
+  return { apiKey, paywallId: paywall.id as string };
+}
+
+/** Fresh start → quick start → SIGTERM → restart on the same data → nothing lost, no second owner. */
+async function firstRunAndRestart(env: Record<string, string>) {
+  const first = await startService(env);
+  const out = first.stdout();
+  const match = TOKEN_LINE.exec(out);
+  expect(match).not.toBeNull();
+  const ownerToken = match![1];
+  // Apart from the owner-token banner, stdout is JSON log lines, and the token is in none of them.
+  const logLines = out.split('\n').filter((l) => l.trim() && !TOKEN_LINE.test(l));
+  for (const line of logLines) {
+    expect(() => JSON.parse(line)).not.toThrow();
+    expect(line).not.toContain(ownerToken);
+  }
+  expect(logLines.map((l) => JSON.parse(l).msg)).toEqual(
+    expect.arrayContaining(['migrations applied', 'listening']),
+  );
+
+  const { apiKey, paywallId } = await quickStart(first.url, ownerToken);
+  expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
+
+  expect(await stopService(first)).toEqual({ code: 0, signal: null });
+  expect(first.stdout()).toMatch(/"msg":"stopped"/);
+
+  const second = await startService(env);
+  try {
+    expect(second.stdout()).not.toMatch(/Owner token/);
+    expect(second.stdout()).not.toMatch(/"msg":"migrations applied"/);
+    const balance = await call(second.url, 'GET', '/v1/user/balance?user=alice', apiKey);
+    expect(balance).toEqual({ status: 200, body: { balance: '5000000', balanceFormatted: '5.000000' } });
+    const mine = await call(second.url, 'POST', '/graphql', ownerToken, {
+      query: '{ paywalls { id name } }',
+    });
+    expect(mine.body.data.paywalls).toEqual([{ id: paywallId, name: 'My app' }]);
+  } finally {
+    expect(await stopService(second)).toEqual({ code: 0, signal: null });
+  }
+  return { healthyAfterMs: [first.healthyAfterMs, second.healthyAfterMs] };
+}
+
+describe('npm start on a fresh clone (CONTRACT §1)', () => {
+  it('embedded database, no configuration: healthy within 30 s, owner token printed once, quick start works, data survives a restart, SIGTERM exits 0', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'pp-startup-'));
+    try {
+      const { healthyAfterMs } = await firstRunAndRestart({ DATA_DIR: dataDir });
+      expect(healthyAfterMs[0]).toBeLessThan(HEALTHY_WITHIN_MS);
+      expect(existsSync(join(dataDir, 'PG_VERSION'))).toBe(true);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  if (process.env.DATABASE_URL) {
+    it('real PostgreSQL through DATABASE_URL: same behaviour on a fresh database', async () => {
+      const base = process.env.DATABASE_URL!;
+      const name = `pp_startup_${randomBytes(6).toString('hex')}`;
+      const admin = new pg.Client({ connectionString: base });
+      await admin.connect();
+      await admin.query(`create database ${name}`);
+      const url = new URL(base);
+      url.pathname = `/${name}`;
+      // DATA_DIR still holds the generated encryption key; the data itself is in PostgreSQL.
+      const dataDir = mkdtempSync(join(tmpdir(), 'pp-startup-pg-'));
+      try {
+        await firstRunAndRestart({ DATABASE_URL: url.toString(), DATA_DIR: dataDir });
+        expect(existsSync(join(dataDir, 'PG_VERSION'))).toBe(false);
+      } finally {
+        rmSync(dataDir, { recursive: true, force: true });
+        await admin.query(`drop database if exists ${name} with (force)`);
+        await admin.end();
+      }
+    }, 120_000);
+  }
+});
