@@ -1,4 +1,99 @@
-import { Resolver } from 'type-graphql';
+import DataLoader from 'dataloader';
+import { Arg, Ctx, FieldResolver, Int, Mutation, Resolver, Root } from 'type-graphql';
+import { requireAuth, type AppContext } from '../../graphql/context.js';
+import { DomainError } from '../../shared/errors.js';
+import { triggerOf } from '../users/user.service.js';
+import { checkFirst, EndUserType, pageInfo } from '../users/user.types.js';
+import type { Page, PageKey } from './ledger.service.js';
+import {
+  ChargeConnection,
+  ChargeEdge,
+  ChargeInput,
+  ChargePayload,
+  ChargeType,
+  DepositInput,
+  DepositPayload,
+  LedgerEntryConnection,
+  LedgerEntryEdge,
+  LedgerEntryType,
+} from './ledger.types.js';
 
-@Resolver()
-export class LedgerResolver {}
+/** Per-request page loaders: the ledger / charges of every user in a response in one statement. */
+function pageLoader<T>(
+  ctx: AppContext,
+  name: string,
+  batch: (keys: readonly PageKey[]) => Promise<Page<T>[]>,
+) {
+  return ctx.loaders.get(
+    name,
+    () => new DataLoader<PageKey, Page<T>, string>(batch, { cacheKeyFn: (k) => JSON.stringify(k) }),
+  );
+}
+
+/** Replayed answers (and replayed refusals) tell the transport, which sets `Idempotent-Replayed`. */
+function markReplayed(ctx: AppContext, e: unknown): never {
+  if (e instanceof DomainError && (e as DomainError & { replayed?: boolean }).replayed) ctx.replayed = true;
+  throw e;
+}
+
+/** Deposits, manual charges and each user's ledger and charges. */
+@Resolver(() => EndUserType)
+export class LedgerResolver {
+  @Mutation(() => DepositPayload, {
+    description: 'Credits a user (DEFAULT mode). Idempotent with idempotencyKey.',
+  })
+  async deposit(@Ctx() ctx: AppContext, @Arg('input') input: DepositInput): Promise<DepositPayload> {
+    const auth = requireAuth(ctx);
+    const { result, replayed, paywall } = await ctx.services.ledger
+      .deposit(auth, input, { idempotencyKey: input.idempotencyKey, trigger: triggerOf(auth, ctx.transport) })
+      .catch((e) => markReplayed(ctx, e));
+    if (replayed) ctx.replayed = true;
+    return DepositPayload.from(result, replayed, paywall);
+  }
+
+  @Mutation(() => ChargePayload, {
+    description: 'Charges a user’s free balance. A refusal is success: false with a message and a link.',
+  })
+  async charge(@Ctx() ctx: AppContext, @Arg('input') input: ChargeInput): Promise<ChargePayload> {
+    const auth = requireAuth(ctx);
+    const { result, replayed, paywall } = await ctx.services.ledger
+      .charge(auth, input, { idempotencyKey: input.idempotencyKey, trigger: triggerOf(auth, ctx.transport) })
+      .catch((e) => markReplayed(ctx, e));
+    if (replayed) ctx.replayed = true;
+    return ChargePayload.from(result, replayed, paywall);
+  }
+
+  @FieldResolver(() => LedgerEntryConnection, { description: 'Ledger entries, newest first.' })
+  async ledgerEntries(
+    @Ctx() ctx: AppContext,
+    @Root() user: EndUserType,
+    @Arg('first', () => Int, { defaultValue: 20 }) first: number,
+    @Arg('after', () => String, { nullable: true }) after?: string | null,
+  ): Promise<LedgerEntryConnection> {
+    const loader = pageLoader(ctx, 'ledgerPages', (keys) => ctx.services.ledger.ledgerPages(keys));
+    const page = await loader.load({ userId: user.id, first: checkFirst(first), after: after ?? null });
+    return Object.assign(new LedgerEntryConnection(), {
+      edges: page.rows.map((r) =>
+        Object.assign(new LedgerEntryEdge(), { cursor: r.cursor, node: LedgerEntryType.from(r) }),
+      ),
+      pageInfo: pageInfo(page.rows, page.hasNextPage),
+    });
+  }
+
+  @FieldResolver(() => ChargeConnection, { description: 'Manual and usage charges, newest first.' })
+  async charges(
+    @Ctx() ctx: AppContext,
+    @Root() user: EndUserType,
+    @Arg('first', () => Int, { defaultValue: 20 }) first: number,
+    @Arg('after', () => String, { nullable: true }) after?: string | null,
+  ): Promise<ChargeConnection> {
+    const loader = pageLoader(ctx, 'chargePages', (keys) => ctx.services.ledger.chargePages(keys));
+    const page = await loader.load({ userId: user.id, first: checkFirst(first), after: after ?? null });
+    return Object.assign(new ChargeConnection(), {
+      edges: page.rows.map((r) =>
+        Object.assign(new ChargeEdge(), { cursor: r.cursor, node: ChargeType.from(r) }),
+      ),
+      pageInfo: pageInfo(page.rows, page.hasNextPage),
+    });
+  }
+}

@@ -1,6 +1,578 @@
+import { randomUUID } from 'node:crypto';
+import type { Sql } from '../../db/database.js';
+import { DomainError } from '../../shared/errors.js';
+import { parseAmount, usdcDecimal } from '../../shared/money.js';
 import type { Services } from '../../services.js';
+import { eventRows, insertEventsSql, type EventTrigger, type NewEvent } from '../events/event.service.js';
+import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
+import {
+  checkExternalId,
+  decodeCursor,
+  encodeCursor,
+  triggerOf,
+  walletUserIdOf,
+  type EnsuredUser,
+} from '../users/user.service.js';
+import { IdempotencyService, type Codec } from './idempotency.service.js';
 
-/** Deposits and manual charges: single conditional statements with their ledger entry and events. */
+export const MAX_METADATA_KEYS = 50;
+export const MAX_METADATA_BYTES = 8 * 1024;
+
+/** What deposit and charge take, as the client sent it (validated here, not in the transports). */
+export interface MoneyInput {
+  paywallId?: string | null;
+  user: unknown;
+  amount: unknown;
+  metadata?: unknown;
+}
+
+export interface MoneyOptions {
+  idempotencyKey?: string | null;
+  /** Defaults to the caller's trigger as a REST call. */
+  trigger?: EventTrigger;
+}
+
+export interface DepositResult {
+  userId: string;
+  externalId: string;
+  ledgerEntryId: string;
+  amountRaw: bigint;
+  /** Free balance after the deposit (settled − held), what `balance` shows. */
+  balanceRaw: bigint;
+}
+
+export interface ChargeResult {
+  success: boolean;
+  message: string;
+  /** The link to render when the charge failed: top-up (short balance) or connect (not connected). */
+  url: string | null;
+  chargeId: string;
+  userId: string;
+  externalId: string;
+  amountRaw: bigint;
+  status: 'completed' | 'failed';
+  errorCode: 'insufficient_balance' | 'not_connected' | null;
+  ledgerEntryId: string | null;
+  /** Free balance after the attempt. */
+  balanceRaw: bigint;
+  metadata: Record<string, unknown>;
+  /** ISO time the charge row was written. */
+  createdAt: string;
+}
+
+export interface LedgerEntryRow {
+  id: string;
+  seq: string;
+  kind: string;
+  amountRaw: bigint;
+  balanceAfterRaw: bigint;
+  chargeId: string | null;
+  metadata: Record<string, unknown>;
+  createdAt: Date;
+  cursor: string;
+}
+
+export interface ChargeRow {
+  id: string;
+  kind: string;
+  status: string;
+  amountRaw: bigint;
+  holdRaw: bigint;
+  uncollectedRaw: bigint;
+  model: string | null;
+  promptTokens: number | null;
+  completionTokens: number | null;
+  errorCode: string | null;
+  metadata: Record<string, unknown>;
+  createdAt: Date;
+  settledAt: Date | null;
+  cursor: string;
+}
+
+export interface PageKey {
+  userId: string;
+  first: number;
+  after: string | null;
+}
+
+export interface Page<T> {
+  rows: T[];
+  hasNextPage: boolean;
+}
+
+/** Stored idempotent answers: bigints travel as strings. */
+const depositCodec: Codec<DepositResult> = {
+  encode: (r) => ({ ...r, amountRaw: r.amountRaw.toString(), balanceRaw: r.balanceRaw.toString() }),
+  decode: (s: any) => ({ ...s, amountRaw: BigInt(s.amountRaw), balanceRaw: BigInt(s.balanceRaw) }),
+};
+const chargeCodec: Codec<ChargeResult> = {
+  encode: (r) => ({ ...r, amountRaw: r.amountRaw.toString(), balanceRaw: r.balanceRaw.toString() }),
+  decode: (s: any) => ({ ...s, amountRaw: BigInt(s.amountRaw), balanceRaw: BigInt(s.balanceRaw) }),
+};
+
+const invalidAmount = () =>
+  new DomainError(
+    'invalid_amount',
+    'amount must be a decimal string in USDC, > 0, with at most 6 fraction digits and at most 1000000000 (e.g. "1.5")',
+    'amount',
+    'invalid_amount',
+  );
+
+/** Optional metadata: a JSON object of at most 50 keys and 8 KiB. */
+export function checkMetadata(metadata: unknown): Record<string, unknown> {
+  if (metadata === undefined || metadata === null) return {};
+  if (typeof metadata !== 'object' || Array.isArray(metadata))
+    throw new DomainError('invalid_request', 'metadata must be a JSON object', 'metadata');
+  if (Object.keys(metadata).length > MAX_METADATA_KEYS)
+    throw new DomainError(
+      'invalid_request',
+      `metadata may hold at most ${MAX_METADATA_KEYS} keys`,
+      'metadata',
+    );
+  if (Buffer.byteLength(JSON.stringify(metadata)) > MAX_METADATA_BYTES)
+    throw new DomainError('invalid_request', 'metadata may be at most 8 KiB of JSON', 'metadata');
+  return metadata as Record<string, unknown>;
+}
+
+/** PostgreSQL's "bigint out of range": a balance that would overflow is refused, not a 500. */
+const isOverflow = (e: any) => e?.code === '22003' || e?.cause?.code === '22003';
+
+/**
+ * Deposits and manual charges. Each balance change is ONE data-modifying statement: the conditional
+ * UPDATE of the balance, its ledger entry and its event rows commit together or not at all, and a
+ * debit can never take more than the free balance however many run at once (the row lock serialises
+ * them and each re-checks `balance_raw - held_raw >= amount`). No read-modify-write in the ORM.
+ */
 export class LedgerService {
-  constructor(private readonly s: Services) {}
+  readonly idempotency: IdempotencyService;
+
+  constructor(private readonly s: Services) {
+    this.idempotency = new IdempotencyService(s);
+  }
+
+  async start(): Promise<void> {
+    this.idempotency.start();
+  }
+
+  async stop(): Promise<void> {
+    this.idempotency.stop();
+  }
+
+  private validate(input: MoneyInput) {
+    const externalId = checkExternalId(input.user);
+    const amountRaw = parseAmount(input.amount);
+    if (amountRaw === null) throw invalidAmount();
+    const metadata = checkMetadata(input.metadata);
+    return {
+      externalId,
+      amountRaw,
+      metadata,
+      request: { user: externalId, amount: input.amount, metadata: input.metadata ?? null },
+    };
+  }
+
+  /**
+   * Credits a user's balance (DEFAULT mode only). Returns the new free balance. Replays the first answer
+   * for a repeated Idempotency-Key.
+   */
+  async deposit(
+    auth: Auth,
+    input: MoneyInput,
+    opts: MoneyOptions = {},
+  ): Promise<{ result: DepositResult; replayed: boolean; paywall: PaywallInfo }> {
+    const paywall = await this.s.paywalls.resolve(auth, input.paywallId);
+    const { externalId, amountRaw, metadata, request } = this.validate(input);
+    const trigger = opts.trigger ?? triggerOf(auth);
+    const out = await this.idempotency.run(
+      { paywallId: paywall.id, endpoint: 'deposit', key: opts.idempotencyKey, request },
+      depositCodec,
+      (sql) => this.applyDeposit(sql, paywall, externalId, amountRaw, metadata, trigger),
+    );
+    if (!out.replayed) {
+      this.s.metrics.ledgerEntries.inc({ kind: 'deposit' });
+      this.s.metrics.ledgerAmountRaw.inc({ kind: 'deposit' }, Number(amountRaw));
+    }
+    return { ...out, paywall };
+  }
+
+  private async applyDeposit(
+    sql: Sql,
+    paywall: PaywallInfo,
+    externalId: string,
+    amountRaw: bigint,
+    metadata: Record<string, unknown>,
+    trigger: EventTrigger,
+  ): Promise<DepositResult> {
+    if (paywall.mode !== 'DEFAULT')
+      throw new DomainError(
+        'unsupported_in_mode',
+        'Deposits apply only to DEFAULT-mode paywalls; SHARED-mode users top up their hosted wallet.',
+        null,
+        'unsupported_in_mode',
+      );
+    const user = await this.s.users.ensureUser(sql, paywall, externalId, trigger);
+    const ledgerEntryId = randomUUID();
+    const event: NewEvent = {
+      paywallId: paywall.id,
+      ownerUserId: paywall.ownerId,
+      type: 'paywall.balance.deposit.created',
+      trigger,
+      subject: { type: 'end_user', id: user.id, externalId },
+      data: {
+        paywallId: paywall.id,
+        ownerUserId: paywall.ownerId,
+        walletUserId: walletUserIdOf(paywall, user),
+        externalUserId: externalId,
+        amount: usdcDecimal(amountRaw),
+        currency: 'USDC',
+        source: 'api',
+        activityId: ledgerEntryId,
+      },
+      metadata,
+    };
+    let rows: any[];
+    try {
+      rows = await sql.query(
+        `with u as (
+           update end_user set balance_raw = balance_raw + $1::bigint where id = $2::uuid
+           returning id, paywall_id, balance_raw, held_raw
+         ), l as (
+           insert into ledger_entry (id, paywall_id, user_id, kind, amount_raw, balance_after_raw, metadata)
+           select $3::uuid, u.paywall_id, u.id, 'deposit', $1::bigint, u.balance_raw, $4::jsonb from u
+         ), e as (
+           ${insertEventsSql(5)} where exists (select 1 from u)
+         )
+         select (balance_raw - held_raw)::text as free from u`,
+        [
+          amountRaw.toString(),
+          user.id,
+          ledgerEntryId,
+          JSON.stringify(metadata),
+          JSON.stringify(eventRows([event])),
+        ],
+      );
+    } catch (e) {
+      if (isOverflow(e))
+        throw new DomainError(
+          'invalid_amount',
+          'this deposit would overflow the balance',
+          'amount',
+          'invalid_amount',
+        );
+      throw e;
+    }
+    if (rows.length !== 1) throw new Error('end user vanished during a deposit');
+    return { userId: user.id, externalId, ledgerEntryId, amountRaw, balanceRaw: BigInt(rows[0].free) };
+  }
+
+  /**
+   * A manual charge from the free balance. A refusal (not connected, short balance) is an answer, not an
+   * error: `success: false`, a message, the link to render, a `failed` charge row and its events.
+   */
+  async charge(
+    auth: Auth,
+    input: MoneyInput,
+    opts: MoneyOptions = {},
+  ): Promise<{ result: ChargeResult; replayed: boolean; paywall: PaywallInfo }> {
+    const paywall = await this.s.paywalls.resolve(auth, input.paywallId);
+    const { externalId, amountRaw, metadata, request } = this.validate(input);
+    const trigger = opts.trigger ?? triggerOf(auth);
+    const out = await this.idempotency.run(
+      { paywallId: paywall.id, endpoint: 'charge', key: opts.idempotencyKey, request },
+      chargeCodec,
+      (sql) => this.applyCharge(sql, paywall, externalId, amountRaw, metadata, trigger),
+    );
+    if (!out.replayed) {
+      if (out.result.success) {
+        this.s.metrics.ledgerEntries.inc({ kind: 'charge' });
+        this.s.metrics.ledgerAmountRaw.inc({ kind: 'charge' }, Number(amountRaw));
+      } else {
+        this.s.metrics.chargesFailed.inc({ reason: out.result.errorCode ?? 'unknown' });
+      }
+    }
+    return { ...out, paywall };
+  }
+
+  private async applyCharge(
+    sql: Sql,
+    paywall: PaywallInfo,
+    externalId: string,
+    amountRaw: bigint,
+    metadata: Record<string, unknown>,
+    trigger: EventTrigger,
+  ): Promise<ChargeResult> {
+    const user = await this.s.users.ensureUser(sql, paywall, externalId, trigger);
+    const chargeId = randomUUID();
+    if (!user.connected) return this.refuse(sql, paywall, user, chargeId, amountRaw, metadata, trigger, null);
+
+    const ledgerEntryId = randomUUID();
+    const base = { paywallId: paywall.id, ownerUserId: paywall.ownerId, trigger, metadata };
+    const subject = { type: 'charge' as const, id: chargeId, externalId };
+    const events: NewEvent[] = [
+      {
+        ...base,
+        type: 'paywall.balance.charge.created',
+        subject,
+        data: {
+          paywallId: paywall.id,
+          ownerUserId: paywall.ownerId,
+          walletUserId: walletUserIdOf(paywall, user),
+          activityId: chargeId,
+          amount: usdcDecimal(amountRaw),
+          processingFeeAmount: '0',
+        },
+      },
+      {
+        ...base,
+        type: 'paywall.balance.charge.completed',
+        subject,
+        data: {
+          paywallId: paywall.id,
+          ownerUserId: paywall.ownerId,
+          activityId: chargeId,
+          settlementReference: ledgerEntryId,
+        },
+      },
+    ];
+    // One round trip. The WHERE is the whole rule: free balance covers the amount and (SHARED) the user
+    // is still connected at this instant; everything else only happens when it returned a row.
+    const rows = await sql.query(
+      `with u as (
+         update end_user set balance_raw = balance_raw - $1::bigint
+          where id = $2::uuid and balance_raw - held_raw >= $1::bigint
+            and ($7::boolean or wallet_user_id is not null)
+         returning id, paywall_id, balance_raw, held_raw
+       ), l as (
+         insert into ledger_entry (id, paywall_id, user_id, kind, amount_raw, balance_after_raw, charge_id, metadata)
+         select $3::uuid, u.paywall_id, u.id, 'charge', -($1::bigint), u.balance_raw, $4::uuid, $5::jsonb from u
+       ), c as (
+         insert into charge (id, paywall_id, user_id, kind, status, amount_raw, metadata, created_at, settled_at)
+         select $4::uuid, u.paywall_id, u.id, 'manual', 'completed', $1::bigint, $5::jsonb, now(), now() from u
+         returning created_at
+       ), e as (
+         ${insertEventsSql(6)} where exists (select 1 from u)
+       )
+       select (u.balance_raw - u.held_raw)::text as free, c.created_at from u, c`,
+      [
+        amountRaw.toString(),
+        user.id,
+        ledgerEntryId,
+        chargeId,
+        JSON.stringify(metadata),
+        JSON.stringify(eventRows(events)),
+        paywall.mode === 'DEFAULT',
+      ],
+    );
+    if (rows.length === 1)
+      return {
+        success: true,
+        message: `Charged ${usdcDecimal(amountRaw)} USDC.`,
+        url: null,
+        chargeId,
+        userId: user.id,
+        externalId,
+        amountRaw,
+        status: 'completed',
+        errorCode: null,
+        ledgerEntryId,
+        balanceRaw: BigInt(rows[0].free),
+        metadata,
+        createdAt: new Date(rows[0].created_at).toISOString(),
+      };
+    // Refused: read the state that refused it (for the message and the events).
+    const now = await sql.query(
+      `select balance_raw::text as balance_raw, held_raw::text as held_raw, wallet_user_id from end_user where id = $1`,
+      [user.id],
+    );
+    const state = {
+      ...user,
+      balanceRaw: BigInt(now[0].balance_raw),
+      heldRaw: BigInt(now[0].held_raw),
+      walletUserId: now[0].wallet_user_id ?? null,
+    };
+    state.connected = paywall.mode === 'DEFAULT' || state.walletUserId !== null;
+    const available = state.balanceRaw - state.heldRaw;
+    return this.refuse(sql, paywall, state, chargeId, amountRaw, metadata, trigger, available);
+  }
+
+  /** Records a refused charge: a `failed` charge row and its events, plus the link the caller renders. */
+  private async refuse(
+    sql: Sql,
+    paywall: PaywallInfo,
+    user: EnsuredUser,
+    chargeId: string,
+    amountRaw: bigint,
+    metadata: Record<string, unknown>,
+    trigger: EventTrigger,
+    availableRaw: bigint | null,
+  ): Promise<ChargeResult> {
+    const available = availableRaw ?? user.balanceRaw - user.heldRaw;
+    const errorCode = user.connected ? 'insufficient_balance' : 'not_connected';
+    const walletUserId = walletUserIdOf(paywall, user);
+    const base = { paywallId: paywall.id, ownerUserId: paywall.ownerId, trigger, metadata };
+    const events: NewEvent[] = [
+      {
+        ...base,
+        type: 'paywall.balance.charge.failed',
+        subject: { type: 'charge', id: chargeId, externalId: user.externalId },
+        data: {
+          paywallId: paywall.id,
+          ownerUserId: paywall.ownerId,
+          walletUserId,
+          activityId: chargeId,
+          amount: usdcDecimal(amountRaw),
+          errorCode,
+        },
+      },
+    ];
+    let url: string;
+    let message: string;
+    if (errorCode === 'insufficient_balance') {
+      url = this.s.users.topupUrl(paywall, user.externalId);
+      message = `Insufficient balance: ${usdcDecimal(available)} USDC available, ${usdcDecimal(amountRaw)} USDC requested. Top up here: ${url}`;
+      events.push(
+        {
+          ...base,
+          type: 'paywall.balance.depleted',
+          subject: { type: 'end_user', id: user.id, externalId: user.externalId },
+          data: {
+            paywallId: paywall.id,
+            ownerUserId: paywall.ownerId,
+            walletUserId,
+            requestedAmount: usdcDecimal(amountRaw),
+            availableBalance: usdcDecimal(available),
+          },
+        },
+        this.s.users.topupLinkEvent(paywall, user, url, trigger),
+      );
+    } else {
+      const req = this.s.users.connectRequest(paywall, user, trigger);
+      url = req.url;
+      message = `User is not connected to this paywall; nothing was charged. Connect here: ${url}`;
+      events.push(req.event);
+    }
+    // The charge row and its events in one statement (atomic also outside a transaction).
+    const rows = await sql.query(
+      `with c as (
+         insert into charge (id, paywall_id, user_id, kind, status, amount_raw, error_code, metadata, created_at, settled_at)
+         values ($1::uuid, $2::uuid, $3::uuid, 'manual', 'failed', $4::bigint, $5, $6::jsonb, now(), now())
+         returning created_at
+       ), e as (
+         ${insertEventsSql(7)} where exists (select 1 from c)
+       ) select created_at from c`,
+      [
+        chargeId,
+        paywall.id,
+        user.id,
+        amountRaw.toString(),
+        errorCode,
+        JSON.stringify(metadata),
+        JSON.stringify(eventRows(events)),
+      ],
+    );
+    return {
+      success: false,
+      message,
+      url,
+      chargeId,
+      userId: user.id,
+      externalId: user.externalId,
+      amountRaw,
+      status: 'failed',
+      errorCode,
+      ledgerEntryId: null,
+      balanceRaw: available,
+      metadata,
+      createdAt: new Date(rows[0].created_at).toISOString(),
+    };
+  }
+
+  /**
+   * Ledger pages for many users at once (DataLoader batch): newest first by `seq`, one statement with a
+   * LATERAL per requested page.
+   */
+  async ledgerPages(keys: readonly PageKey[]): Promise<Page<LedgerEntryRow>[]> {
+    const afters = keys.map((k) => (k.after ? decodeSeqCursor(k.after) : null));
+    const rows = await this.s.db.query(
+      `select k.idx, le.id, le.seq::text as seq, le.kind, le.amount_raw::text as amount_raw,
+              le.balance_after_raw::text as balance_after_raw, le.charge_id, le.metadata, le.created_at
+         from unnest($1::uuid[], $2::bigint[], $3::int[]) with ordinality as k(user_id, after_seq, lim, idx)
+         cross join lateral (
+           select * from ledger_entry x
+            where x.user_id = k.user_id and (k.after_seq is null or x.seq < k.after_seq)
+            order by x.seq desc limit k.lim
+         ) le
+        order by k.idx, le.seq desc`,
+      [keys.map((k) => k.userId), afters, keys.map((k) => k.first + 1)],
+    );
+    return keys.map((k, i) => {
+      const mine = rows.filter((r) => Number(r.idx) === i + 1);
+      return {
+        hasNextPage: mine.length > k.first,
+        rows: mine.slice(0, k.first).map((r) => ({
+          id: r.id,
+          seq: r.seq,
+          kind: r.kind,
+          amountRaw: BigInt(r.amount_raw),
+          balanceAfterRaw: BigInt(r.balance_after_raw),
+          chargeId: r.charge_id ?? null,
+          metadata: typeof r.metadata === 'string' ? JSON.parse(r.metadata) : r.metadata,
+          createdAt: new Date(r.created_at),
+          cursor: Buffer.from(`le:${r.seq}`).toString('base64url'),
+        })),
+      };
+    });
+  }
+
+  /** Charge pages for many users at once (DataLoader batch): newest first. */
+  async chargePages(keys: readonly PageKey[]): Promise<Page<ChargeRow>[]> {
+    const afters = keys.map((k) => (k.after ? decodeCursor(k.after, 'c') : null));
+    const rows = await this.s.db.query(
+      `select k.idx, c.id, c.kind, c.status, c.amount_raw::text as amount_raw, c.hold_raw::text as hold_raw,
+              c.uncollected_raw::text as uncollected_raw, c.model, c.prompt_tokens, c.completion_tokens,
+              c.error_code, c.metadata, c.created_at, c.settled_at, c.created_at::text as created_text
+         from unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::int[])
+              with ordinality as k(user_id, after_ts, after_id, lim, idx)
+         cross join lateral (
+           select * from charge x
+            where x.user_id = k.user_id and (k.after_ts is null or (x.created_at, x.id) < (k.after_ts, k.after_id))
+            order by x.created_at desc, x.id desc limit k.lim
+         ) c
+        order by k.idx, c.created_at desc, c.id desc`,
+      [
+        keys.map((k) => k.userId),
+        afters.map((a) => a?.ts ?? null),
+        afters.map((a) => a?.id ?? null),
+        keys.map((k) => k.first + 1),
+      ],
+    );
+    return keys.map((k, i) => {
+      const mine = rows.filter((r) => Number(r.idx) === i + 1);
+      return {
+        hasNextPage: mine.length > k.first,
+        rows: mine.slice(0, k.first).map((r) => ({
+          id: r.id,
+          kind: r.kind,
+          status: r.status,
+          amountRaw: BigInt(r.amount_raw),
+          holdRaw: BigInt(r.hold_raw),
+          uncollectedRaw: BigInt(r.uncollected_raw),
+          model: r.model ?? null,
+          promptTokens: r.prompt_tokens ?? null,
+          completionTokens: r.completion_tokens ?? null,
+          errorCode: r.error_code ?? null,
+          metadata: typeof r.metadata === 'string' ? JSON.parse(r.metadata) : r.metadata,
+          createdAt: new Date(r.created_at),
+          settledAt: r.settled_at ? new Date(r.settled_at) : null,
+          cursor: encodeCursor('c', r.created_text, r.id),
+        })),
+      };
+    });
+  }
+}
+
+function decodeSeqCursor(cursor: string): string {
+  const m = /^le:(\d{1,18})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!m) throw new DomainError('invalid_request', 'after is not a valid cursor', 'after');
+  return m[1];
 }

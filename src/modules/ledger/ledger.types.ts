@@ -1,0 +1,189 @@
+import { GraphQLJSONObject } from 'graphql-scalars';
+import { Ctx, Field, ID, InputType, Int, ObjectType } from 'type-graphql';
+import type { AppContext } from '../../graphql/context.js';
+import { MoneyScalar } from '../../graphql/scalars.js';
+import { formatUsdc } from '../../shared/money.js';
+import type { PaywallInfo } from '../paywalls/paywall-info.js';
+import { EndUserType, PageInfo, userLoader } from '../users/user.types.js';
+import type { ChargeResult, ChargeRow, DepositResult, LedgerEntryRow } from './ledger.service.js';
+
+/** The user of a payload, loaded lazily (REST asks only for balances) and batched per request. */
+async function loadUser(ctx: AppContext, paywall: PaywallInfo, userId: string): Promise<EndUserType> {
+  const u = await userLoader(ctx).load(userId);
+  if (!u) throw new Error(`end user ${userId} not found`);
+  return EndUserType.from(u, paywall);
+}
+
+@InputType()
+export class DepositInput {
+  @Field(() => ID, { nullable: true, description: 'Required with an owner token; implied by an API key.' })
+  paywallId?: string;
+  @Field({ description: 'The end user (external id); created on first sight.' }) user!: string;
+  @Field({ description: 'USDC decimal string > 0 with at most 6 fraction digits, e.g. "1.5".' })
+  amount!: string;
+  @Field(() => GraphQLJSONObject, { nullable: true, description: 'At most 50 keys and 8 KiB.' })
+  metadata?: Record<string, unknown> | null;
+  @Field(() => String, {
+    nullable: true,
+    description: 'Same as the REST Idempotency-Key header: a repeated key replays the first answer.',
+  })
+  idempotencyKey?: string | null;
+}
+
+@InputType()
+export class ChargeInput extends DepositInput {}
+
+@ObjectType()
+export class DepositPayload {
+  @Field({ description: 'Free balance after the deposit, raw units.' }) balance!: string;
+  @Field() balanceFormatted!: string;
+  @Field(() => ID) ledgerEntryId!: string;
+  @Field({ description: 'True when this answer is the replay of an earlier one (same Idempotency-Key).' })
+  replayed!: boolean;
+  paywall!: PaywallInfo;
+  userId!: string;
+
+  @Field(() => EndUserType, { description: 'The user as of now.' })
+  user(@Ctx() ctx: AppContext): Promise<EndUserType> {
+    return loadUser(ctx, this.paywall, this.userId);
+  }
+
+  static from(r: DepositResult, replayed: boolean, paywall: PaywallInfo): DepositPayload {
+    return Object.assign(new DepositPayload(), {
+      balance: r.balanceRaw.toString(),
+      balanceFormatted: formatUsdc(r.balanceRaw),
+      ledgerEntryId: r.ledgerEntryId,
+      replayed,
+      paywall,
+      userId: r.userId,
+    });
+  }
+}
+
+@ObjectType('Charge', { description: 'A manual charge, or the usage charge (hold) of a chat request.' })
+export class ChargeType {
+  @Field(() => ID) id!: string;
+  @Field({ description: '`manual` or `usage`.' }) kind!: string;
+  @Field({ description: '`held`, `completed`, `released` or `failed`.' }) status!: string;
+  @Field(() => MoneyScalar, { description: 'Captured (or, when failed, requested) amount.' }) amount!: bigint;
+  @Field(() => MoneyScalar, { description: 'Reserved while the request ran.' }) hold!: bigint;
+  @Field(() => MoneyScalar, { description: 'Usage that exceeded the hold and could not be collected.' })
+  uncollected!: bigint;
+  @Field(() => String, { nullable: true }) errorCode!: string | null;
+  @Field(() => String, { nullable: true }) model!: string | null;
+  @Field(() => Int, { nullable: true }) promptTokens!: number | null;
+  @Field(() => Int, { nullable: true }) completionTokens!: number | null;
+  @Field(() => GraphQLJSONObject) metadata!: Record<string, unknown>;
+  @Field() createdAt!: string;
+  @Field(() => String, { nullable: true }) settledAt!: string | null;
+
+  static from(c: ChargeRow): ChargeType {
+    return Object.assign(new ChargeType(), {
+      ...c,
+      amount: c.amountRaw,
+      hold: c.holdRaw,
+      uncollected: c.uncollectedRaw,
+      createdAt: c.createdAt.toISOString(),
+      settledAt: c.settledAt ? c.settledAt.toISOString() : null,
+    });
+  }
+}
+
+@ObjectType()
+export class ChargePayload {
+  @Field() success!: boolean;
+  @Field() message!: string;
+  @Field(() => String, { nullable: true, description: 'When refused: the top-up or connect link to show.' })
+  url!: string | null;
+  @Field(() => String, { nullable: true, description: '`insufficient_balance` or `not_connected`.' })
+  errorCode!: string | null;
+  @Field(() => ChargeType) charge!: ChargeType;
+  @Field({ description: 'Free balance after the attempt, raw units.' }) balance!: string;
+  @Field() balanceFormatted!: string;
+  @Field() replayed!: boolean;
+  paywall!: PaywallInfo;
+  userId!: string;
+
+  @Field(() => EndUserType, { description: 'The user as of now.' })
+  user(@Ctx() ctx: AppContext): Promise<EndUserType> {
+    return loadUser(ctx, this.paywall, this.userId);
+  }
+
+  static from(r: ChargeResult, replayed: boolean, paywall: PaywallInfo): ChargePayload {
+    return Object.assign(new ChargePayload(), {
+      success: r.success,
+      message: r.message,
+      url: r.url,
+      errorCode: r.errorCode,
+      charge: Object.assign(new ChargeType(), {
+        id: r.chargeId,
+        kind: 'manual',
+        status: r.status,
+        amount: r.amountRaw,
+        hold: 0n,
+        uncollected: 0n,
+        errorCode: r.errorCode,
+        model: null,
+        promptTokens: null,
+        completionTokens: null,
+        metadata: r.metadata,
+        createdAt: r.createdAt,
+        settledAt: r.createdAt,
+      }),
+      balance: r.balanceRaw.toString(),
+      balanceFormatted: formatUsdc(r.balanceRaw),
+      replayed,
+      paywall,
+      userId: r.userId,
+    });
+  }
+}
+
+@ObjectType('LedgerEntry', { description: 'One change of a settled balance (append-only).' })
+export class LedgerEntryType {
+  @Field(() => ID) id!: string;
+  @Field({ description: '`deposit`, `charge`, `usage` or `trial`.' }) kind!: string;
+  @Field(() => MoneyScalar, { description: 'Signed: credits positive, debits negative.' }) amount!: bigint;
+  @Field({ description: 'Signed amount in raw units.' }) amountRaw!: string;
+  @Field(() => MoneyScalar, { description: 'Settled balance after this entry.' }) balanceAfter!: bigint;
+  @Field(() => ID, { nullable: true }) chargeId!: string | null;
+  @Field(() => GraphQLJSONObject) metadata!: Record<string, unknown>;
+  @Field() createdAt!: string;
+
+  static from(e: LedgerEntryRow): LedgerEntryType {
+    return Object.assign(new LedgerEntryType(), {
+      id: e.id,
+      kind: e.kind,
+      amount: e.amountRaw,
+      amountRaw: e.amountRaw.toString(),
+      balanceAfter: e.balanceAfterRaw,
+      chargeId: e.chargeId,
+      metadata: e.metadata ?? {},
+      createdAt: e.createdAt.toISOString(),
+    });
+  }
+}
+
+@ObjectType()
+export class LedgerEntryEdge {
+  @Field() cursor!: string;
+  @Field(() => LedgerEntryType) node!: LedgerEntryType;
+}
+
+@ObjectType()
+export class LedgerEntryConnection {
+  @Field(() => [LedgerEntryEdge]) edges!: LedgerEntryEdge[];
+  @Field(() => PageInfo) pageInfo!: PageInfo;
+}
+
+@ObjectType()
+export class ChargeEdge {
+  @Field() cursor!: string;
+  @Field(() => ChargeType) node!: ChargeType;
+}
+
+@ObjectType()
+export class ChargeConnection {
+  @Field(() => [ChargeEdge]) edges!: ChargeEdge[];
+  @Field(() => PageInfo) pageInfo!: PageInfo;
+}
