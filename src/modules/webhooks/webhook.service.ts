@@ -1,4 +1,5 @@
 import type { Services } from '../../services.js';
+import { DeliveryWorker } from './delivery-worker.js';
 import { SubscriptionService } from './subscription.service.js';
 
 /** Webhook subscriptions, delivery logs, redelivery. */
@@ -8,5 +9,30 @@ export class WebhookService {
 
   constructor(private readonly s: Services) {
     this.subscriptions = new SubscriptionService(s);
+  }
+
+  /** The outbox consumer running in this process (unset when WEBHOOK_WORKER=false or before start). */
+  worker?: DeliveryWorker;
+
+  /** Starts the in-process delivery worker unless WEBHOOK_WORKER=false (then `npm run worker` runs it apart). */
+  async start(): Promise<void> {
+    const c = this.s.config;
+    if (!c.WEBHOOK_WORKER || this.worker) return;
+    this.worker = new DeliveryWorker({
+      db: this.s.db,
+      log: this.s.log.child({ component: 'webhook-worker' }),
+      maxAttempts: c.WEBHOOK_MAX_ATTEMPTS,
+      backoffBaseMs: c.WEBHOOK_BACKOFF_BASE_MS,
+      timeoutMs: c.WEBHOOK_TIMEOUT_MS,
+      pollMs: c.WEBHOOK_POLL_MS,
+      allowPrivate: c.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+      metrics: this.s.metrics.registry,
+    });
+    await this.worker.start();
+  }
+
+  /** Stops claiming; deliveries in flight get a few seconds to finish, the rest return after their lease. */
+  async stop(): Promise<void> {
+    await this.worker?.stop(5000);
   }
 }

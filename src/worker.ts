@@ -1,0 +1,56 @@
+/**
+ * `npm run worker`: the webhook delivery worker alone, for deployments that run it apart from the API
+ * (set WEBHOOK_WORKER=false on the API instances then; running both is also safe, just more consumers).
+ * Any number of these can run against one PostgreSQL: deliveries are claimed with SKIP LOCKED and leases.
+ */
+import 'reflect-metadata';
+import { loadConfig } from './config.js';
+import { Database } from './db/database.js';
+import { DeliveryWorker } from './modules/webhooks/delivery-worker.js';
+import { createLogger } from './shared/logger.js';
+
+const config = loadConfig();
+const log = createLogger(config.LOG_LEVEL).child({ component: 'webhook-worker' });
+
+if (!config.DATABASE_URL) {
+  // The embedded database is one process's files: a second process cannot open it alongside the API.
+  log.warn('no DATABASE_URL: the embedded database can only be used by one process at a time');
+}
+const db = await Database.open({ url: config.DATABASE_URL, dataDir: config.DATA_DIR });
+// Idempotent: normally the API has migrated already, but the worker must not run against an older schema.
+const applied = await db.migrate();
+if (applied.length) log.info({ migrations: applied }, 'migrations applied');
+
+const worker = new DeliveryWorker({
+  db,
+  log,
+  maxAttempts: config.WEBHOOK_MAX_ATTEMPTS,
+  backoffBaseMs: config.WEBHOOK_BACKOFF_BASE_MS,
+  timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+  pollMs: config.WEBHOOK_POLL_MS,
+  allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+});
+await worker.start();
+log.info(
+  { pollMs: config.WEBHOOK_POLL_MS, maxAttempts: config.WEBHOOK_MAX_ATTEMPTS },
+  'webhook worker started',
+);
+
+let stopping = false;
+const shutdown = async (signal: string) => {
+  if (stopping) return;
+  stopping = true;
+  log.info({ signal }, 'webhook worker stopping');
+  try {
+    // Deliveries in flight get the grace period; any still running then return to the queue via their lease.
+    await worker.stop(config.SHUTDOWN_GRACE_MS);
+    await db.close();
+    log.info('webhook worker stopped');
+    process.exit(0);
+  } catch (err) {
+    log.error({ err }, 'webhook worker shutdown failed');
+    process.exit(1);
+  }
+};
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));
