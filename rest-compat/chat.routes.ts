@@ -55,7 +55,15 @@ export function chatRoutes(services: Services): Router {
         { paywall: req.paywall!, externalUserId: user, body, signal: gone.signal },
         sseSink(res),
       );
-      if (out) res.status(out.status).json(out.body);
+      // Written directly: express's res.json would also hash the body for an ETag nobody uses here.
+      if (out) {
+        const json = JSON.stringify(out.body);
+        res.writeHead(out.status, {
+          'content-type': 'application/json; charset=utf-8',
+          'content-length': Buffer.byteLength(json),
+        });
+        res.end(json);
+      }
     }),
   );
   return r;

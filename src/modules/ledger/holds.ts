@@ -1,10 +1,17 @@
 import type { Sql } from '../../db/database.js';
-import { eventRows, insertEventsSql, type NewEvent } from '../events/event.service.js';
+import { eventRows, type NewEvent } from '../events/event.service.js';
 
 /**
- * Holds for chat requests (CONTRACT §5.3): each is ONE data-modifying statement, so the hot path costs
- * one round trip to reserve and one to settle, with the event rows written in the same transaction
+ * Holds for chat requests (CONTRACT §5.3). Reserving and settling are each ONE data-modifying
+ * statement, for one request or for a batch of concurrent ones (group commit): the hot path costs one
+ * round trip to reserve and one to settle, and the event rows are written in the same transaction
  * (the statement) as the change they report.
+ *
+ * Why batches: every event insert NOTIFYs (the `event_fanout` trigger), and PostgreSQL serialises the
+ * commits of notifying transactions (a global lock held through the WAL flush), which caps one
+ * statement per request near the disk's fsync rate. One statement for many requests shares that commit.
+ * A batch holds at most one item per end user (the caller guarantees it), so every user row is locked
+ * and updated once per statement, and rows are locked in id order (no deadlock between batches).
  *
  * A hold is a `charge` row (kind `usage`, status `held`, `hold_raw`) plus `end_user.held_raw += hold`.
  * Free balance = balance_raw − held_raw; the CHECK `held_raw <= balance_raw` backs the rule up.
@@ -49,96 +56,112 @@ export interface ReserveResult {
   held: boolean;
 }
 
-// The row is locked first (FOR UPDATE) so that the cap is computed from the very balance the update
-// then changes: concurrent requests of one user queue on that lock and each sees the holds before it,
-// so together they can never reserve more than the balance.
+const EVENT_COLUMNS = `id uuid, paywall_id uuid, owner_user_id uuid, type text, version text, trigger jsonb,
+  subject jsonb, data jsonb, metadata jsonb, ord int`;
+
+/** Event rows with their position, so a batch inserts each request's events in order. */
+const orderedEvents = (events: NewEvent[]) => eventRows(events).map((e, ord) => ({ ...e, ord }));
+
+// Each user row is locked first (FOR UPDATE, in id order) so that the cap is computed from the very
+// balance the update then changes: concurrent requests of one user queue on that lock and each sees
+// the holds before it, so together they can never reserve more than the balance.
 const RESERVE_SQL = `
-with u0 as (
-  select id, balance_raw, held_raw, wallet_user_id
-    from end_user
-   where paywall_id = $1 and external_id = $2
-     for update
+with items as (
+  select * from jsonb_to_recordset($1::jsonb) as x(i int, charge_id uuid, paywall_id uuid, external_id text,
+    shared boolean, fixed numeric, per_token numeric, max_cap bigint, min_cap bigint, model text,
+    stream boolean, metadata jsonb, events jsonb)
+),
+u0 as (
+  select e.id, e.balance_raw, e.held_raw, e.wallet_user_id, it.i
+    from items it join end_user e on e.paywall_id = it.paywall_id and e.external_id = it.external_id
+   order by e.id
+     for no key update of e
 ),
 calc as (
-  select u0.id, case when $3::boolean then u0.wallet_user_id else u0.id end as wallet_id,
-         (not $3::boolean or u0.wallet_user_id is not null) as connected,
-         u0.balance_raw - u0.held_raw as free, c.cap,
-         ceil(($4::numeric + c.cap * $5::numeric) / ${SCALE_PER_RAW})::bigint as hold
-    from u0, lateral (
-      select case when $5::numeric = 0 then $6::bigint
-             else greatest(-1, least($6::numeric,
-                    floor(((u0.balance_raw - u0.held_raw)::numeric * ${SCALE_PER_RAW} - $4::numeric) / $5::numeric)))::bigint
+  select u0.i, u0.id, case when it.shared then u0.wallet_user_id else u0.id end as wallet_id,
+         (not it.shared or u0.wallet_user_id is not null) as connected,
+         u0.balance_raw - u0.held_raw as free, c.cap, it.min_cap,
+         ceil((it.fixed + c.cap * it.per_token) / ${SCALE_PER_RAW})::bigint as hold
+    from u0 join items it on it.i = u0.i,
+    lateral (
+      select case when it.per_token = 0 then it.max_cap
+             else greatest(-1, least(it.max_cap::numeric,
+                    floor(((u0.balance_raw - u0.held_raw)::numeric * ${SCALE_PER_RAW} - it.fixed) / it.per_token)))::bigint
              end as cap
     ) c
 ),
 ok as (
-  select * from calc where connected and cap >= $7::bigint and hold <= free
+  select * from calc where connected and cap >= min_cap and hold <= free
 ),
 u as (
   update end_user e set held_raw = e.held_raw + ok.hold
     from ok
    where e.id = ok.id and e.balance_raw - e.held_raw >= ok.hold
-  returning e.id
+  returning e.id, ok.i, ok.hold, ok.cap, ok.wallet_id
 ),
+-- Joins below go through the small-integer item index (hash joins), never nested loops over CTEs.
 ch as (
-  insert into charge (id, paywall_id, user_id, kind, status, hold_raw, model, max_completion_tokens, stream, metadata, created_at)
-  select $8::uuid, $1, ok.id, 'usage', 'held', ok.hold, $9, ok.cap, $10, $12::jsonb, now()
-    from ok join u on u.id = ok.id
-  returning id
+  insert into charge (id, paywall_id, user_id, kind, status, hold_raw, model, max_completion_tokens, stream,
+                      metadata, created_at)
+  select it.charge_id, it.paywall_id, u.id, 'usage', 'held', u.hold, it.model, u.cap, it.stream, it.metadata, now()
+    from u join items it on it.i = u.i
 ),
 ev as (
   insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
   select x.id, x.paywall_id, x.owner_user_id, x.type, x.version, x.trigger, x.subject,
-         x.data || jsonb_build_object('walletUserId', ok.wallet_id), x.metadata
-    from jsonb_to_recordset($11::jsonb) as x(id uuid, paywall_id uuid, owner_user_id uuid, type text,
-         version text, trigger jsonb, subject jsonb, data jsonb, metadata jsonb)
-    join ok on true
-   where exists (select 1 from ch)
+         x.data || jsonb_build_object('walletUserId', u.wallet_id), x.metadata
+    from u join items it on it.i = u.i,
+         jsonb_to_recordset(it.events) as x(${EVENT_COLUMNS})
+   order by u.i, x.ord
 )
-select calc.id, calc.wallet_id, calc.connected, calc.free::text as free, calc.cap::text as cap,
-       calc.hold::text as hold, exists (select 1 from ch) as held
-  from calc`;
+select calc.i, calc.id, calc.wallet_id, calc.connected, calc.free::text as free, calc.cap::text as cap,
+       calc.hold::text as hold, u.i is not null as held
+  from calc left join u on u.i = calc.i`;
 
 /**
- * Reserves the maximum cost of a chat request against the user's free balance: the completion cap is
- * lowered to what the balance affords, and the hold, the charge row and the events are written in one
- * statement. Returns null when the user does not exist yet (the caller creates it and retries).
+ * Reserves the maximum cost of each chat request against its user's free balance: the completion
+ * cap is lowered to what the balance affords, and the holds, charge rows and events are written in
+ * one statement. At most one input per end user. A null result means the user does not exist yet
+ * (the caller creates it and retries).
  */
-export async function reserveHold(sql: Sql, input: ReserveInput): Promise<ReserveResult | null> {
-  const rows = await sql.query(
-    RESERVE_SQL,
-    [
-      input.paywallId,
-      input.externalUserId,
-      input.requireConnected,
-      input.fixedScaled.toString(),
-      input.perTokenScaled.toString(),
-      input.maxCap,
-      input.minCap,
-      input.chargeId,
-      input.model,
-      input.stream,
-      JSON.stringify(eventRows(input.events)),
-      JSON.stringify(input.metadata),
-    ],
-    'proxy_reserve_hold',
-  );
-  if (rows.length === 0) return null;
-  const r = rows[0];
-  return {
-    userId: r.id,
-    walletUserId: r.wallet_id,
-    connected: r.connected,
-    freeRaw: BigInt(r.free),
-    cap: Number(r.cap),
-    holdRaw: BigInt(r.hold),
-    held: r.held,
-  };
+export async function reserveHolds(sql: Sql, inputs: ReserveInput[]): Promise<(ReserveResult | null)[]> {
+  const rows = await sql.query(RESERVE_SQL, [JSON.stringify(inputs.map(holdItem))], 'proxy_reserve_holds');
+  const out: (ReserveResult | null)[] = inputs.map(() => null);
+  for (const r of rows) out[r.i] = holdResult(r);
+  return out;
 }
+
+const holdItem = (h: ReserveInput, i: number) => ({
+  i,
+  charge_id: h.chargeId,
+  paywall_id: h.paywallId,
+  external_id: h.externalUserId,
+  shared: h.requireConnected,
+  fixed: h.fixedScaled.toString(),
+  per_token: h.perTokenScaled.toString(),
+  max_cap: h.maxCap,
+  min_cap: h.minCap,
+  model: h.model,
+  stream: h.stream,
+  metadata: h.metadata,
+  events: orderedEvents(h.events),
+});
+
+const holdResult = (r: Record<string, any>): ReserveResult => ({
+  userId: r.id,
+  walletUserId: r.wallet_id,
+  connected: r.connected,
+  freeRaw: BigInt(r.free),
+  cap: Number(r.cap),
+  holdRaw: BigInt(r.hold),
+  held: r.held,
+});
 
 export interface SettleInput {
   chargeId: string;
   paywallId: string;
+  /** The end user of the hold (a batch settles at most one charge per user). */
+  userId: string;
   /** completed (something charged), released (nothing produced, nothing charged). */
   status: 'completed' | 'released';
   /** min(cost, hold): what is taken from the balance. */
@@ -156,56 +179,190 @@ export interface SettleInput {
 // Settlement is idempotent: only a `held` charge is settled (a sweeper and a late finisher cannot both
 // settle it). The balance never goes negative: captured ≤ hold ≤ held_raw ≤ balance_raw.
 const SETTLE_SQL = `
-with c as (
-  update charge
-     set status = $3, amount_raw = $4::bigint, uncollected_raw = $5::bigint, prompt_tokens = $6,
-         completion_tokens = $7, error_code = $8, settled_at = now(), metadata = metadata || $10::jsonb
-   where id = $1::uuid and status = 'held'
-  returning id, user_id, hold_raw
+with items as (
+  select * from jsonb_to_recordset($1::jsonb) as x(i int, charge_id uuid, paywall_id uuid, status text,
+    captured bigint, uncollected bigint, prompt_tokens int, completion_tokens int, error_code text,
+    ledger_id uuid, metadata jsonb, events jsonb)
+),
+c as (
+  update charge ch
+     set status = it.status, amount_raw = it.captured, uncollected_raw = it.uncollected,
+         prompt_tokens = it.prompt_tokens, completion_tokens = it.completion_tokens, error_code = it.error_code,
+         settled_at = now(), metadata = ch.metadata || it.metadata
+    from items it
+   where ch.id = it.charge_id and ch.status = 'held'
+  returning ch.id, ch.user_id, ch.hold_raw, it.i, it.captured, it.paywall_id, it.ledger_id, it.metadata, it.events
+),
+lk as (
+  select e.id from end_user e where e.id in (select user_id from c) order by e.id for no key update
 ),
 u as (
   update end_user e
-     set held_raw = e.held_raw - c.hold_raw, balance_raw = e.balance_raw - $4::bigint
-    from c
+     set held_raw = e.held_raw - c.hold_raw, balance_raw = e.balance_raw - c.captured
+    from c join lk on lk.id = c.user_id
    where e.id = c.user_id
-  returning e.id, e.balance_raw, e.held_raw
+  returning e.id, e.balance_raw, c.i
 ),
 l as (
   insert into ledger_entry (id, paywall_id, user_id, kind, amount_raw, balance_after_raw, charge_id, metadata, created_at)
-  select $9::uuid, $2::uuid, u.id, 'usage', -($4::bigint), u.balance_raw, c.id, $10::jsonb, now()
-    from u, c
-   where $4::bigint > 0
+  select c.ledger_id, c.paywall_id, u.id, 'usage', -c.captured, u.balance_raw, c.id, c.metadata, now()
+    from c join u on u.i = c.i
+   where c.captured > 0
+   order by c.i
 ),
 ev as (
-  ${insertEventsSql(11)}
-   where exists (select 1 from u)
+  insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
+  select x.id, x.paywall_id, x.owner_user_id, x.type, x.version, x.trigger, x.subject, x.data, x.metadata
+    from c, jsonb_to_recordset(c.events) as x(${EVENT_COLUMNS})
+   order by c.i, x.ord
 )
-select u.balance_raw::text as balance, u.held_raw::text as held from u`;
+select c.i from c`;
 
 /**
- * Settles a hold to the exact cost: captures min(cost, hold) into a `usage` ledger entry (when > 0),
+ * Settles holds to their exact cost: captures min(cost, hold) into a `usage` ledger entry (when > 0),
  * releases the hold, records what could not be collected, and writes the events, in one statement.
- * Returns false when the charge was already settled.
+ * At most one input per end user. Returns, per input, false when the charge was already settled.
  */
-export async function settleHold(sql: Sql, input: SettleInput): Promise<boolean> {
+export async function settleHolds(sql: Sql, inputs: SettleInput[]): Promise<boolean[]> {
+  const rows = await sql.query(SETTLE_SQL, [JSON.stringify(inputs.map(settleItem))], 'proxy_settle_holds');
+  const out = inputs.map(() => false);
+  for (const r of rows) out[r.i] = true;
+  return out;
+}
+
+const settleItem = (s: SettleInput, i: number) => ({
+  i,
+  charge_id: s.chargeId,
+  paywall_id: s.paywallId,
+  status: s.status,
+  captured: s.capturedRaw.toString(),
+  uncollected: s.uncollectedRaw.toString(),
+  prompt_tokens: s.promptTokens,
+  completion_tokens: s.completionTokens,
+  error_code: s.errorCode,
+  ledger_id: s.ledgerEntryId,
+  metadata: s.metadata,
+  events: orderedEvents(s.events),
+});
+
+/**
+ * One statement that settles some holds and places others (group commit of both kinds): every
+ * request needs a hold and a settlement, so carrying both in one commit halves the commits (and the
+ * WAL flushes serialised by NOTIFY). The rules are those of RESERVE_SQL and SETTLE_SQL above; the
+ * holds and the settlements of one statement concern different end users.
+ */
+const TICK_SQL = `
+with hi as (
+  select * from jsonb_to_recordset($1::jsonb) as x(i int, charge_id uuid, paywall_id uuid, external_id text,
+    shared boolean, fixed numeric, per_token numeric, max_cap bigint, min_cap bigint, model text,
+    stream boolean, metadata jsonb, events jsonb)
+),
+si as (
+  select * from jsonb_to_recordset($2::jsonb) as x(i int, charge_id uuid, paywall_id uuid, status text,
+    captured bigint, uncollected bigint, prompt_tokens int, completion_tokens int, error_code text,
+    ledger_id uuid, metadata jsonb, events jsonb)
+),
+c as (
+  update charge ch
+     set status = it.status, amount_raw = it.captured, uncollected_raw = it.uncollected,
+         prompt_tokens = it.prompt_tokens, completion_tokens = it.completion_tokens, error_code = it.error_code,
+         settled_at = now(), metadata = ch.metadata || it.metadata
+    from si it
+   where ch.id = it.charge_id and ch.status = 'held'
+  returning ch.id, ch.user_id, ch.hold_raw, it.i, it.captured, it.paywall_id, it.ledger_id, it.metadata, it.events
+),
+lk as (
+  select e.id, e.paywall_id, e.external_id, e.balance_raw, e.held_raw, e.wallet_user_id
+    from end_user e
+   where e.id in (select user_id from c)
+      or (e.paywall_id, e.external_id) in (select paywall_id, external_id from hi)
+   order by e.id
+     for no key update
+),
+calc as (
+  select hi.i, lk.id, case when hi.shared then lk.wallet_user_id else lk.id end as wallet_id,
+         (not hi.shared or lk.wallet_user_id is not null) as connected,
+         lk.balance_raw - lk.held_raw as free, k.cap, hi.min_cap,
+         ceil((hi.fixed + k.cap * hi.per_token) / ${SCALE_PER_RAW})::bigint as hold
+    from hi join lk on lk.paywall_id = hi.paywall_id and lk.external_id = hi.external_id,
+    lateral (
+      select case when hi.per_token = 0 then hi.max_cap
+             else greatest(-1, least(hi.max_cap::numeric,
+                    floor(((lk.balance_raw - lk.held_raw)::numeric * ${SCALE_PER_RAW} - hi.fixed) / hi.per_token)))::bigint
+             end as cap
+    ) k
+),
+ok as (
+  select * from calc where connected and cap >= min_cap and hold <= free
+),
+delta as (
+  select ok.id, ok.hold as held_delta, 0::bigint as balance_delta, ok.i as hold_i, null::int as settle_i from ok
+  union all
+  select c.user_id, -c.hold_raw, -c.captured, null, c.i from c
+),
+u as (
+  update end_user e
+     set held_raw = e.held_raw + d.held_delta, balance_raw = e.balance_raw + d.balance_delta
+    from delta d
+   where e.id = d.id and (d.hold_i is null or e.balance_raw - e.held_raw >= d.held_delta)
+  returning e.id, e.balance_raw, d.hold_i, d.settle_i
+),
+ch as (
+  insert into charge (id, paywall_id, user_id, kind, status, hold_raw, model, max_completion_tokens, stream,
+                      metadata, created_at)
+  select hi.charge_id, hi.paywall_id, u.id, 'usage', 'held', ok.hold, hi.model, ok.cap, hi.stream, hi.metadata, now()
+    from u join hi on hi.i = u.hold_i join ok on ok.i = u.hold_i
+),
+hev as (
+  insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
+  select x.id, x.paywall_id, x.owner_user_id, x.type, x.version, x.trigger, x.subject,
+         x.data || jsonb_build_object('walletUserId', ok.wallet_id), x.metadata
+    from u join hi on hi.i = u.hold_i join ok on ok.i = u.hold_i,
+         jsonb_to_recordset(hi.events) as x(${EVENT_COLUMNS})
+   order by u.hold_i, x.ord
+),
+l as (
+  insert into ledger_entry (id, paywall_id, user_id, kind, amount_raw, balance_after_raw, charge_id, metadata, created_at)
+  select c.ledger_id, c.paywall_id, u.id, 'usage', -c.captured, u.balance_raw, c.id, c.metadata, now()
+    from c join u on u.settle_i = c.i
+   where c.captured > 0
+   order by c.i
+),
+sev as (
+  insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
+  select x.id, x.paywall_id, x.owner_user_id, x.type, x.version, x.trigger, x.subject, x.data, x.metadata
+    from c, jsonb_to_recordset(c.events) as x(${EVENT_COLUMNS})
+   order by c.i, x.ord
+)
+select 'h' as kind, calc.i, calc.id, calc.wallet_id, calc.connected, calc.free::text as free,
+       calc.cap::text as cap, calc.hold::text as hold, u.hold_i is not null as held
+  from calc left join u on u.hold_i = calc.i
+union all
+select 's', c.i, null, null, null, null, null, null, true from c`;
+
+/**
+ * Places `holds` and settles `settlements` in one statement (see TICK_SQL): the results of
+ * reserveHolds and settleHolds, in one commit. All inputs together concern distinct end users.
+ */
+export async function ledgerTick(
+  sql: Sql,
+  holds: ReserveInput[],
+  settlements: SettleInput[],
+): Promise<{ holds: (ReserveResult | null)[]; settlements: boolean[] }> {
   const rows = await sql.query(
-    SETTLE_SQL,
-    [
-      input.chargeId,
-      input.paywallId,
-      input.status,
-      input.capturedRaw.toString(),
-      input.uncollectedRaw.toString(),
-      input.promptTokens,
-      input.completionTokens,
-      input.errorCode,
-      input.ledgerEntryId,
-      JSON.stringify(input.metadata),
-      JSON.stringify(eventRows(input.events)),
-    ],
-    'proxy_settle_hold',
+    TICK_SQL,
+    [JSON.stringify(holds.map(holdItem)), JSON.stringify(settlements.map(settleItem))],
+    'proxy_ledger_tick',
   );
-  return rows.length > 0;
+  const out = {
+    holds: holds.map((): ReserveResult | null => null),
+    settlements: settlements.map(() => false),
+  };
+  for (const r of rows) {
+    if (r.kind === 's') out.settlements[r.i] = true;
+    else out.holds[r.i] = holdResult(r);
+  }
+  return out;
 }
 
 // Holds left `held` by an instance that died (its requests can no longer settle). Released without a
@@ -225,8 +382,13 @@ with c as (
 per_user as (
   select user_id, sum(hold_raw)::bigint as total from c group by user_id
 ),
+lk as (
+  select e.id from end_user e where e.id in (select user_id from per_user) order by e.id for no key update
+),
 u as (
-  update end_user e set held_raw = e.held_raw - p.total from per_user p where e.id = p.user_id
+  update end_user e set held_raw = e.held_raw - p.total
+    from per_user p join lk on lk.id = p.user_id
+   where e.id = p.user_id
   returning e.id, e.external_id, e.wallet_user_id
 ),
 ev as (
@@ -235,8 +397,8 @@ ev as (
          jsonb_build_object('source', 'system', 'actorType', 'system', 'actorId', 'hold-sweeper'),
          jsonb_build_object('type', 'request', 'id', c.id, 'externalId', u.external_id),
          jsonb_build_object('paywallId', c.paywall_id, 'ownerUserId', pw.owner_id, 'requestId', c.id,
-                            'walletUserId', case when pw.mode = 'SHARED' then u.wallet_user_id else u.id end, 'model', c.model,
-                            'errorCode', 'abandoned'),
+                            'walletUserId', case when pw.mode = 'SHARED' then u.wallet_user_id else u.id end,
+                            'model', c.model, 'errorCode', 'abandoned'),
          '{}'::jsonb
     from c join paywall pw on pw.id = c.paywall_id join u on u.id = c.user_id
 )

@@ -6,12 +6,14 @@ import type { EventTrigger, NewEvent } from '../events/event.service.js';
 import { recordEvents } from '../events/event.service.js';
 import type { EventType } from '../events/event-catalog.js';
 import {
-  reserveHold,
-  settleHold,
+  ledgerTick,
   sweepAbandonedHolds,
   SCALE_PER_RAW,
+  type ReserveInput,
   type ReserveResult,
+  type SettleInput,
 } from '../ledger/holds.js';
+import { GroupCommit } from './group-commit.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
 import type { ModelPriceInfo } from '../catalog/catalog.service.js';
 import {
@@ -73,6 +75,8 @@ export interface StreamSink {
 }
 
 type AbortReason = 'client' | 'timeout' | 'shutdown';
+type LedgerOp =
+  { kind: 'hold'; key: string; input: ReserveInput } | { kind: 'settle'; key: string; input: SettleInput };
 type Outcome = 'completed' | 'failed' | 'canceled';
 
 /** A forwarded request, from its hold to its settlement. */
@@ -125,8 +129,29 @@ export class ProxyService {
   private readonly flights = new Map<string, Flight>();
   private sweeper?: NodeJS.Timeout;
   private stopping = false;
+  /**
+   * Holds and settlements of concurrent requests share one statement and one commit (GroupCommit,
+   * holds.ledgerTick); at most one operation per end user in each.
+   */
+  private readonly ledger: GroupCommit<LedgerOp, ReserveResult | null | boolean>;
 
-  constructor(private readonly s: Services) {}
+  constructor(private readonly s: Services) {
+    this.ledger = new GroupCommit(
+      async (ops) => {
+        const holds: ReserveInput[] = [];
+        const settlements: SettleInput[] = [];
+        for (const op of ops) {
+          if (op.kind === 'hold') holds.push(op.input);
+          else settlements.push(op.input);
+        }
+        const r = await ledgerTick(s.db, holds, settlements);
+        let h = 0;
+        let st = 0;
+        return ops.map((op) => (op.kind === 'hold' ? r.holds[h++] : r.settlements[st++]));
+      },
+      (op) => op.key,
+    );
+  }
 
   /** Releases holds a crashed instance left behind, now and every minute. */
   async start(): Promise<void> {
@@ -160,6 +185,11 @@ export class ProxyService {
   /** Number of requests between hold and settlement on this instance. */
   get inFlight(): number {
     return this.flights.size;
+  }
+
+  /** Group-commit counters: ledger statements run, the holds and settlements they carried, time spent. */
+  get batchStats(): { batches: number; items: number; ms: number } {
+    return { ...this.ledger.stats };
   }
 
   /** Releases abandoned holds (older than UPSTREAM_TIMEOUT_MS + 5 min, not in flight here); returns how many. */
@@ -232,7 +262,7 @@ export class ProxyService {
       });
 
     const markup = paywall.markupPpm;
-    const holdInput = {
+    const holdInput: ReserveInput = {
       chargeId,
       paywallId: paywall.id,
       externalUserId: call.externalUserId,
@@ -247,10 +277,13 @@ export class ProxyService {
       events: startEvents,
     };
     // Hot path: one statement against an existing user; a first-time user is created, then retried.
-    let hold = await reserveHold(this.s.db, holdInput);
+    const userKey = `${paywall.id}\n${call.externalUserId}`;
+    const reserve = async () =>
+      (await this.ledger.submit({ kind: 'hold', key: userKey, input: holdInput })) as ReserveResult | null;
+    let hold = await reserve();
     if (!hold) {
       await this.s.users.ensureUser(this.s.db, paywall, call.externalUserId, trigger);
-      hold = await reserveHold(this.s.db, holdInput);
+      hold = await reserve();
       if (!hold) throw new DomainError('internal', 'end user could not be created');
     }
     if (!hold.connected || !hold.held) {
@@ -562,9 +595,10 @@ export class ProxyService {
           ...(uncollected > 0n ? { uncollected: usdcDecimal(uncollected) } : {}),
         },
       });
-    const input = {
+    const input: SettleInput = {
       chargeId: f.chargeId,
       paywallId: f.paywall.id,
+      userId: f.hold.userId,
       status: cost > 0n ? ('completed' as const) : ('released' as const),
       capturedRaw: captured,
       uncollectedRaw: uncollected,
@@ -578,7 +612,7 @@ export class ProxyService {
     // A failed settlement leaves the hold for the sweeper; retry briefly first (e.g. a pool hiccup).
     for (let attempt = 1; ; attempt++) {
       try {
-        await settleHold(this.s.db, input);
+        await this.ledger.submit({ kind: 'settle', key: `${f.paywall.id}\n${f.externalUserId}`, input });
         break;
       } catch (err) {
         if (attempt >= 3) {

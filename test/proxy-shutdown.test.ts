@@ -1,0 +1,131 @@
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { FakeUpstream } from './helpers/fake-upstream.js';
+import {
+  chargesOf,
+  client,
+  createProxyPaywall,
+  deposit,
+  eventsOf,
+  MODEL,
+  money,
+  type ProxyPaywall,
+} from './helpers/proxy-setup.js';
+
+const hi = [{ role: 'user' as const, content: 'Say hello' }];
+const words = (n: number) => Array.from({ length: n }, (_, i) => `word${i}`).join(' ');
+
+let fake: FakeUpstream;
+beforeAll(async () => {
+  fake = await FakeUpstream.start();
+});
+afterAll(async () => {
+  await fake.close();
+});
+
+async function appWithUser(env: Record<string, string> = {}): Promise<{ t: TestApp; pw: ProxyPaywall }> {
+  const t = await startTestApp(env);
+  const pw = await createProxyPaywall(t, fake);
+  await deposit(t, pw, 'alice', '1');
+  return { t, pw };
+}
+
+describe('holds left behind', () => {
+  it('the sweeper releases holds older than the request deadline (a crashed instance), and only those', async () => {
+    const { t, pw } = await appWithUser();
+    try {
+      const user = (
+        await t.db.query(`select id from end_user where paywall_id = $1 and external_id = 'alice'`, [pw.id])
+      )[0];
+      // Two holds as a crashed instance would leave them: one old, one recent.
+      await t.db.query(`update end_user set held_raw = held_raw + 7000 where id = $1`, [user.id]);
+      await t.db.query(
+        `insert into charge (id, paywall_id, user_id, kind, status, hold_raw, model, created_at)
+         values (gen_random_uuid(), $1, $2, 'usage', 'held', 5000, $3, now() - interval '1 hour'),
+                (gen_random_uuid(), $1, $2, 'usage', 'held', 2000, $3, now())`,
+        [pw.id, user.id, MODEL],
+      );
+      expect(await t.app.services.proxy.sweep()).toBe(1);
+      const charges = await chargesOf(t, pw, 'alice');
+      expect(charges.map((c) => [c.status, c.hold, c.amount, c.error_code])).toEqual([
+        ['released', '5000', '0', 'abandoned'],
+        ['held', '2000', '0', null],
+      ]);
+      expect(await money(t, pw, 'alice')).toMatchObject({ balance: 1_000_000n, held: 2000n });
+      const [failed] = await eventsOf(t, pw, 'paywall.proxy.request.failed');
+      expect(failed.data).toMatchObject({
+        requestId: charges[0].id,
+        walletUserId: user.id,
+        errorCode: 'abandoned',
+        model: MODEL,
+      });
+      expect(await t.app.services.proxy.sweep()).toBe(0);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('graceful shutdown', () => {
+  it('lets a stream in flight finish and settle within the grace period', async () => {
+    const { t, pw } = await appWithUser();
+    try {
+      fake.behavior = { content: words(12), chunkDelayMs: 40 };
+      const stream = await client(t, pw, 'alice').chat.completions.create({
+        model: MODEL,
+        messages: hi,
+        stream: true,
+      });
+      let text = '';
+      let stopping: Promise<void> | null = null;
+      for await (const chunk of stream) {
+        text += chunk.choices[0]?.delta?.content ?? '';
+        stopping ??= t.app.stop(2000); // SIGTERM arrives mid-stream
+      }
+      await stopping;
+      expect(text).toBe(words(12));
+      const [charge] = await chargesOf(t, pw, 'alice');
+      expect(charge).toMatchObject({ status: 'completed', amount: '1086', error_code: null });
+      expect(await money(t, pw, 'alice')).toMatchObject({ balance: 1_000_000n - 1086n, held: 0n });
+    } finally {
+      fake.behavior = {};
+      await t.close();
+    }
+  });
+
+  it('cuts a stream that outlives the grace period and settles what it produced', async () => {
+    const { t, pw } = await appWithUser();
+    try {
+      fake.behavior = {
+        content: words(60),
+        chunkDelayMs: 50,
+        usage: { prompt_tokens: 11, completion_tokens: 60 },
+      };
+      const stream = await client(t, pw, 'alice').chat.completions.create({
+        model: MODEL,
+        messages: hi,
+        stream: true,
+      });
+      let received = 0;
+      let stopping: Promise<void> | null = null;
+      await (async () => {
+        for await (const chunk of stream) {
+          if (chunk.choices[0]?.delta?.content) received++;
+          if (received === 2) stopping ??= t.app.stop(300);
+        }
+      })().catch(() => undefined); // the connection is cut
+      await stopping;
+      // stop() resolved only after the proxy settled its in-flight requests.
+      const [charge] = await chargesOf(t, pw, 'alice');
+      expect(charge.status).toBe('completed');
+      expect(charge.completion_tokens).toBeGreaterThan(0);
+      expect(charge.completion_tokens).toBeLessThan(60 * 2);
+      expect(BigInt(charge.amount)).toBeGreaterThan(1000n);
+      const m = await money(t, pw, 'alice');
+      expect(m).toMatchObject({ balance: 1_000_000n - BigInt(charge.amount), held: 0n });
+      expect(t.app.services.proxy.inFlight).toBe(0);
+    } finally {
+      fake.behavior = {};
+      await t.close();
+    }
+  });
+});
