@@ -2,10 +2,10 @@ import type { Sql } from '../../db/database.js';
 import { eventRows, type NewEvent } from '../events/event.service.js';
 
 /**
- * Holds for chat requests (CONTRACT §5.3). Reserving and settling are each ONE data-modifying
- * statement, for one request or for a batch of concurrent ones (group commit): the hot path costs one
- * round trip to reserve and one to settle, and the event rows are written in the same transaction
- * (the statement) as the change they report.
+ * Holds for chat requests (CONTRACT §5.3). Reserving and settling are ONE data-modifying statement,
+ * for one request or for a batch of concurrent ones (group commit): the hot path costs one round trip
+ * to reserve and one to settle, and the event rows are written in the same transaction (the
+ * statement) as the change they report.
  *
  * Why batches: every event insert NOTIFYs (the `event_fanout` trigger), and PostgreSQL serialises the
  * commits of notifying transactions (a global lock held through the WAL flush), which caps one
@@ -62,75 +62,6 @@ const EVENT_COLUMNS = `id uuid, paywall_id uuid, owner_user_id uuid, type text, 
 /** Event rows with their position, so a batch inserts each request's events in order. */
 const orderedEvents = (events: NewEvent[]) => eventRows(events).map((e, ord) => ({ ...e, ord }));
 
-// Each user row is locked first (FOR UPDATE, in id order) so that the cap is computed from the very
-// balance the update then changes: concurrent requests of one user queue on that lock and each sees
-// the holds before it, so together they can never reserve more than the balance.
-const RESERVE_SQL = `
-with items as (
-  select * from jsonb_to_recordset($1::jsonb) as x(i int, charge_id uuid, paywall_id uuid, external_id text,
-    shared boolean, fixed numeric, per_token numeric, max_cap bigint, min_cap bigint, model text,
-    stream boolean, metadata jsonb, events jsonb)
-),
-u0 as (
-  select e.id, e.balance_raw, e.held_raw, e.wallet_user_id, it.i
-    from items it join end_user e on e.paywall_id = it.paywall_id and e.external_id = it.external_id
-   order by e.id
-     for no key update of e
-),
-calc as (
-  select u0.i, u0.id, case when it.shared then u0.wallet_user_id else u0.id end as wallet_id,
-         (not it.shared or u0.wallet_user_id is not null) as connected,
-         u0.balance_raw - u0.held_raw as free, c.cap, it.min_cap,
-         ceil((it.fixed + c.cap * it.per_token) / ${SCALE_PER_RAW})::bigint as hold
-    from u0 join items it on it.i = u0.i,
-    lateral (
-      select case when it.per_token = 0 then it.max_cap
-             else greatest(-1, least(it.max_cap::numeric,
-                    floor(((u0.balance_raw - u0.held_raw)::numeric * ${SCALE_PER_RAW} - it.fixed) / it.per_token)))::bigint
-             end as cap
-    ) c
-),
-ok as (
-  select * from calc where connected and cap >= min_cap and hold <= free
-),
-u as (
-  update end_user e set held_raw = e.held_raw + ok.hold
-    from ok
-   where e.id = ok.id and e.balance_raw - e.held_raw >= ok.hold
-  returning e.id, ok.i, ok.hold, ok.cap, ok.wallet_id
-),
--- Joins below go through the small-integer item index (hash joins), never nested loops over CTEs.
-ch as (
-  insert into charge (id, paywall_id, user_id, kind, status, hold_raw, model, max_completion_tokens, stream,
-                      metadata, created_at)
-  select it.charge_id, it.paywall_id, u.id, 'usage', 'held', u.hold, it.model, u.cap, it.stream, it.metadata, now()
-    from u join items it on it.i = u.i
-),
-ev as (
-  insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
-  select x.id, x.paywall_id, x.owner_user_id, x.type, x.version, x.trigger, x.subject,
-         x.data || jsonb_build_object('walletUserId', u.wallet_id), x.metadata
-    from u join items it on it.i = u.i,
-         jsonb_to_recordset(it.events) as x(${EVENT_COLUMNS})
-   order by u.i, x.ord
-)
-select calc.i, calc.id, calc.wallet_id, calc.connected, calc.free::text as free, calc.cap::text as cap,
-       calc.hold::text as hold, u.i is not null as held
-  from calc left join u on u.i = calc.i`;
-
-/**
- * Reserves the maximum cost of each chat request against its user's free balance: the completion
- * cap is lowered to what the balance affords, and the holds, charge rows and events are written in
- * one statement. At most one input per end user. A null result means the user does not exist yet
- * (the caller creates it and retries).
- */
-export async function reserveHolds(sql: Sql, inputs: ReserveInput[]): Promise<(ReserveResult | null)[]> {
-  const rows = await sql.query(RESERVE_SQL, [JSON.stringify(inputs.map(holdItem))], 'proxy_reserve_holds');
-  const out: (ReserveResult | null)[] = inputs.map(() => null);
-  for (const r of rows) out[r.i] = holdResult(r);
-  return out;
-}
-
 const holdItem = (h: ReserveInput, i: number) => ({
   i,
   charge_id: h.chargeId,
@@ -160,8 +91,6 @@ const holdResult = (r: Record<string, any>): ReserveResult => ({
 export interface SettleInput {
   chargeId: string;
   paywallId: string;
-  /** The end user of the hold (a batch settles at most one charge per user). */
-  userId: string;
   /** completed (something charged), released (nothing produced, nothing charged). */
   status: 'completed' | 'released';
   /** min(cost, hold): what is taken from the balance. */
@@ -174,60 +103,6 @@ export interface SettleInput {
   ledgerEntryId: string;
   metadata: Record<string, unknown>;
   events: NewEvent[];
-}
-
-// Settlement is idempotent: only a `held` charge is settled (a sweeper and a late finisher cannot both
-// settle it). The balance never goes negative: captured ≤ hold ≤ held_raw ≤ balance_raw.
-const SETTLE_SQL = `
-with items as (
-  select * from jsonb_to_recordset($1::jsonb) as x(i int, charge_id uuid, paywall_id uuid, status text,
-    captured bigint, uncollected bigint, prompt_tokens int, completion_tokens int, error_code text,
-    ledger_id uuid, metadata jsonb, events jsonb)
-),
-c as (
-  update charge ch
-     set status = it.status, amount_raw = it.captured, uncollected_raw = it.uncollected,
-         prompt_tokens = it.prompt_tokens, completion_tokens = it.completion_tokens, error_code = it.error_code,
-         settled_at = now(), metadata = ch.metadata || it.metadata
-    from items it
-   where ch.id = it.charge_id and ch.status = 'held'
-  returning ch.id, ch.user_id, ch.hold_raw, it.i, it.captured, it.paywall_id, it.ledger_id, it.metadata, it.events
-),
-lk as (
-  select e.id from end_user e where e.id in (select user_id from c) order by e.id for no key update
-),
-u as (
-  update end_user e
-     set held_raw = e.held_raw - c.hold_raw, balance_raw = e.balance_raw - c.captured
-    from c join lk on lk.id = c.user_id
-   where e.id = c.user_id
-  returning e.id, e.balance_raw, c.i
-),
-l as (
-  insert into ledger_entry (id, paywall_id, user_id, kind, amount_raw, balance_after_raw, charge_id, metadata, created_at)
-  select c.ledger_id, c.paywall_id, u.id, 'usage', -c.captured, u.balance_raw, c.id, c.metadata, now()
-    from c join u on u.i = c.i
-   where c.captured > 0
-   order by c.i
-),
-ev as (
-  insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
-  select x.id, x.paywall_id, x.owner_user_id, x.type, x.version, x.trigger, x.subject, x.data, x.metadata
-    from c, jsonb_to_recordset(c.events) as x(${EVENT_COLUMNS})
-   order by c.i, x.ord
-)
-select c.i from c`;
-
-/**
- * Settles holds to their exact cost: captures min(cost, hold) into a `usage` ledger entry (when > 0),
- * releases the hold, records what could not be collected, and writes the events, in one statement.
- * At most one input per end user. Returns, per input, false when the charge was already settled.
- */
-export async function settleHolds(sql: Sql, inputs: SettleInput[]): Promise<boolean[]> {
-  const rows = await sql.query(SETTLE_SQL, [JSON.stringify(inputs.map(settleItem))], 'proxy_settle_holds');
-  const out = inputs.map(() => false);
-  for (const r of rows) out[r.i] = true;
-  return out;
 }
 
 const settleItem = (s: SettleInput, i: number) => ({
@@ -246,10 +121,22 @@ const settleItem = (s: SettleInput, i: number) => ({
 });
 
 /**
- * One statement that settles some holds and places others (group commit of both kinds): every
- * request needs a hold and a settlement, so carrying both in one commit halves the commits (and the
- * WAL flushes serialised by NOTIFY). The rules are those of RESERVE_SQL and SETTLE_SQL above; the
- * holds and the settlements of one statement concern different end users.
+ * One statement settles the holds of finished requests and places the holds of new ones (group
+ * commit of both kinds: every request needs one of each, so sharing the commit halves the commits and
+ * the WAL flushes that NOTIFY serialises). The holds and settlements of one statement concern distinct
+ * end users (the caller guarantees it), so each user row is locked and updated once.
+ *
+ * Holds: the user rows are locked first (FOR NO KEY UPDATE, in id order: no deadlock between
+ * statements, and foreign-key checks of other inserts are not blocked) so that the completion cap is
+ * computed from the very balance the update then changes. Concurrent requests of one user queue on
+ * that lock and each sees the holds before it, so together they can never reserve more than the free
+ * balance; the UPDATE re-checks it. A request whose user does not exist yet gets no row (the caller
+ * creates the user and retries); one that cannot afford `min_cap` tokens, or whose user is not
+ * connected (SHARED), gets its row with `held = false`.
+ *
+ * Settlements are idempotent: only a `held` charge is settled (a sweeper and a late finisher cannot
+ * both settle it). The balance never goes negative: captured ≤ hold ≤ held_raw ≤ balance_raw. A
+ * ledger entry is written only when something is captured (`amount_raw <> 0`).
  */
 const TICK_SQL = `
 with hi as (
@@ -341,8 +228,9 @@ union all
 select 's', c.i, null, null, null, null, null, null, true from c`;
 
 /**
- * Places `holds` and settles `settlements` in one statement (see TICK_SQL): the results of
- * reserveHolds and settleHolds, in one commit. All inputs together concern distinct end users.
+ * Places `holds` and settles `settlements` in one statement (see TICK_SQL). All inputs together
+ * concern distinct end users. Per hold: the result, or null when the user does not exist; per
+ * settlement: false when the charge was already settled.
  */
 export async function ledgerTick(
   sql: Sql,
@@ -363,6 +251,22 @@ export async function ledgerTick(
     else out.holds[r.i] = holdResult(r);
   }
   return out;
+}
+
+/**
+ * Reserves the maximum cost of chat requests against their users' free balances: the completion cap
+ * is lowered to what the balance affords; holds, charge rows and events are written in one statement.
+ */
+export async function reserveHolds(sql: Sql, inputs: ReserveInput[]): Promise<(ReserveResult | null)[]> {
+  return (await ledgerTick(sql, inputs, [])).holds;
+}
+
+/**
+ * Settles holds to their exact cost: captures min(cost, hold) into a `usage` ledger entry (when > 0),
+ * releases the hold, records what could not be collected, and writes the events, in one statement.
+ */
+export async function settleHolds(sql: Sql, inputs: SettleInput[]): Promise<boolean[]> {
+  return (await ledgerTick(sql, [], inputs)).settlements;
 }
 
 // Holds left `held` by an instance that died (its requests can no longer settle). Released without a

@@ -598,7 +598,6 @@ export class ProxyService {
     const input: SettleInput = {
       chargeId: f.chargeId,
       paywallId: f.paywall.id,
-      userId: f.hold.userId,
       status: cost > 0n ? ('completed' as const) : ('released' as const),
       capturedRaw: captured,
       uncollectedRaw: uncollected,
@@ -613,6 +612,10 @@ export class ProxyService {
     for (let attempt = 1; ; attempt++) {
       try {
         await this.ledger.submit({ kind: 'settle', key: `${f.paywall.id}\n${f.externalUserId}`, input });
+        if (captured > 0n) {
+          this.s.metrics.ledgerEntries.inc({ kind: 'usage' });
+          this.s.metrics.ledgerAmountRaw.inc({ kind: 'usage' }, Number(captured));
+        }
         break;
       } catch (err) {
         if (attempt >= 3) {

@@ -11,6 +11,8 @@ export interface UpstreamUsage {
 // text the model wrote; `"usage":null` (on every chunk once include_usage is on) does not match either.
 const USAGE_OBJECT = /"usage"\s*:\s*\{/;
 const FINISHED = /"finish_reason"\s*:\s*"/;
+/** An OpenAI-style error event (`{"error": {...}}`) in the middle of a stream. */
+const UPSTREAM_ERROR = /^\s*\{\s*"error"\s*:/;
 
 export const sseData = (data: string): string =>
   data.includes('\n') ? `${data.replace(/\n/g, '\ndata: ').replace(/^/, 'data: ')}\n\n` : `data: ${data}\n\n`;
@@ -65,7 +67,7 @@ export class SseRelay {
       return;
     }
     if (!this.finished && FINISHED.test(data)) this.finished = true;
-    if (data.startsWith('{"error"') || /^\{\s*"error"\s*:/.test(data)) this.upstreamError = true;
+    if (UPSTREAM_ERROR.test(data)) this.upstreamError = true;
     this.chunks.push(data);
     this.out += prefix + sseData(data);
   }

@@ -1,0 +1,42 @@
+import { SseRelay } from './sse-relay.js';
+
+const chunk = (content: string, extra: Record<string, unknown> = {}) =>
+  `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content }, finish_reason: null }], usage: null, ...extra })}\n\n`;
+const usage = `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } })}\n\n`;
+const finish = `data: ${JSON.stringify({ id: 'c1', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], usage: null })}\n\n`;
+
+describe('SseRelay', () => {
+  it('passes chunks through as written, even when network reads split them anywhere', () => {
+    const upstream = chunk('Héllo') + chunk(' wörld') + finish + usage + 'data: [DONE]\n\n';
+    const relay = new SseRelay(false, () => '0.1');
+    let out = '';
+    for (let i = 0; i < upstream.length; i += 7) out += relay.feed(upstream.slice(i, i + 7));
+    expect(out).toBe(chunk('Héllo') + chunk(' wörld') + finish);
+    expect(relay.done).toBe(true);
+    expect(relay.finished).toBe(true);
+    expect(relay.usage).toMatchObject({ prompt_tokens: 3, completion_tokens: 2 });
+  });
+
+  it('keeps the usage chunk with the charged cost when the client asked for usage', () => {
+    const relay = new SseRelay(true, (u) => `cost-for-${u.completion_tokens}`);
+    const out = relay.feed(chunk('Hi') + usage + 'data: [DONE]\n\n');
+    const last = JSON.parse(out.trim().split('\n\n').pop()!.slice(6));
+    expect(last.choices).toEqual([]);
+    expect(last.usage).toEqual({
+      prompt_tokens: 3,
+      completion_tokens: 2,
+      total_tokens: 5,
+      cost: 'cost-for-2',
+    });
+    expect(out).not.toContain('[DONE]'); // held back until the charge is settled
+  });
+
+  it('counts the tokens of what it relayed, and spots upstream error events', () => {
+    const relay = new SseRelay(false, () => '0');
+    relay.feed(chunk('one two three'));
+    relay.feed(`data: {"error":{"message":"boom","type":"server_error"}}\n\n`);
+    expect(relay.producedTokens()).toBe(3);
+    expect(relay.upstreamError).toBe(true);
+    expect(relay.done).toBe(false);
+  });
+});
