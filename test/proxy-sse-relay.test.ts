@@ -1,4 +1,4 @@
-import { SseRelay } from './sse-relay.js';
+import { SseRelay } from '../src/modules/proxy/sse-relay.js';
 
 const chunk = (content: string, extra: Record<string, unknown> = {}) =>
   `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content }, finish_reason: null }], usage: null, ...extra })}\n\n`;

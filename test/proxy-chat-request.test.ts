@@ -1,5 +1,5 @@
-import { DomainError } from '../../shared/errors.js';
-import { parseChatRequest } from './chat-request.js';
+import { DomainError } from '../src/shared/errors.js';
+import { parseChatRequest } from '../src/modules/proxy/chat-request.js';
 
 const ok = { model: 'm', messages: [{ role: 'user', content: 'hi' }] };
 const paramOf = (body: unknown): string | null => {
