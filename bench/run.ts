@@ -10,7 +10,11 @@
  *   driver    this process: N keep-alive connections per target, a closed loop for a bounded time
  *
  * Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS (50), BENCH_USERS (1000), BENCH_SCENARIOS
- * ("json,stream"), BENCH_LOG_LEVEL (silent), DATABASE_URL (unset = embedded PGlite).
+ * ("json,stream"), BENCH_LOG_LEVEL (silent), DATABASE_URL (unset = embedded PGlite), BENCH_PROFILE
+ * (service | bare | upstream: a V8 CPU profile of that process, written under the temp directory).
+ *
+ * Besides req/s and latency, each line shows the CPU milliseconds each process spent per request:
+ * on a small machine every process shares the same cores, so CPU per request is what decides.
  */
 import 'reflect-metadata';
 import { fork, type ChildProcess } from 'node:child_process';
@@ -382,8 +386,11 @@ async function driver(): Promise<void> {
         );
         results.push(r);
         // CPU per request shows where the time goes when the machine's cores are the limit.
+        // PostgreSQL's share is read from /proc for every postgres process on the machine (so other
+        // databases' work counts too, and exited backends make it jump): shown for the service only.
         const perReq = Object.entries(cpu)
-          .map(([k, ms]) => `${k} ${(r.requests ? ms / r.requests : 0).toFixed(3)}`)
+          .filter(([k]) => k !== 'postgres' || (process.env.DATABASE_URL && proc === service.child))
+          .map(([k, ms]) => `${k} ${r.requests ? Math.max(0, ms / r.requests).toFixed(3) : '-'}`)
           .join(', ');
         console.log(`${fmt(r.rps)} req/s (CPU ms per request: ${perReq})`);
         rows.push([
