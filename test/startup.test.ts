@@ -130,19 +130,31 @@ afterAll(() => {
 
 const TOKEN_LINE = /^Owner token \(shown once, keep it\): (ot_[A-Za-z0-9_-]{20,})$/m;
 
-async function call(url: string, method: string, path: string, token: string, body?: unknown) {
+async function call(
+  url: string,
+  method: string,
+  path: string,
+  token: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+) {
   const res = await fetch(url + path, {
     method,
     headers: {
       authorization: `Bearer ${token}`,
       ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...headers,
     },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
-  return { status: res.status, body: (await res.json()) as any };
+  return {
+    status: res.status,
+    body: (await res.json()) as any,
+    replayed: res.headers.get('idempotent-replayed'),
+  };
 }
 
-/** The README quick start, step by step (same requests as its curl lines). */
+/** The README quick start, step by step: the same requests as its curl lines, the same answers. */
 async function quickStart(url: string, ownerToken: string) {
   const created = await call(url, 'POST', '/graphql', ownerToken, {
     query:
@@ -154,11 +166,41 @@ async function quickStart(url: string, ownerToken: string) {
   expect(apiKey).toMatch(/^pk_live_/);
   expect(paywall).toMatchObject({ name: 'My app', mode: 'DEFAULT' });
 
-  const deposit = await call(url, 'POST', '/v1/user/balance/deposit', apiKey, { user: 'alice', amount: '5' });
-  expect(deposit).toEqual({ status: 200, body: { balance: '5000000', balanceFormatted: '5.000000' } });
+  const deposit = () =>
+    call(
+      url,
+      'POST',
+      '/v1/user/balance/deposit',
+      apiKey,
+      { user: 'alice', amount: '5' },
+      {
+        'Idempotency-Key': 'welcome-alice',
+      },
+    );
+  const first = await deposit();
+  expect(first).toEqual({
+    status: 200,
+    body: { balance: '5000000', balanceFormatted: '5.000000' },
+    replayed: null,
+  });
+  // README: the same deposit again changes nothing and replays the first answer.
+  expect(await deposit()).toEqual({ ...first, replayed: 'true' });
+
+  const charge = await call(
+    url,
+    'POST',
+    '/v1/user/charge',
+    apiKey,
+    { user: 'alice', amount: '0.25' },
+    {
+      'Idempotency-Key': 'run-1',
+    },
+  );
+  expect(charge.status).toBe(200);
+  expect(charge.body).toEqual({ success: true, message: 'Charged 0.25 USDC.' });
 
   const balance = await call(url, 'GET', '/v1/user/balance?user=alice', apiKey);
-  expect(balance).toEqual({ status: 200, body: { balance: '5000000', balanceFormatted: '5.000000' } });
+  expect(balance.body).toEqual({ balance: '4750000', balanceFormatted: '4.750000' });
   return { apiKey, paywallId: paywall.id as string };
 }
 
@@ -190,7 +232,8 @@ async function firstRunAndRestart(env: Record<string, string>) {
     expect(second.stdout()).not.toMatch(/Owner token/);
     expect(second.stdout()).not.toMatch(/"msg":"migrations applied"/);
     const balance = await call(second.url, 'GET', '/v1/user/balance?user=alice', apiKey);
-    expect(balance).toEqual({ status: 200, body: { balance: '5000000', balanceFormatted: '5.000000' } });
+    expect(balance.status).toBe(200);
+    expect(balance.body).toEqual({ balance: '4750000', balanceFormatted: '4.750000' });
     const mine = await call(second.url, 'POST', '/graphql', ownerToken, {
       query: '{ paywalls { id name } }',
     });
