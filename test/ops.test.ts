@@ -60,7 +60,36 @@ describe('GET /metrics (Prometheus text)', () => {
     );
     expect(text).toMatch(/^# TYPE http_request_duration_seconds histogram$/m);
     expect(text).toMatch(/^# TYPE ledger_entries_total counter$/m);
+    expect(text).toMatch(/^# TYPE ledger_amount_raw_total counter$/m);
     expect(text).toMatch(/^# TYPE process_cpu_seconds_total counter$/m);
+  });
+});
+
+describe('ledger counters', () => {
+  it('count ledger entries and raw units moved, by kind', async () => {
+    const metric = async (name: string, kind: string) => {
+      const text = (await t.rest('GET', '/metrics')).body as string;
+      const m = new RegExp(`^${name}\\{kind="${kind}"\\} (\\d+)$`, 'm').exec(text);
+      return m ? Number(m[1]) : 0;
+    };
+    const before = [
+      await metric('ledger_entries_total', 'deposit'),
+      await metric('ledger_amount_raw_total', 'deposit'),
+    ];
+    const chargesBefore = await metric('ledger_entries_total', 'charge');
+    const dep = await t.rest('POST', '/v1/user/balance/deposit', {
+      token: paywall.apiKey,
+      body: { user: 'metrics-user', amount: '2.5' },
+    });
+    expect(dep.status).toBe(200);
+    const charge = await t.rest('POST', '/v1/user/charge', {
+      token: paywall.apiKey,
+      body: { user: 'metrics-user', amount: '0.5' },
+    });
+    expect(charge.body.success).toBe(true);
+    expect(await metric('ledger_entries_total', 'deposit')).toBe(before[0] + 1);
+    expect(await metric('ledger_amount_raw_total', 'deposit')).toBe(before[1] + 2_500_000);
+    expect(await metric('ledger_entries_total', 'charge')).toBe(chargesBefore + 1);
   });
 });
 
@@ -111,11 +140,14 @@ describe('REST error conventions (CONTRACT §4)', () => {
   it('malformed JSON body → 400 invalid_request_error, nothing changed', async () => {
     const r = await t.rest('POST', '/v1/user/balance/deposit', {
       token: paywall.apiKey,
-      body: '{"user": "alice", "amount": "1"',
+      body: '{"user": "json-alice", "amount": "1"',
     });
     expect(r.status).toBe(400);
     expect(r.body).toEqual(openAiError('invalid_request_error', 'invalid_json'));
-    const users = await t.db.query('select 1 from end_user where paywall_id = $1', [paywall.id]);
+    const users = await t.db.query('select 1 from end_user where paywall_id = $1 and external_id = $2', [
+      paywall.id,
+      'json-alice',
+    ]);
     expect(users).toHaveLength(0);
   });
 
