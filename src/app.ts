@@ -4,6 +4,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { ApolloServer, type ApolloServerPlugin } from '@apollo/server';
 import { expressMiddleware } from '@as-integrations/express5';
 import { ApolloArmor } from '@escape.tech/graphql-armor';
+import { GraphQLError, Kind, specifiedRules, validate } from 'graphql';
 import { WebSocketServer } from 'ws';
 import { useServer } from 'graphql-ws/use/ws';
 import type { Config } from './config.js';
@@ -119,6 +120,22 @@ export async function createApp(deps: AppDeps): Promise<App> {
   const wsCleanup = useServer(
     {
       schema,
+      // The same depth/cost/alias limits as HTTP, and subscriptions only: queries and mutations go
+      // through POST /graphql, where the HTTP-level protections (body limit, 401 mapping) apply.
+      validate: (s, document) => {
+        const errors = validate(s, document, [...specifiedRules, ...armor.validationRules]);
+        if (errors.length) return errors;
+        const onlySubscriptions = document.definitions.every(
+          (d) => d.kind !== Kind.OPERATION_DEFINITION || d.operation === 'subscription',
+        );
+        return onlySubscriptions
+          ? []
+          : [
+              new GraphQLError(
+                'graphql-ws carries subscriptions only; send queries and mutations with POST /graphql',
+              ),
+            ];
+      },
       onConnect: async (ctx) => {
         if (wsServer.clients.size > config.MAX_WS_CONNECTIONS) return false;
         const header = (ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization) as

@@ -136,6 +136,13 @@ export class PaywallService {
     return toInfo(p);
   }
 
+  /** What a hosted page may show about a paywall to anyone holding its link: name and mode only. */
+  async publicInfo(paywallId: string): Promise<{ id: string; name: string; mode: WalletMode } | null> {
+    if (!/^[0-9a-f-]{36}$/i.test(paywallId)) return null;
+    const p = await this.db.withEm((em) => em.findOne(Paywall, { id: paywallId, archivedAt: null }));
+    return p ? { id: p.id, name: p.name, mode: p.mode } : null;
+  }
+
   async list(ownerId: string, includeArchived: boolean): Promise<PaywallInfo[]> {
     const rows = await this.db.withEm((em) =>
       em.find(Paywall, includeArchived ? { owner: ownerId } : { owner: ownerId, archivedAt: null }, {

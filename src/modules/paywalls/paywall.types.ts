@@ -10,7 +10,7 @@ registerEnumType(WalletModeEnum, {
   description: 'DEFAULT: app-scoped wallet funded by the developer. SHARED: hosted wallet the user controls.',
 });
 
-@ObjectType({ description: 'A paywall: one API key, one wallet mode, prices and settings.' })
+@ObjectType('Paywall', { description: 'A paywall: one API key, one wallet mode, prices and settings.' })
 export class PaywallType {
   @Field(() => ID) id!: string;
   @Field() name!: string;
