@@ -2,6 +2,7 @@ import type { Services } from '../../services.js';
 import { DomainError, invalid } from '../../shared/errors.js';
 import { PRICE_DECIMALS, endUserTokenPrice, formatDecimal, parseDecimal } from '../../shared/money.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
+import { KeyedLoader } from '../../shared/keyed-loader.js';
 
 /** The cost prices of one model of a paywall, as the request path needs them. */
 export interface ModelPriceInfo {
@@ -122,9 +123,15 @@ const toModel = (r: Row): CatalogModel =>
  */
 export class CatalogService {
   private readonly cache = new Map<string, Catalogue>();
-  private readonly loading = new Map<string, Promise<Catalogue>>();
-  /** Bumped by every eviction, so a load that raced with a change is not cached. */
-  private readonly generation = new Map<string, number>();
+  private readonly loader = new KeyedLoader<Row[], Catalogue>(
+    (paywallId) =>
+      this.s.db.query<Row>(
+        `select ${COLUMNS} from model_price where paywall_id = $1`,
+        [paywallId],
+        'catalog_load',
+      ),
+    (paywallId, rows) => this.remember(paywallId, rows),
+  );
   private unlisten?: () => void;
 
   constructor(private readonly s: Services) {}
@@ -149,43 +156,22 @@ export class CatalogService {
 
   private async catalogue(paywallId: string): Promise<Catalogue> {
     const hit = this.cache.get(paywallId);
-    return hit && hit.expires > Date.now() ? hit : this.load(paywallId);
+    return hit && hit.expires > Date.now() ? hit : this.loader.load(paywallId);
   }
 
-  private load(paywallId: string): Promise<Catalogue> {
-    const pending = this.loading.get(paywallId);
-    if (pending) return pending;
-    const p = this.read(paywallId).finally(() => {
-      if (this.loading.get(paywallId) === p) this.loading.delete(paywallId);
-    });
-    this.loading.set(paywallId, p);
-    return p;
-  }
-
-  private async read(paywallId: string): Promise<Catalogue> {
-    for (;;) {
-      const gen = this.generation.get(paywallId) ?? 0;
-      const rows = await this.s.db.query<Row>(
-        `select ${COLUMNS} from model_price where paywall_id = $1`,
-        [paywallId],
-        'catalog_load',
-      );
-      // A change committed while we read: read again rather than cache what may be the old rows.
-      if ((this.generation.get(paywallId) ?? 0) !== gen) continue;
-      const catalogue: Catalogue = {
-        models: new Map(rows.map((r) => [r.model_id, toModel(r)])),
-        expires: Date.now() + CACHE_TTL_MS,
-      };
-      this.cache.delete(paywallId); // re-insert at the end: the Map's order is the eviction order
-      this.cache.set(paywallId, catalogue);
-      if (this.cache.size > MAX_CACHED_PAYWALLS) this.cache.delete(this.cache.keys().next().value!);
-      return catalogue;
-    }
+  private remember(paywallId: string, rows: Row[]): Catalogue {
+    const catalogue: Catalogue = {
+      models: new Map(rows.map((r) => [r.model_id, toModel(r)])),
+      expires: Date.now() + CACHE_TTL_MS,
+    };
+    this.cache.delete(paywallId); // re-insert at the end: the Map's order is the eviction order
+    this.cache.set(paywallId, catalogue);
+    if (this.cache.size > MAX_CACHED_PAYWALLS) this.cache.delete(this.cache.keys().next().value!);
+    return catalogue;
   }
 
   private evict(paywallId: string): void {
-    this.generation.set(paywallId, (this.generation.get(paywallId) ?? 0) + 1);
-    this.loading.delete(paywallId);
+    this.loader.invalidate(paywallId);
     this.cache.delete(paywallId);
   }
 

@@ -4,6 +4,9 @@ import { loadSecretBox, type SecretBox } from '../../shared/crypto.js';
 import { DomainError, invalid } from '../../shared/errors.js';
 import { recordEvents, type EventTrigger } from '../events/event.service.js';
 import type { Auth, PaywallInfo } from './paywall-info.js';
+import { KeyedLoader } from '../../shared/keyed-loader.js';
+
+type ProviderRow = { base_url: string; api_key_ciphertext: string };
 
 /** Where and how the proxy forwards a paywall's chat requests. */
 export interface Upstream {
@@ -68,9 +71,17 @@ interface Entry {
  */
 export class ProviderService {
   private readonly cache = new Map<string, Entry>();
-  private readonly loading = new Map<string, Promise<Entry>>();
-  /** Bumped by every eviction, so a load that raced with a change is not cached. */
-  private readonly generation = new Map<string, number>();
+  private readonly loader = new KeyedLoader<ProviderRow | undefined, Entry>(
+    async (paywallId) =>
+      (
+        await this.s.db.query<ProviderRow>(
+          'select base_url, api_key_ciphertext from provider where paywall_id = $1',
+          [paywallId],
+          'provider_upstream',
+        )
+      )[0],
+    (paywallId, row) => this.remember(paywallId, row),
+  );
   private readonly retiring = new Map<Dispatcher, NodeJS.Timeout>();
   private secretBox?: SecretBox;
   private unlisten?: () => void;
@@ -117,56 +128,31 @@ export class ProviderService {
    */
   async getUpstream(paywallId: string): Promise<Upstream | null> {
     const hit = this.cache.get(paywallId);
-    const entry = hit && hit.expires > Date.now() ? hit : await this.load(paywallId);
+    const entry = hit && hit.expires > Date.now() ? hit : await this.loader.load(paywallId);
     if (entry.error) throw entry.error;
     return entry.upstream;
   }
 
-  private load(paywallId: string): Promise<Entry> {
-    const pending = this.loading.get(paywallId);
-    if (pending) return pending;
-    const p = this.read(paywallId).finally(() => {
-      if (this.loading.get(paywallId) === p) this.loading.delete(paywallId);
-    });
-    this.loading.set(paywallId, p);
-    return p;
-  }
-
-  private async read(paywallId: string): Promise<Entry> {
-    for (;;) {
-      const gen = this.generation.get(paywallId) ?? 0;
-      const rows = await this.s.db.query<{ base_url: string; api_key_ciphertext: string }>(
-        'select base_url, api_key_ciphertext from provider where paywall_id = $1',
-        [paywallId],
-        'provider_upstream',
-      );
-      // A change committed while we read: read again rather than cache what may be the old row.
-      if ((this.generation.get(paywallId) ?? 0) !== gen) continue;
-      const row = rows[0];
-      const fingerprint = row ? `${row.base_url}\n${row.api_key_ciphertext}` : null;
-      const current = this.cache.get(paywallId);
-      if (current && current.fingerprint === fingerprint && !current.error) {
-        current.expires = Date.now() + (current.upstream ? POSITIVE_TTL_MS : NEGATIVE_TTL_MS);
-        return current;
-      }
-      const entry = this.build(paywallId, row, fingerprint);
-      if (this.stopped) {
-        if (entry.upstream) void closeWithin(entry.upstream.dispatcher);
-        return entry;
-      }
-      // Whatever is cached now (maybe set by a concurrent load) is replaced: retire its pool.
-      const previous = this.cache.get(paywallId);
-      if (previous?.upstream) this.retire(previous.upstream.dispatcher);
-      this.cache.set(paywallId, entry);
+  private remember(paywallId: string, row: ProviderRow | undefined): Entry {
+    const fingerprint = row ? `${row.base_url}\n${row.api_key_ciphertext}` : null;
+    const current = this.cache.get(paywallId);
+    if (current && current.fingerprint === fingerprint && !current.error) {
+      current.expires = Date.now() + (current.upstream ? POSITIVE_TTL_MS : NEGATIVE_TTL_MS);
+      return current;
+    }
+    const entry = this.build(paywallId, row, fingerprint);
+    if (this.stopped) {
+      if (entry.upstream) void closeWithin(entry.upstream.dispatcher);
       return entry;
     }
+    // Whatever is cached now (maybe set by a concurrent load) is replaced: retire its pool.
+    const previous = this.cache.get(paywallId);
+    if (previous?.upstream) this.retire(previous.upstream.dispatcher);
+    this.cache.set(paywallId, entry);
+    return entry;
   }
 
-  private build(
-    paywallId: string,
-    row: { base_url: string; api_key_ciphertext: string } | undefined,
-    fingerprint: string | null,
-  ): Entry {
+  private build(paywallId: string, row: ProviderRow | undefined, fingerprint: string | null): Entry {
     const negative = { fingerprint, upstream: null, expires: Date.now() + NEGATIVE_TTL_MS };
     if (!row) return { ...negative, error: null };
     let apiKey: string;
@@ -217,13 +203,14 @@ export class ProviderService {
    * in use here, reloads it in the background so a replaced pool is retired without waiting for traffic.
    */
   private evict(paywallId: string): void {
-    this.generation.set(paywallId, (this.generation.get(paywallId) ?? 0) + 1);
-    this.loading.delete(paywallId);
+    this.loader.invalidate(paywallId);
     const entry = this.cache.get(paywallId);
     if (!entry) return;
     entry.expires = 0;
     if (entry.upstream && !this.stopped)
-      this.load(paywallId).catch((err) => this.s.log.warn({ err, paywallId }, 'provider reload failed'));
+      this.loader
+        .load(paywallId)
+        .catch((err) => this.s.log.warn({ err, paywallId }, 'provider reload failed'));
   }
 
   /** Connects (or replaces) the provider of a paywall; records `paywall.integration.connected`. */
