@@ -105,27 +105,8 @@ async function openDatabase() {
     await db.migrate();
     return { db, url: undefined, drop: () => db.close() };
   }
-  const { default: pg } = await import('pg');
-  const name = `pp_bench_${process.pid}_${Date.now()}`;
-  const admin = async (sql: string) => {
-    const c = new pg.Client({ connectionString: base });
-    await c.connect();
-    await c.query(sql);
-    await c.end();
-  };
-  await admin(`create database ${name}`);
-  const url = new URL(base);
-  url.pathname = `/${name}`;
-  const db = await Database.open({ url: url.toString() });
-  await db.migrate();
-  return {
-    db,
-    url: url.toString(),
-    async drop() {
-      await db.close();
-      await admin(`drop database if exists ${name} with (force)`);
-    },
-  };
+  const { createScratchPostgres } = await import('../src/db/scratch-database.js');
+  return createScratchPostgres(base, 'pp_bench');
 }
 
 async function runService(upstreamPort: number): Promise<void> {

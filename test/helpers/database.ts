@@ -1,10 +1,10 @@
 import { Blob } from 'node:buffer';
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import { Database } from '../../src/db/database.js';
+import { createScratchPostgres } from '../../src/db/scratch-database.js';
 
 /**
  * PGlite's initdb costs seconds of CPU per database. The first test file that needs one builds a
@@ -48,24 +48,5 @@ export async function createTestDatabase(): Promise<{ db: Database; url?: string
     await db.migrate(); // a no-op on the dump; kept so the contract "fresh and migrated" holds regardless
     return { db, drop: () => db.close() };
   }
-  const name = `pp_test_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: base });
-  await admin.connect();
-  await admin.query(`create database ${name}`);
-  await admin.end();
-  const url = new URL(base);
-  url.pathname = `/${name}`;
-  const db = await Database.open({ url: url.toString() });
-  await db.migrate();
-  return {
-    db,
-    url: url.toString(),
-    async drop() {
-      await db.close();
-      const c = new pg.Client({ connectionString: base });
-      await c.connect();
-      await c.query(`drop database if exists ${name} with (force)`);
-      await c.end();
-    },
-  };
+  return createScratchPostgres(base, 'pp_test');
 }

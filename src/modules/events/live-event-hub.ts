@@ -154,12 +154,15 @@ export class LiveEventHub {
     return this.listening;
   }
 
+  /** Owner-wide subscribers are indexed by owner; everyone else by the one paywall they watch. */
+  private bucketOf({ scope }: Subscriber): [Map<string, Set<Subscriber>>, string] {
+    return scope.kind === 'owner' && !scope.paywallId
+      ? [this.byOwner, scope.ownerId]
+      : [this.byPaywall, scope.paywallId as string];
+  }
+
   private add(sub: Subscriber): void {
-    const { scope } = sub;
-    const [map, key] =
-      scope.kind === 'owner' && !scope.paywallId
-        ? [this.byOwner, scope.ownerId]
-        : [this.byPaywall, scope.paywallId as string];
+    const [map, key] = this.bucketOf(sub);
     let set = map.get(key);
     if (!set) map.set(key, (set = new Set()));
     set.add(sub);
@@ -167,11 +170,7 @@ export class LiveEventHub {
   }
 
   private remove(sub: Subscriber): void {
-    const { scope } = sub;
-    const [map, key] =
-      scope.kind === 'owner' && !scope.paywallId
-        ? [this.byOwner, scope.ownerId]
-        : [this.byPaywall, scope.paywallId as string];
+    const [map, key] = this.bucketOf(sub);
     const set = map.get(key);
     if (set?.delete(sub)) {
       this.count--;
