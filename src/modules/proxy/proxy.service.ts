@@ -220,9 +220,9 @@ export class ProxyService {
         'unsupported_parameter',
       );
     const { paywall } = call;
-    const price = await this.s.catalog.getPrice(paywall.id, req.model);
+    const price = await this.s.catalog.getPrice(paywall, req.model);
     if (!price) throw modelNotFound(req.model);
-    const upstream = await this.s.providers.getUpstream(paywall.id);
+    const upstream = await this.s.providers.getUpstream(paywall);
     if (!upstream)
       throw new DomainError(
         'provider_not_connected',
