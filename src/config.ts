@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { PRICE_DECIMALS, parseDecimal } from './shared/money.js';
 
 const bool = z
   .enum(['true', 'false', '1', '0', ''])
@@ -11,6 +12,147 @@ const intFrom = (def: number, min = 0) =>
     .optional()
     .transform((v) => (v === undefined || v === '' ? def : Number(v)))
     .pipe(z.number().int().min(min));
+
+const blankIsUnset = z
+  .string()
+  .optional()
+  .transform((v) => (v ? v : undefined));
+
+function isPlainHttpUrl(v: string): boolean {
+  try {
+    const u = new URL(v);
+    return (
+      (u.protocol === 'http:' || u.protocol === 'https:') &&
+      !u.username &&
+      !u.password &&
+      !v.includes('?') &&
+      !v.includes('#')
+    );
+  } catch {
+    return false;
+  }
+}
+
+/** One model of the built-in provider, its cost prices parsed exactly into pico-USDC (10⁻¹² USDC). */
+export interface BuiltinModel {
+  id: string;
+  displayName: string | null;
+  description: string | null;
+  /** pico-USDC per prompt token (cost) */
+  promptPico: bigint;
+  /** pico-USDC per completion token (cost) */
+  completionPico: bigint;
+  /** pico-USDC per request (cost) */
+  requestPico: bigint;
+  /** completion-token cap for a hold; null = the default (4096) */
+  maxCompletionTokens: number | null;
+}
+
+/** The operator's built-in provider (CONTRACT §8); null when not configured. */
+export interface BuiltinProvider {
+  /** Absolute http(s) URL without a trailing slash, e.g. https://api.openai.com/v1 */
+  baseUrl: string;
+  apiKey: string;
+  /** In the order configured; ids are unique. */
+  models: readonly BuiltinModel[];
+}
+
+const MAX_BUILTIN_MODELS = 1000;
+const MAX_PRICE_PICO = 1000n * 10n ** BigInt(PRICE_DECIMALS);
+/** Same rules as setModelPricing (catalog.service.ts). */
+const MODEL_ID = /^[A-Za-z0-9._:/@-]{1,200}$/;
+const BUILTIN_MODEL_KEYS = new Set([
+  'id',
+  'prompt',
+  'completion',
+  'request',
+  'maxCompletionTokens',
+  'displayName',
+  'description',
+]);
+
+/**
+ * BUILTIN_MODELS: a JSON array of `{"id", "prompt", "completion", "request"?, "maxCompletionTokens"?,
+ * "displayName"?, "description"?}`; prices are USDC decimal strings (per token / per request), parsed
+ * exactly (no floats). Every problem is reported with the model's index so the operator can find it.
+ */
+function parseBuiltinModels(text: string, ctx: z.RefinementCtx): BuiltinModel[] | undefined {
+  const fail = (message: string) => {
+    ctx.addIssue({ code: 'custom', message });
+    return undefined;
+  };
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return fail(
+      'must be JSON: an array of {"id", "prompt", "completion", "request"?, "maxCompletionTokens"?}',
+    );
+  }
+  if (!Array.isArray(json) || json.length === 0) return fail('must be a non-empty JSON array of models');
+  if (json.length > MAX_BUILTIN_MODELS) return fail(`must list at most ${MAX_BUILTIN_MODELS} models`);
+  const models: BuiltinModel[] = [];
+  const seen = new Set<string>();
+  for (const [i, m] of json.entries()) {
+    const at = `[${i}]`;
+    if (typeof m !== 'object' || m === null || Array.isArray(m)) return fail(`${at} must be an object`);
+    const o = m as Record<string, unknown>;
+    const unknown = Object.keys(o).filter((k) => !BUILTIN_MODEL_KEYS.has(k));
+    if (unknown.length) return fail(`${at} has unknown field(s): ${unknown.join(', ')}`);
+    if (typeof o.id !== 'string' || !MODEL_ID.test(o.id))
+      return fail(`${at}.id must be 1 to 200 characters of letters, digits and . _ : / @ -`);
+    if (seen.has(o.id)) return fail(`${at}.id "${o.id}" is listed twice`);
+    seen.add(o.id);
+    const price = (field: string, required: boolean): bigint | undefined => {
+      const v = o[field];
+      if (v === undefined && !required) return 0n;
+      const pico = parseDecimal(v, PRICE_DECIMALS);
+      if (pico === null || pico > MAX_PRICE_PICO) {
+        fail(
+          `${at}.${field} must be a USDC decimal string from 0 to 1000 with at most ${PRICE_DECIMALS} fraction digits (e.g. "0.000002")`,
+        );
+        return undefined;
+      }
+      return pico;
+    };
+    const promptPico = price('prompt', true);
+    const completionPico = price('completion', true);
+    const requestPico = price('request', false);
+    if (promptPico === undefined || completionPico === undefined || requestPico === undefined)
+      return undefined;
+    const max = o.maxCompletionTokens;
+    if (
+      max !== undefined &&
+      max !== null &&
+      (!Number.isInteger(max) || (max as number) < 16 || (max as number) > 1_000_000)
+    )
+      return fail(`${at}.maxCompletionTokens must be an integer from 16 to 1000000`);
+    const text = (field: string, limit: number): string | null | undefined => {
+      const v = o[field];
+      if (v === undefined || v === null) return null;
+      if (typeof v !== 'string' || v.length > limit) {
+        fail(`${at}.${field} must be a string of at most ${limit} characters`);
+        return undefined;
+      }
+      return v.trim() || null;
+    };
+    const displayName = text('displayName', 200);
+    const description = text('description', 4000);
+    if (displayName === undefined || description === undefined) return undefined;
+    models.push(
+      Object.freeze({
+        id: o.id,
+        displayName,
+        description,
+        promptPico,
+        completionPico,
+        requestPico,
+        maxCompletionTokens: (max as number | null | undefined) ?? null,
+      }),
+    );
+  }
+  return models;
+}
 
 /** Every environment variable the service reads (CONTRACT §1). Nothing else reads process.env. */
 const ConfigSchema = z.object({
@@ -53,17 +195,56 @@ const ConfigSchema = z.object({
   MAX_WS_CONNECTIONS: intFrom(1000, 1),
   /** SHARED mode: the platform's fee on what a developer receives, in basis points (CONTRACT §8). */
   PLATFORM_FEE_BPS: intFrom(0, 0).pipe(z.number().max(10000, 'PLATFORM_FEE_BPS is at most 10000')),
+  /** The built-in provider of SHARED paywalls (CONTRACT §8): active when base URL and models are set. */
+  BUILTIN_PROVIDER_BASE_URL: blankIsUnset.refine(
+    (v) => v === undefined || isPlainHttpUrl(v),
+    'BUILTIN_PROVIDER_BASE_URL must be an absolute http(s) URL without credentials, query or fragment',
+  ),
+  BUILTIN_PROVIDER_API_KEY: blankIsUnset.refine(
+    (v) => v === undefined || /^[\x21-\x7e]{1,4096}$/.test(v),
+    'BUILTIN_PROVIDER_API_KEY must be 1 to 4096 printable ASCII characters without spaces',
+  ),
+  BUILTIN_MODELS: blankIsUnset.transform((v, ctx) =>
+    v === undefined ? undefined : parseBuiltinModels(v, ctx),
+  ),
 });
 
-export type Config = z.infer<typeof ConfigSchema> & { PUBLIC_BASE_URL: string };
+export type Config = z.infer<typeof ConfigSchema> & {
+  PUBLIC_BASE_URL: string;
+  /** BUILTIN_PROVIDER_* and BUILTIN_MODELS together; null when the built-in provider is off. */
+  BUILTIN_PROVIDER: BuiltinProvider | null;
+};
 
 /** Parse the environment once; a bad value stops the start with a message naming the variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
-  const parsed = ConfigSchema.safeParse(env);
+  const parsed = ConfigSchema.superRefine((c, ctx) => {
+    // The three go together: half a configuration is a mistake, not "off".
+    const any = c.BUILTIN_PROVIDER_BASE_URL || c.BUILTIN_PROVIDER_API_KEY || env.BUILTIN_MODELS;
+    if (!any) return;
+    for (const name of ['BUILTIN_PROVIDER_BASE_URL', 'BUILTIN_PROVIDER_API_KEY', 'BUILTIN_MODELS'] as const)
+      if (!env[name])
+        ctx.addIssue({
+          code: 'custom',
+          path: [name],
+          message: `${name} is required when the built-in provider is configured (BUILTIN_PROVIDER_BASE_URL, BUILTIN_PROVIDER_API_KEY and BUILTIN_MODELS go together)`,
+        });
+  }).safeParse(env);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
     throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
   }
   const c = parsed.data;
-  return { ...c, PUBLIC_BASE_URL: (c.PUBLIC_BASE_URL ?? `http://localhost:${c.PORT}`).replace(/\/$/, '') };
+  const builtin =
+    c.BUILTIN_PROVIDER_BASE_URL && c.BUILTIN_PROVIDER_API_KEY && c.BUILTIN_MODELS
+      ? Object.freeze({
+          baseUrl: c.BUILTIN_PROVIDER_BASE_URL.replace(/\/+$/, ''),
+          apiKey: c.BUILTIN_PROVIDER_API_KEY,
+          models: Object.freeze(c.BUILTIN_MODELS),
+        })
+      : null;
+  return {
+    ...c,
+    PUBLIC_BASE_URL: (c.PUBLIC_BASE_URL ?? `http://localhost:${c.PORT}`).replace(/\/$/, ''),
+    BUILTIN_PROVIDER: builtin,
+  };
 }

@@ -40,7 +40,9 @@ interface Lifecycle {
 export function createServices(config: Config, db: Database, log: Logger, metrics: Metrics): Services {
   const s = { config, db, log, metrics } as Services;
   s.owners = new OwnerService(db);
-  s.paywalls = new PaywallService(db);
+  s.paywalls = new PaywallService(db, {
+    builtinNeedsMarkup: (paywall) => s.providers.builtinNeedsMarkup(paywall),
+  });
   s.providers = new ProviderService(s);
   s.users = new UserService(s);
   s.ledger = new LedgerService(s);

@@ -1,6 +1,9 @@
 import OpenAI from 'openai';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
+/** A DEFAULT paywall as the request path sees it (the built-in provider never applies). */
+const ref = (id: string) => ({ id, mode: 'DEFAULT' as const, markupPpm: 1_000_000n });
+
 let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp();
@@ -113,16 +116,17 @@ describe('model catalogue and prices', () => {
     const pw = await t.createPaywall();
     const catalog = t.app.services.catalog;
     // Warm the cache with a negative answer first: it must not hide the model set next.
-    expect(await catalog.getPrice(pw.id, 'm1')).toBeNull();
+    expect(await catalog.getPrice(ref(pw.id), 'm1')).toBeNull();
     await t.gql(pw.apiKey, SET, {
       input: { modelId: 'm1', request: '0.001', prompt: '0.000002', completion: '0.000005' },
     });
-    expect(await catalog.getPrice(pw.id, 'm1')).toEqual({
+    expect(await catalog.getPrice(ref(pw.id), 'm1')).toEqual({
       modelId: 'm1',
       promptPico: 2_000_000n,
       completionPico: 5_000_000n,
       requestPico: 1_000_000_000n,
       maxCompletionTokens: null,
+      providerCost: null,
       displayName: null,
       description: null,
       createdAt: expect.any(Date),
@@ -138,7 +142,7 @@ describe('model catalogue and prices', () => {
       completion: '0.000005',
       request: '0.001',
     });
-    expect(await catalog.getPrice(pw.id, 'm1')).toMatchObject({
+    expect(await catalog.getPrice(ref(pw.id), 'm1')).toMatchObject({
       promptPico: 1n,
       completionPico: 5_000_000n,
       requestPico: 1_000_000_000n,
@@ -149,11 +153,11 @@ describe('model catalogue and prices', () => {
       input: { modelId: 'm1', maxCompletionTokens: null, displayName: null },
     });
     expect(cleared.data.setModelPricing).toMatchObject({ name: 'm1', maxCompletionTokens: null });
-    expect((await catalog.getPrice(pw.id, 'm1'))!.maxCompletionTokens).toBeNull();
+    expect((await catalog.getPrice(ref(pw.id), 'm1'))!.maxCompletionTokens).toBeNull();
 
     const removed = await t.gql(pw.apiKey, REMOVE, { id: 'm1' });
     expect(removed.data.removeModelPricing).toBe(true);
-    expect(await catalog.getPrice(pw.id, 'm1')).toBeNull();
+    expect(await catalog.getPrice(ref(pw.id), 'm1')).toBeNull();
     const again = await t.gql(pw.apiKey, REMOVE, { id: 'm1' });
     expect(again.data.removeModelPricing).toBe(false);
     expect((await t.rest('GET', '/v1/models', { token: pw.apiKey })).body).toEqual({
@@ -167,11 +171,11 @@ describe('model catalogue and prices', () => {
   it('picks up price changes announced by another instance (NOTIFY catalog_changed)', async () => {
     const pw = await t.createPaywall();
     await t.gql(pw.apiKey, SET, { input: { modelId: 'shared', prompt: '0.000001' } });
-    expect((await t.app.services.catalog.getPrice(pw.id, 'shared'))!.promptPico).toBe(1_000_000n);
+    expect((await t.app.services.catalog.getPrice(ref(pw.id), 'shared'))!.promptPico).toBe(1_000_000n);
     await t.db.query(`update model_price set prompt_pico = 7 where paywall_id = $1`, [pw.id]);
     await t.db.query(`select pg_notify('catalog_changed', $1)`, [pw.id]);
     await eventually(async () => {
-      expect((await t.app.services.catalog.getPrice(pw.id, 'shared'))!.promptPico).toBe(7n);
+      expect((await t.app.services.catalog.getPrice(ref(pw.id), 'shared'))!.promptPico).toBe(7n);
     });
   });
 
@@ -244,7 +248,7 @@ describe('model catalogue and prices', () => {
       `mutation { setModelPricing(input: {modelId: "keep", prompt: 0.1}) { id } }`,
     );
     expect(num.status).toBe(400);
-    expect(await t.app.services.catalog.getPrice(pw.id, 'keep')).toMatchObject({
+    expect(await t.app.services.catalog.getPrice(ref(pw.id), 'keep')).toMatchObject({
       promptPico: 2_000_000n,
       completionPico: 0n,
       requestPico: 0n,
@@ -275,10 +279,10 @@ describe('model catalogue and prices', () => {
       const rm = await t.gql(token, REMOVE, { id: 'secret-model', pw: theirId });
       expect(rm.errors?.[0].extensions.code).toBe('NOT_FOUND');
     }
-    expect(await t.app.services.catalog.getPrice(theirId, 'secret-model')).toMatchObject({
+    expect(await t.app.services.catalog.getPrice(ref(theirId), 'secret-model')).toMatchObject({
       promptPico: 500_000_000_000n,
     });
-    expect(await t.app.services.catalog.getPrice(mine.id, 'secret-model')).toBeNull();
+    expect(await t.app.services.catalog.getPrice(ref(mine.id), 'secret-model')).toBeNull();
     // An owner token must name the paywall.
     const noId = await t.gql(t.ownerToken, `{ models { id } }`);
     expect(noId.errors?.[0].extensions).toMatchObject({ code: 'BAD_USER_INPUT', param: 'paywallId' });

@@ -7,6 +7,9 @@ import { request } from 'undici';
 import { loadSecretBox, SecretBox, SecretBoxError } from '../src/shared/crypto.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
+/** A DEFAULT paywall as the request path sees it (the built-in provider never applies). */
+const ref = (id: string) => ({ id, mode: 'DEFAULT' as const, markupPpm: 1_000_000n });
+
 let t: TestApp;
 let upstream: Server;
 let upstreamUrl: string;
@@ -82,12 +85,12 @@ describe('model providers', () => {
     expect(JSON.stringify(rows)).not.toContain('0123456789abcdef');
     expect(rows[0].api_key_ciphertext).toMatch(/^v1\.[0-9a-f]{8}\./);
 
-    const up = await t.app.services.providers.getUpstream(pw.id);
+    const up = await t.app.services.providers.getUpstream(ref(pw.id));
     expect(up).not.toBeNull();
     expect(up!.baseUrl).toBe(`${upstreamUrl}/v1`);
     expect(up!.apiKey).toBe(apiKey);
     // The same Upstream (same pool) is handed out while nothing changes.
-    expect(await t.app.services.providers.getUpstream(pw.id)).toBe(up);
+    expect(await t.app.services.providers.getUpstream(ref(pw.id))).toBe(up);
 
     // The dispatcher reaches the provider; it follows no redirects.
     const res = await request(`${up!.baseUrl}/models`, {
@@ -126,7 +129,7 @@ describe('model providers', () => {
       baseUrl: 'https://api.example-llm.com/v1',
       apiKeyLastFour: 'AAAA',
     });
-    const before = await t.app.services.providers.getUpstream(pw.id);
+    const before = await t.app.services.providers.getUpstream(ref(pw.id));
     expect(before!.apiKey).toBe('sk-first-key-00000000AAAA');
 
     const second = await t.gql(pw.apiKey, CONNECT, {
@@ -136,7 +139,7 @@ describe('model providers', () => {
       baseUrl: `${upstreamUrl}/v1`,
       apiKeyLastFour: 'BBBB',
     });
-    const after = await t.app.services.providers.getUpstream(pw.id);
+    const after = await t.app.services.providers.getUpstream(ref(pw.id));
     expect(after).toMatchObject({ baseUrl: `${upstreamUrl}/v1`, apiKey: 'sk-second-key-0000000BBBB' });
     expect(after!.dispatcher).not.toBe(before!.dispatcher);
     expect(await t.db.query('select 1 from provider where paywall_id = $1', [pw.id])).toHaveLength(1);
@@ -184,12 +187,12 @@ describe('model providers', () => {
     await t.gql(pw.apiKey, CONNECT, {
       input: { baseUrl: `${upstreamUrl}/v1`, apiKey: 'sk-to-remove-000000' },
     });
-    expect(await t.app.services.providers.getUpstream(pw.id)).not.toBeNull();
+    expect(await t.app.services.providers.getUpstream(ref(pw.id))).not.toBeNull();
 
     const r = await t.gql(t.ownerToken, DISCONNECT, { id: pw.id });
     expect(r.errors).toBeUndefined();
     expect(r.data.disconnectProvider).toEqual({ id: pw.id, provider: null });
-    expect(await t.app.services.providers.getUpstream(pw.id)).toBeNull();
+    expect(await t.app.services.providers.getUpstream(ref(pw.id))).toBeNull();
     expect(await t.db.query('select 1 from provider where paywall_id = $1', [pw.id])).toHaveLength(0);
     const ownerId = await ownerIdOf(pw.id);
     const ev = await eventsOf(pw.id, 'paywall.integration.disconnected');
@@ -231,9 +234,9 @@ describe('model providers', () => {
       });
       expect(read.errors?.[0].extensions.code).toBe('NOT_FOUND');
     }
-    const theirUp = await t.app.services.providers.getUpstream(theirId);
+    const theirUp = await t.app.services.providers.getUpstream(ref(theirId));
     expect(theirUp).toMatchObject({ baseUrl: `${upstreamUrl}/v1`, apiKey: 'sk-theirs-0000000000' });
-    expect(await t.app.services.providers.getUpstream(mine.id)).toBeNull();
+    expect(await t.app.services.providers.getUpstream(ref(mine.id))).toBeNull();
     expect(await eventsOf(theirId, 'paywall.integration.disconnected')).toHaveLength(0);
   });
 
@@ -265,7 +268,7 @@ describe('model providers', () => {
     expect(missing.status).toBe(400);
     expect(await t.db.query('select 1 from provider where paywall_id = $1', [pw.id])).toHaveLength(0);
     expect(await eventsOf(pw.id, 'paywall.integration.connected')).toHaveLength(0);
-    expect(await t.app.services.providers.getUpstream(pw.id)).toBeNull();
+    expect(await t.app.services.providers.getUpstream(ref(pw.id))).toBeNull();
   });
 
   it('picks up changes announced by another instance (NOTIFY provider_changed)', async () => {
@@ -273,12 +276,12 @@ describe('model providers', () => {
     await t.gql(pw.apiKey, CONNECT, {
       input: { baseUrl: `${upstreamUrl}/v1`, apiKey: 'sk-notify-00000000' },
     });
-    expect((await t.app.services.providers.getUpstream(pw.id))!.baseUrl).toBe(`${upstreamUrl}/v1`);
+    expect((await t.app.services.providers.getUpstream(ref(pw.id)))!.baseUrl).toBe(`${upstreamUrl}/v1`);
     // As another instance would: change the row, then NOTIFY.
     await t.db.query(`update provider set base_url = $2 where paywall_id = $1`, [pw.id, `${upstreamUrl}/v2`]);
     await t.db.query(`select pg_notify('provider_changed', $1)`, [pw.id]);
     await eventually(async () => {
-      expect((await t.app.services.providers.getUpstream(pw.id))!.baseUrl).toBe(`${upstreamUrl}/v2`);
+      expect((await t.app.services.providers.getUpstream(ref(pw.id)))!.baseUrl).toBe(`${upstreamUrl}/v2`);
     });
   });
 
@@ -298,11 +301,11 @@ describe('model providers', () => {
     );
     await t.db.query(`select pg_notify('provider_changed', $1)`, [b.id]);
     await eventually(async () => {
-      await expect(t.app.services.providers.getUpstream(b.id)).rejects.toMatchObject({
+      await expect(t.app.services.providers.getUpstream(ref(b.id))).rejects.toMatchObject({
         code: 'provider_not_connected',
       });
     });
-    expect((await t.app.services.providers.getUpstream(a.id))!.apiKey).toBe('sk-of-paywall-a-0000');
+    expect((await t.app.services.providers.getUpstream(ref(a.id)))!.apiKey).toBe('sk-of-paywall-a-0000');
   });
   it('never logs a provider key (every key in this file starts with "sk-", or is "ollama")', () => {
     const all = logLines.join('');

@@ -80,3 +80,11 @@ export function chatCost(
 export function endUserTokenPrice(pico: bigint, markupPpm: bigint): string {
   return formatDecimal(pico * markupPpm, PRICE_DECIMALS + MARKUP_DECIMALS);
 }
+
+/**
+ * What a request costs at the provider's own prices (CONTRACT §8, built-in provider): request +
+ * promptTokens x prompt + completionTokens x completion, rounded up to a whole raw unit (no markup).
+ */
+export function providerCostRaw(cost: ModelPrice, promptTokens: number, completionTokens: number): bigint {
+  return chatCost(cost, PPM, promptTokens, completionTokens);
+}

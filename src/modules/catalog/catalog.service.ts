@@ -1,7 +1,15 @@
 import type { Services } from '../../services.js';
 import { DomainError, invalid } from '../../shared/errors.js';
-import { PRICE_DECIMALS, endUserTokenPrice, formatDecimal, parseDecimal } from '../../shared/money.js';
+import type { BuiltinModel } from '../../config.js';
+import {
+  PRICE_DECIMALS,
+  endUserTokenPrice,
+  formatDecimal,
+  parseDecimal,
+  type ModelPrice,
+} from '../../shared/money.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
+import type { PaywallRef } from '../paywalls/provider.service.js';
 import { KeyedLoader } from '../../shared/keyed-loader.js';
 
 /** The cost prices of one model of a paywall, as the request path needs them. */
@@ -15,16 +23,22 @@ export interface ModelPriceInfo {
   requestPico: bigint;
   /** cap on completion tokens for a hold; null = the default (4096) */
   maxCompletionTokens: number | null;
-  /** The built-in provider's cost prices when it serves this model (CONTRACT §8); else null/absent. */
-  providerCost?: { requestPico: bigint; promptPico: bigint; completionPico: bigint } | null;
+  /**
+   * The built-in provider's cost prices when it serves this request (CONTRACT §8): the settlement
+   * moves `providerCostRaw(providerCost, tokens)` (request + tokens x these, rounded up, no markup) to
+   * the platform's provider account and the rest of the charge to the paywall's earnings. null when the
+   * paywall's own provider serves it (the whole charge is the developer's).
+   */
+  providerCost: ModelPrice | null;
 }
 
 /** A catalogue row: the prices plus what the listing shows. */
 export interface CatalogModel extends ModelPriceInfo {
   displayName: string | null;
   description: string | null;
-  createdAt: Date;
-  updatedAt: Date;
+  /** null for a built-in model the paywall does not price itself: the listing shows the paywall's dates. */
+  createdAt: Date | null;
+  updatedAt: Date | null;
 }
 
 /** USDC decimal strings ("0.000003"), per token for prompt/completion, per request for request. */
@@ -45,6 +59,8 @@ export interface ModelView {
   /** What the provider costs the paywall (the configured prices). */
   costPricing: PricingStrings;
   maxCompletionTokens: number | null;
+  /** Served by the platform's built-in provider (SHARED paywall without a provider of its own). */
+  builtinProvider: boolean;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -82,7 +98,13 @@ export const modelNotFound = (modelId: string): DomainError =>
   );
 
 interface Catalogue {
+  /** The paywall's own rows (served by its own provider). */
   models: ReadonlyMap<string, CatalogModel>;
+  /**
+   * Its own rows for built-in model ids, carrying the built-in cost (what it sells when the built-in
+   * provider serves it: the paywall's price wins over the built-in one).
+   */
+  builtinOverrides: ReadonlyMap<string, CatalogModel>;
   expires: number;
 }
 
@@ -101,6 +123,27 @@ interface Row {
 const COLUMNS = `model_id, display_name, description, prompt_pico, completion_pico, request_pico,
   max_completion_tokens, created_at, updated_at`;
 
+const costOf = (b: BuiltinModel): ModelPrice =>
+  Object.freeze({ promptPico: b.promptPico, completionPico: b.completionPico, requestPico: b.requestPico });
+
+/** A built-in model at the operator's cost prices (the paywall's markup applies on top). */
+const fromBuiltin = (b: BuiltinModel): CatalogModel =>
+  Object.freeze({
+    modelId: b.id,
+    promptPico: b.promptPico,
+    completionPico: b.completionPico,
+    requestPico: b.requestPico,
+    maxCompletionTokens: b.maxCompletionTokens,
+    providerCost: costOf(b),
+    displayName: b.displayName,
+    description: b.description,
+    createdAt: null,
+    updatedAt: null,
+  });
+
+const byId = (a: { modelId: string }, b: { modelId: string }) =>
+  a.modelId < b.modelId ? -1 : a.modelId > b.modelId ? 1 : 0;
+
 const toModel = (r: Row): CatalogModel =>
   Object.freeze({
     modelId: r.model_id,
@@ -108,6 +151,7 @@ const toModel = (r: Row): CatalogModel =>
     completionPico: BigInt(r.completion_pico),
     requestPico: BigInt(r.request_pico),
     maxCompletionTokens: r.max_completion_tokens === null ? null : Number(r.max_completion_tokens),
+    providerCost: null,
     displayName: r.display_name,
     description: r.description,
     createdAt: new Date(r.created_at),
@@ -122,9 +166,19 @@ const toModel = (r: Row): CatalogModel =>
  * as one Map (catalogues are small), so an unknown model is answered from memory too, and a client
  * sending random model names cannot grow the cache. setModelPricing / removeModelPricing evict at once
  * on this instance and through NOTIFY `catalog_changed` (payload: paywall id) on the others.
+ *
+ * Built-in provider (CONTRACT §8, docs/catalog.md): while it serves a SHARED paywall (no provider of
+ * its own, see ProviderService.servedByBuiltin), the paywall sells exactly the built-in models — at the
+ * operator's cost x the paywall's markup, or at the paywall's own price where it priced that model id.
+ * Its own rows for other ids are kept but neither listed nor served (the built-in provider could not
+ * serve them) until it connects a provider. The built-in models are held once for all paywalls.
  */
 export class CatalogService {
   private readonly cache = new Map<string, Catalogue>();
+  /** The built-in models at cost, by id (empty when the built-in provider is off). */
+  private readonly builtin: ReadonlyMap<string, CatalogModel>;
+  private readonly builtinSorted: readonly CatalogModel[];
+  private readonly builtinCost: ReadonlyMap<string, ModelPrice>;
   private readonly loader = new KeyedLoader<Row[], Catalogue>(
     (paywallId) =>
       this.s.db.query<Row>(
@@ -136,7 +190,12 @@ export class CatalogService {
   );
   private unlisten?: () => void;
 
-  constructor(private readonly s: Services) {}
+  constructor(private readonly s: Services) {
+    const models = s.config.BUILTIN_PROVIDER?.models ?? [];
+    this.builtin = new Map(models.map((b) => [b.id, fromBuiltin(b)]));
+    this.builtinSorted = [...this.builtin.values()].sort(byId);
+    this.builtinCost = new Map(models.map((b) => [b.id, costOf(b)]));
+  }
 
   async start(): Promise<void> {
     this.unlisten = await this.s.db.listen(CHANGED_CHANNEL, (paywallId) => this.evict(paywallId));
@@ -148,12 +207,31 @@ export class CatalogService {
   }
 
   /**
-   * The cost prices of a model, or null when the paywall does not sell it. A Map lookup once the
-   * paywall's catalogue is cached. Do not call inside `db.transaction` (on PGlite a miss would wait for
-   * the transaction's own connection).
+   * The prices of a model (before markup), or null when the paywall does not sell it; `providerCost` is
+   * set when the built-in provider serves it. Map lookups once the paywall's catalogue and provider are
+   * cached. Do not call inside `db.transaction` (on PGlite a miss would wait for the transaction's own
+   * connection).
    */
-  async getPrice(paywallId: string, modelId: string): Promise<ModelPriceInfo | null> {
-    return (await this.catalogue(paywallId)).models.get(modelId) ?? null;
+  async getPrice(paywall: PaywallRef, modelId: string): Promise<ModelPriceInfo | null> {
+    const catalogue = await this.catalogue(paywall.id);
+    if (await this.usesBuiltin(paywall))
+      return catalogue.builtinOverrides.get(modelId) ?? this.builtin.get(modelId) ?? null;
+    return catalogue.models.get(modelId) ?? null;
+  }
+
+  private async usesBuiltin(paywall: PaywallRef): Promise<boolean> {
+    return this.builtin.size > 0 && (await this.s.providers.servedByBuiltin(paywall));
+  }
+
+  /** What the paywall sells now (own provider or built-in), ordered by id. */
+  private async selling(paywall: PaywallInfo): Promise<{ models: CatalogModel[]; builtin: boolean }> {
+    const catalogue = await this.catalogue(paywall.id);
+    if (await this.usesBuiltin(paywall))
+      return {
+        models: this.builtinSorted.map((b) => catalogue.builtinOverrides.get(b.modelId) ?? b),
+        builtin: true,
+      };
+    return { models: [...catalogue.models.values()].sort(byId), builtin: false };
   }
 
   private async catalogue(paywallId: string): Promise<Catalogue> {
@@ -162,10 +240,13 @@ export class CatalogService {
   }
 
   private remember(paywallId: string, rows: Row[]): Catalogue {
-    const catalogue: Catalogue = {
-      models: new Map(rows.map((r) => [r.model_id, toModel(r)])),
-      expires: Date.now() + CACHE_TTL_MS,
-    };
+    const models = new Map(rows.map((r) => [r.model_id, toModel(r)]));
+    const builtinOverrides = new Map<string, CatalogModel>();
+    for (const m of models.values()) {
+      const cost = this.builtinCost.get(m.modelId);
+      if (cost) builtinOverrides.set(m.modelId, Object.freeze({ ...m, providerCost: cost }));
+    }
+    const catalogue: Catalogue = { models, builtinOverrides, expires: Date.now() + CACHE_TTL_MS };
     this.cache.delete(paywallId); // re-insert at the end: the Map's order is the eviction order
     this.cache.set(paywallId, catalogue);
     if (this.cache.size > MAX_CACHED_PAYWALLS) this.cache.delete(this.cache.keys().next().value!);
@@ -180,18 +261,16 @@ export class CatalogService {
   /** The models of a paywall with end-user and cost prices, ordered by id. */
   async list(auth: Auth, paywallId?: string | null): Promise<ModelView[]> {
     const paywall = await this.s.paywalls.resolve(auth, paywallId, { allowArchived: true });
-    const catalogue = await this.catalogue(paywall.id);
-    return [...catalogue.models.values()]
-      .sort((a, b) => (a.modelId < b.modelId ? -1 : a.modelId > b.modelId ? 1 : 0))
-      .map((m) => toView(m, paywall));
+    const { models, builtin } = await this.selling(paywall);
+    return models.map((m) => toView(m, paywall, builtin));
   }
 
   /** One model of a paywall; `model_not_found` when it does not sell it. */
   async get(auth: Auth, paywallId: string | null | undefined, modelId: string): Promise<ModelView> {
     const paywall = await this.s.paywalls.resolve(auth, paywallId, { allowArchived: true });
-    const m = (await this.catalogue(paywall.id)).models.get(modelId);
+    const m = await this.getPrice(paywall, modelId);
     if (!m) throw modelNotFound(modelId);
-    return toView(m, paywall);
+    return toView(m as CatalogModel, paywall, m.providerCost !== null);
   }
 
   /**
@@ -261,7 +340,9 @@ export class CatalogService {
       return rows[0];
     });
     this.evict(paywall.id);
-    return toView(toModel(row), paywall);
+    const model = toModel(row);
+    const builtin = this.builtinCost.has(model.modelId) && (await this.usesBuiltin(paywall));
+    return toView(model, paywall, builtin);
   }
 
   /** Stops selling a model. True when it was there; false when there was nothing to remove. */
@@ -283,7 +364,7 @@ export class CatalogService {
 
 const formatPrice = (pico: bigint): string => formatDecimal(pico, PRICE_DECIMALS);
 
-function toView(m: CatalogModel, paywall: PaywallInfo): ModelView {
+function toView(m: CatalogModel, paywall: PaywallInfo, builtinProvider: boolean): ModelView {
   const name = m.displayName ?? m.modelId;
   return {
     id: m.modelId,
@@ -302,8 +383,9 @@ function toView(m: CatalogModel, paywall: PaywallInfo): ModelView {
       request: formatPrice(m.requestPico),
     },
     maxCompletionTokens: m.maxCompletionTokens,
-    createdAt: m.createdAt,
-    updatedAt: m.updatedAt,
+    builtinProvider,
+    createdAt: m.createdAt ?? paywall.createdAt,
+    updatedAt: m.updatedAt ?? paywall.createdAt,
   };
 }
 

@@ -32,6 +32,12 @@ export class ModelType {
   costPricing!: ModelPricingType;
   @Field(() => Int, { nullable: true, description: 'Completion-token cap for a request; null = 4096.' })
   maxCompletionTokens!: number | null;
+  @Field({
+    description:
+      "true when the platform's built-in provider serves this model (a SHARED paywall without a provider " +
+      'of its own); costPricing is then the built-in cost, and part of each charge pays the provider.',
+  })
+  builtinProvider!: boolean;
   @Field() createdAt!: string;
   @Field() updatedAt!: string;
 
@@ -46,6 +52,7 @@ export class ModelType {
       pricing: ModelPricingType.from(m.pricing),
       costPricing: ModelPricingType.from(m.costPricing),
       maxCompletionTokens: m.maxCompletionTokens,
+      builtinProvider: m.builtinProvider,
       createdAt: m.createdAt.toISOString(),
       updatedAt: m.updatedAt.toISOString(),
     });

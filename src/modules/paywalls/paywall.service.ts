@@ -11,6 +11,13 @@ const API_KEY_PREFIX = 'pk_live_';
 const CACHE_TTL_MS = 30_000;
 const CHANGED_CHANNEL = 'paywall_changed';
 const MAX_MARKUP_PPM = 1000n * 1_000_000n;
+const MARKUP_ONE_PPM = 1_000_000n;
+
+/** What the paywall rules need from other modules. */
+export interface PaywallCollaborators {
+  /** True while the built-in provider would serve the paywall (SHARED, no own provider, configured). */
+  builtinNeedsMarkup(paywall: PaywallInfo): Promise<boolean>;
+}
 
 export interface UpdatePaywallInput {
   description?: string | null;
@@ -63,7 +70,10 @@ const actorOf = (auth: Auth): EventTrigger =>
 export class PaywallService {
   private readonly byKeyHash = new Map<string, { info: PaywallInfo; expires: number }>();
 
-  constructor(private readonly db: Database) {}
+  constructor(
+    private readonly db: Database,
+    private readonly peers: PaywallCollaborators = { builtinNeedsMarkup: async () => false },
+  ) {}
 
   /** Listen for changes made by other instances. */
   async start(): Promise<void> {
@@ -203,6 +213,13 @@ export class PaywallService {
         throw invalid(
           'markup must be a decimal string > 0 and ≤ 1000 with at most 6 fraction digits',
           'markup',
+        );
+      // CONTRACT §8: the built-in provider is paid its cost out of each charge; below 1 it would sell at a loss.
+      if (ppm < MARKUP_ONE_PPM && ppm !== current.markupPpm && (await this.peers.builtinNeedsMarkup(current)))
+        throw invalid(
+          'markup must be at least 1 while the built-in provider serves this SHARED paywall (a lower markup would sell below cost); connect your own provider to set a lower markup',
+          'markup',
+          'markup_below_cost',
         );
       set('markupPpm', ppm, 'markup', ppm === current.markupPpm);
     }

@@ -30,6 +30,8 @@ export class PaywallType {
   @Field() updatedAt!: string;
   /** Internal: resolvers of other modules (provider, models) hang off it. */
   ownerId!: string;
+  /** Internal: the markup in millionths (the built-in provider rule needs it). */
+  markupPpm!: bigint;
 
   static from(p: PaywallInfo): PaywallType {
     return Object.assign(new PaywallType(), {
@@ -47,6 +49,7 @@ export class PaywallType {
       createdAt: p.createdAt.toISOString(),
       updatedAt: p.updatedAt.toISOString(),
       ownerId: p.ownerId,
+      markupPpm: p.markupPpm,
     });
   }
 }

@@ -29,14 +29,29 @@ export class ProviderResolver {
 
   @FieldResolver(() => ProviderInfoType, {
     nullable: true,
-    description: 'null when no provider is connected.',
+    description:
+      'The provider this paywall connected itself; null when none is (see builtinProvider for SHARED paywalls).',
   })
   async provider(@Root() paywall: PaywallType, @Ctx() ctx: AppContext): Promise<ProviderInfoType | null> {
-    const loader = ctx.loaders.get(
-      'provider',
-      () => new DataLoader((ids: readonly string[]) => ctx.services.providers.infoMany(ids)),
-    );
-    const info = await loader.load(paywall.id);
+    const info = await providerLoader(ctx).load(paywall.id);
     return info ? ProviderInfoType.from(info) : null;
   }
+
+  @FieldResolver(() => Boolean, {
+    description:
+      "true when the platform's built-in provider serves this paywall: SHARED mode, no provider of its own, " +
+      'markup at least 1, and the operator configured one. Its models are then the built-in ones ' +
+      '(cost x markup, unless the paywall prices a model itself). connectProvider takes precedence.',
+  })
+  async builtinProvider(@Root() paywall: PaywallType, @Ctx() ctx: AppContext): Promise<boolean> {
+    if (!ctx.services.providers.builtinMayServe(paywall)) return false;
+    return (await providerLoader(ctx).load(paywall.id)) === null;
+  }
 }
+
+/** One provider lookup per paywall per request, shared by `provider` and `builtinProvider`. */
+const providerLoader = (ctx: AppContext) =>
+  ctx.loaders.get(
+    'provider',
+    () => new DataLoader((ids: readonly string[]) => ctx.services.providers.infoMany(ids)),
+  );

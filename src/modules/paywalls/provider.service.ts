@@ -1,4 +1,5 @@
 import { Pool, type Dispatcher } from 'undici';
+import type { Config } from '../../config.js';
 import type { Services } from '../../services.js';
 import { loadSecretBox, type SecretBox } from '../../shared/crypto.js';
 import { DomainError, invalid } from '../../shared/errors.js';
@@ -18,6 +19,12 @@ export interface Upstream {
   /** Keep-alive undici Pool for the origin of `baseUrl`; follows no redirects. */
   dispatcher: Dispatcher;
 }
+
+/** What the provider and catalogue rules need to know of a paywall (a PaywallInfo will do). */
+export type PaywallRef = Pick<PaywallInfo, 'id' | 'mode' | 'markupPpm'>;
+
+/** markup 1 in millionths: the built-in provider never sells below its cost. */
+const MIN_BUILTIN_MARKUP_PPM = 1_000_000n;
 
 /** What the API shows about a connected provider: never the key itself. */
 export interface ProviderInfo {
@@ -69,6 +76,11 @@ interface Entry {
  *
  * Base URLs may be http or https and may point at loopback or private addresses: self-hosted models
  * (vLLM, Ollama, LM Studio) usually live there. The URL is chosen by an authenticated paywall owner.
+ *
+ * Built-in provider (CONTRACT §8): the operator's `BUILTIN_PROVIDER_BASE_URL` / `_API_KEY` serve a
+ * SHARED paywall that has no provider of its own (see {@link servedByBuiltin}). Its URL is set by the
+ * operator, not by a paywall owner, so it is not subject to the rules for provider URLs; one pool
+ * serves every paywall.
  */
 export class ProviderService {
   private readonly cache = new Map<string, Entry>();
@@ -84,6 +96,8 @@ export class ProviderService {
     (paywallId, row) => this.remember(paywallId, row),
   );
   private readonly retiring = new Map<Dispatcher, NodeJS.Timeout>();
+  /** The built-in provider's upstream, built on first use. */
+  private builtinUpstream?: Upstream;
   private secretBox?: SecretBox;
   private unlisten?: () => void;
   private stopped = false;
@@ -101,6 +115,8 @@ export class ProviderService {
     this.unlisten?.();
     const pools = new Set<Dispatcher>();
     for (const e of this.cache.values()) if (e.upstream) pools.add(e.upstream.dispatcher);
+    if (this.builtinUpstream) pools.add(this.builtinUpstream.dispatcher);
+    this.builtinUpstream = undefined;
     for (const [pool, timer] of this.retiring) {
       clearTimeout(timer);
       pools.add(pool);
@@ -124,14 +140,64 @@ export class ProviderService {
   }
 
   /**
-   * The upstream of a paywall, or null when none is connected. Hot path: cached per paywall. Throws
-   * `provider_not_connected` when the stored key cannot be decrypted (ENCRYPTION_KEY changed).
+   * Where a paywall's chat requests go: its own provider, else the built-in provider when it serves the
+   * paywall ({@link servedByBuiltin}), else null. Hot path: cached per paywall. Throws
+   * `provider_not_connected` when its own stored key cannot be decrypted (ENCRYPTION_KEY changed): a
+   * broken own provider does not fall back to the built-in one.
    */
-  async getUpstream(paywallId: string): Promise<Upstream | null> {
-    const hit = this.cache.get(paywallId);
-    const entry = hit && hit.expires > Date.now() ? hit : await this.loader.load(paywallId);
+  async getUpstream(paywall: PaywallRef): Promise<Upstream | null> {
+    const entry = await this.entry(paywall.id);
     if (entry.error) throw entry.error;
-    return entry.upstream;
+    if (entry.upstream) return entry.upstream;
+    return builtinApplies(this.s.config, paywall, true) ? this.builtin() : null;
+  }
+
+  /**
+   * True when the built-in provider serves the paywall: SHARED mode, the built-in provider configured,
+   * no provider of its own, and a markup of at least 1 (a paywall whose markup is below 1 — possible
+   * only after disconnecting its own provider — is not served below cost: it sells nothing until it
+   * raises the markup or connects a provider). The catalogue uses the same answer, so what is listed,
+   * priced and forwarded always agree.
+   */
+  async servedByBuiltin(paywall: PaywallRef): Promise<boolean> {
+    if (!builtinApplies(this.s.config, paywall, true)) return false;
+    return (await this.entry(paywall.id)).fingerprint === null;
+  }
+
+  /** The part of {@link servedByBuiltin} that needs no lookup (for a resolver that batches the rest). */
+  builtinMayServe(paywall: PaywallRef): boolean {
+    return builtinApplies(this.s.config, paywall, true);
+  }
+
+  /** Whether updatePaywall must keep the markup at 1 or more (the built-in provider would serve). */
+  async builtinNeedsMarkup(paywall: PaywallRef): Promise<boolean> {
+    if (!builtinApplies(this.s.config, paywall, false)) return false;
+    return (await this.entry(paywall.id)).fingerprint === null;
+  }
+
+  private async entry(paywallId: string): Promise<Entry> {
+    const hit = this.cache.get(paywallId);
+    return hit && hit.expires > Date.now() ? hit : this.loader.load(paywallId);
+  }
+
+  private builtin(): Upstream {
+    if (!this.builtinUpstream) {
+      const { baseUrl, apiKey } = this.s.config.BUILTIN_PROVIDER!;
+      this.builtinUpstream = { baseUrl, apiKey, dispatcher: this.pool(baseUrl) };
+    }
+    return this.builtinUpstream;
+  }
+
+  private pool(baseUrl: string): Dispatcher {
+    const timeout = this.s.config.UPSTREAM_TIMEOUT_MS;
+    return new Pool(new URL(baseUrl).origin, {
+      connections: 128,
+      pipelining: 1,
+      headersTimeout: timeout,
+      bodyTimeout: timeout,
+      connect: { timeout: 10_000 },
+      keepAliveTimeout: 30_000,
+    });
   }
 
   private remember(paywallId: string, row: ProviderRow | undefined): Entry {
@@ -172,15 +238,7 @@ export class ProviderService {
         ),
       };
     }
-    const timeout = this.s.config.UPSTREAM_TIMEOUT_MS;
-    const dispatcher = new Pool(new URL(row.base_url).origin, {
-      connections: 128,
-      pipelining: 1,
-      headersTimeout: timeout,
-      bodyTimeout: timeout,
-      connect: { timeout: 10_000 },
-      keepAliveTimeout: 30_000,
-    });
+    const dispatcher = this.pool(row.base_url);
     return {
       fingerprint,
       upstream: { baseUrl: row.base_url, apiKey, dispatcher },
@@ -314,6 +372,15 @@ export class ProviderService {
         : null;
     });
   }
+}
+
+/** The paywall-independent part of the built-in rule: configured, SHARED, (optionally) markup ≥ 1. */
+function builtinApplies(config: Config, paywall: PaywallRef, checkMarkup: boolean): boolean {
+  return (
+    config.BUILTIN_PROVIDER !== null &&
+    paywall.mode === 'SHARED' &&
+    (!checkMarkup || paywall.markupPpm >= MIN_BUILTIN_MARKUP_PPM)
+  );
 }
 
 const actorOf = (auth: Auth): EventTrigger =>

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Services } from '../../services.js';
 import { DomainError, invalid } from '../../shared/errors.js';
-import { chatCost, usdcDecimal } from '../../shared/money.js';
+import { chatCost, providerCostRaw, usdcDecimal } from '../../shared/money.js';
 import type { EventTrigger, NewEvent } from '../events/event.service.js';
 import { recordEvents } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
@@ -221,9 +221,9 @@ export class ProxyService {
         'unsupported_parameter',
       );
     const { paywall } = call;
-    const price = await this.s.catalog.getPrice(paywall.id, req.model);
+    const price = await this.s.catalog.getPrice(paywall, req.model);
     if (!price) throw modelNotFound(req.model);
-    const upstream = await this.s.providers.getUpstream(paywall.id);
+    const upstream = await this.s.providers.getUpstream(paywall);
     if (!upstream)
       throw new DomainError(
         'provider_not_connected',
@@ -552,7 +552,7 @@ export class ProxyService {
    */
   private providerCost(f: Flight, tokens: { prompt: number; completion: number }): bigint {
     const cost = f.price.providerCost;
-    return cost ? chatCost(cost, PPM, tokens.prompt, tokens.completion) : 0n;
+    return cost ? providerCostRaw(cost, tokens.prompt, tokens.completion) : 0n;
   }
 
   /**
