@@ -361,34 +361,9 @@ export class UserService {
         message:
           'DEFAULT mode has no end-user authorization to revoke; every identified user is connected. Nothing was changed.',
       };
-    const walletUserId = await this.s.db.transaction(async (tx) => {
-      // The row lock makes concurrent disconnects agree on who revoked (one event).
-      const rows = await tx.query(
-        `select id, wallet_user_id from end_user where paywall_id = $1 and external_id = $2 for update`,
-        [paywall.id, externalId],
-      );
-      if (!rows.length || !rows[0].wallet_user_id) return null;
-      await tx.query(`update end_user set wallet_user_id = null, connected_at = null where id = $1`, [
-        rows[0].id,
-      ]);
-      await recordEvents(tx, [
-        {
-          paywallId: paywall.id,
-          ownerUserId: paywall.ownerId,
-          type: 'paywall.authorization.revoked',
-          trigger,
-          subject: { type: 'end_user', id: rows[0].id, externalId },
-          data: {
-            paywallId: paywall.id,
-            ownerUserId: paywall.ownerId,
-            externalUserId: externalId,
-            walletUserId: rows[0].wallet_user_id,
-          },
-        },
-      ]);
-      return rows[0].wallet_user_id as string;
-    });
-    return walletUserId
+    // The hosted wallet's authorization service owns revocation (row locks: one event per revoke).
+    const revoked = await this.s.authorizations.revokeByExternalId(paywall.id, externalId, trigger);
+    return revoked
       ? { success: true, message: 'The user was disconnected; their authorization is revoked.' }
       : { success: true, message: 'The user was not connected; nothing to revoke.' };
   }
