@@ -6,11 +6,13 @@ export interface LayoutProps {
   /** The signed-in wallet user and CSRF token, for the header's sign-out button. */
   page?: PageContext | null;
   narrow?: boolean;
+  /** False for pages of a DEFAULT-mode app (no wallet there): plain brand, no wallet footer. */
+  wallet?: boolean;
   children?: Children;
 }
 
 /** The frame of every hosted page: header with the brand (and sign-out when signed in), one `<main>`. */
-export function Layout({ title, page, narrow, children }: LayoutProps) {
+export function Layout({ title, page, narrow, wallet = true, children }: LayoutProps) {
   const session = page?.session ?? null;
   return html`<html lang="en">
     <head>
@@ -24,9 +26,15 @@ export function Layout({ title, page, narrow, children }: LayoutProps) {
       <a class="skip" href="#content">Skip to content</a>
       <header class="top">
         <div class="in">
-          <a class="brand" href=${session ? '/wallet' : '/wallet/sign-in'}
-            ><span class="mark" aria-hidden="true">P</span><span>Paywall Proxy Wallet</span></a
-          >
+          ${
+            wallet
+              ? html`<a class="brand" href=${session ? '/wallet' : '/wallet/sign-in'}
+                  ><span class="mark" aria-hidden="true">P</span><span>Paywall Proxy Wallet</span></a
+                >`
+              : html`<span class="brand"
+                  ><span class="mark" aria-hidden="true">P</span><span>Paywall Proxy</span></span
+                >`
+          }
           ${
             session &&
             html`<div class="who">

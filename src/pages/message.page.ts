@@ -10,8 +10,14 @@ export function MessagePage(props: {
   message: string;
   kind?: 'error' | 'ok' | 'info';
   link?: { href: string; text: string } | null;
+  wallet?: boolean;
 }) {
-  return html`<${Layout} title=${props.title} page=${props.page} narrow=${true}>
+  return html`<${Layout}
+    title=${props.title}
+    page=${props.page}
+    narrow=${true}
+    wallet=${props.wallet ?? true}
+  >
     <h1>${props.title}</h1>
     <${Alert} kind=${props.kind ?? 'error'}>${props.message}<//>
     ${props.link && html`<p><a href=${props.link.href}>${props.link.text}</a></p>`}

@@ -287,7 +287,11 @@ export function createPagesRouter(s: Services): Router {
         return send(
           res,
           404,
-          MessagePage({ title: 'Link not found', message: 'This top-up link is not valid (any more).' }),
+          MessagePage({
+            title: 'Link not found',
+            message: 'This top-up link is not valid (any more).',
+            wallet: false,
+          }),
         );
       send(res, 200, DefaultTopupPage({ name: p.name }));
     }),

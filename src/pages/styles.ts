@@ -23,10 +23,10 @@ header.top .in{max-width:46rem;margin:0 auto;padding:.85rem 1.25rem;display:flex
 .who form{margin:0}
 main{max-width:46rem;margin:0 auto;padding:2rem 1.25rem 3rem}
 main.narrow{max-width:30rem}
-h1{font-size:1.6rem;line-height:1.25;margin:0 0 .5rem;letter-spacing:-.015em}
+h1{font-size:1.6rem;line-height:1.25;margin:0 0 1rem;letter-spacing:-.015em}
 h2{font-size:1.1rem;margin:0 0 .75rem}
 p{margin:0 0 1rem}
-.lead{color:var(--muted);margin-bottom:1.5rem}
+.lead{color:var(--muted);margin:-.5rem 0 1.5rem}
 .card{background:var(--card);border:1px solid var(--line);border-radius:var(--radius);padding:1.5rem;margin:0 0 1.25rem;box-shadow:0 1px 2px rgba(16,24,40,.05)}
 .card > :last-child{margin-bottom:0}
 .balance{font-size:2.25rem;font-weight:650;letter-spacing:-.02em;line-height:1.1;margin:.25rem 0 .25rem}
@@ -70,5 +70,6 @@ th{font-weight:600;color:var(--muted);border-top:none;font-size:.85rem;text-tran
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .in-amt{color:var(--ok-text)}
 .table-wrap{overflow-x:auto}
+footer.foot.narrow{max-width:30rem}
 footer.foot{max-width:46rem;margin:0 auto;padding:0 1.25rem 2rem;color:var(--muted);font-size:.85rem}
 `;

@@ -61,7 +61,7 @@ export function WalletTopupPage(props: {
 
 /** DEFAULT mode `GET /topup/:paywallId`: the app credits balances itself. */
 export function DefaultTopupPage(props: { name: string }) {
-  return html`<${Layout} title=${`Top up your balance for ${props.name}`} narrow=${true}>
+  return html`<${Layout} title=${`Top up your balance for ${props.name}`} narrow=${true} wallet=${false}>
     <h1>Top up your balance for ${props.name}</h1>
     <${Card}>
       <p>Your balance with <strong>${props.name}</strong> is too low for this request.</p>
