@@ -113,6 +113,7 @@ async function runService(upstreamPort: number): Promise<void> {
   const { createApp } = await import('../src/app.js');
   const { loadConfig } = await import('../src/config.js');
   const { createLogger } = await import('../src/shared/logger.js');
+  const { proveLedger } = await import('../src/modules/ledger/accounts.js');
   const { db, url, drop } = await openDatabase();
   const config = loadConfig({
     PORT: '0',
@@ -173,10 +174,11 @@ async function runService(upstreamPort: number): Promise<void> {
         `select status, count(*)::int as n, coalesce(sum(amount_raw), 0)::text as amount from charge where kind = 'usage' group by status`,
       );
       const money = await db.query(
-        `select coalesce(sum(balance_raw), 0)::text as balance, coalesce(sum(held_raw), 0)::text as held,
-                (select coalesce(sum(amount_raw), 0)::text from ledger_entry) as ledger from end_user`,
+        `select coalesce(sum(balance_raw), 0)::text as balance, coalesce(sum(held_raw), 0)::text as held
+           from ledger_account where kind = 'user'`,
       );
-      return { charges: rows, ...money[0], batches: app.services.proxy.batchStats };
+      const proof = await proveLedger(db);
+      return { charges: rows, ...money[0], proof: proof.ok, batches: app.services.proxy.batchStats };
     },
   });
   process.on('SIGTERM', async () => {
@@ -400,7 +402,7 @@ async function driver(): Promise<void> {
     const byStatus = Object.fromEntries(stats.charges.map((c: any) => [c.status, c.n]));
     console.log(
       `\nservice ledger: charges ${JSON.stringify(byStatus)}, charged ${(Number(stats.charges.find((c: any) => c.status === 'completed')?.amount ?? 0) / 1e6).toFixed(6)} USDC, ` +
-        `held now ${stats.held} raw, sum of balances ${stats.balance} = sum of ledger entries ${stats.ledger}: ${stats.balance === stats.ledger ? 'ok' : 'MISMATCH'}`,
+        `held now ${stats.held} raw, users' balances ${stats.balance} raw; ledger proof (balances sum to 0, each = its transfers, held = open holds): ${stats.proof ? 'ok' : 'FAILED'}`,
     );
     const b = stats.batches;
     console.log(

@@ -51,6 +51,8 @@ const ConfigSchema = z.object({
   SHUTDOWN_GRACE_MS: intFrom(10000, 0),
   UPSTREAM_TIMEOUT_MS: intFrom(120000, 1),
   MAX_WS_CONNECTIONS: intFrom(1000, 1),
+  /** SHARED mode: the platform's fee on what a developer receives, in basis points (CONTRACT §8). */
+  PLATFORM_FEE_BPS: intFrom(0, 0).pipe(z.number().max(10000, 'PLATFORM_FEE_BPS is at most 10000')),
 
   // Hosted wallet (SHARED mode, CONTRACT §8).
   /** `smtp://[user:pass@]host:port` or `smtps://…`; unset: sign-in e-mails are written to the log (development). */

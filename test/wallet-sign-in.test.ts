@@ -192,7 +192,8 @@ describe('consent, wallet page and revocation', () => {
     expect(signed.location).toBe(link.path);
     const consent = await c.get(link.path);
     expect(consent.status).toBe(200);
-    expect(consent.html).toContain('Acme &lt;Writer&gt;');
+    expect(consent.html).toContain('Acme &lt;Writer>'); // text is escaped (`>` needs no escape in text)
+    expect(consent.html).not.toContain('<Writer>');
     expect(consent.html).toContain('Drafts &amp; edits your essays.');
     expect(consent.html).toContain('<button type="submit">Approve</button>');
     expect(consent.html).toMatch(/<button type="submit" class="secondary">Decline<\/button>/);
@@ -229,7 +230,7 @@ describe('consent, wallet page and revocation', () => {
     expect(completed[0].data.ownerUserId).toEqual(expect.any(String));
 
     const wallet = await c.get('/wallet');
-    expect(wallet.html).toContain('Acme &lt;Writer&gt;');
+    expect(wallet.html).toContain('Acme &lt;Writer>');
     expect(wallet.html).toContain(`/wallet/connections/${conn.id}/disconnect`);
   });
 

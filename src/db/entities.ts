@@ -3,7 +3,15 @@ import { PaywallSchema } from '../modules/paywalls/paywall.entity.js';
 import { ProviderSchema } from '../modules/paywalls/provider.entity.js';
 import { ModelPriceSchema } from '../modules/catalog/model-price.entity.js';
 import { EndUserSchema } from '../modules/users/end-user.entity.js';
-import { LedgerEntrySchema, ChargeSchema, IdempotencyKeySchema } from '../modules/ledger/ledger.entity.js';
+import { ChargeSchema, IdempotencyKeySchema } from '../modules/ledger/ledger.entity.js';
+import { LedgerAccountSchema, TransferSchema, WithdrawalSchema } from '../modules/ledger/account.entity.js';
+import {
+  ConnectRequestSchema,
+  WalletConnectionSchema,
+  WalletSessionSchema,
+  WalletSignInSchema,
+  WalletUserSchema,
+} from '../modules/wallet/wallet.entity.js';
 import { EventSchema } from '../modules/events/event.entity.js';
 import { WebhookSubscriptionSchema, WebhookDeliverySchema } from '../modules/webhooks/webhook.entity.js';
 
@@ -13,10 +21,17 @@ export const entities = [
   ProviderSchema,
   ModelPriceSchema,
   EndUserSchema,
-  LedgerEntrySchema,
+  LedgerAccountSchema,
+  TransferSchema,
+  WithdrawalSchema,
   ChargeSchema,
   IdempotencyKeySchema,
   EventSchema,
   WebhookSubscriptionSchema,
   WebhookDeliverySchema,
+  WalletUserSchema,
+  WalletSignInSchema,
+  WalletSessionSchema,
+  ConnectRequestSchema,
+  WalletConnectionSchema,
 ];

@@ -11,7 +11,7 @@ export function ConsentPage(props: { page: PageContext; request: ConsentRequest 
   return html`<${Layout} title=${`Connect ${r.paywallName}`} page=${props.page} narrow=${true}>
     <h1>Connect <span class="app-name">${r.paywallName}</span> to your wallet?</h1>
     <p class="lead">
-      Signed in as ${props.page.session?.user.email}. The app asks to use your wallet for your account
+      Signed in as ${props.page.session?.user.email}. The app asks to use your wallet for your account${' '}
       <strong>${r.externalUserId}</strong>.
     </p>
     <${Card} title="About this app">

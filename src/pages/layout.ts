@@ -48,9 +48,12 @@ export function Layout({ title, page, narrow, wallet = true, children }: LayoutP
         </div>
       </header>
       <main id="content" class=${narrow ? 'narrow' : undefined}>${children}</main>
-      <footer class="foot">
-        Your wallet pays for AI usage in the apps you connect. You can disconnect an app at any time.
-      </footer>
+      ${
+        wallet &&
+        html`<footer class=${narrow ? 'foot narrow' : 'foot'}>
+          Your wallet pays for AI usage in the apps you connect. You can disconnect an app at any time.
+        </footer>`
+      }
     </body>
   </html>`;
 }

@@ -70,7 +70,7 @@ export function CodeStep(props: {
       </form>
     <//>
     <p class="muted">
-      No e-mail? Check your spam folder, or
+      No e-mail? Check your spam folder, or${' '}
       <a href=${props.next ? `/wallet/sign-in?next=${encodeURIComponent(props.next)}` : '/wallet/sign-in'}
         >request a new code</a
       >.

@@ -32,6 +32,8 @@ p{margin:0 0 1rem}
 .balance{font-size:2.25rem;font-weight:650;letter-spacing:-.02em;line-height:1.1;margin:.25rem 0 .25rem}
 .balance small{font-size:1rem;font-weight:500;color:var(--muted);margin-left:.35rem}
 .muted{color:var(--muted)}
+.topup-inline{border-top:1px solid #eef0f3;margin-top:1.25rem;padding-top:1.25rem}
+.topup-inline > p{margin:0}
 .field{margin:0 0 1rem}
 label{display:block;font-weight:600;margin:0 0 .35rem}
 .hint{display:block;color:var(--muted);font-size:.9rem;margin-top:.3rem}

@@ -49,7 +49,7 @@ export function WalletTopupPage(props: {
   return html`<${Layout} title="Top up your wallet" page=${props.page} narrow=${true}>
     <h1>Top up your wallet</h1>
     <p class="lead">
-      Money you add here pays for every app connected to your wallet.
+      Money you add here pays for every app connected to your wallet.${' '}
       <a href="/wallet">Back to your wallet</a>
     </p>
     ${props.error && html`<${Alert} kind="error">${props.error}<//>`}

@@ -27,7 +27,7 @@ export function WalletPage(props: {
     <${Card} title="Balance">
       <p class="balance" data-testid="balance">${usdcText(w.balanceRaw)}</p>
       ${w.heldRaw > 0n && html`<p class="muted">${usdcText(w.heldRaw)} reserved for requests in progress.</p>`}
-      <${TopupForm} page=${props.page} topup=${props.topup} compact=${true} />
+      <div class="topup-inline"><${TopupForm} page=${props.page} topup=${props.topup} compact=${true} /></div>
     <//>
     <${Card} title="Connected apps">
       ${

@@ -1,4 +1,5 @@
 import OpenAI from 'openai';
+import { connectEndUser, createWallet } from './wallet-fixtures.js';
 import type { TestApp } from './app.js';
 import type { FakeUpstream } from './fake-upstream.js';
 
@@ -50,12 +51,19 @@ export async function deposit(t: TestApp, pw: ProxyPaywall, user: string, amount
   if (r.status !== 200) throw new Error(`deposit failed: ${r.status} ${JSON.stringify(r.body)}`);
 }
 
-/** SHARED mode: marks a user as connected to a wallet user (what the hosted approval page does). */
-export async function connectShared(t: TestApp, pw: ProxyPaywall, user: string): Promise<void> {
-  await t.db.query(
-    `update end_user set wallet_user_id = gen_random_uuid(), connected_at = now() where paywall_id = $1 and external_id = $2`,
-    [pw.id, user],
-  );
+/**
+ * SHARED mode: connects a user (seen before) to a new wallet user funded with `fundRaw` (what the hosted
+ * approval page and a top-up do). Returns the wallet.
+ */
+export async function connectShared(
+  t: TestApp,
+  pw: ProxyPaywall,
+  user: string,
+  fundRaw = 0n,
+): Promise<{ walletUserId: string; accountId: string }> {
+  const wallet = await createWallet(t.db, { fundRaw });
+  await connectEndUser(t.db, pw.id, user, wallet);
+  return wallet;
 }
 
 export interface UserMoney {
@@ -65,10 +73,13 @@ export interface UserMoney {
 }
 
 export async function money(t: TestApp, pw: ProxyPaywall, user: string): Promise<UserMoney> {
+  // ledgerSum: the sum of the transfers of the account the user spends (credits − debits).
   const rows = await t.db.query(
-    `select u.balance_raw::text as b, u.held_raw::text as h,
-            (select coalesce(sum(amount_raw), 0)::text from ledger_entry l where l.user_id = u.id) as s
-       from end_user u where u.paywall_id = $1 and u.external_id = $2`,
+    `select coalesce(a.balance_raw, 0)::text as b, coalesce(a.held_raw, 0)::text as h,
+            (select coalesce(sum(case when x.credit_account_id = a.id then x.amount_raw else -x.amount_raw end), 0)::text
+               from transfer x where x.credit_account_id = a.id or x.debit_account_id = a.id) as s
+       from end_user u left join ledger_account a on a.id = u.account_id
+      where u.paywall_id = $1 and u.external_id = $2`,
     [pw.id, user],
   );
   if (!rows.length) return { balance: 0n, held: 0n, ledgerSum: 0n };

@@ -15,6 +15,8 @@ export interface ModelPriceInfo {
   requestPico: bigint;
   /** cap on completion tokens for a hold; null = the default (4096) */
   maxCompletionTokens: number | null;
+  /** The built-in provider's cost prices when it serves this model (CONTRACT §8); else null/absent. */
+  providerCost?: { requestPico: bigint; promptPico: bigint; completionPico: bigint } | null;
 }
 
 /** A catalogue row: the prices plus what the listing shows. */

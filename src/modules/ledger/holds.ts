@@ -1,6 +1,8 @@
 import type { Sql } from '../../db/database.js';
 import { eventRows, type NewEvent } from '../events/event.service.js';
 
+import { earningsAccountOf, FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from './accounts.js';
+
 /**
  * Holds for chat requests (CONTRACT §5.3). Reserving and settling are ONE data-modifying statement,
  * for one request or for a batch of concurrent ones (group commit): the hot path costs one round trip
@@ -10,11 +12,12 @@ import { eventRows, type NewEvent } from '../events/event.service.js';
  * Why batches: every event insert NOTIFYs (the `event_fanout` trigger), and PostgreSQL serialises the
  * commits of notifying transactions (a global lock held through the WAL flush), which caps one
  * statement per request near the disk's fsync rate. One statement for many requests shares that commit.
- * A batch holds at most one item per end user (the caller guarantees it), so every user row is locked
- * and updated once per statement, and rows are locked in id order (no deadlock between batches).
  *
- * A hold is a `charge` row (kind `usage`, status `held`, `hold_raw`) plus `end_user.held_raw += hold`.
- * Free balance = balance_raw − held_raw; the CHECK `held_raw <= balance_raw` backs the rule up.
+ * A hold is a `charge` row (kind `usage`, status `held`, `hold_raw`, the `account_id` it reserves on)
+ * plus `ledger_account.held_raw += hold` on the account the end user spends (its own in DEFAULT mode,
+ * its wallet's in SHARED mode). Free balance = balance_raw − held_raw; the CHECK
+ * `held_raw <= balance_raw` backs the rule up. Settlement is transfers from that account to the
+ * paywall's earnings (and the platform's fees and provider accounts) and the release of the hold.
  */
 
 /** pico-USDC x ppm per raw unit: the scale of `fixedScaled` / `perTokenScaled` (see money.chatCost). */
@@ -43,6 +46,8 @@ export interface ReserveInput {
 }
 
 export interface ReserveResult {
+  /** Another hold of this statement reserves on the same account (a shared wallet): submit again. */
+  retry?: boolean;
   userId: string;
   /** The wallet user of events: the hosted wallet in SHARED mode (null when not connected), the end user itself in DEFAULT mode. */
   walletUserId: string | null;
@@ -86,6 +91,7 @@ const holdResult = (r: Record<string, any>): ReserveResult => ({
   cap: Number(r.cap),
   holdRaw: BigInt(r.hold),
   held: r.held,
+  retry: r.retry,
 });
 
 export interface SettleInput {
@@ -95,6 +101,10 @@ export interface SettleInput {
   status: 'completed' | 'released';
   /** min(cost, hold): what is taken from the balance. */
   capturedRaw: bigint;
+  /** How the captured amount is shared out (accounts.splitCharge); the parts add up to capturedRaw. */
+  earningsRaw: bigint;
+  feeRaw: bigint;
+  providerRaw: bigint;
   /** cost − captured: usage the hold did not cover (CONTRACT §5.6). */
   uncollectedRaw: bigint;
   promptTokens: number | null;
@@ -111,6 +121,9 @@ const settleItem = (s: SettleInput, i: number) => ({
   paywall_id: s.paywallId,
   status: s.status,
   captured: s.capturedRaw.toString(),
+  earnings: s.earningsRaw.toString(),
+  fee: s.feeRaw.toString(),
+  provider: s.providerRaw.toString(),
   uncollected: s.uncollectedRaw.toString(),
   prompt_tokens: s.promptTokens,
   completion_tokens: s.completionTokens,
@@ -123,20 +136,24 @@ const settleItem = (s: SettleInput, i: number) => ({
 /**
  * One statement settles the holds of finished requests and places the holds of new ones (group
  * commit of both kinds: every request needs one of each, so sharing the commit halves the commits and
- * the WAL flushes that NOTIFY serialises). The holds and settlements of one statement concern distinct
- * end users (the caller guarantees it), so each user row is locked and updated once.
+ * the WAL flushes that NOTIFY serialises).
  *
- * Holds: the user rows are locked first (FOR NO KEY UPDATE, in id order: no deadlock between
- * statements, and foreign-key checks of other inserts are not blocked) so that the completion cap is
- * computed from the very balance the update then changes. Concurrent requests of one user queue on
- * that lock and each sees the holds before it, so together they can never reserve more than the free
- * balance; the UPDATE re-checks it. A request whose user does not exist yet gets no row (the caller
- * creates the user and retries); one that cannot afford `min_cap` tokens, or whose user is not
+ * Every account the statement touches (spending accounts, earnings, fees, provider) is locked first,
+ * in id order (FOR NO KEY UPDATE: no deadlock between statements, and foreign-key checks of other
+ * inserts are not blocked), and updated ONCE with the sum of its changes ("batched by account").
+ *
+ * Holds: the completion cap is computed from the very balance the update then changes, and at most one
+ * hold per account is placed per statement (two end users sharing a wallet are one account): the
+ * others come back with `retry` and join the next statement. A hold is computed against the free
+ * balance before this statement's settlements (which only free money), so concurrent requests can
+ * never reserve more than the free balance. A request whose user does not exist yet gets no row (the
+ * caller creates the user and retries); one that cannot afford `min_cap` tokens, or whose user is not
  * connected (SHARED), gets its row with `held = false`.
  *
  * Settlements are idempotent: only a `held` charge is settled (a sweeper and a late finisher cannot
- * both settle it). The balance never goes negative: captured ≤ hold ≤ held_raw ≤ balance_raw. A
- * ledger entry is written only when something is captured (`amount_raw <> 0`).
+ * both settle it). The balance never goes negative: captured ≤ hold ≤ held_raw ≤ balance_raw. The
+ * captured amount leaves the spending account as up to three transfers (earnings, fee, provider cost;
+ * zero parts are not written).
  */
 const TICK_SQL = `
 with hi as (
@@ -146,8 +163,8 @@ with hi as (
 ),
 si as (
   select * from jsonb_to_recordset($2::jsonb) as x(i int, charge_id uuid, paywall_id uuid, status text,
-    captured bigint, uncollected bigint, prompt_tokens int, completion_tokens int, error_code text,
-    ledger_id uuid, metadata jsonb, events jsonb)
+    captured bigint, earnings bigint, fee bigint, provider bigint, uncollected bigint, prompt_tokens int,
+    completion_tokens int, error_code text, ledger_id uuid, metadata jsonb, events jsonb)
 ),
 c as (
   update charge ch
@@ -156,64 +173,86 @@ c as (
          settled_at = now(), metadata = ch.metadata || it.metadata
     from si it
    where ch.id = it.charge_id and ch.status = 'held'
-  returning ch.id, ch.user_id, ch.hold_raw, it.i, it.captured, it.paywall_id, it.ledger_id, it.metadata, it.events
+  returning ch.id, ch.user_id, ch.account_id, ch.hold_raw, it.i, it.captured, it.earnings, it.fee, it.provider,
+            it.paywall_id, it.ledger_id, it.metadata, it.events
+),
+legs as (
+  select c.i, v.n, case when v.n = 1 then c.ledger_id else gen_random_uuid() end as id, v.kind, v.account,
+         v.amount, c.account_id as debit, c.paywall_id, c.user_id, c.id as charge_id, c.metadata
+    from c, lateral (values (1, 'usage', ${earningsAccountOf('c.paywall_id')}, c.earnings),
+                            (2, 'fee', '${FEES_ACCOUNT_ID}'::uuid, c.fee),
+                            (3, 'provider_cost', '${PROVIDER_ACCOUNT_ID}'::uuid, c.provider)) v(n, kind, account, amount)
+   where v.amount > 0
+),
+hu as (
+  select hi.*, e.id as user_id, e.account_id, e.wallet_user_id,
+         (not hi.shared or (e.wallet_user_id is not null and e.account_id is not null)) as connected,
+         row_number() over (partition by e.account_id order by hi.i) as rk
+    from hi join end_user e on e.paywall_id = hi.paywall_id and e.external_id = hi.external_id
 ),
 lk as (
-  select e.id, e.paywall_id, e.external_id, e.balance_raw, e.held_raw, e.wallet_user_id
-    from end_user e
-   where e.id in (select user_id from c)
-      or (e.paywall_id, e.external_id) in (select paywall_id, external_id from hi)
-   order by e.id
+  select a.id, a.balance_raw, a.held_raw
+    from ledger_account a
+   where a.id in (select account_id from c) or a.id in (select account from legs)
+      or a.id in (select account_id from hu where connected)
+   order by a.id
      for no key update
 ),
 calc as (
-  select hi.i, lk.id, case when hi.shared then lk.wallet_user_id else lk.id end as wallet_id,
-         (not hi.shared or lk.wallet_user_id is not null) as connected,
-         lk.balance_raw - lk.held_raw as free, k.cap, hi.min_cap,
-         ceil((hi.fixed + k.cap * hi.per_token) / ${SCALE_PER_RAW})::bigint as hold
-    from hi join lk on lk.paywall_id = hi.paywall_id and lk.external_id = hi.external_id,
+  select hu.i, hu.user_id as id, hu.account_id,
+         case when hu.shared then hu.wallet_user_id else hu.user_id end as wallet_id,
+         hu.connected, hu.connected and hu.rk > 1 as retry,
+         coalesce(lk.balance_raw - lk.held_raw, 0) as free, k.cap, hu.min_cap,
+         ceil((hu.fixed + k.cap * hu.per_token) / ${SCALE_PER_RAW})::bigint as hold
+    from hu left join lk on lk.id = hu.account_id,
     lateral (
-      select case when hi.per_token = 0 then hi.max_cap
-             else greatest(-1, least(hi.max_cap::numeric,
-                    floor(((lk.balance_raw - lk.held_raw)::numeric * ${SCALE_PER_RAW} - hi.fixed) / hi.per_token)))::bigint
+      select case when hu.per_token = 0 then hu.max_cap
+             else greatest(-1, least(hu.max_cap::numeric,
+                    floor((coalesce(lk.balance_raw - lk.held_raw, 0)::numeric * ${SCALE_PER_RAW} - hu.fixed) / hu.per_token)))::bigint
              end as cap
     ) k
 ),
 ok as (
-  select * from calc where connected and cap >= min_cap and hold <= free
+  select * from calc where connected and not retry and cap >= min_cap and hold <= free
 ),
 delta as (
-  select ok.id, ok.hold as held_delta, 0::bigint as balance_delta, ok.i as hold_i, null::int as settle_i from ok
-  union all
-  select c.user_id, -c.hold_raw, -c.captured, null, c.i from c
+  select id, sum(held_delta)::bigint as held_delta, sum(balance_delta)::bigint as balance_delta
+    from (
+      select ok.account_id as id, ok.hold as held_delta, 0::bigint as balance_delta from ok
+      union all select c.account_id, -c.hold_raw, -c.captured from c
+      union all select legs.account, 0, legs.amount from legs
+    ) d
+   group by id
 ),
 u as (
-  update end_user e
-     set held_raw = e.held_raw + d.held_delta, balance_raw = e.balance_raw + d.balance_delta
-    from delta d
-   where e.id = d.id and (d.hold_i is null or e.balance_raw - e.held_raw >= d.held_delta)
-  returning e.id, e.balance_raw, d.hold_i, d.settle_i
+  update ledger_account a
+     set held_raw = a.held_raw + d.held_delta, balance_raw = a.balance_raw + d.balance_delta
+    from delta d join lk on lk.id = d.id
+   where a.id = d.id
+  returning a.id, a.balance_raw
 ),
 ch as (
-  insert into charge (id, paywall_id, user_id, kind, status, hold_raw, model, max_completion_tokens, stream,
-                      metadata, created_at)
-  select hi.charge_id, hi.paywall_id, u.id, 'usage', 'held', ok.hold, hi.model, ok.cap, hi.stream, hi.metadata, now()
-    from u join hi on hi.i = u.hold_i join ok on ok.i = u.hold_i
+  insert into charge (id, paywall_id, user_id, account_id, kind, status, hold_raw, model, max_completion_tokens,
+                      stream, metadata, created_at)
+  select hi.charge_id, hi.paywall_id, ok.id, ok.account_id, 'usage', 'held', ok.hold, hi.model, ok.cap, hi.stream,
+         hi.metadata, now()
+    from ok join hi on hi.i = ok.i
 ),
 hev as (
   insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
   select x.id, x.paywall_id, x.owner_user_id, x.type, x.version, x.trigger, x.subject,
          x.data || jsonb_build_object('walletUserId', ok.wallet_id), x.metadata
-    from u join hi on hi.i = u.hold_i join ok on ok.i = u.hold_i,
+    from ok join hi on hi.i = ok.i,
          jsonb_to_recordset(hi.events) as x(${EVENT_COLUMNS})
-   order by u.hold_i, x.ord
+   order by ok.i, x.ord
 ),
-l as (
-  insert into ledger_entry (id, paywall_id, user_id, kind, amount_raw, balance_after_raw, charge_id, metadata, created_at)
-  select c.ledger_id, c.paywall_id, u.id, 'usage', -c.captured, u.balance_raw, c.id, c.metadata, now()
-    from c join u on u.settle_i = c.i
-   where c.captured > 0
-   order by c.i
+tr as (
+  insert into transfer (id, kind, debit_account_id, credit_account_id, amount_raw, balance_after_raw, paywall_id,
+                        end_user_id, charge_id, metadata, created_at)
+  select legs.id, legs.kind, legs.debit, legs.account, legs.amount, u.balance_raw, legs.paywall_id, legs.user_id,
+         legs.charge_id, legs.metadata, now()
+    from legs join u on u.id = legs.debit
+   order by legs.i, legs.n
 ),
 sev as (
   insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
@@ -222,15 +261,15 @@ sev as (
    order by c.i, x.ord
 )
 select 'h' as kind, calc.i, calc.id, calc.wallet_id, calc.connected, calc.free::text as free,
-       calc.cap::text as cap, calc.hold::text as hold, u.hold_i is not null as held
-  from calc left join u on u.hold_i = calc.i
+       calc.cap::text as cap, calc.hold::text as hold, ok.i is not null as held, calc.retry
+  from calc left join ok on ok.i = calc.i
 union all
-select 's', c.i, null, null, null, null, null, null, true from c`;
+select 's', c.i, null, null, null, null, null, null, true, false from c`;
 
 /**
- * Places `holds` and settles `settlements` in one statement (see TICK_SQL). All inputs together
- * concern distinct end users. Per hold: the result, or null when the user does not exist; per
- * settlement: false when the charge was already settled.
+ * Places `holds` and settles `settlements` in one statement (see TICK_SQL). Per hold: the result (with
+ * `retry` when another hold of the statement took its account), or null when the user does not exist;
+ * per settlement: false when the charge was already settled.
  */
 export async function ledgerTick(
   sql: Sql,
@@ -270,7 +309,8 @@ export async function settleHolds(sql: Sql, inputs: SettleInput[]): Promise<bool
 }
 
 // Holds left `held` by an instance that died (its requests can no longer settle). Released without a
-// charge (the usage is unknown), with a `paywall.proxy.request.failed` event each.
+// charge (the usage is unknown), with a `paywall.proxy.request.failed` event each. Accounts are
+// locked in id order and each updated once with the sum of its released holds.
 const SWEEP_SQL = `
 with c as (
   update charge set status = 'released', error_code = 'abandoned', settled_at = now()
@@ -281,30 +321,31 @@ with c as (
       order by created_at
       limit 500
       for update skip locked)
-  returning id, paywall_id, user_id, hold_raw, model
+  returning id, paywall_id, user_id, account_id, hold_raw, model
 ),
-per_user as (
-  select user_id, sum(hold_raw)::bigint as total from c group by user_id
+per_account as (
+  select account_id, sum(hold_raw)::bigint as total from c group by account_id
 ),
 lk as (
-  select e.id from end_user e where e.id in (select user_id from per_user) order by e.id for no key update
+  select a.id from ledger_account a where a.id in (select account_id from per_account) order by a.id
+     for no key update
 ),
 u as (
-  update end_user e set held_raw = e.held_raw - p.total
-    from per_user p join lk on lk.id = p.user_id
-   where e.id = p.user_id
-  returning e.id, e.external_id, e.wallet_user_id
+  update ledger_account a set held_raw = a.held_raw - p.total
+    from per_account p join lk on lk.id = p.account_id
+   where a.id = p.account_id
 ),
 ev as (
   insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
   select gen_random_uuid(), c.paywall_id, pw.owner_id, 'paywall.proxy.request.failed', '1.0',
          jsonb_build_object('source', 'system', 'actorType', 'system', 'actorId', 'hold-sweeper'),
-         jsonb_build_object('type', 'request', 'id', c.id, 'externalId', u.external_id),
+         jsonb_build_object('type', 'request', 'id', c.id, 'externalId', e.external_id),
          jsonb_build_object('paywallId', c.paywall_id, 'ownerUserId', pw.owner_id, 'requestId', c.id,
-                            'walletUserId', case when pw.mode = 'SHARED' then u.wallet_user_id else u.id end,
+                            'walletUserId', case when pw.mode = 'SHARED'
+                              then (select w.id from wallet_user w where w.account_id = c.account_id) else e.id end,
                             'model', c.model, 'errorCode', 'abandoned'),
          '{}'::jsonb
-    from c join paywall pw on pw.id = c.paywall_id join u on u.id = c.user_id
+    from c join paywall pw on pw.id = c.paywall_id join end_user e on e.id = c.user_id
 )
 select count(*)::int as n from c`;
 

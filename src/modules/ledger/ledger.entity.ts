@@ -1,30 +1,7 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import { Paywall } from '../paywalls/paywall.entity.js';
 import { EndUser } from '../users/end-user.entity.js';
-
-export const LEDGER_KINDS = ['deposit', 'charge', 'usage', 'trial'] as const;
-export type LedgerKind = (typeof LEDGER_KINDS)[number];
-
-/** Append-only: one row per change of a settled balance (a trigger forbids UPDATE and DELETE). */
-export const LedgerEntrySchema = defineEntity({
-  name: 'LedgerEntry',
-  tableName: 'ledger_entry',
-  indexes: [{ properties: ['user', 'seq'] }],
-  properties: {
-    seq: p.bigint('string').primary().autoincrement(),
-    id: p.uuid().unique(),
-    paywall: () => p.manyToOne(Paywall).mapToPk(),
-    user: () => p.manyToOne(EndUser).mapToPk(),
-    kind: p.string().length(16),
-    amountRaw: p.bigint('bigint').check('amount_raw <> 0'),
-    balanceAfterRaw: p.bigint('bigint').check('balance_after_raw >= 0'),
-    chargeId: p.uuid().nullable(),
-    metadata: p.json<Record<string, unknown>>().defaultRaw(`'{}'`),
-    createdAt: p.datetime().defaultRaw('now()'),
-  },
-});
-export class LedgerEntry extends LedgerEntrySchema.class {}
-LedgerEntrySchema.setClass(LedgerEntry);
+import { LedgerAccount } from './account.entity.js';
 
 export const CHARGE_KINDS = ['manual', 'usage'] as const;
 export const CHARGE_STATUSES = ['held', 'completed', 'released', 'failed'] as const;
@@ -43,6 +20,8 @@ export const ChargeSchema = defineEntity({
     id: p.uuid().primary(),
     paywall: () => p.manyToOne(Paywall).mapToPk(),
     user: () => p.manyToOne(EndUser).mapToPk(),
+    /** The account the hold was placed on (and the settlement debits). */
+    account: () => p.manyToOne(LedgerAccount).mapToPk().nullable(),
     kind: p.string().length(16),
     status: p.string().length(16),
     holdRaw: p.bigint('bigint').defaultRaw('0').check('hold_raw >= 0'),

@@ -14,6 +14,7 @@ import {
   type EnsuredUser,
 } from '../users/user.service.js';
 import { IdempotencyService, type Codec } from './idempotency.service.js';
+import { earningsAccountOf, FEES_ACCOUNT_ID, splitCharge, WORLD_ACCOUNT_ID } from './accounts.js';
 
 export const MAX_METADATA_KEYS = 50;
 export const MAX_METADATA_BYTES = 8 * 1024;
@@ -232,13 +233,20 @@ export class LedgerService {
     };
     let rows: any[];
     try {
+      // world → the user's account: one transfer and both balance updates in one statement.
       rows = await sql.query(
         `with u as (
-           update end_user set balance_raw = balance_raw + $1::bigint where id = $2::uuid
-           returning id, paywall_id, balance_raw, held_raw
-         ), l as (
-           insert into ledger_entry (id, paywall_id, user_id, kind, amount_raw, balance_after_raw, metadata)
-           select $3::uuid, u.paywall_id, u.id, 'deposit', $1::bigint, u.balance_raw, $4::jsonb from u
+           update ledger_account set balance_raw = balance_raw + $1::bigint
+            where id = (select account_id from end_user where id = $2::uuid)
+           returning id, balance_raw, held_raw
+         ), w as (
+           update ledger_account set balance_raw = balance_raw - $1::bigint
+            where id = '${WORLD_ACCOUNT_ID}' and exists (select 1 from u)
+         ), t as (
+           insert into transfer (id, kind, debit_account_id, credit_account_id, amount_raw, balance_after_raw,
+                                 paywall_id, end_user_id, metadata, created_at)
+           select $3::uuid, 'deposit', '${WORLD_ACCOUNT_ID}', u.id, $1::bigint, u.balance_raw, $6::uuid, $2::uuid,
+                  $4::jsonb, now() from u
          ), e as (
            ${insertEventsSql(5)} where exists (select 1 from u)
          )
@@ -249,6 +257,7 @@ export class LedgerService {
           ledgerEntryId,
           JSON.stringify(metadata),
           JSON.stringify(eventRows([event])),
+          paywall.id,
         ],
       );
     } catch (e) {
@@ -306,6 +315,7 @@ export class LedgerService {
     if (!user.connected) return this.refuse(sql, paywall, user, chargeId, amountRaw, metadata, trigger, null);
 
     const ledgerEntryId = randomUUID();
+    const split = splitCharge(paywall.mode, amountRaw, 0n, this.s.config.PLATFORM_FEE_BPS);
     const base = { paywallId: paywall.id, ownerUserId: paywall.ownerId, trigger, metadata };
     const subject = { type: 'charge' as const, id: chargeId, externalId };
     const events: NewEvent[] = [
@@ -319,7 +329,7 @@ export class LedgerService {
           walletUserId: walletUserIdOf(paywall, user),
           activityId: chargeId,
           amount: usdcDecimal(amountRaw),
-          processingFeeAmount: '0',
+          processingFeeAmount: usdcDecimal(split.feeRaw),
         },
       },
       {
@@ -334,25 +344,34 @@ export class LedgerService {
         },
       },
     ];
-    // One round trip. The WHERE is the whole rule: free balance covers the amount and (SHARED) the user
-    // is still connected at this instant; everything else only happens when it returned a row.
+    // One round trip. The WHERE is the whole rule: the user still spends an account at this instant
+    // (SHARED: is connected) and its free balance covers the amount; the transfers to the paywall's
+    // earnings and the platform's fees only happen when it returned a row.
     const rows = await sql.query(
-      `with u as (
-         update end_user set balance_raw = balance_raw - $1::bigint
-          where id = $2::uuid and balance_raw - held_raw >= $1::bigint
-            and ($7::boolean or wallet_user_id is not null)
-         returning id, paywall_id, balance_raw, held_raw
-       ), l as (
-         insert into ledger_entry (id, paywall_id, user_id, kind, amount_raw, balance_after_raw, charge_id, metadata)
-         select $3::uuid, u.paywall_id, u.id, 'charge', -($1::bigint), u.balance_raw, $4::uuid, $5::jsonb from u
+      `with s as (
+         update ledger_account a set balance_raw = a.balance_raw - $1::bigint
+          where a.id = (select account_id from end_user where id = $2::uuid and ($7::boolean or wallet_user_id is not null))
+            and a.balance_raw - a.held_raw >= $1::bigint
+         returning a.id, a.balance_raw, a.held_raw
+       ), legs as (
+         select * from (values ($3::uuid, 'charge', ${earningsAccountOf('$8::uuid')}, $9::bigint),
+                               (gen_random_uuid(), 'fee', '${FEES_ACCOUNT_ID}'::uuid, $10::bigint)) v(id, kind, account, amount)
+          where v.amount > 0 and exists (select 1 from s)
+       ), cr as (
+         update ledger_account a set balance_raw = a.balance_raw + legs.amount from legs where a.id = legs.account
+       ), t as (
+         insert into transfer (id, kind, debit_account_id, credit_account_id, amount_raw, balance_after_raw,
+                               paywall_id, end_user_id, charge_id, metadata, created_at)
+         select legs.id, legs.kind, s.id, legs.account, legs.amount, s.balance_raw, $8::uuid, $2::uuid, $4::uuid,
+                $5::jsonb, now() from s, legs
        ), c as (
-         insert into charge (id, paywall_id, user_id, kind, status, amount_raw, metadata, created_at, settled_at)
-         select $4::uuid, u.paywall_id, u.id, 'manual', 'completed', $1::bigint, $5::jsonb, now(), now() from u
+         insert into charge (id, paywall_id, user_id, account_id, kind, status, amount_raw, metadata, created_at, settled_at)
+         select $4::uuid, $8::uuid, $2::uuid, s.id, 'manual', 'completed', $1::bigint, $5::jsonb, now(), now() from s
          returning created_at
        ), e as (
-         ${insertEventsSql(6)} where exists (select 1 from u)
+         ${insertEventsSql(6)} where exists (select 1 from s)
        )
-       select (u.balance_raw - u.held_raw)::text as free, c.created_at from u, c`,
+       select (s.balance_raw - s.held_raw)::text as free, c.created_at from s, c`,
       [
         amountRaw.toString(),
         user.id,
@@ -361,6 +380,9 @@ export class LedgerService {
         JSON.stringify(metadata),
         JSON.stringify(eventRows(events)),
         paywall.mode === 'DEFAULT',
+        paywall.id,
+        split.earningsRaw.toString(),
+        split.feeRaw.toString(),
       ],
     );
     if (rows.length === 1)
@@ -381,7 +403,8 @@ export class LedgerService {
       };
     // Refused: read the state that refused it (for the message and the events).
     const now = await sql.query(
-      `select balance_raw::text as balance_raw, held_raw::text as held_raw, wallet_user_id from end_user where id = $1`,
+      `select coalesce(a.balance_raw, 0)::text as balance_raw, coalesce(a.held_raw, 0)::text as held_raw, e.wallet_user_id
+         from end_user e left join ledger_account a on a.id = e.account_id where e.id = $1`,
       [user.id],
     );
     const state = {
@@ -446,7 +469,7 @@ export class LedgerService {
         this.s.users.topupLinkEvent(paywall, user, url, trigger),
       );
     } else {
-      const req = this.s.users.connectRequest(paywall, user, trigger);
+      const req = await this.s.users.connectRequest(sql, paywall, user, trigger);
       url = req.url;
       message = `User is not connected to this paywall; nothing was charged. Connect here: ${url}`;
       events.push(req.event);
@@ -494,13 +517,22 @@ export class LedgerService {
   async ledgerPages(keys: readonly PageKey[]): Promise<Page<LedgerEntryRow>[]> {
     const afters = keys.map((k) => (k.after ? decodeSeqCursor(k.after) : null));
     const rows = await this.s.db.query(
+      // A user's statement: the transfers they caused, the legs of one charge (earnings, fee, provider
+      // cost) shown as one entry of the whole amount; money in is positive, money spent negative.
       `select k.idx, le.id, le.seq::text as seq, le.kind, le.amount_raw::text as amount_raw,
               le.balance_after_raw::text as balance_after_raw, le.charge_id, le.metadata, le.created_at
          from unnest($1::uuid[], $2::bigint[], $3::int[]) with ordinality as k(user_id, after_seq, lim, idx)
          cross join lateral (
-           select * from ledger_entry x
-            where x.user_id = k.user_id and (k.after_seq is null or x.seq < k.after_seq)
-            order by x.seq desc limit k.lim
+           select (array_agg(x.id order by x.seq))[1] as id, min(x.seq) as seq,
+                  (array_agg(x.kind order by x.seq))[1] as kind,
+                  sum(case when x.kind in ('deposit', 'trial') then x.amount_raw else -x.amount_raw end) as amount_raw,
+                  coalesce(min(x.balance_after_raw), 0) as balance_after_raw, x.charge_id,
+                  (array_agg(x.metadata order by x.seq))[1] as metadata, min(x.created_at) as created_at
+             from transfer x
+            where x.end_user_id = k.user_id
+            group by coalesce(x.charge_id, x.id), x.charge_id
+           having k.after_seq is null or min(x.seq) < k.after_seq
+            order by min(x.seq) desc limit k.lim
          ) le
         order by k.idx, le.seq desc`,
       [keys.map((k) => k.userId), afters, keys.map((k) => k.first + 1)],

@@ -5,6 +5,8 @@ export interface PaywallInfo {
   id: string;
   ownerId: string;
   name: string;
+  /** Shown on the hosted consent page (SHARED). */
+  description: string | null;
   mode: WalletMode;
   markupPpm: bigint;
   topupUrl: string | null;

@@ -15,6 +15,8 @@ export const PaywallSchema = defineEntity({
     id: p.uuid().primary(),
     owner: () => p.manyToOne(Owner).mapToPk().index(),
     name: p.string().length(200),
+    /** Shown to wallet users on the consent page (SHARED mode). */
+    description: p.text().nullable(),
     mode: p.enum(WALLET_MODES).nativeEnumName('wallet_mode'),
     apiKeyHash: p.string().length(64).unique(),
     apiKeyLastFour: p.string().length(4),

@@ -36,7 +36,9 @@ export class PaywallResolver {
     @Ctx() ctx: AppContext,
     @Arg('input') input: CreatePaywallInput,
   ): Promise<CreatePaywallPayload> {
-    return payload(await ctx.services.paywalls.create(requireOwner(ctx), input.name, input.mode));
+    return payload(
+      await ctx.services.paywalls.create(requireOwner(ctx), input.name, input.mode, input.description),
+    );
   }
 
   @Mutation(() => PaywallType)

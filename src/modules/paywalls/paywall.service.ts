@@ -12,6 +12,7 @@ const CHANGED_CHANNEL = 'paywall_changed';
 const MAX_MARKUP_PPM = 1000n * 1_000_000n;
 
 export interface UpdatePaywallInput {
+  description?: string | null;
   name?: string | null;
   markup?: string | null;
   topupUrl?: string | null;
@@ -24,6 +25,7 @@ export const toInfo = (p: Paywall): PaywallInfo => ({
   id: p.id,
   ownerId: p.owner as unknown as string,
   name: p.name,
+  description: p.description ?? null,
   mode: p.mode,
   markupPpm: BigInt(p.markupPpm as any),
   topupUrl: p.topupUrl ?? null,
@@ -35,6 +37,15 @@ export const toInfo = (p: Paywall): PaywallInfo => ({
   createdAt: p.createdAt,
   updatedAt: p.updatedAt,
 });
+
+/** A paywall description: at most 1000 characters; empty clears it. */
+function checkDescription(description: unknown): string | null {
+  if (description === undefined || description === null) return null;
+  if (typeof description !== 'string' || description.length > 1000)
+    throw invalid('description must be a string of at most 1000 characters', 'description');
+  const trimmed = description.trim();
+  return trimmed === '' ? null : trimmed;
+}
 
 export const formatMarkup = (ppm: bigint): string => formatDecimal(ppm, MARKUP_DECIMALS);
 
@@ -86,9 +97,11 @@ export class PaywallService {
     ownerId: string,
     name: string,
     mode: WalletMode,
+    description?: string | null,
   ): Promise<{ paywall: PaywallInfo; apiKey: string }> {
     const trimmed = (name ?? '').trim();
     if (!trimmed || trimmed.length > 200) throw invalid('name must be 1 to 200 characters', 'name');
+    const about = checkDescription(description);
     if (!WALLET_MODES.includes(mode)) throw invalid('mode must be DEFAULT or SHARED', 'mode');
     const apiKey = newSecret(API_KEY_PREFIX);
     const p = await this.db.transaction(async (tx) => {
@@ -96,6 +109,7 @@ export class PaywallService {
         id: newId(),
         owner: ownerId,
         name: trimmed,
+        description: about,
         mode,
         apiKeyHash: sha256Hex(apiKey),
         apiKeyLastFour: apiKey.slice(-4),
@@ -105,6 +119,12 @@ export class PaywallService {
         updatedAt: new Date(),
       } as any);
       await tx.em.flush();
+      // Every paywall has one earnings account (SHARED: what the developer may withdraw; DEFAULT:
+      // the usage charged to its users' app-scoped balances).
+      await tx.query(
+        `insert into ledger_account (id, kind, paywall_id, created_at) values (gen_random_uuid(), 'earnings', $1, now())`,
+        [entity.id],
+      );
       return entity;
     });
     return { paywall: toInfo(p), apiKey };
@@ -136,11 +156,13 @@ export class PaywallService {
     return toInfo(p);
   }
 
-  /** What a hosted page may show about a paywall to anyone holding its link: name and mode only. */
-  async publicInfo(paywallId: string): Promise<{ id: string; name: string; mode: WalletMode } | null> {
+  /** What a hosted page may show about a paywall to anyone holding its link: name, description, mode. */
+  async publicInfo(
+    paywallId: string,
+  ): Promise<{ id: string; name: string; description: string | null; mode: WalletMode } | null> {
     if (!/^[0-9a-f-]{36}$/i.test(paywallId)) return null;
     const p = await this.db.withEm((em) => em.findOne(Paywall, { id: paywallId, archivedAt: null }));
-    return p ? { id: p.id, name: p.name, mode: p.mode } : null;
+    return p ? { id: p.id, name: p.name, description: p.description ?? null, mode: p.mode } : null;
   }
 
   async list(ownerId: string, includeArchived: boolean): Promise<PaywallInfo[]> {
@@ -170,6 +192,10 @@ export class PaywallService {
       if (!name || name.length > 200) throw invalid('name must be 1 to 200 characters', 'name');
       set('name', name, 'name', name === current.name);
     }
+    if (input.description !== undefined) {
+      const about = checkDescription(input.description);
+      set('description', about, 'description', about === current.description);
+    }
     if (input.markup != null) {
       const ppm = parseDecimal(input.markup, MARKUP_DECIMALS);
       if (ppm === null || ppm <= 0n || ppm > MAX_MARKUP_PPM)
@@ -195,6 +221,13 @@ export class PaywallService {
       const raw = input.trialCredits === '0' ? 0n : parseAmount(input.trialCredits);
       if (raw === null)
         throw invalid('trialCredits must be "0" or a positive USDC decimal string', 'trialCredits');
+      if (raw > 0n && current.mode === 'SHARED')
+        throw new DomainError(
+          'unsupported_in_mode',
+          'trial credits are a DEFAULT-mode feature; SHARED-mode users spend their hosted wallet',
+          'trialCredits',
+          'unsupported_in_mode',
+        );
       set('trialCreditsRaw', raw, 'trialCredits', raw === current.trialCreditsRaw);
     }
     for (const [field, value] of [

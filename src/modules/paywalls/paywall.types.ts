@@ -14,6 +14,8 @@ registerEnumType(WalletModeEnum, {
 export class PaywallType {
   @Field(() => ID) id!: string;
   @Field() name!: string;
+  @Field(() => String, { nullable: true, description: 'Shown to wallet users on the consent page (SHARED).' })
+  description!: string | null;
   @Field(() => WalletModeEnum) mode!: WalletMode;
   @Field({ description: 'Multiplier applied to token costs, decimal string (e.g. "1.5").' }) markup!: string;
   @Field(() => String, { nullable: true, description: 'DEFAULT mode: where users top up.' }) topupUrl!:
@@ -33,6 +35,7 @@ export class PaywallType {
     return Object.assign(new PaywallType(), {
       id: p.id,
       name: p.name,
+      description: p.description,
       mode: p.mode,
       markup: formatMarkup(p.markupPpm),
       topupUrl: p.topupUrl,
@@ -52,6 +55,11 @@ export class PaywallType {
 export class CreatePaywallInput {
   @Field() name!: string;
   @Field(() => WalletModeEnum, { description: 'Fixed for the life of the paywall.' }) mode!: WalletMode;
+  @Field(() => String, {
+    nullable: true,
+    description: 'What the app does; shown to wallet users on the consent page (at most 1000 characters).',
+  })
+  description?: string | null;
 }
 
 @ObjectType()
@@ -65,6 +73,8 @@ export class UpdatePaywallInput {
   @Field(() => ID, { nullable: true, description: 'Required with an owner token; implied by an API key.' })
   paywallId?: string;
   @Field(() => String, { nullable: true }) name?: string | null;
+  @Field(() => String, { nullable: true, description: 'Shown on the consent page; "" clears it.' })
+  description?: string | null;
   @Field(() => String, { nullable: true, description: 'Decimal string > 0, e.g. "1.5".' }) markup?:
     string | null;
   @Field(() => String, { nullable: true, description: 'DEFAULT mode only. null clears it.' }) topupUrl?:

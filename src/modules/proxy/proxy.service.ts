@@ -14,6 +14,7 @@ import {
   type SettleInput,
 } from '../ledger/holds.js';
 import { GroupCommit } from './group-commit.js';
+import { splitCharge } from '../ledger/accounts.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
 import type { ModelPriceInfo } from '../catalog/catalog.service.js';
 import {
@@ -278,8 +279,17 @@ export class ProxyService {
     };
     // Hot path: one statement against an existing user; a first-time user is created, then retried.
     const userKey = `${paywall.id}\n${call.externalUserId}`;
-    const reserve = async () =>
-      (await this.ledger.submit({ kind: 'hold', key: userKey, input: holdInput })) as ReserveResult | null;
+    const reserve = async () => {
+      for (;;) {
+        const r = (await this.ledger.submit({
+          kind: 'hold',
+          key: userKey,
+          input: holdInput,
+        })) as ReserveResult | null;
+        // Another end user of the same wallet held in that statement: take the next one.
+        if (!r?.retry) return r;
+      }
+    };
     let hold = await reserve();
     if (!hold) {
       await this.s.users.ensureUser(this.s.db, paywall, call.externalUserId, trigger);
@@ -540,6 +550,15 @@ export class ProxyService {
   }
 
   /**
+   * What the built-in provider costs the platform for these tokens (its cost prices, no markup, rounded
+   * up); 0 when the paywall's own provider served the request.
+   */
+  private providerCost(f: Flight, tokens: { prompt: number; completion: number }): bigint {
+    const cost = f.price.providerCost;
+    return cost ? chatCost(cost, PPM, tokens.prompt, tokens.completion) : 0n;
+  }
+
+  /**
    * Settles the hold: `tokens` null = nothing produced (released, nothing charged). Records the
    * terminal proxy event and, when something is charged, `paywall.usage.charge.created`. Returns the
    * amount taken from the balance.
@@ -595,11 +614,18 @@ export class ProxyService {
           ...(uncollected > 0n ? { uncollected: usdcDecimal(uncollected) } : {}),
         },
       });
+    const split = splitCharge(
+      f.paywall.mode,
+      captured,
+      tokens ? this.providerCost(f, tokens) : 0n,
+      this.s.config.PLATFORM_FEE_BPS,
+    );
     const input: SettleInput = {
       chargeId: f.chargeId,
       paywallId: f.paywall.id,
       status: cost > 0n ? ('completed' as const) : ('released' as const),
       capturedRaw: captured,
+      ...split,
       uncollectedRaw: uncollected,
       promptTokens: tokens?.prompt ?? null,
       completionTokens: tokens?.completion ?? null,

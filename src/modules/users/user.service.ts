@@ -11,6 +11,7 @@ import {
   type NewEvent,
 } from '../events/event.service.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
+import { WORLD_ACCOUNT_ID } from '../ledger/accounts.js';
 
 export const MAX_EXTERNAL_ID_LENGTH = 256;
 
@@ -19,9 +20,11 @@ export interface EndUserRow {
   id: string;
   paywallId: string;
   externalId: string;
-  /** Settled balance: the sum of the user's ledger entries. */
+  /** The account it spends (own in DEFAULT; the wallet's in SHARED once connected; else null). */
+  accountId: string | null;
+  /** Settled balance of that account (0 without one). */
   balanceRaw: bigint;
-  /** Reserved by open holds; free balance = balanceRaw − heldRaw. */
+  /** Reserved by open holds on that account; free balance = balanceRaw − heldRaw. */
   heldRaw: bigint;
   /** SHARED mode: the hosted-wallet user this end user is connected to. */
   walletUserId: string | null;
@@ -48,13 +51,16 @@ export interface DisconnectResult {
   message: string;
 }
 
-const USER_COLUMNS = `id, paywall_id, external_id, balance_raw::text as balance_raw, held_raw::text as held_raw,
-  wallet_user_id, connected_at, created_at`;
+/** Columns of `end_user e left join ledger_account a on a.id = e.account_id` (see USER_FROM). */
+const USER_COLUMNS = `e.id, e.paywall_id, e.external_id, e.account_id, coalesce(a.balance_raw, 0)::text as balance_raw,
+  coalesce(a.held_raw, 0)::text as held_raw, e.wallet_user_id, e.connected_at, e.created_at`;
+const USER_FROM = `end_user e left join ledger_account a on a.id = e.account_id`;
 
 export const toUserRow = (r: any): EndUserRow => ({
   id: r.id,
   paywallId: r.paywall_id,
   externalId: r.external_id,
+  accountId: r.account_id ?? null,
   balanceRaw: BigInt(r.balance_raw),
   heldRaw: BigInt(r.held_raw),
   walletUserId: r.wallet_user_id ?? null,
@@ -118,7 +124,8 @@ export class UserService {
 
     const id = randomUUID();
     const ledgerId = randomUUID();
-    const trial = paywall.trialCreditsRaw > 0n ? paywall.trialCreditsRaw : 0n;
+    // Trial credits are a DEFAULT-mode feature (CONTRACT §8): a SHARED user spends a wallet.
+    const trial = paywall.mode === 'DEFAULT' && paywall.trialCreditsRaw > 0n ? paywall.trialCreditsRaw : 0n;
     const events: NewEvent[] =
       trial > 0n
         ? [
@@ -131,27 +138,48 @@ export class UserService {
               data: {
                 paywallId: paywall.id,
                 ownerUserId: paywall.ownerId,
-                walletUserId: paywall.mode === 'DEFAULT' ? id : null,
+                walletUserId: id,
                 credits: usdcDecimal(trial),
                 activityId: ledgerId,
               },
             },
           ]
         : [];
+    // DEFAULT: the user's own account (same id as the user) is created with it and funded from world by
+    // the trial grant. SHARED: no account until a wallet user approves (it then spends the wallet's).
+    // The foreign key end_user → account is checked at the end of the statement, when both rows exist.
     const rows = await sql.query(
       `with u as (
-         insert into end_user (id, paywall_id, external_id, balance_raw, held_raw, created_at)
-         values ($1::uuid, $2::uuid, $3::varchar, $4::bigint, 0, now())
+         insert into end_user (id, paywall_id, external_id, account_id, created_at)
+         values ($1::uuid, $2::uuid, $3::varchar, case when $7::boolean then $1::uuid end, now())
          on conflict (paywall_id, external_id) do nothing
-         returning ${USER_COLUMNS}
-       ), l as (
-         insert into ledger_entry (id, paywall_id, user_id, kind, amount_raw, balance_after_raw)
-         select $5::uuid, u.paywall_id, u.id, 'trial', $4::bigint, $4::bigint from u where $4::bigint > 0
+         returning id, paywall_id, external_id, account_id, wallet_user_id, connected_at, created_at
+       ), a as (
+         insert into ledger_account (id, kind, paywall_id, balance_raw, created_at)
+         select u.id, 'user', u.paywall_id, $4::bigint, now() from u where $7::boolean
+         returning id, balance_raw, held_raw
+       ), w as (
+         update ledger_account set balance_raw = balance_raw - $4::bigint
+          where id = '${WORLD_ACCOUNT_ID}' and $4::bigint > 0 and exists (select 1 from a)
+       ), t as (
+         insert into transfer (id, kind, debit_account_id, credit_account_id, amount_raw, balance_after_raw,
+                               paywall_id, end_user_id, created_at)
+         select $5::uuid, 'trial', '${WORLD_ACCOUNT_ID}', a.id, $4::bigint, $4::bigint, $2::uuid, a.id, now()
+           from a where $4::bigint > 0
        ), e as (
          ${insertEventsSql(6)} where exists (select 1 from u)
        )
-       select * from u`,
-      [id, paywall.id, externalId, trial.toString(), ledgerId, JSON.stringify(eventRows(events))],
+       select u.*, coalesce(a.balance_raw, 0)::text as balance_raw, coalesce(a.held_raw, 0)::text as held_raw
+         from u left join a on true`,
+      [
+        id,
+        paywall.id,
+        externalId,
+        trial.toString(),
+        ledgerId,
+        JSON.stringify(eventRows(events)),
+        paywall.mode === 'DEFAULT',
+      ],
     );
     if (rows.length === 1) {
       if (trial > 0n) {
@@ -169,7 +197,7 @@ export class UserService {
 
   private async select(sql: Sql, paywallId: string, externalId: string): Promise<EndUserRow | null> {
     const rows = await sql.query(
-      `select ${USER_COLUMNS} from end_user where paywall_id = $1 and external_id = $2`,
+      `select ${USER_COLUMNS} from ${USER_FROM} where e.paywall_id = $1 and e.external_id = $2`,
       [paywallId, externalId],
       'end_user_by_external_id',
     );
@@ -183,9 +211,10 @@ export class UserService {
 
   /** Users by id (DataLoader batch function); missing ids give null. */
   async byIds(ids: readonly string[]): Promise<(EndUserRow | null)[]> {
-    const rows = await this.s.db.query(`select ${USER_COLUMNS} from end_user where id = any($1::uuid[])`, [
-      ids as string[],
-    ]);
+    const rows = await this.s.db.query(
+      `select ${USER_COLUMNS} from ${USER_FROM} where e.id = any($1::uuid[])`,
+      [ids as string[]],
+    );
     const map = new Map(rows.map((r) => [r.id as string, toUserRow(r)]));
     return ids.map((id) => map.get(id) ?? null);
   }
@@ -202,9 +231,9 @@ export class UserService {
     let cur: { ts: string; id: string } | null = null;
     if (after) cur = decodeCursor(after, 'u');
     const rows = await this.s.db.query(
-      `select ${USER_COLUMNS}, created_at::text as created_text from end_user
-        where paywall_id = $1 and ($2::timestamptz is null or (created_at, id) < ($2::timestamptz, $3::uuid))
-        order by created_at desc, id desc limit $4`,
+      `select ${USER_COLUMNS}, e.created_at::text as created_text from ${USER_FROM}
+        where e.paywall_id = $1 and ($2::timestamptz is null or (e.created_at, e.id) < ($2::timestamptz, $3::uuid))
+        order by e.created_at desc, e.id desc limit $4`,
       [paywallId, cur?.ts ?? null, cur?.id ?? null, first + 1],
     );
     const page = rows.slice(0, first).map((r) => ({
@@ -249,21 +278,26 @@ export class UserService {
   }
 
   /**
-   * A connect link (SHARED) and its `paywall.authorization.requested` event. The request id in the link
-   * lets the hosted page tie the approval or refusal to this request.
+   * A connect link (SHARED) and its `paywall.authorization.requested` event. The request is stored (valid
+   * 24 hours, tied to this paywall and end user), so the hosted consent page decides exactly this
+   * request; the link carries only its id. Record the event in the same transaction as `sql`.
    */
-  connectRequest(
+  async connectRequest(
+    sql: Sql,
     paywall: PaywallInfo,
     user: { id: string; externalId: string },
     trigger: EventTrigger,
-  ): { url: string; event: NewEvent } {
+  ): Promise<{ url: string; requestId: string; event: NewEvent }> {
     const requestId = randomUUID();
-    const url = withParam(`${this.s.config.PUBLIC_BASE_URL}/connect/${paywall.id}`, {
-      user: user.externalId,
-      request: requestId,
-    });
+    await sql.query(
+      `insert into connect_request (id, paywall_id, end_user_id, status, expires_at, created_at)
+       values ($1::uuid, $2::uuid, $3::uuid, 'pending', now() + interval '24 hours', now())`,
+      [requestId, paywall.id, user.id],
+    );
+    const url = withParam(`${this.s.config.PUBLIC_BASE_URL}/connect/${paywall.id}`, { request: requestId });
     return {
       url,
+      requestId,
       event: {
         paywallId: paywall.id,
         ownerUserId: paywall.ownerId,
@@ -277,7 +311,7 @@ export class UserService {
           walletUserId: null,
           requestId,
           approvalUrl: url,
-          mode: paywall.mode,
+          mode: 'shared',
         },
       },
     };
@@ -299,9 +333,11 @@ export class UserService {
   async connectLink(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<string> {
     checkExternalId(externalId);
     const user = await this.ensureUser(this.s.db, paywall, externalId, trigger);
-    const { url, event } = this.connectRequest(paywall, user, trigger);
-    await recordEvents(this.s.db, [event]);
-    return url;
+    return this.s.db.transaction(async (tx) => {
+      const { url, event } = await this.connectRequest(tx, paywall, user, trigger);
+      await recordEvents(tx, [event]);
+      return url;
+    });
   }
 
   /**
@@ -335,8 +371,7 @@ export class UserService {
         message: 'The user is connected to this paywall.',
         url: null,
       };
-    const { url, event } = this.connectRequest(paywall, user, trigger);
-    await recordEvents(this.s.db, [event]);
+    const url = await this.connectLink(paywall, externalId, trigger);
     return {
       connected: false,
       connectedUser: null,

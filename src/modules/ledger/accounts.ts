@@ -1,0 +1,81 @@
+import type { Sql } from '../../db/database.js';
+
+/**
+ * The platform's own accounts (fixed ids, created by the accounts migration). `world` is where money
+ * enters and leaves (deposits, Stripe, test funds, payouts): its balance is minus everything inside.
+ */
+export const WORLD_ACCOUNT_ID = '00000000-0000-4000-8000-000000000000';
+/** Platform fees taken from SHARED charges (PLATFORM_FEE_BPS). */
+export const FEES_ACCOUNT_ID = '00000000-0000-4000-8000-000000000001';
+/** What the built-in provider costs the platform, paid out of SHARED charges it served. */
+export const PROVIDER_ACCOUNT_ID = '00000000-0000-4000-8000-000000000002';
+/** Withdrawals requested but not yet paid (or failed). */
+export const PAYOUTS_ACCOUNT_ID = '00000000-0000-4000-8000-000000000003';
+
+/** SQL for the id of a paywall's earnings account, given the paywall id as `expr`. */
+export const earningsAccountOf = (expr: string) =>
+  `(select id from ledger_account where kind = 'earnings' and paywall_id = ${expr})`;
+
+/** How a charge's captured amount is shared out (all raw units; the parts add up to the amount). */
+export interface ChargeSplit {
+  earningsRaw: bigint;
+  feeRaw: bigint;
+  providerRaw: bigint;
+}
+
+/**
+ * CONTRACT §8 "Fee base": DEFAULT charges are the paywall's revenue whole (no platform fee: the
+ * developer collects the money). SHARED: the built-in provider's cost first (never more than what was
+ * captured), then fee = floor(rest x bps / 10000), and the developer's earnings are the rest.
+ */
+export function splitCharge(
+  mode: 'DEFAULT' | 'SHARED',
+  capturedRaw: bigint,
+  providerCostRaw: bigint,
+  feeBps: number,
+): ChargeSplit {
+  if (mode === 'DEFAULT' || capturedRaw <= 0n)
+    return { earningsRaw: capturedRaw, feeRaw: 0n, providerRaw: 0n };
+  const providerRaw = providerCostRaw < capturedRaw ? providerCostRaw : capturedRaw;
+  const rest = capturedRaw - providerRaw;
+  const feeRaw = (rest * BigInt(feeBps)) / 10_000n;
+  return { earningsRaw: rest - feeRaw, feeRaw, providerRaw };
+}
+
+export interface LedgerProof {
+  /** Sum of every account's balance: 0 in a sound ledger. */
+  totalRaw: bigint;
+  /** Accounts whose balance differs from the sum of their transfers (credits − debits). */
+  unbalancedAccounts: string[];
+  /** Accounts whose held amount differs from the sum of their open holds. */
+  misheldAccounts: string[];
+  ok: boolean;
+}
+
+/**
+ * The one query that proves the ledger: all balances add up to zero, each account's balance is the
+ * sum of its transfers, and each account's held amount is the sum of its open holds.
+ */
+export async function proveLedger(sql: Sql): Promise<LedgerProof> {
+  const rows = await sql.query(
+    `with flows as (
+       select credit_account_id as id, amount_raw as amt from transfer
+       union all select debit_account_id, -amount_raw from transfer
+     ), sums as (select id, sum(amt) as total from flows group by id),
+     holds as (select account_id as id, sum(hold_raw) as total from charge where status = 'held' group by 1)
+     select (select coalesce(sum(balance_raw), 0) from ledger_account)::text as total,
+            coalesce((select array_agg(a.id::text) from ledger_account a left join sums s on s.id = a.id
+                       where a.balance_raw <> coalesce(s.total, 0)), '{}') as unbalanced,
+            coalesce((select array_agg(a.id::text) from ledger_account a left join holds h on h.id = a.id
+                       where a.held_raw <> coalesce(h.total, 0)), '{}') as misheld`,
+  );
+  const totalRaw = BigInt(rows[0].total);
+  const unbalancedAccounts: string[] = rows[0].unbalanced;
+  const misheldAccounts: string[] = rows[0].misheld;
+  return {
+    totalRaw,
+    unbalancedAccounts,
+    misheldAccounts,
+    ok: totalRaw === 0n && unbalancedAccounts.length === 0 && misheldAccounts.length === 0,
+  };
+}

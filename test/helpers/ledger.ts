@@ -1,0 +1,63 @@
+import type { Database } from '../../src/db/database.js';
+import { proveLedger } from '../../src/modules/ledger/accounts.js';
+
+/** An end user with the account it spends (balance/held 0 when it has none). */
+export async function userAccount(
+  db: Database,
+  paywallId: string,
+  externalId: string,
+): Promise<{ id: string; accountId: string | null; balance: string; held: string } | null> {
+  const rows = await db.query<any>(
+    `select e.id, e.account_id, coalesce(a.balance_raw, 0)::text as balance, coalesce(a.held_raw, 0)::text as held
+       from end_user e left join ledger_account a on a.id = e.account_id
+      where e.paywall_id = $1 and e.external_id = $2`,
+    [paywallId, externalId],
+  );
+  return rows.length
+    ? { id: rows[0].id, accountId: rows[0].account_id, balance: rows[0].balance, held: rows[0].held }
+    : null;
+}
+
+/** Sets the held amount of an account directly (tests that simulate a request in flight). */
+export async function setHeld(db: Database, userId: string, heldRaw: number | bigint): Promise<void> {
+  await db.query(
+    `update ledger_account set held_raw = $2 where id = (select account_id from end_user where id = $1)`,
+    [userId, heldRaw.toString()],
+  );
+}
+
+/**
+ * The transfers an end user caused, oldest first, as a statement: money in positive, money spent
+ * negative (one row per transfer; a SHARED charge's fee and provider legs are rows of their own).
+ */
+export async function userTransfers(
+  db: Database,
+  userId: string,
+): Promise<
+  { id: string; kind: string; amount: string; after: string; chargeId: string | null; metadata: any }[]
+> {
+  const rows = await db.query<any>(
+    `select id, kind, case when kind in ('deposit', 'trial') then amount_raw else -amount_raw end::text as amount,
+            balance_after_raw::text as after, charge_id, metadata
+       from transfer where end_user_id = $1 order by seq`,
+    [userId],
+  );
+  return rows.map((r) => ({
+    id: r.id,
+    kind: r.kind,
+    amount: r.amount,
+    after: r.after,
+    chargeId: r.charge_id,
+    metadata: typeof r.metadata === 'string' ? JSON.parse(r.metadata) : r.metadata,
+  }));
+}
+
+/** The ledger proof (balances sum to 0; each account = its transfers; held = its open holds) must hold. */
+export async function expectLedgerProven(db: Database): Promise<void> {
+  const proof = await proveLedger(db);
+  expect({
+    total: proof.totalRaw.toString(),
+    unbalanced: proof.unbalancedAccounts,
+    misheld: proof.misheldAccounts,
+  }).toEqual({ total: '0', unbalanced: [], misheld: [] });
+}
