@@ -192,7 +192,7 @@ describe('consent, wallet page and revocation', () => {
     expect(signed.location).toBe(link.path);
     const consent = await c.get(link.path);
     expect(consent.status).toBe(200);
-    expect(consent.html).toContain('Acme &lt;Writer>'); // text is escaped (`>` needs no escape in text)
+    expect(consent.html).toContain('Acme &lt;Writer&gt;');
     expect(consent.html).not.toContain('<Writer>');
     expect(consent.html).toContain('Drafts &amp; edits your essays.');
     expect(consent.html).toContain('<button type="submit">Approve</button>');
@@ -230,7 +230,7 @@ describe('consent, wallet page and revocation', () => {
     expect(completed[0].data.ownerUserId).toEqual(expect.any(String));
 
     const wallet = await c.get('/wallet');
-    expect(wallet.html).toContain('Acme &lt;Writer>');
+    expect(wallet.html).toContain('Acme &lt;Writer&gt;');
     expect(wallet.html).toContain(`/wallet/connections/${conn.id}/disconnect`);
   });
 
@@ -426,6 +426,48 @@ describe('consent, wallet page and revocation', () => {
     const wallet = await c.get('/wallet?done=funds');
     expect(wallet.html).toContain('12.50 USDC');
     expect(wallet.html).toContain('Test funds');
+  });
+});
+
+describe('races and redirects', () => {
+  it('concurrent Approve clicks connect once and record one event', async () => {
+    const pw = await t.createPaywall('SHARED', 'Racy app');
+    const link = await connectLink(pw.apiKey, 'quinn');
+    const c = client();
+    await signIn(c, 'quinn@example.com');
+    await c.get(link.path);
+    const answers = await Promise.all(
+      Array.from({ length: 5 }, () => c.post(`/connect/${pw.id}/approve`, { request: link.requestId })),
+    );
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 409, 409, 409, 409]);
+    expect(await events(pw.id, 'paywall.authorization.completed')).toHaveLength(1);
+    const conns = await t.db.query(`select id from wallet_connection where paywall_id = $1`, [pw.id]);
+    expect(conns).toHaveLength(1);
+
+    // Concurrent revokes (the page twice and the API at once) record one revocation.
+    await c.get('/wallet');
+    await Promise.all([
+      c.post(`/wallet/connections/${conns[0].id}/disconnect`, {}),
+      t.rest('GET', '/v1/user/disconnect?user=quinn', { token: pw.apiKey }),
+      c.post(`/wallet/connections/${conns[0].id}/disconnect`, {}),
+    ]);
+    expect(await events(pw.id, 'paywall.authorization.revoked')).toHaveLength(1);
+  });
+
+  it('after sign-in, only same-origin page paths are followed', async () => {
+    const unsafe = [
+      'https://evil.example/',
+      '//evil.example/wallet',
+      '/\\evil.example',
+      '/graphql',
+      'javascript:alert(1)',
+    ];
+    for (const [i, next] of unsafe.entries()) {
+      const res = await signIn(client(), `next${i}@example.com`, next);
+      expect(res.location).toBe('/wallet');
+    }
+    const res = await signIn(client(), 'next-ok@example.com', '/wallet/topup?paywall=x&user=a+b%40c');
+    expect(res.location).toBe('/wallet/topup?paywall=x&user=a+b%40c');
   });
 });
 

@@ -12,6 +12,31 @@ export const html = (htm as unknown as (typeof htm)['default']).bind(h);
 export type Children = ComponentChildren;
 export type Node = VNode<any> | VNode<any>[] | string | null;
 
+/**
+ * Preact escapes `&`, `<` and `"` (all that HTML needs); this also escapes `>` in text and attribute
+ * values, so user-supplied names read the same in every tool (`&lt;b&gt;`). Markup is not touched: in
+ * rendered output `<` only ever opens a tag, and a tag ends at the first `>` outside quotes.
+ */
+function escapeGreaterThan(markup: string): string {
+  let out = '';
+  let inTag = false;
+  let inQuote = false;
+  for (const ch of markup) {
+    if (!inTag) {
+      if (ch === '<') inTag = true;
+      out += ch === '>' ? '&gt;' : ch;
+    } else if (inQuote) {
+      if (ch === '"') inQuote = false;
+      out += ch === '>' ? '&gt;' : ch;
+    } else {
+      if (ch === '"') inQuote = true;
+      else if (ch === '>') inTag = false;
+      out += ch;
+    }
+  }
+  return out;
+}
+
 /** A whole document, doctype included. */
 export const renderDocument = (node: ReturnType<typeof html>): string =>
-  '<!doctype html>' + render(node as VNode<any>);
+  '<!doctype html>' + escapeGreaterThan(render(node as VNode<any>));

@@ -112,7 +112,6 @@ export function safeNext(next: unknown): string | null {
   if (typeof next !== 'string' || next.length > 1024) return null;
   // eslint-disable-next-line no-control-regex -- control characters are exactly what we refuse
   if (/[\u0000-\u001f\u007f\\]/.test(next)) return null;
-  if (!/^\/(connect\/[0-9a-fA-F-]{36}(\?[\w=&%.-]*)?|wallet(\/topup)?(\?[\w=&%.-]*)?)$/.test(next))
-    return null;
+  if (!/^\/(connect\/[0-9a-fA-F-]{36}|wallet(\/topup)?)(\?[\w=&%.+-]*)?$/.test(next)) return null;
   return next;
 }
