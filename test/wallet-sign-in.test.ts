@@ -1,6 +1,7 @@
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { startSmtpCatcher, type SmtpCatcher } from './helpers/smtp-catcher.js';
 import { PageClient } from './helpers/page-client.js';
+import { loadConfig } from '../src/config.js';
 
 let t: TestApp;
 let smtp: SmtpCatcher;
@@ -101,6 +102,21 @@ describe('wallet sign-in (e-mailed one-time code)', () => {
     expect(out.status).toBe(303);
     expect((await c.get('/wallet')).status).toBe(303);
     expect((await t.db.query(`select count(*)::int as n from wallet_session`))[0].n).toBe(0);
+  });
+
+  it('the session cookie is Secure when PUBLIC_BASE_URL is https', async () => {
+    const base = t.config.PUBLIC_BASE_URL;
+    t.config.PUBLIC_BASE_URL = 'https://wallet.example';
+    try {
+      const c = client();
+      const res = await signIn(c, 'secure@example.com');
+      const line = res.headers.getSetCookie().find((l) => l.startsWith('pp_wallet_session='))!;
+      expect(line).toMatch(/;\s*Secure/i);
+      expect(line).toMatch(/HttpOnly/i);
+      expect(line).toMatch(/Max-Age=2592000/i); // 30 days
+    } finally {
+      t.config.PUBLIC_BASE_URL = base;
+    }
   });
 
   it('five wrong codes lock the code, even the right one afterwards', async () => {
@@ -495,5 +511,38 @@ describe('without test funds or a payment processor', () => {
     } finally {
       await plain.close();
     }
+  });
+});
+
+describe('mail and configuration', () => {
+  it('without SMTP_URL the sign-in e-mail, code included, is written to the log', async () => {
+    const lines: string[] = [];
+    const dev = await startTestApp(
+      { LOG_LEVEL: 'info' },
+      { logStream: { write: (l: string) => lines.push(l) } },
+    );
+    try {
+      const c = new PageClient(dev.url, '203.0.113.78');
+      await c.get('/wallet/sign-in');
+      expect((await c.post('/wallet/sign-in', { email: 'dev@example.com' })).status).toBe(200);
+      const mail = lines.map((l) => JSON.parse(l)).find((l) => l.mail?.to === 'dev@example.com');
+      expect(mail.level).toBe(30); // info
+      const code = /\b(\d{6})\b/.exec(mail.mail.text)![1];
+      expect((await c.post('/wallet/sign-in/code', { email: 'dev@example.com', code })).status).toBe(303);
+    } finally {
+      await dev.close();
+    }
+  });
+
+  it('SMTP_URL must be smtp:// or smtps://; MAIL_FROM and WALLET_TEST_FUNDS have safe defaults', () => {
+    expect(() => loadConfig({ SMTP_URL: 'http://mail.example:25' })).toThrow(/SMTP_URL/);
+    expect(loadConfig({ SMTP_URL: 'smtps://u:p@mail.example:465' }).SMTP_URL).toBe(
+      'smtps://u:p@mail.example:465',
+    );
+    const c = loadConfig({});
+    expect(c.SMTP_URL).toBeUndefined();
+    expect(c.MAIL_FROM).toBe('Paywall Proxy <no-reply@localhost>');
+    expect(c.WALLET_TEST_FUNDS).toBe(false);
+    expect(loadConfig({ WALLET_TEST_FUNDS: 'true' }).WALLET_TEST_FUNDS).toBe(true);
   });
 });
