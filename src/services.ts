@@ -7,6 +7,7 @@ import { PaywallService } from './modules/paywalls/paywall.service.js';
 import { ProviderService } from './modules/paywalls/provider.service.js';
 import { UserService } from './modules/users/user.service.js';
 import { LedgerService } from './modules/ledger/ledger.service.js';
+import { EarningsService } from './modules/ledger/earnings.service.js';
 import { CatalogService } from './modules/catalog/catalog.service.js';
 import { ProxyService } from './modules/proxy/proxy.service.js';
 import { WebhookService } from './modules/webhooks/webhook.service.js';
@@ -30,6 +31,7 @@ export interface Services {
   providers: ProviderService;
   users: UserService;
   ledger: LedgerService;
+  earnings: EarningsService;
   catalog: CatalogService;
   proxy: ProxyService;
   webhooks: WebhookService;
@@ -53,6 +55,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
   s.providers = new ProviderService(s);
   s.users = new UserService(s);
   s.ledger = new LedgerService(s);
+  s.earnings = new EarningsService(db);
   s.catalog = new CatalogService(s);
   s.proxy = new ProxyService(s);
   s.webhooks = new WebhookService(s);

@@ -1,7 +1,9 @@
 import { PaywallResolver } from '../modules/paywalls/paywall.resolver.js';
 import { ProviderResolver } from '../modules/paywalls/provider.resolver.js';
 import { UserResolver } from '../modules/users/user.resolver.js';
+import { ConnectionResolver } from '../modules/users/connection.resolver.js';
 import { LedgerResolver } from '../modules/ledger/ledger.resolver.js';
+import { EarningsResolver } from '../modules/ledger/earnings.resolver.js';
 import { CatalogResolver } from '../modules/catalog/catalog.resolver.js';
 import { ProxyResolver } from '../modules/proxy/proxy.resolver.js';
 import { WebhookResolver } from '../modules/webhooks/webhook.resolver.js';
@@ -12,7 +14,9 @@ export const resolvers = [
   PaywallResolver,
   ProviderResolver,
   UserResolver,
+  ConnectionResolver,
   LedgerResolver,
+  EarningsResolver,
   CatalogResolver,
   ProxyResolver,
   WebhookResolver,

@@ -5,15 +5,9 @@ import { parseAmount, usdcDecimal } from '../../shared/money.js';
 import type { Services } from '../../services.js';
 import { eventRows, insertEventsSql, type EventTrigger, type NewEvent } from '../events/event.service.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
-import {
-  checkExternalId,
-  decodeCursor,
-  encodeCursor,
-  triggerOf,
-  walletUserIdOf,
-  type EnsuredUser,
-} from '../users/user.service.js';
+import { checkExternalId, triggerOf, walletUserIdOf, type EnsuredUser } from '../users/user.service.js';
 import { IdempotencyService, type Codec } from './idempotency.service.js';
+import { decodeCursor, decodeSeqCursor, encodeCursor, encodeSeqCursor } from '../../shared/cursor.js';
 import { earningsAccountOf, FEES_ACCOUNT_ID, splitCharge, WORLD_ACCOUNT_ID } from './accounts.js';
 
 export const MAX_METADATA_KEYS = 50;
@@ -515,7 +509,7 @@ export class LedgerService {
    * LATERAL per requested page.
    */
   async ledgerPages(keys: readonly PageKey[]): Promise<Page<LedgerEntryRow>[]> {
-    const afters = keys.map((k) => (k.after ? decodeSeqCursor(k.after) : null));
+    const afters = keys.map((k) => (k.after ? decodeSeqCursor(k.after, 'le') : null));
     const rows = await this.s.db.query(
       // A user's statement: the transfers they caused, the legs of one charge (earnings, fee, provider
       // cost) shown as one entry of the whole amount; money in is positive, money spent negative.
@@ -550,7 +544,7 @@ export class LedgerService {
           chargeId: r.charge_id ?? null,
           metadata: typeof r.metadata === 'string' ? JSON.parse(r.metadata) : r.metadata,
           createdAt: new Date(r.created_at),
-          cursor: Buffer.from(`le:${r.seq}`).toString('base64url'),
+          cursor: encodeSeqCursor('le', r.seq),
         })),
       };
     });
@@ -601,10 +595,4 @@ export class LedgerService {
       };
     });
   }
-}
-
-function decodeSeqCursor(cursor: string): string {
-  const m = /^le:(\d{1,18})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!m) throw new DomainError('invalid_request', 'after is not a valid cursor', 'after');
-  return m[1];
 }

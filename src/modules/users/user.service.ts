@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Sql } from '../../db/database.js';
 import { DomainError } from '../../shared/errors.js';
 import { usdcDecimal } from '../../shared/money.js';
+import { decodeCursor, encodeCursor } from '../../shared/cursor.js';
 import type { Services } from '../../services.js';
 import {
   eventRows,
@@ -44,6 +45,18 @@ export interface ConnectResult {
   connectedUser: { paywallKeyId: string; userId: string; externalUserId: string; createdAt: Date } | null;
   message: string;
   url: string | null;
+}
+
+/** A SHARED-mode authorization (approved connection), as the paywall's owner sees it. */
+export interface ConnectionRow {
+  id: string;
+  endUserId: string;
+  externalUserId: string;
+  walletUserId: string;
+  status: 'ACTIVE' | 'REVOKED';
+  createdAt: Date;
+  revokedAt: Date | null;
+  cursor: string;
 }
 
 export interface DisconnectResult {
@@ -243,6 +256,36 @@ export class UserService {
     return { rows: page, hasNextPage: rows.length > first };
   }
 
+  /** The paywall's wallet connections (active and revoked), newest first. */
+  async connections(
+    paywallId: string,
+    first: number,
+    after: string | null,
+  ): Promise<{ rows: ConnectionRow[]; hasNextPage: boolean }> {
+    const cur = after ? decodeCursor(after, 'wc') : null;
+    const rows = await this.s.db.query(
+      `select c.id, c.end_user_id, e.external_id, c.wallet_user_id, c.created_at, c.revoked_at,
+              c.created_at::text as created_text
+         from wallet_connection c join end_user e on e.id = c.end_user_id
+        where c.paywall_id = $1 and ($2::timestamptz is null or (c.created_at, c.id) < ($2::timestamptz, $3::uuid))
+        order by c.created_at desc, c.id desc limit $4`,
+      [paywallId, cur?.ts ?? null, cur?.id ?? null, first + 1],
+    );
+    return {
+      hasNextPage: rows.length > first,
+      rows: rows.slice(0, first).map((r) => ({
+        id: r.id,
+        endUserId: r.end_user_id,
+        externalUserId: r.external_id,
+        walletUserId: r.wallet_user_id,
+        status: r.revoked_at ? 'REVOKED' : 'ACTIVE',
+        createdAt: new Date(r.created_at),
+        revokedAt: r.revoked_at ? new Date(r.revoked_at) : null,
+        cursor: encodeCursor('wc', r.created_text, r.id),
+      })),
+    };
+  }
+
   /** URL of the top-up page for a user (no side effects; see `topupLink`). */
   topupUrl(paywall: PaywallInfo, externalId: string): string {
     if (paywall.mode === 'SHARED')
@@ -402,17 +445,4 @@ export class UserService {
       ? { success: true, message: 'The user was disconnected; their authorization is revoked.' }
       : { success: true, message: 'The user was not connected; nothing to revoke.' };
   }
-}
-
-/** Opaque pagination cursors: `<kind>:<timestamp text>|<id>` in base64url. */
-export function encodeCursor(kind: string, ts: string, id: string): string {
-  return Buffer.from(`${kind}:${ts}|${id}`).toString('base64url');
-}
-
-export function decodeCursor(cursor: string, kind: string): { ts: string; id: string } {
-  const text = Buffer.from(cursor, 'base64url').toString('utf8');
-  const m = new RegExp(`^${kind}:([0-9 :.+\\-T]{10,40})\\|([0-9a-f-]{36})$`).exec(text);
-  if (!m || Number.isNaN(Date.parse(m[1].replace(' ', 'T').replace(/([+-]\d\d)$/, '$1:00'))))
-    throw new DomainError('invalid_request', 'after is not a valid cursor', 'after');
-  return { ts: m[1], id: m[2] };
 }

@@ -1,0 +1,312 @@
+import { spawnSync } from 'node:child_process';
+import { FakeUpstream } from './helpers/fake-upstream.js';
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { expectLedgerProven } from './helpers/ledger.js';
+import { client, createProxyPaywall, MODEL, type ProxyPaywall } from './helpers/proxy-setup.js';
+import { connectEndUser, createWallet } from './helpers/wallet-fixtures.js';
+
+/**
+ * One wallet, many apps (CONTRACT §8): a wallet connected to two SHARED paywalls has one balance that
+ * both spend; each charge moves the amount to the paywall's earnings less the platform fee; withdrawals
+ * take from the earnings. Money is checked to the raw unit, and the ledger proof after each test.
+ */
+const FEE_BPS = 250n;
+const fee = (amount: bigint) => (amount * FEE_BPS) / 10_000n;
+const CHAT_COST = 1086n; // 11 prompt + 7 completion tokens at the proxy-setup prices, markup 1.5
+
+let t: TestApp;
+let fake: FakeUpstream;
+let a: ProxyPaywall;
+let b: ProxyPaywall;
+
+beforeAll(async () => {
+  fake = await FakeUpstream.start();
+  t = await startTestApp({ PLATFORM_FEE_BPS: String(FEE_BPS) });
+  a = await createProxyPaywall(t, fake, { mode: 'SHARED' });
+  b = await createProxyPaywall(t, fake, { mode: 'SHARED' });
+});
+afterAll(async () => {
+  await t?.close();
+  await fake?.close();
+});
+
+/** Sees the user on the paywall (GET /v1/user/connect: not connected yet) and connects it to the wallet. */
+async function connect(pw: ProxyPaywall, user: string, wallet: { walletUserId: string; accountId: string }) {
+  const r = await t.rest('GET', `/v1/user/connect?user=${user}`, { token: pw.apiKey });
+  expect(r.body).toMatchObject({ connected: false });
+  await connectEndUser(t.db, pw.id, user, wallet);
+}
+
+const balanceOf = async (pw: ProxyPaywall, user: string) =>
+  BigInt((await t.rest('GET', `/v1/user/balance?user=${user}`, { token: pw.apiKey })).body.balance);
+
+async function earnings(pw: ProxyPaywall) {
+  const r = await t.gql(
+    pw.apiKey,
+    `{ paywall { earnings { available pending withdrawn fees } earningsHistory(first: 100) { edges { node { kind amount chargeId } } } } }`,
+  );
+  if (r.errors) throw new Error(JSON.stringify(r.errors));
+  return r.data.paywall;
+}
+
+const usdc = (raw: bigint) => {
+  const s = raw.toString().padStart(7, '0');
+  return `${s.slice(0, -6)}.${s.slice(-6)}`;
+};
+
+describe('one wallet, two apps', () => {
+  const fund = 1_000_000n;
+  let wallet: { walletUserId: string; accountId: string };
+
+  it('a wallet connected to two SHARED paywalls has one balance both read', async () => {
+    wallet = await createWallet(t.db, { fundRaw: fund });
+    await connect(a, 'ann', wallet);
+    await connect(b, 'ben', wallet);
+    expect(await balanceOf(a, 'ann')).toBe(fund);
+    expect(await balanceOf(b, 'ben')).toBe(fund);
+    const c = await t.rest('GET', '/v1/user/connect?user=ann', { token: a.apiKey });
+    expect(c.body).toMatchObject({
+      connected: true,
+      connectedUser: { paywallKeyId: a.id, userId: wallet.walletUserId, externalUserId: 'ann' },
+    });
+    // An unconnected user of the same paywall reads 0.
+    expect(await balanceOf(a, 'stranger')).toBe(0n);
+    await expectLedgerProven(t.db);
+  });
+
+  it('after chats, streams and manual charges on both, each paywall earns its charges less fees, to the raw unit', async () => {
+    const charged = new Map<string, bigint[]>([
+      [a.id, []],
+      [b.id, []],
+    ]);
+    const chat = async (pw: ProxyPaywall, user: string) => {
+      const r = await client(t, pw, user).chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'hi' }],
+      });
+      const cost = BigInt(Math.round(Number((r.usage as any).cost) * 1e6));
+      expect(cost).toBe(CHAT_COST);
+      charged.get(pw.id)!.push(cost);
+    };
+    const stream = async (pw: ProxyPaywall, user: string) => {
+      const s = await client(t, pw, user).chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'hi' }],
+        stream: true,
+        stream_options: { include_usage: true },
+      });
+      let cost: bigint | null = null;
+      for await (const chunk of s)
+        if ((chunk.usage as any)?.cost) cost = BigInt(Math.round(Number((chunk.usage as any).cost) * 1e6));
+      expect(cost).toBe(CHAT_COST);
+      charged.get(pw.id)!.push(cost!);
+    };
+    const manual = async (pw: ProxyPaywall, user: string, raw: bigint) => {
+      const r = await t.rest('POST', '/v1/user/charge', {
+        token: pw.apiKey,
+        body: { user, amount: usdc(raw) },
+      });
+      expect(r.body).toMatchObject({ success: true });
+      charged.get(pw.id)!.push(raw);
+    };
+    await chat(a, 'ann');
+    await stream(a, 'ann');
+    await chat(b, 'ben');
+    await manual(a, 'ann', 50_000n);
+    await stream(b, 'ben');
+    await manual(b, 'ben', 12_345n);
+    await Promise.all([chat(a, 'ann'), chat(b, 'ben'), stream(a, 'ann')]);
+
+    const all = [...charged.get(a.id)!, ...charged.get(b.id)!];
+    const spent = all.reduce((s, x) => s + x, 0n);
+    expect(await balanceOf(a, 'ann')).toBe(fund - spent);
+    expect(await balanceOf(b, 'ben')).toBe(fund - spent);
+
+    for (const pw of [a, b]) {
+      const mine = charged.get(pw.id)!;
+      const fees = mine.reduce((s, x) => s + fee(x), 0n);
+      const gross = mine.reduce((s, x) => s + x, 0n);
+      const e = await earnings(pw);
+      expect(e.earnings).toEqual({
+        available: usdc(gross - fees),
+        pending: '0.000000',
+        withdrawn: '0.000000',
+        fees: usdc(fees),
+      });
+      // The earnings history: one entry per charge, of the charge less its fee.
+      const credits = e.earningsHistory.edges.map((x: any) => x.node.amount).sort();
+      expect(credits).toEqual(mine.map((x) => usdc(x - fee(x))).sort());
+    }
+    // The fee account holds every fee; the wallet, the two earnings and the fees add up with world to 0.
+    await expectLedgerProven(t.db);
+  });
+
+  it('a revoked user reads 0 and is refused; the wallet keeps its balance for the other app', async () => {
+    const before = await balanceOf(b, 'ben');
+    const r = await t.rest('GET', '/v1/user/disconnect?user=ann', { token: a.apiKey });
+    expect(r.body).toMatchObject({ success: true });
+    expect(await balanceOf(a, 'ann')).toBe(0n);
+    const c = await t.rest('POST', '/v1/user/charge', {
+      token: a.apiKey,
+      body: { user: 'ann', amount: '0.01' },
+    });
+    expect(c.body).toMatchObject({ success: false });
+    expect(c.body.url).toMatch(new RegExp(`^${t.url}/connect/${a.id}\\?request=[0-9a-f-]{36}$`));
+    expect(await balanceOf(b, 'ben')).toBe(before);
+    const conns = await t.gql(
+      a.apiKey,
+      `{ paywall { connections { edges { node { externalUserId walletUserId status revokedAt } } } } }`,
+    );
+    expect(conns.data.paywall.connections.edges).toEqual([
+      {
+        node: {
+          externalUserId: 'ann',
+          walletUserId: wallet.walletUserId,
+          status: 'REVOKED',
+          revokedAt: expect.any(String),
+        },
+      },
+    ]);
+    await expectLedgerProven(t.db);
+  });
+});
+
+describe('withdrawals', () => {
+  const q = `mutation($i: RequestWithdrawalInput!) { requestWithdrawal(input: $i) { id amount destination status } }`;
+
+  it('take from the available earnings at once; cancel returns them; more than available is refused', async () => {
+    const start = (await earnings(a)).earnings.available;
+    const r = await t.gql(a.apiKey, q, { i: { amount: '0.01', destination: 'IBAN DE00 1234' } });
+    expect(r.errors).toBeUndefined();
+    expect(r.data.requestWithdrawal).toMatchObject({
+      amount: '0.010000',
+      destination: 'IBAN DE00 1234',
+      status: 'PENDING',
+    });
+    const after = (await earnings(a)).earnings;
+    expect(after.pending).toBe('0.010000');
+    expect(BigInt(after.available.replace('.', ''))).toBe(BigInt(start.replace('.', '')) - 10_000n);
+
+    const cancel = await t.gql(a.apiKey, `mutation($id: ID!) { cancelWithdrawal(id: $id) { status } }`, {
+      id: r.data.requestWithdrawal.id,
+    });
+    expect(cancel.data.cancelWithdrawal.status).toBe('CANCELED');
+    expect((await earnings(a)).earnings).toMatchObject({ available: start, pending: '0.000000' });
+    const again = await t.gql(a.apiKey, `mutation($id: ID!) { cancelWithdrawal(id: $id) { status } }`, {
+      id: r.data.requestWithdrawal.id,
+    });
+    expect(again.errors?.[0].message).toMatch(/is CANCELED; only a PENDING withdrawal can be canceled/);
+
+    const tooMuch = await t.gql(a.apiKey, q, { i: { amount: '1000', destination: 'x' } });
+    expect(tooMuch.errors?.[0].message).toMatch(/^Insufficient earnings: /);
+    const bad = await t.gql(a.apiKey, q, { i: { amount: '-1', destination: 'x' } });
+    expect(bad.errors?.[0].extensions?.code).toBeDefined();
+    // Another paywall's key cannot cancel it.
+    const w = await t.gql(a.apiKey, q, { i: { amount: '0.001', destination: 'acct-1' } });
+    const foreign = await t.gql(b.apiKey, `mutation($id: ID!) { cancelWithdrawal(id: $id) { status } }`, {
+      id: w.data.requestWithdrawal.id,
+    });
+    expect(foreign.errors?.[0].message).toMatch(/not found/);
+    expect((await earnings(a)).earnings.pending).toBe('0.001000');
+    await expectLedgerProven(t.db);
+  });
+
+  it('the operator marks them paid (funds leave) or failed (funds return)', async () => {
+    const paid = await t.gql(a.apiKey, q, { i: { amount: '0.002', destination: 'acct-2' } });
+    const failed = await t.gql(a.apiKey, q, { i: { amount: '0.003', destination: 'acct-3' } });
+    const before = (await earnings(a)).earnings;
+    const earningsSvc = t.app.services.earnings;
+    const queue = await earningsSvc.list('PENDING');
+    expect(queue.map((w) => w.id)).toEqual(
+      expect.arrayContaining([paid.data.requestWithdrawal.id, failed.data.requestWithdrawal.id]),
+    );
+    if (process.env.DATABASE_URL) {
+      // The CLI, as the operator runs it, against the same PostgreSQL database.
+      const url = new URL(t.config.DATABASE_URL!);
+      const run = (...argv: string[]) =>
+        spawnSync(process.execPath, ['dist/src/admin.js', ...argv], {
+          env: { ...process.env, DATABASE_URL: url.toString(), LOG_LEVEL: 'silent' },
+          encoding: 'utf8',
+        });
+      const list = run('withdrawals', 'list');
+      expect(list.status).toBe(0);
+      expect(list.stdout).toContain(paid.data.requestWithdrawal.id);
+      const out = run('withdrawals', 'mark-paid', paid.data.requestWithdrawal.id);
+      expect(out.status).toBe(0);
+      expect(JSON.parse(out.stdout)).toMatchObject({ status: 'PAID', amount: '0.002000' });
+      const again = run('withdrawals', 'mark-paid', paid.data.requestWithdrawal.id);
+      expect(again.status).toBe(1);
+      expect(again.stderr).toMatch(/is PAID; only a PENDING withdrawal can be marked PAID/);
+      const verify = run('ledger', 'verify');
+      expect(JSON.parse(verify.stdout)).toMatchObject({ ok: true, total: '0' });
+    } else {
+      await earningsSvc.markPaid(paid.data.requestWithdrawal.id);
+    }
+    await earningsSvc.markFailed(failed.data.requestWithdrawal.id, 'account closed');
+    const after = (await earnings(a)).earnings;
+    expect(after.withdrawn).toBe('0.002000');
+    expect(after.available).toBe(usdc(BigInt(before.available.replace('.', '')) + 3_000n));
+    const list = await t.gql(
+      a.apiKey,
+      `{ paywall { withdrawals { edges { node { amount status failureReason } } } } }`,
+    );
+    expect(list.data.paywall.withdrawals.edges.slice(0, 2)).toEqual([
+      { node: { amount: '0.003000', status: 'FAILED', failureReason: 'account closed' } },
+      { node: { amount: '0.002000', status: 'PAID', failureReason: null } },
+    ]);
+    await expectLedgerProven(t.db);
+  });
+
+  it('a DEFAULT paywall has no withdrawals', async () => {
+    const d = await t.createPaywall('DEFAULT');
+    const r = await t.gql(d.apiKey, q, { i: { amount: '1', destination: 'x' } });
+    expect(r.errors?.[0].extensions).toMatchObject({
+      code: 'BAD_USER_INPUT',
+      errorCode: 'unsupported_in_mode',
+    });
+  });
+});
+
+describe('concurrency', () => {
+  it('100 concurrent chats from two paywalls never overspend one small wallet; each settled request is one set of transfers', async () => {
+    const small = 10n * CHAT_COST + 500n;
+    const w = await createWallet(t.db, { fundRaw: small });
+    await connect(a, 'cat', w);
+    await connect(b, 'cal', w);
+    const results = await Promise.all(
+      Array.from({ length: 100 }, (_, i) =>
+        client(t, i % 2 ? a : b, i % 2 ? 'cat' : 'cal')
+          .chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] })
+          .then((r: any) => (r.paywall ? 'blocked' : 'ok')),
+      ),
+    );
+    const ok = results.filter((r) => r === 'ok').length;
+    const bal = BigInt(
+      (
+        await t.db.query(
+          `select balance_raw::text as b, held_raw::text as h from ledger_account where id = $1`,
+          [w.accountId],
+        )
+      )[0].b,
+    );
+    expect(bal).toBe(small - BigInt(ok) * CHAT_COST);
+    expect(bal >= 0n).toBe(true);
+    expect(ok).toBeGreaterThan(0);
+    expect(ok).toBeLessThanOrEqual(10);
+    const legs = await t.db.query(
+      `select c.id, count(t.*) filter (where t.kind = 'usage')::int as usage, count(t.*) filter (where t.kind = 'fee')::int as fee,
+              sum(t.amount_raw)::text as total
+         from charge c left join transfer t on t.charge_id = c.id
+        where c.account_id = $1 and c.status = 'completed' group by c.id`,
+      [w.accountId],
+    );
+    expect(legs).toHaveLength(ok);
+    for (const l of legs) expect(l).toMatchObject({ usage: 1, fee: 1, total: CHAT_COST.toString() });
+    const open = await t.db.query(
+      `select count(*)::int as n from charge where account_id = $1 and status = 'held'`,
+      [w.accountId],
+    );
+    expect(open[0].n).toBe(0);
+    await expectLedgerProven(t.db);
+  });
+});
