@@ -50,7 +50,8 @@ button.danger:hover{background:var(--err-bg)}
 button.link{background:none;border:none;color:var(--accent);padding:.25rem .4rem;min-height:0;text-decoration:underline;font-weight:500}
 .actions{display:flex;gap:.75rem;flex-wrap:wrap;align-items:center;margin-top:1.25rem}
 .actions form{margin:0}
-.inline{display:flex;gap:.75rem;align-items:flex-end;flex-wrap:wrap}
+.inline{display:flex;gap:.75rem;align-items:flex-start;flex-wrap:wrap}
+.inline > button{margin-top:1.9rem}
 .inline .field{flex:1 1 12rem;margin:0}
 .alert{border:1px solid;border-radius:10px;padding:.75rem 1rem;margin:0 0 1.25rem}
 .alert.error{background:var(--err-bg);border-color:var(--err-line);color:var(--err-text)}
