@@ -1,5 +1,6 @@
-import type { Sql } from '../../db/database.js';
-import { eventRows, type NewEvent } from '../events/event.service.js';
+import type { Database, Sql } from '../../db/database.js';
+import { eventRows, recordEvents, type EventTrigger, type NewEvent } from '../events/event.service.js';
+import { buildEvent } from '../events/event-payloads.js';
 
 import { earningsAccountOf, FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from './accounts.js';
 
@@ -308,9 +309,9 @@ export async function settleHolds(sql: Sql, inputs: SettleInput[]): Promise<bool
   return (await ledgerTick(sql, [], inputs)).settlements;
 }
 
-// Holds left `held` by an instance that died (its requests can no longer settle). Released without a
-// charge (the usage is unknown), with a `paywall.proxy.request.failed` event each. Accounts are
-// locked in id order and each updated once with the sum of its released holds.
+// Holds left `held` by an instance that died (its requests can no longer settle): released without a
+// charge (the usage is unknown). Accounts are locked in id order and each updated once with the sum of
+// its released holds. Returns what the events need.
 const SWEEP_SQL = `
 with c as (
   update charge set status = 'released', error_code = 'abandoned', settled_at = now()
@@ -334,27 +335,43 @@ u as (
   update ledger_account a set held_raw = a.held_raw - p.total
     from per_account p join lk on lk.id = p.account_id
    where a.id = p.account_id
-),
-ev as (
-  insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
-  select gen_random_uuid(), c.paywall_id, pw.owner_id, 'paywall.proxy.request.failed', '1.0',
-         jsonb_build_object('source', 'system', 'actorType', 'system', 'actorId', 'hold-sweeper'),
-         jsonb_build_object('type', 'request', 'id', c.id, 'externalId', e.external_id),
-         jsonb_build_object('paywallId', c.paywall_id, 'ownerUserId', pw.owner_id, 'requestId', c.id,
-                            'walletUserId', case when pw.mode = 'SHARED'
-                              then (select w.id from wallet_user w where w.account_id = c.account_id) else e.id end,
-                            'model', c.model, 'errorCode', 'abandoned'),
-         '{}'::jsonb
-    from c join paywall pw on pw.id = c.paywall_id join end_user e on e.id = c.user_id
 )
-select count(*)::int as n from c`;
+select c.id, c.paywall_id, pw.owner_id, pw.mode, c.model, e.id as end_user_id, e.external_id,
+       (select w.id from wallet_user w where w.account_id = c.account_id) as wallet_user_id
+  from c join paywall pw on pw.id = c.paywall_id join end_user e on e.id = c.user_id`;
 
-/** Releases holds older than `olderThanMs` that are not in flight here; returns how many. */
+const SWEEPER: EventTrigger = { source: 'system', actorType: 'system', actorId: 'hold-sweeper' };
+
+/**
+ * Releases holds older than `olderThanMs` that are not in flight here, with a
+ * `paywall.proxy.request.failed` (errorCode `abandoned`) each, in one transaction; returns how many.
+ */
 export async function sweepAbandonedHolds(
-  sql: Sql,
+  db: Database,
   olderThanMs: number,
   inFlight: string[],
 ): Promise<number> {
-  const rows = await sql.query(SWEEP_SQL, [olderThanMs, inFlight], 'proxy_sweep_holds');
-  return rows[0]?.n ?? 0;
+  return db.transaction(async (tx) => {
+    const rows = await tx.query(SWEEP_SQL, [olderThanMs, inFlight]);
+    await recordEvents(
+      tx,
+      rows.map((r) =>
+        buildEvent(
+          'paywall.proxy.request.failed',
+          {
+            paywall: { id: r.paywall_id, ownerId: r.owner_id },
+            trigger: SWEEPER,
+            subject: { type: 'request', id: r.id, externalId: r.external_id },
+          },
+          {
+            requestId: r.id,
+            walletUserId: r.mode === 'SHARED' ? (r.wallet_user_id ?? null) : r.end_user_id,
+            model: r.model,
+            errorCode: 'abandoned',
+          },
+        ),
+      ),
+    );
+    return rows.length;
+  });
 }

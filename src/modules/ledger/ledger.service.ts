@@ -4,6 +4,7 @@ import { DomainError } from '../../shared/errors.js';
 import { parseAmount, usdcDecimal } from '../../shared/money.js';
 import type { Services } from '../../services.js';
 import { eventRows, insertEventsSql, type EventTrigger, type NewEvent } from '../events/event.service.js';
+import { buildEvent } from '../events/event-payloads.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
 import { checkExternalId, triggerOf, walletUserIdOf, type EnsuredUser } from '../users/user.service.js';
 import { IdempotencyService, type Codec } from './idempotency.service.js';
@@ -207,15 +208,10 @@ export class LedgerService {
       );
     const user = await this.s.users.ensureUser(sql, paywall, externalId, trigger);
     const ledgerEntryId = randomUUID();
-    const event: NewEvent = {
-      paywallId: paywall.id,
-      ownerUserId: paywall.ownerId,
-      type: 'paywall.balance.deposit.created',
-      trigger,
-      subject: { type: 'end_user', id: user.id, externalId },
-      data: {
-        paywallId: paywall.id,
-        ownerUserId: paywall.ownerId,
+    const event = buildEvent(
+      'paywall.balance.deposit.created',
+      { paywall, trigger, subject: { type: 'end_user', id: user.id, externalId }, metadata },
+      {
         walletUserId: walletUserIdOf(paywall, user),
         externalUserId: externalId,
         amount: usdcDecimal(amountRaw),
@@ -223,8 +219,7 @@ export class LedgerService {
         source: 'api',
         activityId: ledgerEntryId,
       },
-      metadata,
-    };
+    );
     let rows: any[];
     try {
       // world → the user's account: one transfer and both balance updates in one statement.
@@ -310,33 +305,23 @@ export class LedgerService {
 
     const ledgerEntryId = randomUUID();
     const split = splitCharge(paywall.mode, amountRaw, 0n, this.s.config.PLATFORM_FEE_BPS);
-    const base = { paywallId: paywall.id, ownerUserId: paywall.ownerId, trigger, metadata };
-    const subject = { type: 'charge' as const, id: chargeId, externalId };
+    const ctx = {
+      paywall,
+      trigger,
+      metadata,
+      subject: { type: 'charge' as const, id: chargeId, externalId },
+    };
     const events: NewEvent[] = [
-      {
-        ...base,
-        type: 'paywall.balance.charge.created',
-        subject,
-        data: {
-          paywallId: paywall.id,
-          ownerUserId: paywall.ownerId,
-          walletUserId: walletUserIdOf(paywall, user),
-          activityId: chargeId,
-          amount: usdcDecimal(amountRaw),
-          processingFeeAmount: usdcDecimal(split.feeRaw),
-        },
-      },
-      {
-        ...base,
-        type: 'paywall.balance.charge.completed',
-        subject,
-        data: {
-          paywallId: paywall.id,
-          ownerUserId: paywall.ownerId,
-          activityId: chargeId,
-          settlementReference: ledgerEntryId,
-        },
-      },
+      buildEvent('paywall.balance.charge.created', ctx, {
+        walletUserId: walletUserIdOf(paywall, user),
+        activityId: chargeId,
+        amount: usdcDecimal(amountRaw),
+        processingFeeAmount: usdcDecimal(split.feeRaw),
+      }),
+      buildEvent('paywall.balance.charge.completed', ctx, {
+        activityId: chargeId,
+        settlementReference: ledgerEntryId,
+      }),
     ];
     // One round trip. The WHERE is the whole rule: the user still spends an account at this instant
     // (SHARED: is connected) and its free balance covers the amount; the transfers to the paywall's
@@ -426,21 +411,17 @@ export class LedgerService {
     const available = availableRaw ?? user.balanceRaw - user.heldRaw;
     const errorCode = user.connected ? 'insufficient_balance' : 'not_connected';
     const walletUserId = walletUserIdOf(paywall, user);
-    const base = { paywallId: paywall.id, ownerUserId: paywall.ownerId, trigger, metadata };
     const events: NewEvent[] = [
-      {
-        ...base,
-        type: 'paywall.balance.charge.failed',
-        subject: { type: 'charge', id: chargeId, externalId: user.externalId },
-        data: {
-          paywallId: paywall.id,
-          ownerUserId: paywall.ownerId,
-          walletUserId,
-          activityId: chargeId,
-          amount: usdcDecimal(amountRaw),
-          errorCode,
+      buildEvent(
+        'paywall.balance.charge.failed',
+        {
+          paywall,
+          trigger,
+          metadata,
+          subject: { type: 'charge', id: chargeId, externalId: user.externalId },
         },
-      },
+        { walletUserId, activityId: chargeId, amount: usdcDecimal(amountRaw), errorCode },
+      ),
     ];
     let url: string;
     let message: string;
@@ -448,18 +429,16 @@ export class LedgerService {
       url = this.s.users.topupUrl(paywall, user.externalId);
       message = `Insufficient balance: ${usdcDecimal(available)} USDC available, ${usdcDecimal(amountRaw)} USDC requested. Top up here: ${url}`;
       events.push(
-        {
-          ...base,
-          type: 'paywall.balance.depleted',
-          subject: { type: 'end_user', id: user.id, externalId: user.externalId },
-          data: {
-            paywallId: paywall.id,
-            ownerUserId: paywall.ownerId,
-            walletUserId,
-            requestedAmount: usdcDecimal(amountRaw),
-            availableBalance: usdcDecimal(available),
+        buildEvent(
+          'paywall.balance.depleted',
+          {
+            paywall,
+            trigger,
+            metadata,
+            subject: { type: 'end_user', id: user.id, externalId: user.externalId },
           },
-        },
+          { walletUserId, requestedAmount: usdcDecimal(amountRaw), availableBalance: usdcDecimal(available) },
+        ),
         this.s.users.topupLinkEvent(paywall, user, url, trigger),
       );
     } else {

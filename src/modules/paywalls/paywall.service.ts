@@ -3,6 +3,7 @@ import { DomainError, invalid, notFound } from '../../shared/errors.js';
 import { newId, newSecret, safeEqual, sha256Hex } from '../../shared/ids.js';
 import { MARKUP_DECIMALS, formatDecimal, parseAmount, parseDecimal } from '../../shared/money.js';
 import { recordEvents, type EventTrigger } from '../events/event.service.js';
+import { buildEvent } from '../events/event-payloads.js';
 import { Paywall, type WalletMode, WALLET_MODES } from './paywall.entity.js';
 import type { Auth, PaywallInfo } from './paywall-info.js';
 
@@ -245,19 +246,11 @@ export class PaywallService {
       const p = await tx.em.findOneOrFail(Paywall, { id: current.id });
       Object.assign(p, changes, { updatedAt: new Date() });
       await recordEvents(tx, [
-        {
-          paywallId: p.id,
-          ownerUserId: current.ownerId,
-          type: 'paywall.updated',
-          trigger: actorOf(auth),
-          subject: { type: 'paywall', id: p.id },
-          data: {
-            paywallId: p.id,
-            ownerUserId: current.ownerId,
-            changedFields,
-            summarySections: summarySections(changedFields),
-          },
-        },
+        buildEvent(
+          'paywall.updated',
+          { paywall: current, trigger: actorOf(auth), subject: { type: 'paywall', id: p.id } },
+          { changedFields, summarySections: summarySections(changedFields) },
+        ),
       ]);
       await this.changed(tx, p.id);
       return p;
@@ -279,20 +272,11 @@ export class PaywallService {
       p.apiKeyLastFour = apiKey.slice(-4);
       p.updatedAt = new Date();
       await recordEvents(tx, [
-        {
-          paywallId: p.id,
-          ownerUserId: current.ownerId,
-          type: 'paywall.secret.rotated',
-          trigger,
-          subject: { type: 'paywall', id: p.id },
-          data: {
-            paywallId: p.id,
-            ownerUserId: current.ownerId,
-            secretLastFour: p.apiKeyLastFour,
-            actorId: trigger.actorId,
-            actorType: trigger.actorType,
-          },
-        },
+        buildEvent(
+          'paywall.secret.rotated',
+          { paywall: current, trigger, subject: { type: 'paywall', id: p.id } },
+          { secretLastFour: p.apiKeyLastFour, actorId: trigger.actorId, actorType: trigger.actorType },
+        ),
       ]);
       await this.changed(tx, p.id);
       return p;
@@ -314,14 +298,11 @@ export class PaywallService {
       p.archivedAt = new Date();
       p.updatedAt = new Date();
       await recordEvents(tx, [
-        {
-          paywallId: p.id,
-          ownerUserId: current.ownerId,
-          type: 'paywall.archived',
-          trigger: actorOf(auth),
-          subject: { type: 'paywall', id: p.id },
-          data: { paywallId: p.id, ownerUserId: current.ownerId, reason: why },
-        },
+        buildEvent(
+          'paywall.archived',
+          { paywall: current, trigger: actorOf(auth), subject: { type: 'paywall', id: p.id } },
+          { reason: why },
+        ),
       ]);
       await this.changed(tx, p.id);
       return p;

@@ -3,6 +3,7 @@ import type { Services } from '../../services.js';
 import { loadSecretBox, type SecretBox } from '../../shared/crypto.js';
 import { DomainError, invalid } from '../../shared/errors.js';
 import { recordEvents, type EventTrigger } from '../events/event.service.js';
+import { buildEvent } from '../events/event-payloads.js';
 import type { Auth, PaywallInfo } from './paywall-info.js';
 import { KeyedLoader } from '../../shared/keyed-loader.js';
 
@@ -233,20 +234,16 @@ export class ProviderService {
         [paywall.id, baseUrl, ciphertext, lastFour],
       );
       await recordEvents(tx, [
-        {
-          paywallId: paywall.id,
-          ownerUserId: paywall.ownerId,
-          type: 'paywall.integration.connected',
-          trigger,
-          subject: { type: 'paywall', id: paywall.id },
-          data: {
-            paywallId: paywall.id,
-            ownerUserId: paywall.ownerId,
-            integrationKey: INTEGRATION_KEY,
-            enabledBy: trigger.actorId,
+        buildEvent(
+          'paywall.integration.connected',
+          {
+            paywall,
+            trigger,
+            subject: { type: 'paywall', id: paywall.id },
+            metadata: { baseUrl, replaced: !row.inserted },
           },
-          metadata: { baseUrl, replaced: !row.inserted },
-        },
+          { integrationKey: INTEGRATION_KEY, enabledBy: trigger.actorId },
+        ),
       ]);
       await tx.query('select pg_notify($1, $2)', [CHANGED_CHANNEL, paywall.id]);
     });
@@ -269,20 +266,16 @@ export class ProviderService {
       ]);
       if (rows.length === 0) return false;
       await recordEvents(tx, [
-        {
-          paywallId: paywall.id,
-          ownerUserId: paywall.ownerId,
-          type: 'paywall.integration.disconnected',
-          trigger,
-          subject: { type: 'paywall', id: paywall.id },
-          data: {
-            paywallId: paywall.id,
-            ownerUserId: paywall.ownerId,
-            integrationKey: INTEGRATION_KEY,
-            disabledBy: trigger.actorId,
+        buildEvent(
+          'paywall.integration.disconnected',
+          {
+            paywall,
+            trigger,
+            subject: { type: 'paywall', id: paywall.id },
+            metadata: { baseUrl: rows[0].base_url },
           },
-          metadata: { baseUrl: rows[0].base_url },
-        },
+          { integrationKey: INTEGRATION_KEY, disabledBy: trigger.actorId },
+        ),
       ]);
       await tx.query('select pg_notify($1, $2)', [CHANGED_CHANNEL, paywall.id]);
       return true;

@@ -4,7 +4,7 @@ import { DomainError, invalid } from '../../shared/errors.js';
 import { chatCost, usdcDecimal } from '../../shared/money.js';
 import type { EventTrigger, NewEvent } from '../events/event.service.js';
 import { recordEvents } from '../events/event.service.js';
-import type { EventType } from '../events/event-catalog.js';
+import { buildEvent } from '../events/event-payloads.js';
 import {
   ledgerTick,
   sweepAbandonedHolds,
@@ -242,25 +242,22 @@ export class ProxyService {
       actorType: 'api_key',
       actorId: paywall.id,
     };
-    const subject = { type: 'request' as const, id: chargeId, externalId: call.externalUserId };
-    const base = { paywallId: paywall.id, ownerUserId: paywall.ownerId };
+    const ctx = {
+      paywall,
+      trigger,
+      subject: { type: 'request' as const, id: chargeId, externalId: call.externalUserId },
+    };
     const startEvents: NewEvent[] = [
-      {
-        ...base,
-        type: 'paywall.proxy.request.started',
-        trigger,
-        subject,
-        data: { ...base, requestId: chargeId, model: req.model, stream: req.stream },
-      },
+      buildEvent('paywall.proxy.request.started', ctx, {
+        requestId: chargeId,
+        model: req.model,
+        stream: req.stream,
+      }),
     ];
     if (req.stream)
-      startEvents.push({
-        ...base,
-        type: 'paywall.usage.charge.deferred',
-        trigger,
-        subject,
-        data: { ...base, deferredRequestId: chargeId, model: req.model },
-      });
+      startEvents.push(
+        buildEvent('paywall.usage.charge.deferred', ctx, { deferredRequestId: chargeId, model: req.model }),
+      );
 
     const markup = paywall.markupPpm;
     const holdInput: ReserveInput = {
@@ -573,47 +570,37 @@ export class ProxyService {
     f.settled = true;
     const { cost, captured } = tokens ? this.charge(f, tokens) : { cost: 0n, captured: 0n };
     const uncollected = cost - captured;
-    const base = { paywallId: f.paywall.id, ownerUserId: f.paywall.ownerId };
     const walletUserId = f.hold.walletUserId;
     const model = f.req.model;
-    const subject = { type: 'request' as const, id: f.chargeId, externalId: f.externalUserId };
-    const terminal: Record<Outcome, EventType> = {
-      completed: 'paywall.proxy.request.completed',
-      failed: 'paywall.proxy.request.failed',
-      canceled: 'paywall.proxy.request.canceled',
+    const ctx = {
+      paywall: f.paywall,
+      trigger: f.trigger,
+      subject: { type: 'request' as const, id: f.chargeId, externalId: f.externalUserId },
     };
+    const data = { requestId: f.chargeId, walletUserId, model };
     const events: NewEvent[] = [
-      {
-        ...base,
-        type: terminal[outcome],
-        trigger: f.trigger,
-        subject,
-        data: {
-          ...base,
-          requestId: f.chargeId,
-          walletUserId,
-          model,
-          ...(outcome === 'failed' ? { errorCode } : {}),
-        },
-      },
+      outcome === 'completed'
+        ? buildEvent('paywall.proxy.request.completed', ctx, data)
+        : outcome === 'canceled'
+          ? buildEvent('paywall.proxy.request.canceled', ctx, data)
+          : buildEvent('paywall.proxy.request.failed', ctx, { ...data, errorCode: errorCode ?? 'failed' }),
     ];
     if (cost > 0n)
-      events.push({
-        ...base,
-        type: 'paywall.usage.charge.created',
-        trigger: f.trigger,
-        subject: { type: 'charge', id: f.chargeId, externalId: f.externalUserId },
-        data: {
-          ...base,
-          walletUserId,
-          activityId: f.chargeId,
-          model,
-          promptTokens: tokens!.prompt,
-          completionTokens: tokens!.completion,
-          cost: usdcDecimal(captured),
-          ...(uncollected > 0n ? { uncollected: usdcDecimal(uncollected) } : {}),
-        },
-      });
+      events.push(
+        buildEvent(
+          'paywall.usage.charge.created',
+          { ...ctx, subject: { type: 'charge', id: f.chargeId, externalId: f.externalUserId } },
+          {
+            walletUserId,
+            activityId: f.chargeId,
+            model,
+            promptTokens: tokens!.prompt,
+            completionTokens: tokens!.completion,
+            cost: usdcDecimal(captured),
+            ...(uncollected > 0n ? { uncollected: usdcDecimal(uncollected) } : {}),
+          },
+        ),
+      );
     const split = splitCharge(
       f.paywall.mode,
       captured,
@@ -672,46 +659,40 @@ export class ProxyService {
       reason === 'not_connected'
         ? await this.s.users.connectLink(paywall, externalUserId, trigger)
         : await this.s.users.topupLink(paywall, externalUserId, trigger);
-    const base = { paywallId: paywall.id, ownerUserId: paywall.ownerId };
     const walletUserId = hold.walletUserId;
-    const requestSubject = { type: 'request' as const, id: requestId, externalId: externalUserId };
-    const userSubject = { type: 'end_user' as const, id: hold.userId, externalId: externalUserId };
+    const onRequest = {
+      paywall,
+      trigger,
+      subject: { type: 'request' as const, id: requestId, externalId: externalUserId },
+    };
+    const onUser = {
+      paywall,
+      trigger,
+      subject: { type: 'end_user' as const, id: hold.userId, externalId: externalUserId },
+    };
     const events: NewEvent[] = [
-      {
-        ...base,
-        type: 'paywall.proxy.request.started',
-        trigger,
-        subject: requestSubject,
-        data: { ...base, requestId, walletUserId, model: req.model, stream: req.stream },
-      },
-      {
-        ...base,
-        type: 'paywall.request.blocked',
-        trigger,
-        subject: userSubject,
-        data: { ...base, walletUserId, reason, requestId },
-      },
-      {
-        ...base,
-        type: 'paywall.proxy.request.blocked',
-        trigger,
-        subject: requestSubject,
-        data: { ...base, requestId, walletUserId, reason, model: req.model },
-      },
+      buildEvent('paywall.proxy.request.started', onRequest, {
+        requestId,
+        walletUserId,
+        model: req.model,
+        stream: req.stream,
+      }),
+      buildEvent('paywall.request.blocked', onUser, { walletUserId, reason, requestId }),
+      buildEvent('paywall.proxy.request.blocked', onRequest, {
+        requestId,
+        walletUserId,
+        reason,
+        model: req.model,
+      }),
     ];
     if (reason === 'insufficient_balance')
-      events.push({
-        ...base,
-        type: 'paywall.balance.depleted',
-        trigger,
-        subject: userSubject,
-        data: {
-          ...base,
+      events.push(
+        buildEvent('paywall.balance.depleted', onUser, {
           walletUserId,
           requestedAmount: usdcDecimal(neededRaw),
           availableBalance: usdcDecimal(hold.freeRaw > 0n ? hold.freeRaw : 0n),
-        },
-      });
+        }),
+      );
     await recordEvents(this.s.db, events);
 
     const template =

@@ -11,6 +11,7 @@ import {
   type EventTrigger,
   type NewEvent,
 } from '../events/event.service.js';
+import { buildEvent } from '../events/event-payloads.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
 import { WORLD_ACCOUNT_ID } from '../ledger/accounts.js';
 
@@ -142,20 +143,11 @@ export class UserService {
     const events: NewEvent[] =
       trial > 0n
         ? [
-            {
-              paywallId: paywall.id,
-              ownerUserId: paywall.ownerId,
-              type: 'paywall.balance.trial.granted',
-              trigger,
-              subject: { type: 'end_user', id, externalId },
-              data: {
-                paywallId: paywall.id,
-                ownerUserId: paywall.ownerId,
-                walletUserId: id,
-                credits: usdcDecimal(trial),
-                activityId: ledgerId,
-              },
-            },
+            buildEvent(
+              'paywall.balance.trial.granted',
+              { paywall, trigger, subject: { type: 'end_user', id, externalId } },
+              { walletUserId: id, credits: usdcDecimal(trial), activityId: ledgerId },
+            ),
           ]
         : [];
     // DEFAULT: the user's own account (same id as the user) is created with it and funded from world by
@@ -304,20 +296,11 @@ export class UserService {
     url: string,
     trigger: EventTrigger,
   ): NewEvent {
-    return {
-      paywallId: paywall.id,
-      ownerUserId: paywall.ownerId,
-      type: 'paywall.balance.topup.link.created',
-      trigger,
-      subject: { type: 'end_user', id: user.id, externalId: user.externalId },
-      data: {
-        paywallId: paywall.id,
-        ownerUserId: paywall.ownerId,
-        walletUserId: walletUserIdOf(paywall, user),
-        redirectUrl: url,
-        checkoutSessionId: null,
-      },
-    };
+    return buildEvent(
+      'paywall.balance.topup.link.created',
+      { paywall, trigger, subject: { type: 'end_user', id: user.id, externalId: user.externalId } },
+      { walletUserId: walletUserIdOf(paywall, user), redirectUrl: url, checkoutSessionId: null },
+    );
   }
 
   /**
@@ -341,22 +324,11 @@ export class UserService {
     return {
       url,
       requestId,
-      event: {
-        paywallId: paywall.id,
-        ownerUserId: paywall.ownerId,
-        type: 'paywall.authorization.requested',
-        trigger,
-        subject: { type: 'end_user', id: user.id, externalId: user.externalId },
-        data: {
-          paywallId: paywall.id,
-          ownerUserId: paywall.ownerId,
-          externalUserId: user.externalId,
-          walletUserId: null,
-          requestId,
-          approvalUrl: url,
-          mode: 'shared',
-        },
-      },
+      event: buildEvent(
+        'paywall.authorization.requested',
+        { paywall, trigger, subject: { type: 'end_user', id: user.id, externalId: user.externalId } },
+        { externalUserId: user.externalId, walletUserId: null, requestId, approvalUrl: url, mode: 'shared' },
+      ),
     };
   }
 

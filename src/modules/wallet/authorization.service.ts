@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Sql } from '../../db/database.js';
 import { DomainError } from '../../shared/errors.js';
 import type { Services } from '../../services.js';
-import { recordEvents, type EventTrigger, type NewEvent } from '../events/event.service.js';
+import { recordEvents, type EventTrigger } from '../events/event.service.js';
+import { buildEvent } from '../events/event-payloads.js';
 
 /** What the consent page shows about a pending connect request. */
 export interface ConsentRequest {
@@ -144,7 +145,11 @@ export class AuthorizationService {
         [req.requestId, walletUser.id],
       );
       await recordEvents(tx, [
-        this.event(req, 'paywall.authorization.completed', walletUser.id, { connectionId }),
+        buildEvent('paywall.authorization.completed', this.ctx(req, walletUser.id), {
+          externalUserId: req.externalUserId,
+          walletUserId: walletUser.id,
+          connectionId,
+        }),
       ]);
       return { connectionId, paywallName: req.paywallName };
     });
@@ -163,7 +168,9 @@ export class AuthorizationService {
         [req.requestId, walletUser.id],
       );
       await recordEvents(tx, [
-        this.event(req, 'paywall.authorization.declined', walletUser.id, {
+        buildEvent('paywall.authorization.declined', this.ctx(req, walletUser.id), {
+          externalUserId: req.externalUserId,
+          walletUserId: walletUser.id,
           requestId: req.requestId,
           reason: 'user_declined',
         }),
@@ -243,42 +250,24 @@ export class AuthorizationService {
       [endUserId],
     );
     await recordEvents(tx, [
-      {
-        paywallId: eu.paywall_id,
-        ownerUserId: eu.owner_id,
-        type: 'paywall.authorization.revoked',
-        trigger,
-        subject: { type: 'end_user', id: eu.id, externalId: eu.external_id },
-        data: {
-          paywallId: eu.paywall_id,
-          ownerUserId: eu.owner_id,
-          externalUserId: eu.external_id,
-          walletUserId,
+      buildEvent(
+        'paywall.authorization.revoked',
+        {
+          paywall: { id: eu.paywall_id, ownerId: eu.owner_id },
+          trigger,
+          subject: { type: 'end_user', id: eu.id, externalId: eu.external_id },
         },
-      },
+        { externalUserId: eu.external_id, walletUserId: walletUserId as string },
+      ),
     ]);
     return true;
   }
 
-  private event(
-    req: ConsentRequest & { endUserId: string; ownerUserId: string },
-    type: 'paywall.authorization.completed' | 'paywall.authorization.declined',
-    walletUserId: string,
-    extra: Record<string, unknown>,
-  ): NewEvent {
+  private ctx(req: ConsentRequest & { endUserId: string; ownerUserId: string }, walletUserId: string) {
     return {
-      paywallId: req.paywallId,
-      ownerUserId: req.ownerUserId,
-      type,
+      paywall: { id: req.paywallId, ownerId: req.ownerUserId },
       trigger: pageTrigger(walletUserId),
-      subject: { type: 'end_user', id: req.endUserId, externalId: req.externalUserId },
-      data: {
-        paywallId: req.paywallId,
-        ownerUserId: req.ownerUserId,
-        externalUserId: req.externalUserId,
-        walletUserId,
-        ...extra,
-      },
+      subject: { type: 'end_user' as const, id: req.endUserId, externalId: req.externalUserId },
     };
   }
 }

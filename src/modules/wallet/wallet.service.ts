@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { DomainError } from '../../shared/errors.js';
 import { parseAmount, usdcDecimal } from '../../shared/money.js';
 import type { Services } from '../../services.js';
-import { recordEvents, type NewEvent } from '../events/event.service.js';
+import { recordEvents } from '../events/event.service.js';
+import { buildEvent } from '../events/event-payloads.js';
 import { WORLD_ACCOUNT_ID } from '../ledger/accounts.js';
 import { pageTrigger } from './authorization.service.js';
 
@@ -154,23 +155,24 @@ export class WalletService {
         ],
       );
       if (!row) throw new Error('test funds: the wallet or world account is missing');
-      const events: NewEvent[] = conns.map((c) => ({
-        paywallId: c.paywall_id,
-        ownerUserId: c.owner_id,
-        type: 'paywall.balance.deposit.created',
-        trigger,
-        subject: { type: 'end_user', id: c.end_user_id, externalId: c.external_id },
-        data: {
-          paywallId: c.paywall_id,
-          ownerUserId: c.owner_id,
-          walletUserId: walletUser.id,
-          externalUserId: c.external_id,
-          amount: usdcDecimal(amountRaw),
-          currency: 'USDC',
-          source: 'test_funds',
-          activityId: transferId,
-        },
-      }));
+      const events = conns.map((c) =>
+        buildEvent(
+          'paywall.balance.deposit.created',
+          {
+            paywall: { id: c.paywall_id, ownerId: c.owner_id },
+            trigger,
+            subject: { type: 'end_user', id: c.end_user_id, externalId: c.external_id },
+          },
+          {
+            walletUserId: walletUser.id,
+            externalUserId: c.external_id,
+            amount: usdcDecimal(amountRaw),
+            currency: 'USDC',
+            source: 'test_funds',
+            activityId: transferId,
+          },
+        ),
+      );
       await recordEvents(tx, events);
       return { amountRaw, balanceRaw: BigInt(row.balance_raw) - BigInt(row.held_raw) };
     });

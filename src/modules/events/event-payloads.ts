@@ -1,0 +1,135 @@
+import type { EventType } from './event-catalog.js';
+import type { EventSubject, EventTrigger, NewEvent } from './event.service.js';
+
+/**
+ * The `data` of every event, one type per event (the spec's catalogue, plus the fields this service adds).
+ * Amounts are USDC decimal strings (CONTRACT §4). Services build events only through `buildEvent`, so a
+ * payload is written in one place; `paywallId` and `ownerUserId` come from the paywall.
+ */
+type Usdc = string;
+
+export interface EventDataMap {
+  'paywall.updated': { changedFields: string[]; summarySections: string[] };
+  'paywall.archived': { reason: string | null };
+  'paywall.secret.rotated': { secretLastFour: string; actorId: string; actorType: string };
+  'paywall.integration.connected': { integrationKey: string; enabledBy: string };
+  'paywall.integration.disconnected': { integrationKey: string; disabledBy: string };
+  'paywall.integration.stripe.webhook.rotated': { webhookId: string; url: string; secretSuffix: string };
+  'paywall.authorization.requested': {
+    externalUserId: string;
+    walletUserId: string | null;
+    requestId: string;
+    approvalUrl: string;
+    mode: 'shared';
+  };
+  'paywall.authorization.completed': { externalUserId: string; walletUserId: string; connectionId: string };
+  'paywall.authorization.revoked': { externalUserId: string; walletUserId: string };
+  'paywall.authorization.declined': {
+    externalUserId: string;
+    walletUserId: string | null;
+    requestId: string;
+    reason: 'user_declined';
+  };
+  'paywall.balance.deposit.created': {
+    walletUserId: string | null;
+    externalUserId: string | null;
+    amount: Usdc;
+    currency: 'USDC';
+    source: 'api' | 'test_funds' | 'stripe';
+    activityId: string;
+  };
+  'paywall.balance.topup.link.created': {
+    walletUserId: string | null;
+    redirectUrl: string;
+    checkoutSessionId: string | null;
+  };
+  'paywall.balance.trial.granted': { walletUserId: string; credits: Usdc; activityId: string };
+  'paywall.balance.charge.created': {
+    walletUserId: string | null;
+    activityId: string;
+    amount: Usdc;
+    processingFeeAmount: Usdc;
+  };
+  'paywall.balance.charge.completed': { activityId: string; settlementReference: string };
+  'paywall.balance.charge.failed': {
+    walletUserId: string | null;
+    activityId: string;
+    amount: Usdc;
+    errorCode: 'insufficient_balance' | 'not_connected';
+  };
+  'paywall.usage.charge.created': {
+    walletUserId: string | null;
+    activityId: string;
+    model: string;
+    promptTokens: number;
+    completionTokens: number;
+    cost: Usdc;
+    /** Usage the hold could not cover (CONTRACT §5.6); present only when > 0. */
+    uncollected?: Usdc;
+  };
+  'paywall.usage.charge.deferred': { deferredRequestId: string; model: string };
+  'paywall.usage.rate.limited': {
+    limit: string;
+    date: string;
+    model: string | null;
+    walletUserId: string | null;
+  };
+  'paywall.balance.depleted': { walletUserId: string | null; requestedAmount: Usdc; availableBalance: Usdc };
+  'paywall.request.blocked': { walletUserId: string | null; reason: string; requestId: string };
+  'paywall.stripe.checkout.session.completed': {
+    checkoutSessionId: string;
+    amount: Usdc;
+    currency: string;
+    walletUserId: string | null;
+  };
+  /** `walletUserId` is filled in by the hold's statement (it is known only under the row lock). */
+  'paywall.proxy.request.started': {
+    requestId: string;
+    model: string;
+    stream: boolean;
+    walletUserId?: string | null;
+  };
+  'paywall.proxy.request.completed': { requestId: string; walletUserId: string | null; model: string };
+  'paywall.proxy.request.failed': {
+    requestId: string;
+    walletUserId: string | null;
+    model: string;
+    errorCode: string;
+  };
+  'paywall.proxy.request.canceled': { requestId: string; walletUserId: string | null; model: string };
+  'paywall.proxy.request.blocked': {
+    requestId: string;
+    walletUserId: string | null;
+    reason: string;
+    model: string;
+  };
+}
+
+// Every catalogue event has a data type (a compile error here names a missing one).
+type Missing = Exclude<EventType, keyof EventDataMap>;
+const _complete: Missing extends never ? true : Missing = true;
+void _complete;
+
+export interface EventContext {
+  paywall: { id: string; ownerId: string };
+  trigger: EventTrigger;
+  subject: EventSubject;
+  metadata?: Record<string, unknown>;
+}
+
+/** The one way to make an event: its type, who/what it is about, and its typed data. */
+export function buildEvent<T extends keyof EventDataMap>(
+  type: T,
+  ctx: EventContext,
+  data: EventDataMap[T],
+): NewEvent {
+  return {
+    paywallId: ctx.paywall.id,
+    ownerUserId: ctx.paywall.ownerId,
+    type,
+    trigger: ctx.trigger,
+    subject: ctx.subject,
+    data: { paywallId: ctx.paywall.id, ownerUserId: ctx.paywall.ownerId, ...data },
+    ...(ctx.metadata ? { metadata: ctx.metadata } : {}),
+  };
+}
