@@ -62,6 +62,10 @@ describe('wallet sign-in (e-mailed one-time code)', () => {
     expect(res.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
     expect(res.headers.get('content-security-policy')).not.toMatch(/script-src|unsafe-inline/);
     expect(c.csrf).toMatch(/^[\w-]{20,}$/);
+    // Other paths are not the pages': no page headers, no CSRF cookie.
+    const other = await fetch(`${t.url}/not-a-page`);
+    expect(other.headers.get('x-frame-options')).toBeNull();
+    expect(other.headers.getSetCookie()).toEqual([]);
   });
 
   it('a code works once; the session cookie is HttpOnly and SameSite=Lax; sign-out ends it', async () => {

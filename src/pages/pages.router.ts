@@ -73,7 +73,14 @@ export function createPagesRouter(s: Services): Router {
   });
 
   const pages = Router();
-  pages.use(pageHeaders, express.urlencoded({ extended: false, limit: '16kb' }), pageContext(s));
+  // Only the pages' own paths get their headers, form parsing and session lookup: other routes mounted
+  // after this router (the dashboard, 404s) keep their own CSP and never receive a CSRF cookie.
+  pages.use(
+    ['/wallet', '/connect', '/topup'],
+    pageHeaders,
+    express.urlencoded({ extended: false, limit: '16kb' }),
+    pageContext(s),
+  );
 
   /** Wraps a handler: a DomainError becomes a 4xx page; anything else a logged 500 page. */
   const h =
