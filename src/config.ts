@@ -207,6 +207,25 @@ const ConfigSchema = z.object({
   BUILTIN_MODELS: blankIsUnset.transform((v, ctx) =>
     v === undefined ? undefined : parseBuiltinModels(v, ctx),
   ),
+
+  // Hosted wallet (SHARED mode, CONTRACT §8).
+  /** `smtp://[user:pass@]host:port` or `smtps://…`; unset: sign-in e-mails are written to the log (development). */
+  SMTP_URL: z
+    .string()
+    .optional()
+    .transform((v) => (v ? v : undefined))
+    .refine(
+      (v) => v === undefined || /^smtps?:\/\/[^/]+/.test(v),
+      'SMTP_URL must be an smtp:// or smtps:// URL',
+    ),
+  MAIL_FROM: z.string().min(3).optional().default('Paywall Proxy <no-reply@localhost>'),
+  /** Development and tests only: the wallet's top-up page credits test funds at once. Never the default. */
+  WALLET_TEST_FUNDS: bool,
+  /** Platform payment key for card top-ups of the hosted wallet (the Stripe issue fills the seam). */
+  STRIPE_SECRET_KEY: z
+    .string()
+    .optional()
+    .transform((v) => (v ? v : undefined)),
 });
 
 export type Config = z.infer<typeof ConfigSchema> & {

@@ -11,6 +11,11 @@ import { EarningsService } from './modules/ledger/earnings.service.js';
 import { CatalogService } from './modules/catalog/catalog.service.js';
 import { ProxyService } from './modules/proxy/proxy.service.js';
 import { WebhookService } from './modules/webhooks/webhook.service.js';
+import { createMailer, type Mailer } from './shared/mailer.js';
+import { SignInService } from './modules/wallet/sign-in.service.js';
+import { AuthorizationService } from './modules/wallet/authorization.service.js';
+import { WalletService } from './modules/wallet/wallet.service.js';
+import { WalletSecrets } from './modules/wallet/wallet-secrets.js';
 
 /**
  * Every service, built once per process and shared by GraphQL, REST and the pages. Services receive
@@ -30,6 +35,12 @@ export interface Services {
   catalog: CatalogService;
   proxy: ProxyService;
   webhooks: WebhookService;
+  // Hosted wallet (SHARED mode).
+  mailer: Mailer;
+  walletSecrets: WalletSecrets;
+  signIn: SignInService;
+  authorizations: AuthorizationService;
+  wallet: WalletService;
 }
 
 interface Lifecycle {
@@ -50,6 +61,11 @@ export function createServices(config: Config, db: Database, log: Logger, metric
   s.catalog = new CatalogService(s);
   s.proxy = new ProxyService(s);
   s.webhooks = new WebhookService(s);
+  s.mailer = createMailer(config, log);
+  s.walletSecrets = new WalletSecrets(config);
+  s.signIn = new SignInService(s, s.walletSecrets);
+  s.authorizations = new AuthorizationService(s);
+  s.wallet = new WalletService(s);
   return s;
 }
 
@@ -64,4 +80,5 @@ export async function startServices(s: Services): Promise<void> {
 /** Stops them in reverse order (the proxy first finishes in-flight settlements). */
 export async function stopServices(s: Services): Promise<void> {
   for (const svc of lifecycles(s).reverse()) await svc.stop?.();
+  s.mailer.close();
 }

@@ -22,13 +22,19 @@ describe('hosted pages behind the links the API hands out', () => {
     expect(html).not.toContain('<b>AI</b>');
   });
 
-  it('the SHARED-mode connect link opens a page; unknown or archived paywalls are 404', async () => {
+  it('the SHARED-mode connect link leads to the wallet sign-in; unknown or archived paywalls are 404', async () => {
     const pw = await t.createPaywall('SHARED', 'Shared app');
     const connect = await t.rest('GET', '/v1/user/connect?user=bob', { token: pw.apiKey });
     expect(connect.body.connected).toBe(false);
-    const res = await fetch(connect.body.url);
-    expect(res.status).toBe(200);
-    expect(await res.text()).toContain('Connect your wallet to Shared app');
+    const res = await fetch(connect.body.url, { redirect: 'manual' });
+    expect(res.status).toBe(303);
+    const u = new URL(connect.body.url);
+    expect(res.headers.get('location')).toBe(
+      `/wallet/sign-in?next=${encodeURIComponent(u.pathname + u.search)}`,
+    );
+    const signIn = await fetch(connect.body.url);
+    expect(signIn.status).toBe(200);
+    expect(await signIn.text()).toContain('<button type="submit">Send code</button>');
     expect((await fetch(`${t.url}/topup/00000000-0000-0000-0000-000000000000?user=x`)).status).toBe(404);
     expect((await fetch(`${t.url}/topup/not-a-uuid`)).status).toBe(404);
     await t.gql(pw.apiKey, `mutation { archivePaywall { id } }`);

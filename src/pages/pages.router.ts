@@ -1,61 +1,309 @@
-import { Router, type Response } from 'express';
+import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import type { Services } from '../services.js';
+import { DomainError } from '../shared/errors.js';
+import { renderDocument, type html } from './html.js';
+import {
+  csrfOk,
+  clearSessionCookie,
+  pageContext,
+  pageHeaders,
+  safeNext,
+  setSessionCookie,
+} from './security.js';
+import { PAGES_CSS } from './styles.js';
+import { MessagePage } from './message.page.js';
+import { CodeStep, EmailStep } from './sign-in.page.js';
+import { ConsentPage } from './connect.page.js';
+import { NOTICES, WalletPage } from './wallet.page.js';
+import { DefaultTopupPage, WalletTopupPage, type TopupOptions } from './topup.page.js';
 
-const escape = (s: string) =>
-  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+type View = ReturnType<typeof html>;
 
-function page(res: Response, status: number, title: string, body: string): void {
-  res
-    .status(status)
-    .type('html')
-    .set('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'")
-    .set('X-Frame-Options', 'DENY')
-    .send(
-      `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">` +
-        `<title>${escape(title)}</title><style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem;color:#222}h1{font-size:1.4rem}</style>` +
-        `</head><body><h1>${escape(title)}</h1>${body}</body></html>`,
-    );
+const send = (res: Response, status: number, view: View) =>
+  res.status(status).type('html').send(renderDocument(view));
+
+/** HTTP status of a service's refusal on a page (the pages' own small mapper). */
+function statusOf(err: DomainError): number {
+  if (err.publicCode === 'connect_link_expired') return 410;
+  switch (err.code) {
+    case 'not_found':
+      return 404;
+    case 'conflict':
+      return 409;
+    case 'forbidden':
+      return 403;
+    case 'rate_limited':
+      return 429;
+    case 'upstream_error':
+      return 502;
+    case 'invalid_request':
+    case 'invalid_amount':
+    case 'missing_user':
+    case 'unsupported_in_mode':
+      return 400;
+    default:
+      return 500;
+  }
 }
 
-/**
- * Hosted pages behind the links the API hands out (PUBLIC_BASE_URL/…): server-rendered and tiny. They
- * show only a paywall's name — never balances or ids of other users — since anyone may hold a link.
- * DEFAULT mode: top-ups are the developer's business (their `topupUrl` replaces this page when set).
- * SHARED mode: the hosted-wallet approval flow arrives with the shared-wallet issue; until then the
- * page says the request is recorded and pending.
- */
-export function createPagesRouter(services: Services): Router {
-  const r = Router();
+const TITLES: Record<number, string> = {
+  400: 'That did not work',
+  403: 'Not allowed',
+  404: 'Link not valid',
+  409: 'Already decided',
+  410: 'Link expired',
+  429: 'Too many attempts',
+  502: 'Try again',
+};
 
-  r.get('/topup/:paywallId', async (req, res) => {
-    const p = await services.paywalls.publicInfo(String(req.params.paywallId));
-    if (!p) return page(res, 404, 'Link not found', '<p>This top-up link is not valid (any more).</p>');
-    page(
-      res,
-      200,
-      `Top up your balance for ${p.name}`,
-      `<p>Your balance with <strong>${escape(p.name)}</strong> is too low for this request.</p>` +
-        `<p>${escape(p.name)} credits balances itself and has not set up an online top-up page yet: ` +
-        `please contact the app's developer to add credits.</p>`,
-    );
+/**
+ * Hosted pages (CONTRACT §8): wallet sign-in, consent for connect links, the wallet, top-ups, and the
+ * DEFAULT-mode top-up page. Server-rendered, no JavaScript; every POST carries a CSRF token. Routes
+ * parse, call one service, render — the rules live in src/modules/wallet/.
+ */
+export function createPagesRouter(s: Services): Router {
+  const r = Router();
+  const topup = (): TopupOptions => ({
+    testFunds: s.config.WALLET_TEST_FUNDS,
+    cards: !!s.config.STRIPE_SECRET_KEY,
   });
 
-  const shared = (kind: 'connect' | 'topup') => async (req: any, res: Response) => {
-    const id = String(req.params.paywallId ?? req.query.paywall ?? '');
-    const p = await services.paywalls.publicInfo(id);
-    if (!p) return page(res, 404, 'Link not found', '<p>This link is not valid (any more).</p>');
-    page(
-      res,
-      200,
-      kind === 'connect' ? `Connect your wallet to ${p.name}` : `Top up your wallet`,
-      kind === 'connect'
-        ? `<p><strong>${escape(p.name)}</strong> asks to charge your shared wallet for what you use.</p>` +
-            `<p>Your request is recorded. Wallet approval is not yet available on this server; ` +
-            `until it is, ${escape(p.name)} cannot charge you and no payment is taken.</p>`
-        : `<p>Shared-wallet top-ups are not yet available on this server. No payment is taken.</p>`,
-    );
+  r.get('/assets/pages.css', (_req, res) => {
+    res.type('text/css').set('Cache-Control', 'public, max-age=3600').send(PAGES_CSS);
+  });
+
+  const pages = Router();
+  // Only the pages' own paths get their headers, form parsing and session lookup: other routes mounted
+  // after this router (the dashboard, 404s) keep their own CSP and never receive a CSRF cookie.
+  pages.use(
+    ['/wallet', '/connect', '/topup'],
+    pageHeaders,
+    express.urlencoded({ extended: false, limit: '16kb' }),
+    pageContext(s),
+  );
+
+  /** Wraps a handler: a DomainError becomes a 4xx page; anything else a logged 500 page. */
+  const h =
+    (fn: (req: Request, res: Response) => Promise<unknown> | unknown) =>
+    async (req: Request, res: Response, next: NextFunction) => {
+      try {
+        await fn(req, res);
+      } catch (err) {
+        if (!(err instanceof DomainError)) return next(err);
+        const status = statusOf(err);
+        if (status === 500) return next(err);
+        send(
+          res,
+          status,
+          MessagePage({ page: req.page, title: TITLES[status] ?? 'Error', message: err.message }),
+        );
+      }
+    };
+  /** POST handlers: a missing or wrong CSRF token is a 403 page and nothing runs. */
+  const post =
+    (fn: (req: Request, res: Response) => Promise<unknown> | unknown) =>
+    (req: Request, res: Response, next: NextFunction) => {
+      if (!csrfOk(s, req))
+        return send(
+          res,
+          403,
+          MessagePage({
+            page: req.page,
+            title: 'Form expired',
+            message:
+              'This form was not accepted: it expired or was not sent from this site. Go back, reload the page and try again.',
+          }),
+        );
+      return h(fn)(req, res, next);
+    };
+  const signInRedirect = (req: Request, res: Response) =>
+    res.redirect(303, `/wallet/sign-in?next=${encodeURIComponent(req.originalUrl)}`);
+  const body = (req: Request, key: string): string | undefined => {
+    const v = (req.body as Record<string, unknown> | undefined)?.[key];
+    return typeof v === 'string' ? v : undefined;
   };
-  r.get('/connect/:paywallId', shared('connect'));
-  r.get('/wallet/topup', shared('topup'));
+
+  // Sign-in ------------------------------------------------------------------------------------------
+  pages.get(
+    '/wallet/sign-in',
+    h((req, res) => {
+      const next = safeNext(req.query.next);
+      if (req.page.session) return res.redirect(303, next ?? '/wallet');
+      send(res, 200, EmailStep({ page: req.page, next }));
+    }),
+  );
+  pages.post(
+    '/wallet/sign-in',
+    post(async (req, res) => {
+      const next = safeNext(body(req, 'next'));
+      try {
+        const { email } = await s.signIn.sendCode(
+          body(req, 'email'),
+          req.ip ?? req.socket.remoteAddress ?? 'unknown',
+        );
+        send(res, 200, CodeStep({ page: req.page, next, email, sent: true }));
+      } catch (err) {
+        if (!(err instanceof DomainError)) throw err;
+        send(
+          res,
+          statusOf(err),
+          EmailStep({ page: req.page, next, email: body(req, 'email'), error: err.message }),
+        );
+      }
+    }),
+  );
+  pages.post(
+    '/wallet/sign-in/code',
+    post(async (req, res) => {
+      const next = safeNext(body(req, 'next'));
+      const email = body(req, 'email') ?? '';
+      try {
+        const { token } = await s.signIn.verifyCode(email, body(req, 'code'));
+        setSessionCookie(s, res, token);
+        res.redirect(303, next ?? '/wallet');
+      } catch (err) {
+        if (!(err instanceof DomainError) || err.param !== 'code') throw err;
+        send(res, statusOf(err), CodeStep({ page: req.page, next, email, error: err.message }));
+      }
+    }),
+  );
+  pages.post(
+    '/wallet/sign-out',
+    post(async (req, res) => {
+      if (req.page.session) await s.signIn.signOut(req.page.session.id);
+      clearSessionCookie(s, res);
+      res.redirect(303, '/wallet/sign-in');
+    }),
+  );
+
+  // Consent ------------------------------------------------------------------------------------------
+  pages.get(
+    '/connect/:paywallId',
+    h(async (req, res) => {
+      // The link is checked first: an expired or foreign link says so before asking anyone to sign in.
+      const request = await s.authorizations.pendingRequest(
+        String(req.params.paywallId),
+        String(req.query.request ?? ''),
+      );
+      if (!req.page.session) return signInRedirect(req, res);
+      send(res, 200, ConsentPage({ page: req.page, request }));
+    }),
+  );
+  pages.post(
+    '/connect/:paywallId/approve',
+    post(async (req, res) => {
+      if (!req.page.session) return signInRedirect(req, res);
+      const out = await s.authorizations.approve(
+        req.page.session.user,
+        String(req.params.paywallId),
+        body(req, 'request'),
+      );
+      send(
+        res,
+        200,
+        MessagePage({
+          page: req.page,
+          kind: 'ok',
+          title: `${out.paywallName} is connected`,
+          message: `${out.paywallName} can now charge your wallet for what you use. You can disconnect it at any time from your wallet.`,
+          link: { href: '/wallet', text: 'Go to your wallet' },
+        }),
+      );
+    }),
+  );
+  pages.post(
+    '/connect/:paywallId/decline',
+    post(async (req, res) => {
+      if (!req.page.session) return signInRedirect(req, res);
+      const out = await s.authorizations.decline(
+        req.page.session.user,
+        String(req.params.paywallId),
+        body(req, 'request'),
+      );
+      send(
+        res,
+        200,
+        MessagePage({
+          page: req.page,
+          kind: 'info',
+          title: 'Request declined',
+          message: `${out.paywallName} was not connected and cannot charge your wallet.`,
+          link: { href: '/wallet', text: 'Go to your wallet' },
+        }),
+      );
+    }),
+  );
+
+  // Wallet -------------------------------------------------------------------------------------------
+  pages.get(
+    '/wallet',
+    h(async (req, res) => {
+      if (!req.page.session) return signInRedirect(req, res);
+      const wallet = await s.wallet.overview(req.page.session.user);
+      const notice = typeof req.query.done === 'string' ? (NOTICES[req.query.done] ?? null) : null;
+      send(res, 200, WalletPage({ page: req.page, wallet, topup: topup(), notice }));
+    }),
+  );
+  pages.post(
+    '/wallet/connections/:connectionId/disconnect',
+    post(async (req, res) => {
+      if (!req.page.session) return signInRedirect(req, res);
+      await s.authorizations.revokeConnection(req.page.session.user.id, String(req.params.connectionId));
+      res.redirect(303, '/wallet?done=disconnected');
+    }),
+  );
+  pages.get(
+    '/wallet/topup',
+    h((req, res) => {
+      if (!req.page.session) return signInRedirect(req, res);
+      send(res, 200, WalletTopupPage({ page: req.page, topup: topup() }));
+    }),
+  );
+  pages.post(
+    '/wallet/topup',
+    post(async (req, res) => {
+      if (!req.page.session) return signInRedirect(req, res);
+      const user = req.page.session.user;
+      try {
+        const checkout = await s.wallet.startCheckout(user, body(req, 'amount'));
+        if (checkout) return res.redirect(303, checkout);
+        await s.wallet.addTestFunds(user, body(req, 'amount'));
+        res.redirect(303, '/wallet?done=funds');
+      } catch (err) {
+        if (!(err instanceof DomainError) || err.param !== 'amount') throw err;
+        send(
+          res,
+          400,
+          WalletTopupPage({
+            page: req.page,
+            topup: topup(),
+            error: err.message,
+            amount: body(req, 'amount'),
+          }),
+        );
+      }
+    }),
+  );
+
+  // DEFAULT mode -------------------------------------------------------------------------------------
+  pages.get(
+    '/topup/:paywallId',
+    h(async (req, res) => {
+      const p = await s.paywalls.publicInfo(String(req.params.paywallId));
+      if (!p)
+        return send(
+          res,
+          404,
+          MessagePage({
+            title: 'Link not found',
+            message: 'This top-up link is not valid (any more).',
+            wallet: false,
+          }),
+        );
+      send(res, 200, DefaultTopupPage({ name: p.name }));
+    }),
+  );
+
+  r.use(pages);
   return r;
 }

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -24,6 +24,14 @@ export class SecretBox {
   /** Any string (of any length) stretched to an AES-256 key with SHA-256. */
   static fromPassphrase(passphrase: string): SecretBox {
     return new SecretBox(createHash('sha256').update(passphrase, 'utf8').digest());
+  }
+
+  /**
+   * A 32-byte key for another purpose (`label`), derived with HMAC-SHA-256 from this box's key, so one
+   * configured secret serves encryption, code hashing and CSRF tokens without reusing the same bytes.
+   */
+  derive(label: string): Buffer {
+    return createHmac('sha256', this.key).update(label, 'utf8').digest();
   }
 
   encrypt(plain: string, context = ''): string {

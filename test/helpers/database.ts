@@ -44,7 +44,9 @@ async function migratedPgliteDump(): Promise<Blob> {
 export async function createTestDatabase(): Promise<{ db: Database; url?: string; drop(): Promise<void> }> {
   const base = process.env.DATABASE_URL;
   if (!base) {
-    const db = await Database.open({ dataDir: 'memory://', loadDataDir: await migratedPgliteDump() });
+    // node:buffer's Blob is the runtime one; the DOM typings (pulled in by the pages' preact) name another.
+    const dump = (await migratedPgliteDump()) as unknown as globalThis.Blob;
+    const db = await Database.open({ dataDir: 'memory://', loadDataDir: dump });
     await db.migrate(); // a no-op on the dump; kept so the contract "fresh and migrated" holds regardless
     return { db, drop: () => db.close() };
   }

@@ -411,32 +411,9 @@ export class UserService {
         message:
           'DEFAULT mode has no end-user authorization to revoke; every identified user is connected. Nothing was changed.',
       };
-    const walletUserId = await this.s.db.transaction(async (tx) => {
-      // The row lock makes concurrent disconnects agree on who revoked (one event).
-      const rows = await tx.query(
-        `select id, wallet_user_id from end_user where paywall_id = $1 and external_id = $2 for update`,
-        [paywall.id, externalId],
-      );
-      if (!rows.length || !rows[0].wallet_user_id) return null;
-      // The end user stops spending the wallet; holds in flight keep their account and settle normally.
-      await tx.query(
-        `update end_user set wallet_user_id = null, account_id = null, connected_at = null where id = $1`,
-        [rows[0].id],
-      );
-      await tx.query(
-        `update wallet_connection set revoked_at = now() where end_user_id = $1 and revoked_at is null`,
-        [rows[0].id],
-      );
-      await recordEvents(tx, [
-        buildEvent(
-          'paywall.authorization.revoked',
-          { paywall, trigger, subject: { type: 'end_user', id: rows[0].id, externalId } },
-          { externalUserId: externalId, walletUserId: rows[0].wallet_user_id },
-        ),
-      ]);
-      return rows[0].wallet_user_id as string;
-    });
-    return walletUserId
+    // The hosted wallet's authorization service owns revocation (row locks: one event per revoke).
+    const revoked = await this.s.authorizations.revokeByExternalId(paywall.id, externalId, trigger);
+    return revoked
       ? { success: true, message: 'The user was disconnected; their authorization is revoked.' }
       : { success: true, message: 'The user was not connected; nothing to revoke.' };
   }

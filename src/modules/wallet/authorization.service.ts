@@ -1,0 +1,273 @@
+import { randomUUID } from 'node:crypto';
+import type { Sql } from '../../db/database.js';
+import { DomainError } from '../../shared/errors.js';
+import type { Services } from '../../services.js';
+import { recordEvents, type EventTrigger } from '../events/event.service.js';
+import { buildEvent } from '../events/event-payloads.js';
+
+/** What the consent page shows about a pending connect request. */
+export interface ConsentRequest {
+  requestId: string;
+  paywallId: string;
+  paywallName: string;
+  paywallDescription: string | null;
+  externalUserId: string;
+  expiresAt: Date;
+}
+
+export interface ApproveResult {
+  connectionId: string;
+  paywallName: string;
+}
+
+const linkNotFound = () =>
+  new DomainError(
+    'not_found',
+    'This connect link is not valid. Ask the app for a new one.',
+    'request',
+    'connect_link_not_found',
+  );
+
+/** The trigger of something a signed-in wallet user did on a hosted page. */
+export const pageTrigger = (walletUserId: string): EventTrigger => ({
+  source: 'page',
+  actorType: 'end_user',
+  actorId: walletUserId,
+});
+
+/**
+ * Consent between a SHARED paywall's end user and a wallet user (CONTRACT §8): approve or decline a
+ * connect request, revoke a connection. Every decision locks the rows it changes (the request, then
+ * the end user, then the connection — the same order everywhere), so concurrent clicks record one event.
+ */
+export class AuthorizationService {
+  constructor(private readonly s: Services) {}
+
+  /**
+   * A pending, unexpired connect request of THAT paywall. Unknown ids, ids of another paywall and
+   * archived paywalls are all "not valid" (404: a link never reveals another paywall's requests);
+   * an expired or already-decided request says so.
+   */
+  async pendingRequest(paywallId: string, requestId: string): Promise<ConsentRequest> {
+    return this.load(this.s.db, paywallId, requestId, false);
+  }
+
+  private async load(
+    sql: Sql,
+    paywallId: string,
+    requestId: unknown,
+    lock: boolean,
+  ): Promise<ConsentRequest & any> {
+    const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+    if (typeof requestId !== 'string' || !uuid.test(requestId) || !uuid.test(paywallId)) throw linkNotFound();
+    const rows = await sql.query(
+      `select cr.id, cr.paywall_id, cr.end_user_id, cr.status, cr.wallet_user_id, cr.expires_at,
+              cr.expires_at <= now() as expired, p.name, p.description, p.owner_id, p.mode,
+              p.archived_at, eu.external_id
+         from connect_request cr
+         join paywall p on p.id = cr.paywall_id
+         join end_user eu on eu.id = cr.end_user_id
+        where cr.id = $1 ${lock ? 'for update of cr' : ''}`,
+      [requestId],
+    );
+    const r = rows[0];
+    if (!r || r.paywall_id !== paywallId.toLowerCase() || r.archived_at || r.mode !== 'SHARED')
+      throw linkNotFound();
+    if (r.status !== 'pending')
+      throw new DomainError(
+        'conflict',
+        r.status === 'approved'
+          ? `This request was already approved: ${r.name} is connected to a wallet. You can close this page.`
+          : `This request was already declined. To connect, ask ${r.name} for a new link.`,
+        'request',
+        `connect_request_${r.status}`,
+      );
+    if (r.expired)
+      throw new DomainError(
+        'invalid_request',
+        `This connect link has expired (links are valid for 24 hours). Ask ${r.name} for a new one.`,
+        'request',
+        'connect_link_expired',
+      );
+    return {
+      requestId: r.id,
+      paywallId: r.paywall_id,
+      paywallName: r.name,
+      paywallDescription: r.description ?? null,
+      externalUserId: r.external_id,
+      expiresAt: new Date(r.expires_at),
+      endUserId: r.end_user_id,
+      ownerUserId: r.owner_id,
+    };
+  }
+
+  /**
+   * Approve: request → approved, the connection (reused when this wallet already holds one for the end
+   * user), the end user spends the wallet's account, `paywall.authorization.completed` — one transaction.
+   */
+  async approve(
+    walletUser: { id: string; accountId: string },
+    paywallId: string,
+    requestId: unknown,
+  ): Promise<ApproveResult> {
+    return this.s.db.transaction(async (tx) => {
+      const req = await this.load(tx, paywallId, requestId, true);
+      const [eu] = await tx.query(`select id, wallet_user_id from end_user where id = $1 for update`, [
+        req.endUserId,
+      ]);
+      const open = await tx.query(
+        `select id, wallet_user_id from wallet_connection where end_user_id = $1 and revoked_at is null for update`,
+        [req.endUserId],
+      );
+      if (open.length && open[0].wallet_user_id !== walletUser.id)
+        throw new DomainError(
+          'conflict',
+          `This ${req.paywallName} account is already connected to another wallet. It must be disconnected there first.`,
+          'request',
+          'already_connected',
+        );
+      let connectionId: string = open[0]?.id;
+      if (!connectionId) {
+        connectionId = randomUUID();
+        await tx.query(
+          `insert into wallet_connection (id, paywall_id, end_user_id, wallet_user_id, created_at)
+           values ($1, $2, $3, $4, now())`,
+          [connectionId, req.paywallId, eu.id, walletUser.id],
+        );
+      }
+      await tx.query(
+        `update end_user set wallet_user_id = $2, account_id = $3, connected_at = coalesce(connected_at, now())
+          where id = $1`,
+        [eu.id, walletUser.id, walletUser.accountId],
+      );
+      await tx.query(
+        `update connect_request set status = 'approved', wallet_user_id = $2, decided_at = now() where id = $1`,
+        [req.requestId, walletUser.id],
+      );
+      await recordEvents(tx, [
+        buildEvent('paywall.authorization.completed', this.ctx(req, walletUser.id), {
+          externalUserId: req.externalUserId,
+          walletUserId: walletUser.id,
+          connectionId,
+        }),
+      ]);
+      return { connectionId, paywallName: req.paywallName };
+    });
+  }
+
+  /** Decline: request → declined and `paywall.authorization.declined`; the end user stays unconnected. */
+  async decline(
+    walletUser: { id: string },
+    paywallId: string,
+    requestId: unknown,
+  ): Promise<{ paywallName: string }> {
+    return this.s.db.transaction(async (tx) => {
+      const req = await this.load(tx, paywallId, requestId, true);
+      await tx.query(
+        `update connect_request set status = 'declined', wallet_user_id = $2, decided_at = now() where id = $1`,
+        [req.requestId, walletUser.id],
+      );
+      await recordEvents(tx, [
+        buildEvent('paywall.authorization.declined', this.ctx(req, walletUser.id), {
+          externalUserId: req.externalUserId,
+          walletUserId: walletUser.id,
+          requestId: req.requestId,
+          reason: 'user_declined',
+        }),
+      ]);
+      return { paywallName: req.paywallName };
+    });
+  }
+
+  /**
+   * Revoke from the wallet page: only the wallet user who owns the connection may (anyone else gets
+   * the same 404 as for an unknown id). Revoking an already revoked connection is a no-op.
+   */
+  async revokeConnection(
+    walletUserId: string,
+    connectionId: unknown,
+  ): Promise<{ revoked: boolean; paywallName: string }> {
+    const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+    const notFound = new DomainError(
+      'not_found',
+      'This connection was not found in your wallet.',
+      'connection',
+      'connection_not_found',
+    );
+    if (typeof connectionId !== 'string' || !uuid.test(connectionId)) throw notFound;
+    return this.s.db.transaction(async (tx) => {
+      const [c] = await tx.query(
+        `select c.end_user_id, p.name from wallet_connection c join paywall p on p.id = c.paywall_id
+          where c.id = $1 and c.wallet_user_id = $2`,
+        [connectionId, walletUserId],
+      );
+      if (!c) throw notFound;
+      const revoked = await this.revokeEndUser(tx, c.end_user_id, pageTrigger(walletUserId), connectionId);
+      return { revoked, paywallName: c.name as string };
+    });
+  }
+
+  /**
+   * Revoke through the API (`GET /v1/user/disconnect`): true when a connection was revoked, false
+   * when the end user was not connected (or does not exist).
+   */
+  async revokeByExternalId(paywallId: string, externalId: string, trigger: EventTrigger): Promise<boolean> {
+    return this.s.db.transaction(async (tx) => {
+      const [eu] = await tx.query(`select id from end_user where paywall_id = $1 and external_id = $2`, [
+        paywallId,
+        externalId,
+      ]);
+      return eu ? this.revokeEndUser(tx, eu.id, trigger, null) : false;
+    });
+  }
+
+  /**
+   * Locks the end user, then its open connection (the order `approve` uses), clears what it spends
+   * and records `paywall.authorization.revoked`. `onlyConnection`: revoke only if that is the open one.
+   */
+  private async revokeEndUser(
+    tx: Sql,
+    endUserId: string,
+    trigger: EventTrigger,
+    onlyConnection: string | null,
+  ): Promise<boolean> {
+    const [eu] = await tx.query(
+      `select eu.id, eu.external_id, eu.wallet_user_id, eu.paywall_id, p.owner_id
+         from end_user eu join paywall p on p.id = eu.paywall_id where eu.id = $1 for update of eu`,
+      [endUserId],
+    );
+    const open = await tx.query(
+      `select id, wallet_user_id from wallet_connection where end_user_id = $1 and revoked_at is null for update`,
+      [endUserId],
+    );
+    if (onlyConnection && open[0]?.id !== onlyConnection) return false;
+    const walletUserId: string | null = open[0]?.wallet_user_id ?? eu.wallet_user_id ?? null;
+    if (!open.length && !eu.wallet_user_id) return false;
+    if (open.length)
+      await tx.query(`update wallet_connection set revoked_at = now() where id = $1`, [open[0].id]);
+    await tx.query(
+      `update end_user set wallet_user_id = null, account_id = null, connected_at = null where id = $1`,
+      [endUserId],
+    );
+    await recordEvents(tx, [
+      buildEvent(
+        'paywall.authorization.revoked',
+        {
+          paywall: { id: eu.paywall_id, ownerId: eu.owner_id },
+          trigger,
+          subject: { type: 'end_user', id: eu.id, externalId: eu.external_id },
+        },
+        { externalUserId: eu.external_id, walletUserId: walletUserId as string },
+      ),
+    ]);
+    return true;
+  }
+
+  private ctx(req: ConsentRequest & { endUserId: string; ownerUserId: string }, walletUserId: string) {
+    return {
+      paywall: { id: req.paywallId, ownerId: req.ownerUserId },
+      trigger: pageTrigger(walletUserId),
+      subject: { type: 'end_user' as const, id: req.endUserId, externalId: req.externalUserId },
+    };
+  }
+}

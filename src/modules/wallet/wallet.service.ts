@@ -1,0 +1,197 @@
+import { randomUUID } from 'node:crypto';
+import { DomainError } from '../../shared/errors.js';
+import { parseAmount, usdcDecimal } from '../../shared/money.js';
+import type { Services } from '../../services.js';
+import { recordEvents } from '../events/event.service.js';
+import { buildEvent } from '../events/event-payloads.js';
+import { WORLD_ACCOUNT_ID } from '../ledger/accounts.js';
+import { pageTrigger } from './authorization.service.js';
+
+/** Test funds are a development aid: one credit is at most this much (1000 USDC). */
+export const MAX_TEST_FUNDS_RAW = 1000n * 1_000_000n;
+export const ACTIVITY_ROWS = 20;
+
+export interface ConnectedApp {
+  connectionId: string;
+  paywallId: string;
+  paywallName: string;
+  connectedAt: Date;
+}
+
+export interface ActivityRow {
+  id: string;
+  createdAt: Date;
+  /** The app's name, or null for movements of the wallet itself (test funds, card top-ups). */
+  app: string | null;
+  /** The model of a usage charge, else the charge's or transfer's description, else its kind. */
+  description: string;
+  /** Signed: positive when money came in. */
+  amountRaw: bigint;
+}
+
+export interface WalletOverview {
+  email: string;
+  /** Free balance of the wallet account (settled − held). */
+  balanceRaw: bigint;
+  heldRaw: bigint;
+  apps: ConnectedApp[];
+  activity: ActivityRow[];
+}
+
+const KIND_LABELS: Record<string, string> = {
+  deposit: 'Deposit',
+  charge: 'Charge',
+  usage: 'Usage',
+  refund: 'Refund',
+};
+
+/** The wallet page's data and the wallet's own money movements (test funds; card top-ups next). */
+export class WalletService {
+  constructor(private readonly s: Services) {}
+
+  /** Balance, connected apps and the 20 latest movements across apps, newest first. */
+  async overview(walletUser: { id: string; email: string; accountId: string }): Promise<WalletOverview> {
+    const [acct] = await this.s.db.query(
+      `select balance_raw::text as balance_raw, held_raw::text as held_raw from ledger_account where id = $1`,
+      [walletUser.accountId],
+    );
+    const apps = await this.s.db.query(
+      `select c.id, c.paywall_id, p.name, c.created_at from wallet_connection c join paywall p on p.id = c.paywall_id
+        where c.wallet_user_id = $1 and c.revoked_at is null order by c.created_at desc`,
+      [walletUser.id],
+    );
+    const activity = await this.s.db.query(
+      `select t.id, t.created_at, t.kind, t.amount_raw::text as amount_raw, t.credit_account_id = $1 as incoming,
+              p.name as app, ch.model, coalesce(t.metadata->>'description', ch.metadata->>'description') as description,
+              t.metadata->>'source' as source
+         from transfer t
+         left join paywall p on p.id = t.paywall_id
+         left join charge ch on ch.id = t.charge_id
+        where t.debit_account_id = $1 or t.credit_account_id = $1
+        order by t.seq desc limit $2`,
+      [walletUser.accountId, ACTIVITY_ROWS],
+    );
+    const balance = BigInt(acct?.balance_raw ?? 0);
+    const held = BigInt(acct?.held_raw ?? 0);
+    return {
+      email: walletUser.email,
+      balanceRaw: balance - held,
+      heldRaw: held,
+      apps: apps.map((a) => ({
+        connectionId: a.id,
+        paywallId: a.paywall_id,
+        paywallName: a.name,
+        connectedAt: new Date(a.created_at),
+      })),
+      activity: activity.map((r) => ({
+        id: r.id,
+        createdAt: new Date(r.created_at),
+        app: r.app ?? null,
+        description:
+          r.model ??
+          r.description ??
+          (r.source === 'test_funds'
+            ? 'Test funds'
+            : (KIND_LABELS[r.kind] ?? String(r.kind).replace(/_/g, ' '))),
+        amountRaw: r.incoming ? BigInt(r.amount_raw) : -BigInt(r.amount_raw),
+      })),
+    };
+  }
+
+  /**
+   * Test funds (`WALLET_TEST_FUNDS=true` only): ONE transfer world → wallet (kind `deposit`,
+   * `metadata.source = "test_funds"`), both balance updates, and `paywall.balance.deposit.created` for
+   * each paywall the wallet is connected to — all in one transaction.
+   */
+  async addTestFunds(
+    walletUser: { id: string; accountId: string },
+    amountInput: unknown,
+  ): Promise<{ amountRaw: bigint; balanceRaw: bigint }> {
+    if (!this.s.config.WALLET_TEST_FUNDS)
+      throw new DomainError(
+        'forbidden',
+        'Test funds are not enabled on this server.',
+        null,
+        'test_funds_disabled',
+      );
+    const amountRaw = parseAmount(amountInput);
+    if (amountRaw === null || amountRaw > MAX_TEST_FUNDS_RAW)
+      throw new DomainError(
+        'invalid_amount',
+        'Enter an amount in USDC greater than 0 and at most 1000, with at most 6 decimals (e.g. 10 or 2.5).',
+        'amount',
+        'invalid_amount',
+      );
+    const transferId = randomUUID();
+    const trigger = pageTrigger(walletUser.id);
+    return this.s.db.transaction(async (tx) => {
+      // One wallet's connections, one event per paywall (the latest connection names the end user).
+      const conns = await tx.query(
+        `select distinct on (c.paywall_id) c.paywall_id, p.owner_id, eu.id as end_user_id, eu.external_id
+           from wallet_connection c join paywall p on p.id = c.paywall_id join end_user eu on eu.id = c.end_user_id
+          where c.wallet_user_id = $1 and c.revoked_at is null
+          order by c.paywall_id, c.created_at desc`,
+        [walletUser.id],
+      );
+      const [row] = await tx.query(
+        `with w as (
+           update ledger_account set balance_raw = balance_raw - $3::bigint where id = $2::uuid returning id
+         ), c as (
+           update ledger_account set balance_raw = balance_raw + $3::bigint
+            where id = $4::uuid and kind = 'wallet' and exists (select 1 from w)
+           returning balance_raw, held_raw
+         ), t as (
+           insert into transfer (id, kind, debit_account_id, credit_account_id, amount_raw, balance_after_raw, metadata, created_at)
+           select $1::uuid, 'deposit', $2::uuid, $4::uuid, $3::bigint, c.balance_raw, $5::jsonb, now() from c
+           returning id
+         )
+         select c.balance_raw::text as balance_raw, c.held_raw::text as held_raw from c, t`,
+        [
+          transferId,
+          WORLD_ACCOUNT_ID,
+          amountRaw.toString(),
+          walletUser.accountId,
+          JSON.stringify({ source: 'test_funds', walletUserId: walletUser.id }),
+        ],
+      );
+      if (!row) throw new Error('test funds: the wallet or world account is missing');
+      const events = conns.map((c) =>
+        buildEvent(
+          'paywall.balance.deposit.created',
+          {
+            paywall: { id: c.paywall_id, ownerId: c.owner_id },
+            trigger,
+            subject: { type: 'end_user', id: c.end_user_id, externalId: c.external_id },
+          },
+          {
+            walletUserId: walletUser.id,
+            externalUserId: c.external_id,
+            amount: usdcDecimal(amountRaw),
+            currency: 'USDC',
+            source: 'test_funds',
+            activityId: transferId,
+          },
+        ),
+      );
+      await recordEvents(tx, events);
+      return { amountRaw, balanceRaw: BigInt(row.balance_raw) - BigInt(row.held_raw) };
+    });
+  }
+
+  /**
+   * Seam for card top-ups of the wallet (the Stripe issue): returns the Checkout URL to redirect to,
+   * or null when no payment processor is configured (`STRIPE_SECRET_KEY` unset).
+   */
+  async startCheckout(
+    _walletUser: { id: string; accountId: string },
+    _amountInput: unknown,
+  ): Promise<string | null> {
+    if (!this.s.config.STRIPE_SECRET_KEY) return null;
+    throw new DomainError(
+      'invalid_request',
+      'Card top-ups of the wallet are not implemented yet.',
+      null,
+      'not_implemented',
+    );
+  }
+}

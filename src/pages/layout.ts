@@ -1,0 +1,64 @@
+import { html, type Children } from './html.js';
+import type { PageContext } from './security.js';
+
+export interface LayoutProps {
+  title: string;
+  /** The signed-in wallet user and CSRF token, for the header's sign-out button. */
+  page?: PageContext | null;
+  narrow?: boolean;
+  /** False for pages of a DEFAULT-mode app (no wallet there): plain brand, no wallet footer. */
+  wallet?: boolean;
+  children?: Children;
+}
+
+/** The frame of every hosted page: header with the brand (and sign-out when signed in), one `<main>`. */
+export function Layout({ title, page, narrow, wallet = true, children }: LayoutProps) {
+  const session = page?.session ?? null;
+  return html`<html lang="en">
+    <head>
+      <meta charset="utf-8" />
+      <meta name="viewport" content="width=device-width, initial-scale=1" />
+      <meta name="robots" content="noindex" />
+      <title>${title} · Paywall Proxy</title>
+      <link rel="stylesheet" href="/assets/pages.css" />
+    </head>
+    <body>
+      <a class="skip" href="#content">Skip to content</a>
+      <header class="top">
+        <div class="in">
+          ${
+            wallet
+              ? html`<a class="brand" href=${session ? '/wallet' : '/wallet/sign-in'}
+                  ><span class="mark" aria-hidden="true">P</span><span>Paywall Proxy Wallet</span></a
+                >`
+              : html`<span class="brand"
+                  ><span class="mark" aria-hidden="true">P</span><span>Paywall Proxy</span></span
+                >`
+          }
+          ${
+            session &&
+            html`<div class="who">
+              <span>${session.user.email}</span>
+              <form method="post" action="/wallet/sign-out">
+                <${CsrfField} page=${page} />
+                <button type="submit" class="link">Sign out</button>
+              </form>
+            </div>`
+          }
+        </div>
+      </header>
+      <main id="content" class=${narrow ? 'narrow' : undefined}>${children}</main>
+      ${
+        wallet &&
+        html`<footer class=${narrow ? 'foot narrow' : 'foot'}>
+          Your wallet pays for AI usage in the apps you connect. You can disconnect an app at any time.
+        </footer>`
+      }
+    </body>
+  </html>`;
+}
+
+/** The hidden CSRF field every POST form carries. */
+export function CsrfField({ page }: { page?: PageContext | null }) {
+  return html`<input type="hidden" name="csrf" value=${page?.csrf ?? ''} />`;
+}

@@ -1,0 +1,78 @@
+/**
+ * The hosted pages' stylesheet, served as `/assets/pages.css` (the CSP allows styles from 'self' only).
+ * Calm and legible: system font, one accent colour, cards, generous spacing; every colour pair meets
+ * WCAG AA (text #1f2328 / muted #4b5563 on white ≥ 7:1; white on accent #1d4ed8 6.7:1); focus is a
+ * visible 3px ring on every control.
+ */
+export const PAGES_CSS = `
+*,*::before,*::after{box-sizing:border-box}
+:root{--bg:#f4f6f8;--card:#fff;--text:#1f2328;--muted:#4b5563;--line:#d9dee4;--accent:#1d4ed8;--accent-dark:#1e40af;
+--danger:#b42318;--ok-bg:#ecfdf3;--ok-line:#abefc6;--ok-text:#05603a;--err-bg:#fef3f2;--err-line:#fecdca;--err-text:#912018;
+--info-bg:#eff6ff;--info-line:#bfdbfe;--info-text:#1e3a8a;--radius:12px}
+html{font-size:16px}
+body{margin:0;background:var(--bg);color:var(--text);font:1rem/1.55 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;-webkit-font-smoothing:antialiased}
+a{color:var(--accent)}
+a:hover{color:var(--accent-dark)}
+.skip{position:absolute;left:-999px;top:0;background:#fff;padding:.5rem 1rem}
+.skip:focus{left:1rem;top:1rem;z-index:10}
+header.top{background:#fff;border-bottom:1px solid var(--line)}
+header.top .in{max-width:46rem;margin:0 auto;padding:.85rem 1.25rem;display:flex;align-items:center;justify-content:space-between;gap:1rem;flex-wrap:wrap}
+.brand{font-weight:650;color:var(--text);text-decoration:none;display:flex;align-items:center;gap:.5rem;letter-spacing:-.01em}
+.brand .mark{display:inline-grid;place-items:center;width:1.75rem;height:1.75rem;border-radius:8px;background:var(--accent);color:#fff;font-size:.9rem;font-weight:700}
+.who{display:flex;align-items:center;gap:.75rem;color:var(--muted);font-size:.925rem}
+.who form{margin:0}
+main{max-width:46rem;margin:0 auto;padding:2rem 1.25rem 3rem}
+main.narrow{max-width:30rem}
+h1{font-size:1.6rem;line-height:1.25;margin:0 0 1rem;letter-spacing:-.015em}
+h2{font-size:1.1rem;margin:0 0 .75rem}
+p{margin:0 0 1rem}
+.lead{color:var(--muted);margin:-.5rem 0 1.5rem}
+.card{background:var(--card);border:1px solid var(--line);border-radius:var(--radius);padding:1.5rem;margin:0 0 1.25rem;box-shadow:0 1px 2px rgba(16,24,40,.05)}
+.card > :last-child{margin-bottom:0}
+.balance{font-size:2.25rem;font-weight:650;letter-spacing:-.02em;line-height:1.1;margin:.25rem 0 .25rem}
+.balance small{font-size:1rem;font-weight:500;color:var(--muted);margin-left:.35rem}
+.muted{color:var(--muted)}
+.topup-inline{border-top:1px solid #eef0f3;margin-top:1.25rem;padding-top:1.25rem}
+.topup-inline > p{margin:0}
+.field{margin:0 0 1rem}
+label{display:block;font-weight:600;margin:0 0 .35rem}
+.hint{display:block;color:var(--muted);font-size:.9rem;margin-top:.3rem}
+input[type=email],input[type=text],input[type=number]{width:100%;font:inherit;color:var(--text);background:#fff;border:1px solid #8b95a1;border-radius:8px;padding:.6rem .75rem;min-height:2.75rem}
+input.code{font-size:1.4rem;letter-spacing:.35em;font-variant-numeric:tabular-nums;max-width:12rem}
+input:focus-visible,button:focus-visible,a:focus-visible{outline:3px solid var(--accent);outline-offset:2px}
+input:focus-visible{border-color:var(--accent)}
+button{font:inherit;font-weight:600;border-radius:8px;padding:.6rem 1.1rem;min-height:2.75rem;cursor:pointer;border:1px solid var(--accent);background:var(--accent);color:#fff}
+button:hover{background:var(--accent-dark);border-color:var(--accent-dark)}
+button.secondary{background:#fff;color:var(--text);border-color:#8b95a1}
+button.secondary:hover{background:#f3f4f6}
+button.danger{background:#fff;color:var(--danger);border-color:#e4a29b}
+button.danger:hover{background:var(--err-bg)}
+button.link{background:none;border:none;color:var(--accent);padding:.25rem .4rem;min-height:0;text-decoration:underline;font-weight:500}
+.actions{display:flex;gap:.75rem;flex-wrap:wrap;align-items:center;margin-top:1.25rem}
+.actions form{margin:0}
+.inline{display:flex;gap:.75rem;align-items:flex-start;flex-wrap:wrap}
+.inline > button{margin-top:1.9rem}
+.inline .field{flex:1 1 12rem;margin:0}
+.alert{border:1px solid;border-radius:10px;padding:.75rem 1rem;margin:0 0 1.25rem}
+.alert.error{background:var(--err-bg);border-color:var(--err-line);color:var(--err-text)}
+.alert.ok{background:var(--ok-bg);border-color:var(--ok-line);color:var(--ok-text)}
+.alert.info{background:var(--info-bg);border-color:var(--info-line);color:var(--info-text)}
+ul.perms{list-style:none;padding:0;margin:0 0 1rem}
+ul.perms li{padding:.5rem 0 .5rem 1.75rem;position:relative;border-top:1px solid #eef0f3}
+ul.perms li:first-child{border-top:none}
+ul.perms li::before{content:"";position:absolute;left:.25rem;top:.95rem;width:.6rem;height:.6rem;border-radius:50%;background:var(--accent)}
+.app-name{font-weight:650}
+.desc{background:#f8fafc;border:1px solid #eef0f3;border-radius:8px;padding:.75rem 1rem;color:var(--text)}
+ul.apps{list-style:none;padding:0;margin:0}
+ul.apps li{display:flex;justify-content:space-between;align-items:center;gap:1rem;padding:.75rem 0;border-top:1px solid #eef0f3}
+ul.apps li:first-child{border-top:none;padding-top:0}
+ul.apps form{margin:0}
+table{width:100%;border-collapse:collapse;font-size:.95rem}
+th,td{text-align:left;padding:.55rem .5rem;border-top:1px solid #eef0f3;vertical-align:top}
+th{font-weight:600;color:var(--muted);border-top:none;font-size:.85rem;text-transform:uppercase;letter-spacing:.03em}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.in-amt{color:var(--ok-text)}
+.table-wrap{overflow-x:auto}
+footer.foot.narrow{max-width:30rem}
+footer.foot{max-width:46rem;margin:0 auto;padding:0 1.25rem 2rem;color:var(--muted);font-size:.85rem}
+`;

@@ -1,0 +1,74 @@
+import { html } from './html.js';
+import { Layout } from './layout.js';
+import { Alert, Card, CsrfField, Field } from './components.js';
+import type { PageContext } from './security.js';
+
+/** What this server offers to fund a wallet. */
+export interface TopupOptions {
+  testFunds: boolean;
+  /** A payment processor is configured (`STRIPE_SECRET_KEY`); see WalletService.startCheckout. */
+  cards: boolean;
+}
+
+/** The top-up form (test funds) or a clear note that card top-ups are not configured here. */
+export function TopupForm(props: {
+  page: PageContext;
+  topup: TopupOptions;
+  compact?: boolean;
+  amount?: string;
+}) {
+  if (props.topup.testFunds)
+    return html`<form method="post" action="/wallet/topup">
+      <${CsrfField} page=${props.page} />
+      <div class="inline">
+        <${Field}
+          id=${props.compact ? 'amount-inline' : 'amount'}
+          name="amount"
+          label="Amount"
+          inputmode="decimal"
+          value=${props.amount}
+          hint="USDC, up to 1000. Test funds: no payment is taken."
+          maxlength=${20}
+        />
+        <button type="submit">Add test funds</button>
+      </div>
+    </form>`;
+  if (props.topup.cards) return html`<p class="muted">Card top-ups are being set up on this server.</p>`;
+  return html`<p class="muted">
+    Card top-ups are not configured on this server, so the wallet cannot be topped up here yet.
+  </p>`;
+}
+
+/** `GET /wallet/topup`: the wallet's top-up page. */
+export function WalletTopupPage(props: {
+  page: PageContext;
+  topup: TopupOptions;
+  error?: string | null;
+  amount?: string;
+}) {
+  return html`<${Layout} title="Top up your wallet" page=${props.page} narrow=${true}>
+    <h1>Top up your wallet</h1>
+    <p class="lead">
+      Money you add here pays for every app connected to your wallet.${' '}
+      <a href="/wallet">Back to your wallet</a>
+    </p>
+    ${props.error && html`<${Alert} kind="error">${props.error}<//>`}
+    <${Card} title=${props.topup.testFunds ? 'Add test funds' : 'Top-up'}>
+      <${TopupForm} page=${props.page} topup=${props.topup} amount=${props.amount} />
+    <//>
+  <//>`;
+}
+
+/** DEFAULT mode `GET /topup/:paywallId`: the app credits balances itself. */
+export function DefaultTopupPage(props: { name: string }) {
+  return html`<${Layout} title=${`Top up your balance for ${props.name}`} narrow=${true} wallet=${false}>
+    <h1>Top up your balance for ${props.name}</h1>
+    <${Card}>
+      <p>Your balance with <strong>${props.name}</strong> is too low for this request.</p>
+      <p>
+        ${props.name} credits balances itself and has not set up an online top-up page yet: please contact the
+        app's developer to add credits.
+      </p>
+    <//>
+  <//>`;
+}

@@ -1,0 +1,90 @@
+import { html } from './html.js';
+import { Layout } from './layout.js';
+import { Alert, Card, CsrfField, dateText, dayText, usdcText } from './components.js';
+import type { PageContext } from './security.js';
+import type { WalletOverview } from '../modules/wallet/wallet.service.js';
+import { TopupForm, type TopupOptions } from './topup.page.js';
+
+/** Fixed notices after a redirect (`?done=…`): the query picks one, it never supplies text. */
+export const NOTICES: Record<string, string> = {
+  connected: 'The app is connected to your wallet.',
+  disconnected: 'The app was disconnected. It can no longer charge your wallet.',
+  funds: 'Test funds were added to your wallet.',
+  signed_in: 'You are signed in.',
+};
+
+export function WalletPage(props: {
+  page: PageContext;
+  wallet: WalletOverview;
+  topup: TopupOptions;
+  notice?: string | null;
+}) {
+  const w = props.wallet;
+  return html`<${Layout} title="Your wallet" page=${props.page}>
+    <h1>Your wallet</h1>
+    <p class="lead">One balance for every app you connect.</p>
+    ${props.notice && html`<${Alert} kind="ok">${props.notice}<//>`}
+    <${Card} title="Balance">
+      <p class="balance" data-testid="balance">${usdcText(w.balanceRaw)}</p>
+      ${w.heldRaw > 0n && html`<p class="muted">${usdcText(w.heldRaw)} reserved for requests in progress.</p>`}
+      <div class="topup-inline"><${TopupForm} page=${props.page} topup=${props.topup} compact=${true} /></div>
+    <//>
+    <${Card} title="Connected apps">
+      ${
+        w.apps.length === 0
+          ? html`<p class="muted">
+              No apps are connected. When an app asks to use your wallet, you approve it here.
+            </p>`
+          : html`<ul class="apps">
+              ${w.apps.map(
+                (a) =>
+                  html`<li key=${a.connectionId}>
+                    <div>
+                      <span class="app-name">${a.paywallName}</span><br /><span class="muted"
+                        >Connected since ${dayText(a.connectedAt)}</span
+                      >
+                    </div>
+                    <form method="post" action=${`/wallet/connections/${a.connectionId}/disconnect`}>
+                      <${CsrfField} page=${props.page} />
+                      <button type="submit" class="danger" aria-label=${`Disconnect ${a.paywallName}`}>
+                        Disconnect
+                      </button>
+                    </form>
+                  </li>`,
+              )}
+            </ul>`
+      }
+    <//>
+    <${Card} title="Recent activity">
+      ${
+        w.activity.length === 0
+          ? html`<p class="muted">No activity yet.</p>`
+          : html`<div class="table-wrap">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Date</th>
+                    <th scope="col">App</th>
+                    <th scope="col">Model or description</th>
+                    <th scope="col" class="num">Amount</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  ${w.activity.map(
+                    (a) =>
+                      html`<tr key=${a.id}>
+                        <td>${dateText(a.createdAt)}</td>
+                        <td>${a.app ?? '—'}</td>
+                        <td>${a.description}</td>
+                        <td class=${a.amountRaw > 0n ? 'num in-amt' : 'num'}>
+                          ${a.amountRaw > 0n ? '+' : ''}${usdcText(a.amountRaw)}
+                        </td>
+                      </tr>`,
+                  )}
+                </tbody>
+              </table>
+            </div>`
+      }
+    <//>
+  <//>`;
+}

@@ -1,0 +1,56 @@
+import nodemailer from 'nodemailer';
+import type { Logger } from './logger.js';
+
+/** One e-mail: plain text always (the sign-in code lives there), HTML optional. */
+export interface MailMessage {
+  to: string;
+  subject: string;
+  text: string;
+  html?: string;
+}
+
+export interface Mailer {
+  /** Sends the message; rejects when the SMTP server refuses it. */
+  send(message: MailMessage): Promise<void>;
+  /** 'smtp' when SMTP_URL is set, 'log' in development. */
+  readonly transport: 'smtp' | 'log';
+  close(): void;
+}
+
+/**
+ * The service's outgoing mail (CONTRACT §8): nodemailer over `SMTP_URL` (smtp:// or smtps://) from
+ * `MAIL_FROM`. Without `SMTP_URL` the message is written to the log at info level, code included, so a
+ * developer can sign in locally; production sets SMTP_URL and nothing secret reaches the log.
+ */
+export function createMailer(config: { SMTP_URL?: string; MAIL_FROM: string }, log: Logger): Mailer {
+  if (!config.SMTP_URL) {
+    return {
+      transport: 'log',
+      async send(m) {
+        log.info(
+          { mail: { to: m.to, subject: m.subject, text: m.text } },
+          'e-mail (SMTP_URL is not set: written to the log instead of sent)',
+        );
+      },
+      close() {},
+    };
+  }
+  const transporter = nodemailer.createTransport(config.SMTP_URL, {
+    from: config.MAIL_FROM,
+  } as any);
+  return {
+    transport: 'smtp',
+    async send(m) {
+      await transporter.sendMail({
+        from: config.MAIL_FROM,
+        to: m.to,
+        subject: m.subject,
+        text: m.text,
+        html: m.html,
+      });
+    },
+    close() {
+      transporter.close();
+    },
+  };
+}

@@ -1,0 +1,134 @@
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { startSmtpCatcher, type SmtpCatcher } from './helpers/smtp-catcher.js';
+import { launchBrowser, screenshot } from './helpers/browser.js';
+import { FakeUpstream } from './helpers/fake-upstream.js';
+import { client, createProxyPaywall, MODEL, type ProxyPaywall } from './helpers/proxy-setup.js';
+import { parseDecimal } from '../src/shared/money.js';
+
+let t: TestApp;
+let smtp: SmtpCatcher;
+let fake: FakeUpstream;
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+let pw: ProxyPaywall;
+
+const USER = 'zoe';
+const EMAIL = 'zoe@example.com';
+
+beforeAll(async () => {
+  smtp = await startSmtpCatcher();
+  fake = await FakeUpstream.start();
+  t = await startTestApp({ SMTP_URL: smtp.url, WALLET_TEST_FUNDS: 'true' });
+  pw = await createProxyPaywall(t, fake, { mode: 'SHARED' });
+  await t.gql(t.ownerToken, `mutation($i: UpdatePaywallInput!) { updatePaywall(input: $i) { id } }`, {
+    i: {
+      paywallId: pw.id,
+      name: 'Inkwell Writer',
+      description: 'Drafts, edits and summarises your documents.',
+    },
+  });
+  browser = await launchBrowser();
+  context = await browser.newContext({ viewport: { width: 1024, height: 800 } });
+  page = await context.newPage();
+}, 120_000);
+afterAll(async () => {
+  await context?.close();
+  await browser?.close();
+  await t?.close();
+  await fake?.close();
+  await smtp?.close();
+});
+
+async function connectStatus() {
+  const r = await t.rest('GET', `/v1/user/connect?user=${USER}`, { token: pw.apiKey });
+  expect(r.status).toBe(200);
+  return r.body;
+}
+
+async function balanceRaw(): Promise<bigint> {
+  const r = await t.rest('GET', `/v1/user/balance?user=${USER}`, { token: pw.apiKey });
+  expect(r.status).toBe(200);
+  return BigInt(r.body.balance);
+}
+
+describe('the hosted wallet in Chromium', () => {
+  it('connect link → e-mailed code → consent → Approve: the API says connected', async () => {
+    const link = await connectStatus();
+    expect(link.connected).toBe(false);
+    await page.goto(link.url);
+    await page.getByLabel('Email').waitFor();
+    expect(page.url()).toContain('/wallet/sign-in?next=');
+    await screenshot(page, 'sign-in');
+    await page.getByLabel('Email').fill(EMAIL);
+    await page.getByRole('button', { name: 'Send code' }).click();
+    await page.getByLabel('Code').waitFor();
+    await screenshot(page, 'sign-in-code');
+    await page.getByLabel('Code').fill(await smtp.waitForCode(EMAIL));
+    await page.getByRole('button', { name: 'Sign in' }).click();
+
+    await page.getByRole('button', { name: 'Approve' }).waitFor();
+    expect(await page.getByRole('heading', { level: 1 }).innerText()).toContain('Inkwell Writer');
+    expect(await page.content()).toContain('Drafts, edits and summarises your documents.');
+    await expect(page.getByRole('button', { name: 'Decline' }).isVisible()).resolves.toBe(true);
+    await screenshot(page, 'consent');
+    await page.getByRole('button', { name: 'Approve' }).click();
+    await page.getByText('is connected').first().waitFor();
+
+    const now = await connectStatus();
+    const [wu] = await t.db.query(`select id from wallet_user where email = $1`, [EMAIL]);
+    expect(now).toMatchObject({ connected: true, connectedUser: { userId: wu.id, externalUserId: USER } });
+  });
+
+  it('the wallet page lists the app; test funds are added; a chat is charged to the wallet', async () => {
+    await page.goto(`${t.url}/wallet`);
+    await page.getByRole('heading', { name: 'Your wallet' }).waitFor();
+    expect(await page.locator('ul.apps').innerText()).toContain('Inkwell Writer');
+    await page.getByLabel('Amount').fill('25');
+    await page.getByRole('button', { name: 'Add test funds' }).click();
+    await page.getByText('Test funds were added').waitFor();
+    expect(await page.getByTestId('balance').innerText()).toBe('25.00 USDC');
+    expect(await balanceRaw()).toBe(25_000_000n);
+
+    const before = await balanceRaw();
+    const chat = await client(t, pw, USER).chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Say hello' }],
+    });
+    expect(chat.choices[0].message.content).toBe('Hello from the fake upstream!');
+    const cost = parseDecimal((chat.usage as any).cost, 6)!;
+    expect(cost).toBeGreaterThan(0n);
+    expect(await balanceRaw()).toBe(before - cost);
+    expect(fake.requests.length).toBe(1);
+
+    await page.reload();
+    const activity = await page.locator('table').innerText();
+    expect(activity).toContain(MODEL);
+    expect(activity).toContain('Inkwell Writer');
+    expect(activity).toContain('Test funds');
+    await screenshot(page, 'wallet');
+  });
+
+  it('Disconnect revokes: the API hands out a connect link again', async () => {
+    await page.getByRole('button', { name: 'Disconnect' }).click();
+    await page.getByText('The app was disconnected').waitFor();
+    expect(await page.locator('main').innerText()).toContain('No apps are connected');
+    const after = await connectStatus();
+    expect(after.connected).toBe(false);
+    expect(after.url).toContain(`/connect/${pw.id}?`);
+  });
+
+  it('Decline leaves the user unconnected and records the refusal', async () => {
+    const link = await connectStatus();
+    await page.goto(link.url);
+    await page.getByRole('button', { name: 'Decline' }).click();
+    await page.getByRole('heading', { name: 'Request declined' }).waitFor();
+    expect((await connectStatus()).connected).toBe(false);
+    const declined = await t.db.query(`select data from event where paywall_id = $1 and type = $2`, [
+      pw.id,
+      'paywall.authorization.declined',
+    ]);
+    expect(declined.map((e) => e.data.reason)).toEqual(['user_declined']);
+  });
+});
