@@ -52,7 +52,9 @@ export async function createApp(deps: AppDeps): Promise<App> {
   const app = express();
   const server = createServer(app);
   app.disable('x-powered-by');
-  app.set('trust proxy', true);
+  // X-Forwarded-For is believed only from a proxy on this host or a private network: a client reaching
+  // the service directly cannot pick its own address (the wallet's per-IP sign-in limit counts on it).
+  app.set('trust proxy', 'loopback, linklocal, uniquelocal');
 
   // Request id on every log line; metrics by route template and status.
   app.use((req: Request, res: Response, next: NextFunction) => {
