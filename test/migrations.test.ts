@@ -9,9 +9,9 @@ import { createTestDatabase } from './helpers/database.js';
  * and the migrated database is drift and fails the test.
  */
 const HAND_WRITTEN = [
-  /^drop trigger if exists "(event_fanout|ledger_entry_append_only)" on "(event|ledger_entry)"$/,
-  /^drop function if exists "(event_matches|event_fanout|ledger_entry_immutable|event_event_fanout_fn|ledger_entry_ledger_entry_append_only_fn)"\(.*\)$/,
-  /^drop index "charge_open_holds_index"$/,
+  /^drop trigger if exists "(event_fanout|transfer_append_only)" on "(event|transfer)"$/,
+  /^drop function if exists "(event_matches|event_fanout|transfer_immutable|event_event_fanout_fn|transfer_transfer_append_only_fn)"\(.*\)$/,
+  /^drop index "(charge_open_holds_index|ledger_account_platform_kind_unique|ledger_account_earnings_unique|wallet_connection_active_unique)"$/,
 ];
 
 const OURS = `table_schema = current_schema() and table_name <> 'mikro_orm_migrations'`;
@@ -71,11 +71,24 @@ describe('migrations (same list on PostgreSQL and PGlite; generated, reviewed, r
     expect(await drift(db)).toEqual([]);
   });
 
-  it('creates the hand-written guards: append-only ledger and the event fan-out trigger', async () => {
+  it('creates the hand-written guards: append-only transfers, the event fan-out trigger, unique accounts', async () => {
     const triggers = await db.query<{ t: string }>(
       `select tgname as t from pg_trigger where not tgisinternal order by 1`,
     );
-    expect(triggers.map((r) => r.t)).toEqual(['event_fanout', 'ledger_entry_append_only']);
+    expect(triggers.map((r) => r.t)).toEqual(['event_fanout', 'transfer_append_only']);
+    const accounts = await db.query<{ id: string; kind: string }>(
+      `select id, kind from ledger_account where paywall_id is null order by id`,
+    );
+    expect(accounts.map((a) => a.kind)).toEqual(['world', 'fees', 'provider', 'payouts']);
+    await expect(
+      db.query(`insert into ledger_account (id, kind) values (gen_random_uuid(), 'world')`),
+    ).rejects.toThrow(/ledger_account_platform_kind_unique/);
+    await db.query(
+      `insert into transfer (id, kind, debit_account_id, credit_account_id, amount_raw) values (gen_random_uuid(), 'fee', $1, $2, 1)`,
+      [accounts[0].id, accounts[1].id],
+    );
+    await expect(db.query(`update transfer set amount_raw = 2`)).rejects.toThrow(/transfer is append-only/);
+    await expect(db.query(`delete from transfer`)).rejects.toThrow(/transfer is append-only/);
   });
 
   it('is reversible: down to zero leaves none of our tables or functions, and up again works', async () => {
@@ -85,8 +98,11 @@ describe('migrations (same list on PostgreSQL and PGlite; generated, reviewed, r
         'owner',
         'paywall',
         'end_user',
-        'ledger_entry',
+        'ledger_account',
+        'transfer',
         'charge',
+        'wallet_user',
+        'wallet_connection',
         'event',
         'webhook_delivery',
       ]),
