@@ -1,4 +1,5 @@
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { expectLedgerProven, userTransfers } from './helpers/ledger.js';
 import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
 
 let t: TestApp;
@@ -21,18 +22,30 @@ async function paywall(mode: 'DEFAULT' | 'SHARED', settings = ''): Promise<Paywa
 }
 
 describe('UserService (used by the proxy and the user routes)', () => {
-  it('ensureUser creates once, grants trial credits with a ledger entry and an event, then finds', async () => {
+  it('ensureUser creates once, grants trial credits with a trial transfer from world and an event, then finds', async () => {
     const p = await paywall('DEFAULT', 'trialCredits: "0.25"');
     const users = t.app.services.users;
     const first = await users.ensureUser(t.db, p, 'alice', trigger);
     expect(first).toMatchObject({ created: true, balanceRaw: 250000n, heldRaw: 0n, connected: true });
     const again = await users.ensureUser(t.db, p, 'alice', trigger);
     expect(again).toMatchObject({ id: first.id, created: false, balanceRaw: 250000n });
-    const ledger = await t.db.query<any>(
-      `select id, kind, amount_raw::text as amount, balance_after_raw::text as after from ledger_entry where user_id = $1`,
+    const ledger = await userTransfers(t.db, first.id);
+    expect(ledger).toEqual([
+      {
+        id: expect.any(String),
+        kind: 'trial',
+        amount: '250000',
+        after: '250000',
+        chargeId: null,
+        metadata: {},
+      },
+    ]);
+    const acct = await t.db.query<any>(
+      `select kind, balance_raw::text as b from ledger_account where id = (select account_id from end_user where id = $1)`,
       [first.id],
     );
-    expect(ledger).toEqual([{ id: expect.any(String), kind: 'trial', amount: '250000', after: '250000' }]);
+    expect(acct).toEqual([{ kind: 'user', b: '250000' }]);
+    await expectLedgerProven(t.db);
     const ev = await t.db.query<any>(`select type, data, subject from event where paywall_id = $1`, [p.id]);
     expect(ev.filter((e) => e.type === 'paywall.balance.trial.granted')).toEqual([
       {
@@ -60,11 +73,18 @@ describe('UserService (used by the proxy and the user routes)', () => {
     expect(all.filter((u) => u.created)).toHaveLength(1);
     expect(new Set(all.map((u) => u.id)).size).toBe(1);
     const n = await t.db.query<any>(
-      `select count(*)::int as n, sum(amount_raw)::text as s from ledger_entry le join end_user u on u.id = le.user_id
+      `select count(*)::int as n, sum(t.amount_raw)::text as s from transfer t join end_user u on u.id = t.end_user_id
         where u.paywall_id = $1 and u.external_id = 'carol'`,
       [p.id],
     );
     expect(n[0]).toEqual({ n: 1, s: '1000000' });
+    // The losers of the race created no account and moved no money.
+    const accounts = await t.db.query<any>(
+      `select count(*)::int as n from ledger_account where paywall_id = $1 and kind = 'user'`,
+      [p.id],
+    );
+    expect(accounts[0].n).toBe(2);
+    await expectLedgerProven(t.db);
   });
 
   it('no trial by default; SHARED users start unconnected; findUser never creates', async () => {
@@ -74,8 +94,8 @@ describe('UserService (used by the proxy and the user routes)', () => {
     const u = await users.ensureUser(t.db, shared, 'dave', trigger);
     expect(u).toMatchObject({ created: true, balanceRaw: 0n, connected: false });
     expect((await users.findUser(shared.id, 'dave'))?.id).toBe(u.id);
-    const ledger = await t.db.query(`select 1 from ledger_entry where user_id = $1`, [u.id]);
-    expect(ledger).toHaveLength(0);
+    expect(u.accountId).toBeNull();
+    expect(await userTransfers(t.db, u.id)).toHaveLength(0);
   });
 
   it('topupLink: paywall topupUrl with user=, hosted page otherwise, wallet top-up in SHARED; records the event', async () => {
@@ -104,7 +124,7 @@ describe('UserService (used by the proxy and the user routes)', () => {
   it('connectLink: hosted connect page with a request id that the event carries', async () => {
     const shared = await paywall('SHARED');
     const url = await t.app.services.users.connectLink(shared, 'frank', trigger);
-    const m = new RegExp(`^${t.url}/connect/${shared.id}\\?user=frank&request=([0-9a-f-]{36})$`).exec(url);
+    const m = new RegExp(`^${t.url}/connect/${shared.id}\\?request=([0-9a-f-]{36})$`).exec(url);
     expect(m).not.toBeNull();
     const ev = await t.db.query<any>(`select type, data from event where paywall_id = $1`, [shared.id]);
     expect(ev).toEqual([
@@ -117,9 +137,16 @@ describe('UserService (used by the proxy and the user routes)', () => {
           walletUserId: null,
           requestId: m![1],
           approvalUrl: url,
-          mode: 'SHARED',
+          mode: 'shared',
         },
       },
     ]);
+    // The request is stored for the consent page: this paywall, this user, 24 hours.
+    const req = await t.db.query<any>(
+      `select r.paywall_id, e.external_id, r.status, round(extract(epoch from r.expires_at - r.created_at))::int as ttl
+         from connect_request r join end_user e on e.id = r.end_user_id where r.id = $1`,
+      [m![1]],
+    );
+    expect(req).toEqual([{ paywall_id: shared.id, external_id: 'frank', status: 'pending', ttl: 86400 }]);
   });
 });
