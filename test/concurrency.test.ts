@@ -1,4 +1,5 @@
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { expectLedgerProven, userAccount, userTransfers } from './helpers/ledger.js';
 
 /**
  * Money under concurrency. On PostgreSQL the requests really race (a pool of connections); on the
@@ -44,13 +45,14 @@ describe('no double spend', () => {
 
     const bal = await t.rest('GET', '/v1/user/balance?user=racer', { token: pw.apiKey });
     expect(bal.body).toEqual({ balance: '10000', balanceFormatted: '0.010000' });
-    const sums = await t.db.query<any>(
-      `select u.balance_raw::text as balance, (select sum(amount_raw) from ledger_entry where user_id = u.id)::text as ledger,
-              (select count(*) from ledger_entry where user_id = u.id)::int as entries
-         from end_user u where u.paywall_id = $1 and u.external_id = 'racer'`,
-      [pw.id],
-    );
-    expect(sums[0]).toEqual({ balance: '10000', ledger: '10000', entries: 34 });
+    const racer = (await userAccount(t.db, pw.id, 'racer'))!;
+    const entries = await userTransfers(t.db, racer.id);
+    expect({
+      balance: racer.balance,
+      ledger: entries.reduce((sum, e) => sum + BigInt(e.amount), 0n).toString(),
+      entries: entries.length,
+    }).toEqual({ balance: '10000', ledger: '10000', entries: 34 });
+    await expectLedgerProven(t.db);
     const ev = (type: string) =>
       count(`select count(*)::text as n from event where paywall_id = $1 and type = $2`, [pw.id, type]);
     expect(await ev('paywall.balance.charge.created')).toBe(33);
@@ -83,11 +85,8 @@ describe('no double spend', () => {
       ),
     );
     expect(answers.filter((a) => a.body.success === true)).toHaveLength(10);
-    const row = await t.db.query<any>(
-      `select balance_raw::text as b from end_user where paywall_id = $1 and external_id = 'mix'`,
-      [pw.id],
-    );
-    expect(row[0].b).toBe('0');
+    expect((await userAccount(t.db, pw.id, 'mix'))!.balance).toBe('0');
+    await expectLedgerProven(t.db);
   });
 });
 
@@ -121,7 +120,7 @@ describe('one Idempotency-Key, many concurrent requests', () => {
 
     expect(
       await count(
-        `select count(*)::text as n from ledger_entry le join end_user u on u.id = le.user_id
+        `select count(*)::text as n from transfer x join end_user u on u.id = x.end_user_id
           where u.paywall_id = $1 and u.external_id = 'idem'`,
         [pw.id],
       ),
@@ -164,11 +163,8 @@ describe('one Idempotency-Key, many concurrent requests', () => {
       expect([200, 409]).toContain(a.status);
       if (a.status === 200) expect(a.body).toEqual({ success: true, message: 'Charged 0.4 USDC.' });
     }
-    const row = await t.db.query<any>(
-      `select balance_raw::text as b from end_user where paywall_id = $1 and external_id = 'c'`,
-      [pw.id],
-    );
-    expect(row[0].b).toBe('600000');
+    expect((await userAccount(t.db, pw.id, 'c'))!.balance).toBe('600000');
+    await expectLedgerProven(t.db);
     expect(await count(`select count(*)::text as n from charge where paywall_id = $1`, [pw.id])).toBe(1);
   });
 });
