@@ -1,5 +1,6 @@
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
+import { expectLedgerProven } from './helpers/ledger.js';
 import {
   chargesOf,
   client,
@@ -37,13 +38,17 @@ describe('holds left behind', () => {
         await t.db.query(`select id from end_user where paywall_id = $1 and external_id = 'alice'`, [pw.id])
       )[0];
       // Two holds as a crashed instance would leave them: one old, one recent.
-      await t.db.query(`update end_user set held_raw = held_raw + 7000 where id = $1`, [user.id]);
       await t.db.query(
-        `insert into charge (id, paywall_id, user_id, kind, status, hold_raw, model, created_at)
-         values (gen_random_uuid(), $1, $2, 'usage', 'held', 5000, $3, now() - interval '1 hour'),
-                (gen_random_uuid(), $1, $2, 'usage', 'held', 2000, $3, now())`,
+        `update ledger_account set held_raw = held_raw + 7000 where id = (select account_id from end_user where id = $1)`,
+        [user.id],
+      );
+      await t.db.query(
+        `insert into charge (id, paywall_id, user_id, account_id, kind, status, hold_raw, model, created_at)
+         select gen_random_uuid(), $1, e.id, e.account_id, 'usage', 'held', h.hold, $3, h.at
+           from end_user e, (values (5000, now() - interval '1 hour'), (2000, now())) h(hold, at) where e.id = $2`,
         [pw.id, user.id, MODEL],
       );
+      await expectLedgerProven(t.db);
       expect(await t.app.services.proxy.sweep()).toBe(1);
       const charges = await chargesOf(t, pw, 'alice');
       expect(charges.map((c) => [c.status, c.hold, c.amount, c.error_code])).toEqual([
@@ -59,6 +64,7 @@ describe('holds left behind', () => {
         model: MODEL,
       });
       expect(await t.app.services.proxy.sweep()).toBe(0);
+      await expectLedgerProven(t.db);
     } finally {
       await t.close();
     }

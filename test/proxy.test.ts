@@ -2,6 +2,7 @@ import OpenAI from 'openai';
 import { countTokens } from 'gpt-tokenizer';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
+import { expectLedgerProven } from './helpers/ledger.js';
 import {
   chargesOf,
   client,
@@ -69,11 +70,24 @@ describe('non-streaming chat completions', () => {
       stream: false,
     });
     expect(BigInt(charge.hold)).toBeGreaterThanOrEqual(1086n);
+    // One transfer: alice's account → the paywall's earnings (DEFAULT mode: no fee leg).
     const entries = await t.db.query(
-      `select kind, amount_raw::text as a, charge_id from ledger_entry where charge_id = $1`,
+      `select x.kind, x.amount_raw::text as a, x.charge_id, d.kind as debit, c.kind as credit, c.paywall_id
+         from transfer x join ledger_account d on d.id = x.debit_account_id join ledger_account c on c.id = x.credit_account_id
+        where x.charge_id = $1`,
       [charge.id],
     );
-    expect(entries).toEqual([{ kind: 'usage', a: '-1086', charge_id: charge.id }]);
+    expect(entries).toEqual([
+      {
+        kind: 'usage',
+        a: '1086',
+        charge_id: charge.id,
+        debit: 'user',
+        credit: 'earnings',
+        paywall_id: pw.id,
+      },
+    ]);
+    await expectLedgerProven(t.db);
   });
 
   it('sends the provider key and the capped max_tokens upstream, never the paywall key or the user', async () => {
