@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { loadConfig } from '../src/config.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { expectLedgerProven } from './helpers/ledger.js';
+import { FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from '../src/modules/ledger/accounts.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { connectShared, money, type ProxyPaywall } from './helpers/proxy-setup.js';
 
@@ -31,6 +33,7 @@ beforeAll(async () => {
     BUILTIN_PROVIDER_BASE_URL: fake.baseUrl,
     BUILTIN_PROVIDER_API_KEY: BUILTIN_KEY,
     BUILTIN_MODELS: JSON.stringify(BUILTIN_MODELS),
+    PLATFORM_FEE_BPS: '1000',
   });
 });
 afterAll(async () => {
@@ -81,15 +84,16 @@ const chat = (pw: ProxyPaywall, user: string, model: string) =>
  * A connected SHARED user with `raw` units to spend. Today the spendable balance is the end user's row;
  * when the shared wallet lands, this becomes "connect through the hosted pages and add test funds".
  */
-async function fundSharedUser(pw: ProxyPaywall, user: string, raw: bigint): Promise<void> {
+/** Connects the user to a new wallet funded with `raw` (a wallet user, its account, a deposit from world). */
+async function fundSharedUser(pw: ProxyPaywall, user: string, raw: bigint) {
   await chat(pw, user, 'builtin-small'); // creates the user (answered with the connect link)
-  await connectShared(t, pw, user);
-  await t.db.query(`update end_user set balance_raw = $3 where paywall_id = $1 and external_id = $2`, [
-    pw.id,
-    user,
-    raw.toString(),
-  ]);
+  return connectShared(t, pw, user, raw);
 }
+
+const balanceOf = async (accountId: string) =>
+  BigInt(
+    (await t.db.query(`select balance_raw::text as b from ledger_account where id = $1`, [accountId]))[0].b,
+  );
 
 describe('built-in provider: catalogue', () => {
   it('a SHARED paywall created a second ago lists the built-in models at cost x markup (request as is)', async () => {
@@ -297,7 +301,9 @@ describe('built-in provider: forwarding', () => {
   it('forwards a paid chat to the built-in provider with its key as bearer, charged at cost x markup', async () => {
     const pw = await t.createPaywall('SHARED');
     expect((await setMarkup(pw, '2')).errors).toBeUndefined();
-    await fundSharedUser(pw, 'lee', 1_000_000n);
+    const wallet = await fundSharedUser(pw, 'lee', 1_000_000n);
+    const providerBefore = await balanceOf(PROVIDER_ACCOUNT_ID);
+    const feesBefore = await balanceOf(FEES_ACCOUNT_ID);
     fake.behavior = { usage: { prompt_tokens: 10, completion_tokens: 20 } };
     const r = await chat(pw, 'lee', 'builtin-large');
     expect(r.status).toBe(200);
@@ -312,6 +318,14 @@ describe('built-in provider: forwarding', () => {
     // request 100 + 2 x (10 x 2 + 20 x 8) = 100 + 360 = 460 raw units.
     expect(r.body.usage.cost).toBe('0.00046');
     expect((await money(t, pw, 'lee')).balance).toBe(1_000_000n - 460n);
+    // The split (CONTRACT §8 "Fee base"): the provider's cost 100 + 10 x 2 + 20 x 8 = 280 to the platform's
+    // provider account; of the 180 left, the fee floor(180 x 1000 / 10000) = 18; the paywall earns 162.
+    expect(await balanceOf(wallet.accountId)).toBe(1_000_000n - 460n);
+    expect((await balanceOf(PROVIDER_ACCOUNT_ID)) - providerBefore).toBe(280n);
+    expect((await balanceOf(FEES_ACCOUNT_ID)) - feesBefore).toBe(18n);
+    const e = await t.gql(pw.apiKey, `{ paywall { earnings { available fees } } }`);
+    expect(e.data.paywall.earnings).toEqual({ available: '0.000162', fees: '0.000018' });
+    await expectLedgerProven(t.db);
   });
 });
 
