@@ -24,7 +24,7 @@ const CHARGE = `mutation($input: ChargeInput!) {
   }
 }`;
 
-async function userRow(pw: Pw, externalId: string) {
+async function userRow(pw: Pw, externalId: string): Promise<any> {
   const u = await userAccount(t.db, pw.id, externalId);
   return u ? { id: u.id, balance: u.balance } : null;
 }
@@ -64,6 +64,7 @@ describe('deposit (GraphQL)', () => {
       source: 'api',
     });
     expect(ev[0].trigger).toEqual({ source: 'graphql', actorType: 'api_key', actorId: pw.id });
+    await expectLedgerProven(t.db);
   });
 
   it('an owner names the paywall; without one it is a 400; another paywall id is not found', async () => {
@@ -86,6 +87,7 @@ describe('deposit (GraphQL)', () => {
     expect(anon.status).toBe(401);
     expect(anon.errors?.[0].extensions.code).toBe('UNAUTHENTICATED');
     expect((await userRow(pw, 'own')).balance).toBe('2000000');
+    await expectLedgerProven(t.db);
   });
 
   it('bad amounts, metadata and modes are BAD_USER_INPUT naming the field; nothing changes', async () => {
@@ -115,6 +117,7 @@ describe('deposit (GraphQL)', () => {
       errorCode: 'unsupported_in_mode',
     });
     expect(await userRow(shared, 'bea')).toBeNull();
+    await expectLedgerProven(t.db);
   });
 
   it('idempotencyKey replays like the REST header, through the same keys', async () => {
@@ -141,6 +144,7 @@ describe('deposit (GraphQL)', () => {
       errorCode: 'idempotency_key_reused',
     });
     expect(await countRows(`select 1 from transfer where paywall_id = $1`, [pw.id])).toBe(1);
+    await expectLedgerProven(t.db);
   });
 });
 
@@ -188,6 +192,8 @@ describe('charge (GraphQL)', () => {
     expect(short.data.charge.message).toMatch(
       /^Insufficient balance: 0\.6 USDC available, 0\.7 USDC requested/,
     );
+    expect((await userRow(pw, 'dan')).balance).toBe('600000');
+    await expectLedgerProven(t.db);
   });
 });
 
@@ -215,6 +221,8 @@ describe('queries: user, users, ledgerEntries, charges', () => {
     const cross = await t.gql(a.apiKey, `{ user(paywallId: "${b.id}", externalId: "eli") { balance } }`);
     expect(cross.errors?.[0].extensions.code).toBe('NOT_FOUND');
     await setHeld(t.db, (await userRow(b, 'eli'))!.id, 0);
+    // The hand-set hold is gone again: only now can the held amounts be proven.
+    await expectLedgerProven(t.db);
   });
 
   it('ledgerEntries: newest first, cursor pagination, exact amounts; bad first/after are refused', async () => {
@@ -255,6 +263,7 @@ describe('queries: user, users, ledgerEntries, charges', () => {
       expect(r.errors?.[0].extensions).toMatchObject({ code: 'BAD_USER_INPUT' });
     }
     expect((await t.gql(pw.apiKey, q, { first: 100 })).data.user.ledgerEntries.edges).toHaveLength(5);
+    await expectLedgerProven(t.db);
   });
 
   it('charges: manual charges, completed and failed, newest first, paginated', async () => {
@@ -279,6 +288,8 @@ describe('queries: user, users, ledgerEntries, charges', () => {
     const p2 = (await t.gql(pw.apiKey, q, { after: p1.pageInfo.endCursor })).data.user.charges;
     expect(p2.edges.map((e: any) => e.node.amount)).toEqual(['0.100000']);
     expect(p2.pageInfo).toEqual({ hasNextPage: false, endCursor: p2.edges[0].cursor });
+    expect((await userRow(pw, 'gil')).balance).toBe('700000');
+    await expectLedgerProven(t.db);
   });
 
   it("users: the paywall's users only, newest first, paginated, each with its own ledger (batched)", async () => {
@@ -297,6 +308,7 @@ describe('queries: user, users, ledgerEntries, charges', () => {
     const p2 = (await t.gql(pw.apiKey, q, { first: 3, after: p1.pageInfo.endCursor })).data.users;
     expect(p2.edges.map((e: any) => e.node.externalId)).toEqual(['u2', 'u1']);
     expect(p2.pageInfo.hasNextPage).toBe(false);
+    await expectLedgerProven(t.db);
 
     const empty = await t.createPaywall();
     const none = (await t.gql(empty.apiKey, q, { first: 10 })).data.users;
@@ -327,6 +339,14 @@ describe('connection operations (GraphQL)', () => {
     const s = (await t.gql(shared.apiKey, ops, { u: 'hana' })).data;
     expect(s.connectUser).toMatchObject({ connected: false, connectedUser: null });
     expect(s.connectUser.url).toMatch(new RegExp(`^${t.url}/connect/${shared.id}\\?request=[0-9a-f-]{36}$`));
+    // The link names a stored request for this paywall and end user (the consent page decides exactly it).
+    const requestId = new URL(s.connectUser.url).searchParams.get('request');
+    const stored = await t.db.query<any>(
+      `select r.status, e.external_id from connect_request r join end_user e on e.id = r.end_user_id
+        where r.id = $1 and r.paywall_id = $2`,
+      [requestId, shared.id],
+    );
+    expect(stored).toEqual([{ status: 'pending', external_id: 'hana' }]);
     expect(s.topUpLink.url).toBe(`${t.url}/wallet/topup?paywall=${shared.id}&user=hana`);
 
     const disc = `mutation($u: String!) { disconnectUser(user: $u) { success message } }`;
@@ -404,6 +424,7 @@ describe('ledger invariants and atomicity', () => {
     expect(retry.headers.get('idempotent-replayed')).toBeNull();
     expect(retry.body.success).toBe(true);
     expect((await userRow(pw, 'ivy')).balance).toBe('500000');
+    await expectLedgerProven(t.db);
   });
 
   it('every account equals the sum of its transfers, all balances sum to 0; every transfer has its event', async () => {

@@ -23,7 +23,7 @@ async function snapshot(pw: Pw, user: string) {
   const events = await t.db.query<any>(`select type from event where paywall_id = $1 order by seq`, [pw.id]);
   const charges = await t.db.query<any>(`select status from charge where paywall_id = $1`, [pw.id]);
   return {
-    user: u ? { id: u.id, balance: u.balance, held: u.held } : null,
+    user: (u ? { id: u.id, balance: u.balance, held: u.held } : null) as any,
     ledger,
     events: events.map((e) => e.type),
     charges: charges.length,
@@ -113,6 +113,7 @@ describe('POST /v1/user/balance/deposit', () => {
     // Nor does a refused first deposit create the user.
     expect((await deposit(pw, { user: 'newbie', amount: '-1' })).status).toBe(400);
     expect((await snapshot(pw, 'newbie')).user).toBeNull();
+    await expectLedgerProven(t.db);
   });
 
   it('validates metadata: an object of at most 50 keys and 8 KiB', async () => {
@@ -126,6 +127,7 @@ describe('POST /v1/user/balance/deposit', () => {
     expect((await snapshot(pw, 'm')).user).toBeNull();
     const fifty = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`k${i}`, i]));
     expect((await deposit(pw, { user: 'm', amount: '1', metadata: fifty })).status).toBe(200);
+    await expectLedgerProven(t.db);
   });
 
   it('needs a user: none given is 400 missing_user; the header wins over the body', async () => {
@@ -153,6 +155,7 @@ describe('POST /v1/user/balance/deposit', () => {
     expect((await snapshot(pw, 'body-user')).user).toBeNull();
     const events = await t.db.query(`select 1 from event where paywall_id = $1`, [pw.id]);
     expect(events).toHaveLength(1);
+    await expectLedgerProven(t.db);
   });
 
   it('is refused on a SHARED paywall (400 unsupported_in_mode), nothing changed', async () => {
@@ -289,6 +292,7 @@ describe('POST /v1/user/charge', () => {
     );
     const r = await charge(pw, { user: 'new one', amount: '1' });
     expect(r.body).toMatchObject({ success: false, url: 'https://shop.example/credits?user=new+one' });
+    await expectLedgerProven(t.db);
   });
 
   it('SHARED: an unconnected user gets a connect link (charge.failed not_connected), a connected one is charged', async () => {
@@ -330,6 +334,7 @@ describe('POST /v1/user/charge', () => {
     const none = await charge(pw, { amount: '1' });
     expect(none.body.error).toMatchObject({ param: 'user', code: 'missing_user' });
     expect(await snapshot(pw, 'eve')).toEqual(before);
+    await expectLedgerProven(t.db);
   });
 });
 
@@ -357,6 +362,8 @@ describe('GET /v1/user/balance, /balance/topup, /connect, /disconnect', () => {
     const held = await t.rest('GET', '/v1/user/balance?user=fay', { token: pw.apiKey });
     expect(held.body).toEqual({ balance: '3000000', balanceFormatted: '3.000000' });
     await setHeld(t.db, u.id, 0);
+    // The hand-set hold (no charge row behind it) is gone again: only now can the held amounts be proven.
+    await expectLedgerProven(t.db);
   });
 
   it('topup: a link for the user and a topup.link.created event', async () => {
@@ -516,6 +523,7 @@ describe('the user in the path: /v1/u/{user}/user/*', () => {
     expect(query.status).toBe(400);
     expect(await snapshot(pw, 'alice')).toEqual(before);
     expect((await snapshot(pw, 'bob')).user).toBeNull();
+    await expectLedgerProven(t.db);
   });
 });
 
@@ -563,6 +571,7 @@ describe('authentication and isolation', () => {
     expect((await t.rest('GET', '/v1/user/balance?user=same', { token: b.apiKey })).body.balance).toBe(
       '5000000',
     );
+    await expectLedgerProven(t.db);
   });
 });
 
@@ -603,6 +612,8 @@ describe('Idempotency-Key (CONTRACT §4)', () => {
       h,
     );
     expect(elsewhere.headers.get('idempotent-replayed')).toBeNull();
+    expect((await snapshot(pw, 'kim')).user.balance).toBe('1400000');
+    await expectLedgerProven(t.db);
   });
 
   it('a refused charge is an answer too: replayed, never retried against a later balance', async () => {
@@ -616,6 +627,7 @@ describe('Idempotency-Key (CONTRACT §4)', () => {
     expect(again.body).toEqual(first.body);
     expect((await snapshot(pw, 'lou')).user.balance).toBe('5000000');
     expect(await t.db.query(`select 1 from charge where paywall_id = $1`, [pw.id])).toHaveLength(1);
+    await expectLedgerProven(t.db);
   });
 
   it('a stored refusal (unsupported_in_mode) is replayed with its status', async () => {
@@ -659,6 +671,7 @@ describe('Idempotency-Key (CONTRACT §4)', () => {
     );
     expect(row.response_status).toBe(200);
     expect(row.completed_at).not.toBeNull();
+    await expectLedgerProven(t.db);
   });
 
   it('a malformed key is a 400 naming Idempotency-Key; a bad body stores nothing under the key', async () => {
@@ -674,5 +687,9 @@ describe('Idempotency-Key (CONTRACT §4)', () => {
     const good = await deposit(pw, { user: 'ola', amount: '1' }, { 'Idempotency-Key': okKey });
     expect(good.status).toBe(200);
     expect(good.headers.get('idempotent-replayed')).toBeNull();
+    expect((await snapshot(pw, 'ola')).ledger).toEqual([
+      { kind: 'deposit', amount: '1000000', after: '1000000' },
+    ]);
+    await expectLedgerProven(t.db);
   });
 });

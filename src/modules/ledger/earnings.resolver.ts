@@ -2,15 +2,15 @@ import DataLoader from 'dataloader';
 import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Resolver, Root } from 'type-graphql';
 import { requireAuth, type AppContext } from '../../graphql/context.js';
 import { PaywallType } from '../paywalls/paywall.types.js';
-import { checkFirst, pageInfo } from '../users/user.types.js';
+import { checkFirst } from '../../graphql/connection.js';
 import {
-  EarningsHistory,
+  EarningsEntryConnection,
+  EarningsEntryType,
   EarningsType,
   RequestWithdrawalInput,
-  WithdrawalPage,
+  WithdrawalConnection,
   WithdrawalType,
 } from './earnings.types.js';
-import { EarningsEntryType } from './earnings.types.js';
 
 /** Earnings, their history and withdrawals of a paywall (CONTRACT §8). */
 @Resolver(() => PaywallType)
@@ -24,32 +24,28 @@ export class EarningsResolver {
     return EarningsType.from(await loader.load(paywall.id));
   }
 
-  @FieldResolver(() => EarningsHistory, { description: 'Movements of the earnings account, newest first.' })
+  @FieldResolver(() => EarningsEntryConnection, {
+    description: 'Movements of the earnings account, newest first.',
+  })
   async earningsHistory(
     @Root() paywall: PaywallType,
     @Ctx() ctx: AppContext,
     @Arg('first', () => Int, { defaultValue: 20 }) first = 20,
     @Arg('after', () => String, { nullable: true }) after?: string | null,
-  ): Promise<EarningsHistory> {
+  ): Promise<EarningsEntryConnection> {
     const page = await ctx.services.earnings.history(paywall.id, checkFirst(first), after ?? null);
-    return Object.assign(new EarningsHistory(), {
-      edges: page.rows.map((r) => ({ cursor: r.cursor, node: EarningsEntryType.from(r) })),
-      pageInfo: pageInfo(page.rows, page.hasNextPage),
-    });
+    return EarningsEntryConnection.of(page, EarningsEntryType.from);
   }
 
-  @FieldResolver(() => WithdrawalPage, { description: 'Withdrawals, newest first.' })
+  @FieldResolver(() => WithdrawalConnection, { description: 'Withdrawals, newest first.' })
   async withdrawals(
     @Root() paywall: PaywallType,
     @Ctx() ctx: AppContext,
     @Arg('first', () => Int, { defaultValue: 20 }) first = 20,
     @Arg('after', () => String, { nullable: true }) after?: string | null,
-  ): Promise<WithdrawalPage> {
+  ): Promise<WithdrawalConnection> {
     const page = await ctx.services.earnings.withdrawals(paywall.id, checkFirst(first), after ?? null);
-    return Object.assign(new WithdrawalPage(), {
-      edges: page.rows.map((r) => ({ cursor: r.cursor, node: WithdrawalType.from(r) })),
-      pageInfo: pageInfo(page.rows, page.hasNextPage),
-    });
+    return WithdrawalConnection.of(page, WithdrawalType.from);
   }
 
   @Mutation(() => WithdrawalType, {

@@ -1,6 +1,6 @@
 import { Field, ID, InputType, ObjectType, registerEnumType } from 'type-graphql';
 import { MoneyScalar } from '../../graphql/scalars.js';
-import { PageInfo } from '../users/user.types.js';
+import { Connection } from '../../graphql/connection.js';
 import { WITHDRAWAL_STATUSES, type WithdrawalStatus } from './account.entity.js';
 import type { Earnings, EarningsEntry, WithdrawalRow } from './earnings.service.js';
 
@@ -60,17 +60,12 @@ export class EarningsEntryType {
   }
 }
 
-@ObjectType()
-export class EarningsEntryEdge {
-  @Field() cursor!: string;
-  @Field(() => EarningsEntryType) node!: EarningsEntryType;
-}
-
-@ObjectType()
-export class EarningsHistory {
-  @Field(() => [EarningsEntryEdge]) edges!: EarningsEntryEdge[];
-  @Field(() => PageInfo) pageInfo!: PageInfo;
-}
+export const EarningsEntryConnection = Connection(EarningsEntryType, {
+  connection: 'EarningsEntryConnection',
+  edge: 'EarningsEntryEdge',
+  description: 'Movements of the earnings account, newest first.',
+});
+export type EarningsEntryConnection = InstanceType<typeof EarningsEntryConnection>;
 
 @ObjectType('Withdrawal')
 export class WithdrawalType {
@@ -97,17 +92,11 @@ export class WithdrawalType {
   }
 }
 
-@ObjectType()
-export class WithdrawalEdge {
-  @Field() cursor!: string;
-  @Field(() => WithdrawalType) node!: WithdrawalType;
-}
-
-@ObjectType()
-export class WithdrawalPage {
-  @Field(() => [WithdrawalEdge]) edges!: WithdrawalEdge[];
-  @Field(() => PageInfo) pageInfo!: PageInfo;
-}
+export const WithdrawalConnection = Connection(WithdrawalType, {
+  connection: 'WithdrawalConnection',
+  edge: 'WithdrawalEdge',
+});
+export type WithdrawalConnection = InstanceType<typeof WithdrawalConnection>;
 
 @InputType()
 export class RequestWithdrawalInput {

@@ -3,18 +3,17 @@ import { Arg, Ctx, FieldResolver, Int, Mutation, Resolver, Root } from 'type-gra
 import { requireAuth, type AppContext } from '../../graphql/context.js';
 import { DomainError } from '../../shared/errors.js';
 import { triggerOf } from '../users/user.service.js';
-import { checkFirst, EndUserType, pageInfo } from '../users/user.types.js';
+import { checkFirst } from '../../graphql/connection.js';
+import { EndUserType } from '../users/user.types.js';
 import type { Page, PageKey } from './ledger.service.js';
 import {
   ChargeConnection,
-  ChargeEdge,
   ChargeInput,
   ChargePayload,
   ChargeType,
   DepositInput,
   DepositPayload,
   LedgerEntryConnection,
-  LedgerEntryEdge,
   LedgerEntryType,
 } from './ledger.types.js';
 
@@ -72,12 +71,7 @@ export class LedgerResolver {
   ): Promise<LedgerEntryConnection> {
     const loader = pageLoader(ctx, 'ledgerPages', (keys) => ctx.services.ledger.ledgerPages(keys));
     const page = await loader.load({ userId: user.id, first: checkFirst(first), after: after ?? null });
-    return Object.assign(new LedgerEntryConnection(), {
-      edges: page.rows.map((r) =>
-        Object.assign(new LedgerEntryEdge(), { cursor: r.cursor, node: LedgerEntryType.from(r) }),
-      ),
-      pageInfo: pageInfo(page.rows, page.hasNextPage),
-    });
+    return LedgerEntryConnection.of(page, LedgerEntryType.from);
   }
 
   @FieldResolver(() => ChargeConnection, { description: 'Manual and usage charges, newest first.' })
@@ -89,11 +83,6 @@ export class LedgerResolver {
   ): Promise<ChargeConnection> {
     const loader = pageLoader(ctx, 'chargePages', (keys) => ctx.services.ledger.chargePages(keys));
     const page = await loader.load({ userId: user.id, first: checkFirst(first), after: after ?? null });
-    return Object.assign(new ChargeConnection(), {
-      edges: page.rows.map((r) =>
-        Object.assign(new ChargeEdge(), { cursor: r.cursor, node: ChargeType.from(r) }),
-      ),
-      pageInfo: pageInfo(page.rows, page.hasNextPage),
-    });
+    return ChargeConnection.of(page, ChargeType.from);
   }
 }

@@ -4,7 +4,8 @@ import type { AppContext } from '../../graphql/context.js';
 import { MoneyScalar } from '../../graphql/scalars.js';
 import { formatUsdc } from '../../shared/money.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
-import { EndUserType, PageInfo, userLoader } from '../users/user.types.js';
+import { Connection } from '../../graphql/connection.js';
+import { EndUserType, userLoader } from '../users/user.types.js';
 import type { ChargeResult, ChargeRow, DepositResult, LedgerEntryRow } from './ledger.service.js';
 
 /** The user of a payload, loaded lazily (REST asks only for balances) and batched per request. */
@@ -164,26 +165,14 @@ export class LedgerEntryType {
   }
 }
 
-@ObjectType()
-export class LedgerEntryEdge {
-  @Field() cursor!: string;
-  @Field(() => LedgerEntryType) node!: LedgerEntryType;
-}
+export const LedgerEntryConnection = Connection(LedgerEntryType, {
+  connection: 'LedgerEntryConnection',
+  edge: 'LedgerEntryEdge',
+});
+export type LedgerEntryConnection = InstanceType<typeof LedgerEntryConnection>;
 
-@ObjectType()
-export class LedgerEntryConnection {
-  @Field(() => [LedgerEntryEdge]) edges!: LedgerEntryEdge[];
-  @Field(() => PageInfo) pageInfo!: PageInfo;
-}
-
-@ObjectType()
-export class ChargeEdge {
-  @Field() cursor!: string;
-  @Field(() => ChargeType) node!: ChargeType;
-}
-
-@ObjectType()
-export class ChargeConnection {
-  @Field(() => [ChargeEdge]) edges!: ChargeEdge[];
-  @Field(() => PageInfo) pageInfo!: PageInfo;
-}
+export const ChargeConnection = Connection(ChargeType, {
+  connection: 'ChargeConnection',
+  edge: 'ChargeEdge',
+});
+export type ChargeConnection = InstanceType<typeof ChargeConnection>;

@@ -2,7 +2,7 @@ import { Arg, Ctx, Field, FieldResolver, ID, Int, ObjectType, Resolver, Root } f
 import type { AppContext } from '../../graphql/context.js';
 import { PaywallType } from '../paywalls/paywall.types.js';
 import type { ConnectionRow } from './user.service.js';
-import { checkFirst, PageInfo, pageInfo } from './user.types.js';
+import { checkFirst, Connection } from '../../graphql/connection.js';
 
 @ObjectType('WalletConnection', {
   description: 'SHARED mode: an end user of this paywall authorized by a wallet user (approve → revoke).',
@@ -27,21 +27,16 @@ export class WalletConnectionType {
   }
 }
 
-@ObjectType()
-export class WalletConnectionEdge {
-  @Field() cursor!: string;
-  @Field(() => WalletConnectionType) node!: WalletConnectionType;
-}
-
-@ObjectType()
-export class WalletConnectionPage {
-  @Field(() => [WalletConnectionEdge]) edges!: WalletConnectionEdge[];
-  @Field(() => PageInfo) pageInfo!: PageInfo;
-}
+export const WalletConnectionList = Connection(WalletConnectionType, {
+  connection: 'WalletConnectionList',
+  edge: 'WalletConnectionEdge',
+  description: "A paywall's wallet connections, newest first.",
+});
+export type WalletConnectionList = InstanceType<typeof WalletConnectionList>;
 
 @Resolver(() => PaywallType)
 export class ConnectionResolver {
-  @FieldResolver(() => WalletConnectionPage, {
+  @FieldResolver(() => WalletConnectionList, {
     description: 'SHARED mode: wallet authorizations of this paywall, newest first (revoked ones included).',
   })
   async connections(
@@ -49,11 +44,8 @@ export class ConnectionResolver {
     @Ctx() ctx: AppContext,
     @Arg('first', () => Int, { defaultValue: 20 }) first = 20,
     @Arg('after', () => String, { nullable: true }) after?: string | null,
-  ): Promise<WalletConnectionPage> {
+  ): Promise<WalletConnectionList> {
     const page = await ctx.services.users.connections(paywall.id, checkFirst(first), after ?? null);
-    return Object.assign(new WalletConnectionPage(), {
-      edges: page.rows.map((r) => ({ cursor: r.cursor, node: WalletConnectionType.from(r) })),
-      pageInfo: pageInfo(page.rows, page.hasNextPage),
-    });
+    return WalletConnectionList.of(page, WalletConnectionType.from);
   }
 }

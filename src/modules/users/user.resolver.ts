@@ -1,15 +1,13 @@
 import { Arg, Ctx, ID, Int, Mutation, Query, Resolver } from 'type-graphql';
+import { checkFirst } from '../../graphql/connection.js';
 import { requireAuth, type AppContext } from '../../graphql/context.js';
 import { checkExternalId, triggerOf } from './user.service.js';
 import {
-  checkFirst,
   ConnectResult,
   ConnectedUser,
   DisconnectResult,
   EndUserConnection,
-  EndUserEdge,
   EndUserType,
-  pageInfo,
   TopUpLink,
 } from './user.types.js';
 
@@ -39,12 +37,7 @@ export class UserResolver {
   ): Promise<EndUserConnection> {
     const paywall = await ctx.services.paywalls.resolve(requireAuth(ctx), paywallId, { allowArchived: true });
     const page = await ctx.services.users.list(paywall.id, checkFirst(first), after ?? null);
-    return Object.assign(new EndUserConnection(), {
-      edges: page.rows.map((r) =>
-        Object.assign(new EndUserEdge(), { cursor: r.cursor, node: EndUserType.from(r, paywall) }),
-      ),
-      pageInfo: pageInfo(page.rows, page.hasNextPage),
-    });
+    return EndUserConnection.of(page, (r) => EndUserType.from(r, paywall));
   }
 
   @Mutation(() => ConnectResult, {

@@ -2,12 +2,10 @@ import DataLoader from 'dataloader';
 import { Field, ID, ObjectType } from 'type-graphql';
 import type { AppContext } from '../../graphql/context.js';
 import { MoneyScalar } from '../../graphql/scalars.js';
-import { DomainError } from '../../shared/errors.js';
+import { Connection } from '../../graphql/connection.js';
 import { formatUsdc } from '../../shared/money.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
 import { isConnected, type EndUserRow } from './user.service.js';
-
-export const MAX_PAGE_SIZE = 100;
 
 /** Per-request loader of end users by id: one query for every user a response mentions. */
 export const userLoader = (ctx: AppContext): DataLoader<string, EndUserRow | null> =>
@@ -15,26 +13,6 @@ export const userLoader = (ctx: AppContext): DataLoader<string, EndUserRow | nul
     'endUserById',
     () => new DataLoader((ids: readonly string[]) => ctx.services.users.byIds(ids)),
   );
-
-/** `first` of a connection: 1 to 100. */
-export function checkFirst(first: number): number {
-  if (!Number.isInteger(first) || first < 1 || first > MAX_PAGE_SIZE)
-    throw new DomainError('invalid_request', `first must be between 1 and ${MAX_PAGE_SIZE}`, 'first');
-  return first;
-}
-
-@ObjectType({ description: 'Relay-style page information of a connection.' })
-export class PageInfo {
-  @Field() hasNextPage!: boolean;
-  @Field(() => String, { nullable: true, description: 'Pass as `after` to get the next page.' })
-  endCursor!: string | null;
-}
-
-export const pageInfo = (rows: { cursor: string }[], hasNextPage: boolean): PageInfo =>
-  Object.assign(new PageInfo(), {
-    hasNextPage,
-    endCursor: rows.length ? rows[rows.length - 1].cursor : null,
-  });
 
 @ObjectType('EndUser', { description: 'An end user of one paywall, created on first sight.' })
 export class EndUserType {
@@ -68,17 +46,11 @@ export class EndUserType {
   }
 }
 
-@ObjectType()
-export class EndUserEdge {
-  @Field() cursor!: string;
-  @Field(() => EndUserType) node!: EndUserType;
-}
-
-@ObjectType()
-export class EndUserConnection {
-  @Field(() => [EndUserEdge]) edges!: EndUserEdge[];
-  @Field(() => PageInfo) pageInfo!: PageInfo;
-}
+export const EndUserConnection = Connection(EndUserType, {
+  connection: 'EndUserConnection',
+  edge: 'EndUserEdge',
+});
+export type EndUserConnection = InstanceType<typeof EndUserConnection>;
 
 @ObjectType({ description: 'A user connected to the paywall (spec: "Connected user").' })
 export class ConnectedUser {
