@@ -1,4 +1,5 @@
 import type { Config } from './config.js';
+import { systemClock, type Clock } from './shared/clock.js';
 import type { Database } from './db/database.js';
 import type { Logger } from './shared/logger.js';
 import type { Metrics } from './shared/metrics.js';
@@ -23,6 +24,8 @@ import { WalletSecrets } from './modules/wallet/wallet-secrets.js';
  */
 export interface Services {
   config: Config;
+  /** The time the rules see (tests move it). */
+  clock: Clock;
   db: Database;
   log: Logger;
   metrics: Metrics;
@@ -49,7 +52,7 @@ interface Lifecycle {
 }
 
 export function createServices(config: Config, db: Database, log: Logger, metrics: Metrics): Services {
-  const s = { config, db, log, metrics } as Services;
+  const s = { config, db, log, metrics, clock: systemClock() } as Services;
   s.owners = new OwnerService(db);
   s.paywalls = new PaywallService(db, {
     builtinNeedsMarkup: (paywall) => s.providers.builtinNeedsMarkup(paywall),

@@ -127,6 +127,7 @@ describe('model catalogue and prices', () => {
       requestPico: 1_000_000_000n,
       maxCompletionTokens: null,
       providerCost: null,
+      dailyRequestLimit: null,
       displayName: null,
       description: null,
       createdAt: expect.any(Date),

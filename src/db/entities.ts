@@ -12,6 +12,7 @@ import {
   WalletSignInSchema,
   WalletUserSchema,
 } from '../modules/wallet/wallet.entity.js';
+import { UsageCounterSchema } from '../modules/limits/usage-counter.entity.js';
 import { EventSchema } from '../modules/events/event.entity.js';
 import { WebhookSubscriptionSchema, WebhookDeliverySchema } from '../modules/webhooks/webhook.entity.js';
 
@@ -34,4 +35,5 @@ export const entities = [
   WalletSessionSchema,
   ConnectRequestSchema,
   WalletConnectionSchema,
+  UsageCounterSchema,
 ];

@@ -21,6 +21,8 @@ export interface ModelPriceInfo {
   completionPico: bigint;
   /** pico-USDC per request (never marked up, CONTRACT §5.2) */
   requestPico: bigint;
+  /** CONTRACT §10: requests of this model per end user per UTC day; null = no limit. */
+  dailyRequestLimit: number | null;
   /** cap on completion tokens for a hold; null = the default (4096) */
   maxCompletionTokens: number | null;
   /**
@@ -59,6 +61,7 @@ export interface ModelView {
   /** What the provider costs the paywall (the configured prices). */
   costPricing: PricingStrings;
   maxCompletionTokens: number | null;
+  dailyRequestLimit: number | null;
   /** Served by the platform's built-in provider (SHARED paywall without a provider of its own). */
   builtinProvider: boolean;
   createdAt: Date;
@@ -74,6 +77,7 @@ export interface SetModelPricingInput {
   completion?: string | null;
   request?: string | null;
   maxCompletionTokens?: number | null;
+  dailyRequestLimit?: number | null;
 }
 
 const CHANGED_CHANNEL = 'catalog_changed';
@@ -116,12 +120,13 @@ interface Row {
   completion_pico: string | bigint;
   request_pico: string | bigint;
   max_completion_tokens: number | null;
+  daily_request_limit: number | null;
   created_at: string | Date;
   updated_at: string | Date;
 }
 
 const COLUMNS = `model_id, display_name, description, prompt_pico, completion_pico, request_pico,
-  max_completion_tokens, created_at, updated_at`;
+  max_completion_tokens, daily_request_limit, created_at, updated_at`;
 
 const costOf = (b: BuiltinModel): ModelPrice =>
   Object.freeze({ promptPico: b.promptPico, completionPico: b.completionPico, requestPico: b.requestPico });
@@ -134,6 +139,7 @@ const fromBuiltin = (b: BuiltinModel): CatalogModel =>
     completionPico: b.completionPico,
     requestPico: b.requestPico,
     maxCompletionTokens: b.maxCompletionTokens,
+    dailyRequestLimit: null,
     providerCost: costOf(b),
     displayName: b.displayName,
     description: b.description,
@@ -151,6 +157,7 @@ const toModel = (r: Row): CatalogModel =>
     completionPico: BigInt(r.completion_pico),
     requestPico: BigInt(r.request_pico),
     maxCompletionTokens: r.max_completion_tokens === null ? null : Number(r.max_completion_tokens),
+    dailyRequestLimit: r.daily_request_limit === null ? null : Number(r.daily_request_limit),
     providerCost: null,
     displayName: r.display_name,
     description: r.description,
@@ -296,13 +303,24 @@ export class CatalogService {
         'maxCompletionTokens',
       );
 
+    const dailyLimit = input.dailyRequestLimit;
+    if (
+      dailyLimit !== undefined &&
+      dailyLimit !== null &&
+      (!Number.isInteger(dailyLimit) || dailyLimit < 0 || dailyLimit > 1_000_000_000)
+    )
+      throw invalid(
+        'dailyRequestLimit must be an integer from 0 to 1000000000, or null for none',
+        'dailyRequestLimit',
+      );
+
     const row = await this.s.db.transaction(async (tx) => {
       // One statement: the insert is skipped (no row returned) when a new model would pass the cap.
       const rows = await tx.query<Row>(
         `insert into model_price as m (paywall_id, model_id, display_name, description, prompt_pico,
-           completion_pico, request_pico, max_completion_tokens, created_at, updated_at)
+           completion_pico, request_pico, max_completion_tokens, daily_request_limit, created_at, updated_at)
          select $1::uuid, $2::text, $3::text, $4::text, coalesce($5::bigint, 0), coalesce($6::bigint, 0),
-                coalesce($7::bigint, 0), $8::int, now(), now()
+                coalesce($7::bigint, 0), $8::int, $13::int, now(), now()
           where (select count(*) from model_price where paywall_id = $1::uuid) < $12::int
              or exists (select 1 from model_price where paywall_id = $1::uuid and model_id = $2::text)
          on conflict (paywall_id, model_id) do update set
@@ -313,6 +331,8 @@ export class CatalogService {
            request_pico = coalesce($7::bigint, m.request_pico),
            max_completion_tokens = case when $11::boolean then excluded.max_completion_tokens
                                         else m.max_completion_tokens end,
+           daily_request_limit = case when $14::boolean then excluded.daily_request_limit
+                                      else m.daily_request_limit end,
            updated_at = now()
          returning ${COLUMNS}`,
         [
@@ -328,6 +348,8 @@ export class CatalogService {
           description !== undefined,
           maxTokens !== undefined,
           MAX_MODELS_PER_PAYWALL,
+          dailyLimit ?? null,
+          dailyLimit !== undefined,
         ],
       );
       if (rows.length === 0)
@@ -383,6 +405,7 @@ function toView(m: CatalogModel, paywall: PaywallInfo, builtinProvider: boolean)
       request: formatPrice(m.requestPico),
     },
     maxCompletionTokens: m.maxCompletionTokens,
+    dailyRequestLimit: m.dailyRequestLimit,
     builtinProvider,
     createdAt: m.createdAt ?? paywall.createdAt,
     updatedAt: m.updatedAt ?? paywall.createdAt,

@@ -32,6 +32,8 @@ export class ModelType {
   costPricing!: ModelPricingType;
   @Field(() => Int, { nullable: true, description: 'Completion-token cap for a request; null = 4096.' })
   maxCompletionTokens!: number | null;
+  @Field(() => Int, { nullable: true, description: 'Requests per end user per UTC day; null = no limit.' })
+  dailyRequestLimit!: number | null;
   @Field({
     description:
       "true when the platform's built-in provider serves this model (a SHARED paywall without a provider " +
@@ -52,6 +54,7 @@ export class ModelType {
       pricing: ModelPricingType.from(m.pricing),
       costPricing: ModelPricingType.from(m.costPricing),
       maxCompletionTokens: m.maxCompletionTokens,
+      dailyRequestLimit: m.dailyRequestLimit,
       builtinProvider: m.builtinProvider,
       createdAt: m.createdAt.toISOString(),
       updatedAt: m.updatedAt.toISOString(),
@@ -78,4 +81,9 @@ export class SetModelPricingInput {
     string | null;
   @Field(() => Int, { nullable: true, description: '16 to 1,000,000; null = the default 4096.' })
   maxCompletionTokens?: number | null;
+  @Field(() => Int, {
+    nullable: true,
+    description: 'Requests of this model per end user per UTC day (CONTRACT §10); null removes the limit.',
+  })
+  dailyRequestLimit?: number | null;
 }

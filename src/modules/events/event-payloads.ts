@@ -68,8 +68,10 @@ export interface EventDataMap {
     uncollected?: Usdc;
   };
   'paywall.usage.charge.deferred': { deferredRequestId: string; model: string };
+  /** `limit`: which daily limit (dailyRequestLimit, dailySpendLimit, modelDailyRequestLimit); `value`: its value. */
   'paywall.usage.rate.limited': {
     limit: string;
+    value: string;
     date: string;
     model: string | null;
     walletUserId: string | null;

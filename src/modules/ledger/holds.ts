@@ -42,11 +42,22 @@ export interface ReserveInput {
   stream: boolean;
   /** Stored on the charge (e.g. the prompt estimate the hold was computed from). */
   metadata: Record<string, unknown>;
+  /** The UTC day (YYYY-MM-DD) the request counts on for the daily limits (CONTRACT §10). */
+  day: string;
+  /** Daily limits that apply (null = none): requests per end user, spend per end user, requests of the model. */
+  requestLimit: number | null;
+  spendLimitRaw: bigint | null;
+  modelRequestLimit: number | null;
   /** Events to record with the hold (`started`, `deferred`); `walletUserId` is filled in by the statement. */
   events: NewEvent[];
 }
 
+/** Which daily limit refused a request (CONTRACT §10). */
+export type DailyLimit = 'dailyRequestLimit' | 'dailySpendLimit' | 'modelDailyRequestLimit';
+
 export interface ReserveResult {
+  /** Set when a daily limit refused the request (nothing held). */
+  limit: DailyLimit | null;
   /** Another hold of this statement reserves on the same account (a shared wallet): submit again. */
   retry?: boolean;
   userId: string;
@@ -80,8 +91,12 @@ const holdItem = (h: ReserveInput, i: number) => ({
   min_cap: h.minCap,
   model: h.model,
   stream: h.stream,
-  metadata: h.metadata,
+  metadata: { ...h.metadata, usageDay: h.day },
   events: orderedEvents(h.events),
+  day: h.day,
+  req_limit: h.requestLimit,
+  spend_limit: h.spendLimitRaw?.toString() ?? null,
+  model_limit: h.modelRequestLimit,
 });
 
 const holdResult = (r: Record<string, any>): ReserveResult => ({
@@ -93,6 +108,7 @@ const holdResult = (r: Record<string, any>): ReserveResult => ({
   holdRaw: BigInt(r.hold),
   held: r.held,
   retry: r.retry,
+  limit: r.limit_hit ?? null,
 });
 
 export interface SettleInput {
@@ -160,7 +176,7 @@ const TICK_SQL = `
 with hi as (
   select * from jsonb_to_recordset($1::jsonb) as x(i int, charge_id uuid, paywall_id uuid, external_id text,
     shared boolean, fixed numeric, per_token numeric, max_cap bigint, min_cap bigint, model text,
-    stream boolean, metadata jsonb, events jsonb)
+    stream boolean, metadata jsonb, events jsonb, day date, req_limit int, spend_limit bigint, model_limit int)
 ),
 si as (
   select * from jsonb_to_recordset($2::jsonb) as x(i int, charge_id uuid, paywall_id uuid, status text,
@@ -174,7 +190,7 @@ c as (
          settled_at = now(), metadata = ch.metadata || it.metadata
     from si it
    where ch.id = it.charge_id and ch.status = 'held'
-  returning ch.id, ch.user_id, ch.account_id, ch.hold_raw, it.i, it.captured, it.earnings, it.fee, it.provider,
+  returning ch.id, ch.user_id, ch.account_id, ch.hold_raw, (ch.metadata->>'usageDay')::date as usage_day, it.i, it.captured, it.earnings, it.fee, it.provider,
             it.paywall_id, it.ledger_id, it.metadata, it.events
 ),
 legs as (
@@ -199,22 +215,61 @@ lk as (
    order by a.id
      for no key update
 ),
+uk as (
+  select x.end_user_id, x.day, x.requests, x.spend_raw, x.model_requests
+    from usage_counter x
+   where x.end_user_id in (select user_id from hu) or x.end_user_id in (select user_id from c)
+   order by x.end_user_id
+     for no key update
+),
+pre as (
+  select hu.*, coalesce(lk.balance_raw - lk.held_raw, 0) as acct_free,
+         case when uk.day = hu.day then uk.model_requests else '{}'::jsonb end as day_models,
+         coalesce(case when uk.day = hu.day then uk.requests end, 0) as used_requests,
+         coalesce(case when uk.day = hu.day then uk.spend_raw end, 0) as used_spend,
+         coalesce(case when uk.day = hu.day then (uk.model_requests->>hu.model)::int end, 0) as used_model
+    from hu left join lk on lk.id = hu.account_id left join uk on uk.end_user_id = hu.user_id
+),
+lim as (
+  select pre.*, least(acct_free, coalesce(spend_limit - used_spend, acct_free)) as free,
+         case when req_limit is not null and used_requests >= req_limit then 'dailyRequestLimit'
+              when model_limit is not null and used_model >= model_limit then 'modelDailyRequestLimit'
+              when spend_limit is not null and used_spend >= spend_limit then 'dailySpendLimit' end as over
+    from pre
+),
 calc as (
-  select hu.i, hu.user_id as id, hu.account_id,
-         case when hu.shared then hu.wallet_user_id else hu.user_id end as wallet_id,
-         hu.connected, hu.connected and hu.rk > 1 as retry,
-         coalesce(lk.balance_raw - lk.held_raw, 0) as free, k.cap, hu.min_cap,
-         ceil((hu.fixed + k.cap * hu.per_token) / ${SCALE_PER_RAW})::bigint as hold
-    from hu left join lk on lk.id = hu.account_id,
+  select lim.i, lim.user_id as id, lim.account_id, lim.day, lim.model, lim.day_models,
+         lim.used_requests, lim.used_spend, lim.used_model,
+         case when lim.shared then lim.wallet_user_id else lim.user_id end as wallet_id,
+         lim.connected, lim.connected and lim.rk > 1 as retry,
+         lim.free, k.cap, lim.min_cap,
+         ceil((lim.fixed + k.cap * lim.per_token) / ${SCALE_PER_RAW})::bigint as hold,
+         -- A spend limit that leaves less than the smallest request is a limit, not a short balance.
+         coalesce(lim.over, case when k.cap < lim.min_cap and lim.spend_limit is not null
+                                  and lim.spend_limit - lim.used_spend < lim.acct_free then 'dailySpendLimit' end) as limit_hit
+    from lim,
     lateral (
-      select case when hu.per_token = 0 then hu.max_cap
-             else greatest(-1, least(hu.max_cap::numeric,
-                    floor((coalesce(lk.balance_raw - lk.held_raw, 0)::numeric * ${SCALE_PER_RAW} - hu.fixed) / hu.per_token)))::bigint
+      select case when lim.per_token = 0 then case when lim.fixed <= lim.free * ${SCALE_PER_RAW} then lim.max_cap else -1 end
+             else greatest(-1, least(lim.max_cap::numeric,
+                    floor((lim.free::numeric * ${SCALE_PER_RAW} - lim.fixed) / lim.per_token)))::bigint
              end as cap
     ) k
 ),
 ok as (
-  select * from calc where connected and not retry and cap >= min_cap and hold <= free
+  select * from calc where connected and not retry and limit_hit is null and cap >= min_cap and hold <= free
+),
+cnt as (
+  update usage_counter x
+     set day = v.day, requests = v.requests, spend_raw = v.spend, model_requests = v.models
+    from (
+      select ok.id, ok.day, ok.used_requests + 1 as requests, ok.used_spend + ok.hold as spend,
+             ok.day_models || jsonb_build_object(ok.model, ok.used_model + 1) as models
+        from ok
+      union all
+      select uk.end_user_id, uk.day, uk.requests, greatest(0, uk.spend_raw + c.captured - c.hold_raw), uk.model_requests
+        from c join uk on uk.end_user_id = c.user_id and uk.day = c.usage_day
+    ) v
+   where x.end_user_id = v.id
 ),
 delta as (
   select id, sum(held_delta)::bigint as held_delta, sum(balance_delta)::bigint as balance_delta
@@ -262,10 +317,10 @@ sev as (
    order by c.i, x.ord
 )
 select 'h' as kind, calc.i, calc.id, calc.wallet_id, calc.connected, calc.free::text as free,
-       calc.cap::text as cap, calc.hold::text as hold, ok.i is not null as held, calc.retry
+       calc.cap::text as cap, calc.hold::text as hold, ok.i is not null as held, calc.retry, calc.limit_hit
   from calc left join ok on ok.i = calc.i
 union all
-select 's', c.i, null, null, null, null, null, null, true, false from c`;
+select 's', c.i, null, null, null, null, null, null, true, false, null from c`;
 
 /**
  * Places `holds` and settles `settlements` in one statement (see TICK_SQL). Per hold: the result (with

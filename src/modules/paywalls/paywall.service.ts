@@ -20,6 +20,8 @@ export interface PaywallCollaborators {
 }
 
 export interface UpdatePaywallInput {
+  dailyRequestLimit?: number | null;
+  dailySpendLimit?: string | null;
   description?: string | null;
   name?: string | null;
   markup?: string | null;
@@ -38,6 +40,8 @@ export const toInfo = (p: Paywall): PaywallInfo => ({
   markupPpm: BigInt(p.markupPpm as any),
   topupUrl: p.topupUrl ?? null,
   trialCreditsRaw: BigInt(p.trialCreditsRaw as any),
+  dailyRequestLimit: p.dailyRequestLimit ?? null,
+  dailySpendLimitRaw: p.dailySpendLimitRaw == null ? null : BigInt(p.dailySpendLimitRaw as any),
   connectMessageTemplate: p.connectMessageTemplate ?? null,
   topupMessageTemplate: p.topupMessageTemplate ?? null,
   archivedAt: p.archivedAt ?? null,
@@ -247,6 +251,29 @@ export class PaywallService {
           'unsupported_in_mode',
         );
       set('trialCreditsRaw', raw, 'trialCredits', raw === current.trialCreditsRaw);
+    }
+    if (input.dailyRequestLimit !== undefined) {
+      const limit = input.dailyRequestLimit;
+      if (limit !== null && (!Number.isInteger(limit) || limit < 0 || limit > 1_000_000_000))
+        throw invalid(
+          'dailyRequestLimit must be an integer from 0 to 1000000000, or null for none',
+          'dailyRequestLimit',
+        );
+      set('dailyRequestLimit', limit, 'dailyRequestLimit', limit === current.dailyRequestLimit);
+    }
+    if (input.dailySpendLimit !== undefined) {
+      const raw =
+        input.dailySpendLimit === null
+          ? null
+          : input.dailySpendLimit === '0'
+            ? 0n
+            : parseAmount(input.dailySpendLimit);
+      if (raw === undefined || (input.dailySpendLimit !== null && raw === null))
+        throw invalid(
+          'dailySpendLimit must be "0" or a positive USDC decimal string, or null for none',
+          'dailySpendLimit',
+        );
+      set('dailySpendLimitRaw', raw, 'dailySpendLimit', raw === current.dailySpendLimitRaw);
     }
     for (const [field, value] of [
       ['connectMessageTemplate', input.connectMessageTemplate],

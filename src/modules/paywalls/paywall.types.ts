@@ -1,4 +1,4 @@
-import { Field, ID, InputType, ObjectType, registerEnumType } from 'type-graphql';
+import { Field, ID, InputType, Int, ObjectType, registerEnumType } from 'type-graphql';
 import { MoneyScalar } from '../../graphql/scalars.js';
 import { WALLET_MODES, type WalletMode } from './paywall.entity.js';
 import type { PaywallInfo } from './paywall-info.js';
@@ -22,6 +22,16 @@ export class PaywallType {
     string | null;
   @Field(() => MoneyScalar, { description: 'Credits granted to each new end user (0 = off).' })
   trialCredits!: bigint;
+  @Field(() => Int, {
+    nullable: true,
+    description: 'Chat requests per end user per UTC day; null = no limit.',
+  })
+  dailyRequestLimit!: number | null;
+  @Field(() => MoneyScalar, {
+    nullable: true,
+    description: 'Chat spend per end user per UTC day; null = no limit.',
+  })
+  dailySpendLimit!: bigint | null;
   @Field(() => String, { nullable: true }) connectMessageTemplate!: string | null;
   @Field(() => String, { nullable: true }) topupMessageTemplate!: string | null;
   @Field({ description: 'Last four characters of the current API key.' }) apiKeyLastFour!: string;
@@ -42,6 +52,8 @@ export class PaywallType {
       markup: formatMarkup(p.markupPpm),
       topupUrl: p.topupUrl,
       trialCredits: p.trialCreditsRaw,
+      dailyRequestLimit: p.dailyRequestLimit,
+      dailySpendLimit: p.dailySpendLimitRaw,
       connectMessageTemplate: p.connectMessageTemplate,
       topupMessageTemplate: p.topupMessageTemplate,
       apiKeyLastFour: p.apiKeyLastFour,
@@ -87,6 +99,16 @@ export class UpdatePaywallInput {
     description: 'USDC decimal string granted to each new user; "0" = off.',
   })
   trialCredits?: string | null;
+  @Field(() => Int, {
+    nullable: true,
+    description: 'Chat requests per end user per UTC day (CONTRACT §10); null removes the limit.',
+  })
+  dailyRequestLimit?: number | null;
+  @Field(() => String, {
+    nullable: true,
+    description: 'Chat spend per end user per UTC day, USDC decimal string; null removes the limit.',
+  })
+  dailySpendLimit?: string | null;
   @Field(() => String, {
     nullable: true,
     description: 'Blocked-reply text for unconnected users; must contain {url}.',

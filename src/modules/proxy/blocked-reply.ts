@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { sseData } from './sse-relay.js';
 
-export type BlockReason = 'not_connected' | 'insufficient_balance';
+export type BlockReason = 'not_connected' | 'insufficient_balance' | 'rate_limited';
 
 /** Default texts; a paywall may set its own (`connectMessageTemplate` / `topupMessageTemplate`, with {url}). */
 export const DEFAULT_CONNECT_TEMPLATE =
@@ -9,9 +9,21 @@ export const DEFAULT_CONNECT_TEMPLATE =
 export const DEFAULT_TOPUP_TEMPLATE =
   'Your balance is too low for this request. Top up here: {url}\n\nThen send your message again.';
 
-export function blockedText(template: string | null, reason: BlockReason, url: string): string {
+export function blockedText(
+  template: string | null,
+  reason: 'not_connected' | 'insufficient_balance',
+  url: string,
+): string {
   const t = template ?? (reason === 'not_connected' ? DEFAULT_CONNECT_TEMPLATE : DEFAULT_TOPUP_TEMPLATE);
   return t.split('{url}').join(url);
+}
+
+/** CONTRACT §10: the reply to a request over a daily limit says which limit and when it resets. */
+export function rateLimitedText(what: string, resetsAt: Date): string {
+  return (
+    `You have reached today's limit of ${what} for this app. ` +
+    `It resets at 00:00 UTC (${resetsAt.toISOString()}); please try again then.`
+  );
 }
 
 export interface BlockedReply {
@@ -19,16 +31,22 @@ export interface BlockedReply {
   created: number;
   model: string;
   text: string;
-  paywall: { reason: BlockReason; url: string };
+  paywall: { reason: BlockReason; url: string | null; resetsAt?: string };
 }
 
-export function blockedReply(model: string, reason: BlockReason, url: string, text: string): BlockedReply {
+export function blockedReply(
+  model: string,
+  reason: BlockReason,
+  url: string | null,
+  text: string,
+  resetsAt?: Date,
+): BlockedReply {
   return {
     id: `chatcmpl-${randomBytes(12).toString('base64url')}`,
     created: Math.floor(Date.now() / 1000),
     model,
     text,
-    paywall: { reason, url },
+    paywall: { reason, url, ...(resetsAt ? { resetsAt: resetsAt.toISOString() } : {}) },
   };
 }
 

@@ -9,11 +9,13 @@ import {
   ledgerTick,
   sweepAbandonedHolds,
   SCALE_PER_RAW,
+  type DailyLimit,
   type ReserveInput,
   type ReserveResult,
   type SettleInput,
 } from '../ledger/holds.js';
 import { GroupCommit } from './group-commit.js';
+import { nextUtcMidnight, utcDay } from '../../shared/clock.js';
 import { splitCharge } from '../ledger/accounts.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
 import type { ModelPriceInfo } from '../catalog/catalog.service.js';
@@ -22,6 +24,7 @@ import {
   blockedReply,
   blockedStream,
   blockedText,
+  rateLimitedText,
   type BlockReason,
 } from './blocked-reply.js';
 import { modelNotFound } from '../catalog/catalog.service.js';
@@ -260,6 +263,7 @@ export class ProxyService {
       );
 
     const markup = paywall.markupPpm;
+    const now = this.s.clock.now();
     const holdInput: ReserveInput = {
       chargeId,
       paywallId: paywall.id,
@@ -273,6 +277,10 @@ export class ProxyService {
       stream: req.stream,
       metadata: { promptEstimate, choices: req.n },
       events: startEvents,
+      day: utcDay(now),
+      requestLimit: paywall.dailyRequestLimit,
+      spendLimitRaw: paywall.dailySpendLimitRaw,
+      modelRequestLimit: price.dailyRequestLimit,
     };
     // Hot path: one statement against an existing user; a first-time user is created, then retried.
     const userKey = `${paywall.id}\n${call.externalUserId}`;
@@ -294,11 +302,15 @@ export class ProxyService {
       if (!hold) throw new DomainError('internal', 'end user could not be created');
     }
     if (!hold.connected || !hold.held) {
-      const reason: BlockReason = hold.connected ? 'insufficient_balance' : 'not_connected';
+      const reason: BlockReason = !hold.connected
+        ? 'not_connected'
+        : hold.limit
+          ? 'rate_limited'
+          : 'insufficient_balance';
       const needed =
         (holdInput.fixedScaled + BigInt(minCap) * holdInput.perTokenScaled + SCALE_PER_RAW - 1n) /
         SCALE_PER_RAW;
-      return this.blocked(call, req, hold, reason, chargeId, trigger, needed, sink);
+      return this.blocked(call, req, hold, reason, chargeId, trigger, needed, now, price, sink);
     }
 
     let finish!: () => void;
@@ -644,6 +656,23 @@ export class ProxyService {
     return captured;
   }
 
+  /** A daily limit in words and as the value events carry. */
+  private describeLimit(
+    limit: DailyLimit,
+    paywall: PaywallInfo,
+    price: PriceInfo,
+  ): { what: string; value: string } {
+    if (limit === 'dailySpendLimit') {
+      const v = usdcDecimal(paywall.dailySpendLimitRaw ?? 0n);
+      return { what: `${v} USDC of usage per day`, value: v };
+    }
+    const n = limit === 'dailyRequestLimit' ? paywall.dailyRequestLimit : price.dailyRequestLimit;
+    return {
+      what: `${n} requests per day${limit === 'modelDailyRequestLimit' ? ` with ${price.modelId}` : ''}`,
+      value: String(n),
+    };
+  }
+
   private async blocked(
     call: ChatCall,
     req: ChatRequest,
@@ -652,13 +681,17 @@ export class ProxyService {
     requestId: string,
     trigger: EventTrigger,
     neededRaw: bigint,
+    now: Date,
+    price: PriceInfo,
     sink?: StreamSink,
   ): Promise<ChatJson | null> {
     const { paywall, externalUserId } = call;
     const url =
       reason === 'not_connected'
         ? await this.s.users.connectLink(paywall, externalUserId, trigger)
-        : await this.s.users.topupLink(paywall, externalUserId, trigger);
+        : reason === 'insufficient_balance'
+          ? await this.s.users.topupLink(paywall, externalUserId, trigger)
+          : null;
     const walletUserId = hold.walletUserId;
     const onRequest = {
       paywall,
@@ -693,11 +726,38 @@ export class ProxyService {
           availableBalance: usdcDecimal(hold.freeRaw > 0n ? hold.freeRaw : 0n),
         }),
       );
+    const limit = hold.limit ? this.describeLimit(hold.limit, paywall, price) : null;
+    if (reason === 'rate_limited' && limit)
+      events.push(
+        buildEvent('paywall.usage.rate.limited', onUser, {
+          limit: hold.limit!,
+          value: limit.value,
+          date: utcDay(now),
+          model: req.model,
+          walletUserId,
+        }),
+      );
     await recordEvents(this.s.db, events);
 
-    const template =
-      reason === 'not_connected' ? paywall.connectMessageTemplate : paywall.topupMessageTemplate;
-    const reply = blockedReply(req.model, reason, url, blockedText(template, reason, url));
+    const reply =
+      reason === 'rate_limited' || url === null
+        ? blockedReply(
+            req.model,
+            reason,
+            null,
+            rateLimitedText(limit?.what ?? 'requests', nextUtcMidnight(now)),
+            nextUtcMidnight(now),
+          )
+        : blockedReply(
+            req.model,
+            reason,
+            url,
+            blockedText(
+              reason === 'not_connected' ? paywall.connectMessageTemplate : paywall.topupMessageTemplate,
+              reason,
+              url,
+            ),
+          );
     if (!req.stream || !sink) return { status: 200, body: blockedCompletion(reply) };
     sink.open();
     sink.write(blockedStream(reply, req.includeUsage));

@@ -52,8 +52,17 @@ export class ChatCompletionUsageType {
 
 @ObjectType('PaywallBlock', { description: 'Why a reply is a payment prompt instead of a completion.' })
 export class PaywallBlockType {
-  @Field({ description: '`not_connected` or `insufficient_balance`.' }) reason!: string;
-  @Field({ description: 'The connect or top-up link.' }) url!: string;
+  @Field({ description: '`not_connected`, `insufficient_balance` or `rate_limited`.' }) reason!: string;
+  @Field(() => String, {
+    nullable: true,
+    description: 'The connect or top-up link (null when rate limited).',
+  })
+  url!: string | null;
+  @Field(() => String, {
+    nullable: true,
+    description: 'rate_limited: when the daily limit resets (ISO time).',
+  })
+  resetsAt!: string | null;
 }
 
 @ObjectType('ChatCompletion')
@@ -95,7 +104,9 @@ export class ChatCompletionType {
             cost: String(usage.cost ?? '0'),
           })
         : null,
-      paywall: body.paywall ? Object.assign(new PaywallBlockType(), body.paywall) : null,
+      paywall: body.paywall
+        ? Object.assign(new PaywallBlockType(), { resetsAt: null, ...body.paywall })
+        : null,
     });
   }
 }

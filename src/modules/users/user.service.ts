@@ -159,6 +159,8 @@ export class UserService {
          values ($1::uuid, $2::uuid, $3::varchar, case when $7::boolean then $1::uuid end, now())
          on conflict (paywall_id, external_id) do nothing
          returning id, paywall_id, external_id, account_id, wallet_user_id, connected_at, created_at
+       ), uc as (
+         insert into usage_counter (end_user_id) select id from u
        ), a as (
          insert into ledger_account (id, kind, paywall_id, balance_raw, created_at)
          select u.id, 'user', u.paywall_id, $4::bigint, now() from u where $7::boolean
