@@ -1,5 +1,6 @@
 import type { Response } from 'express';
 import { DomainError, type ErrorCode } from '../src/shared/errors.js';
+import { RateLimitError, rateHeaders } from '../src/modules/limits/rate-limit.js';
 
 export interface OpenAIError {
   error: { message: string; type: string; param: string | null; code: string | null };
@@ -56,5 +57,6 @@ export function errorBody(e: DomainError): { status: number; body: OpenAIError }
 
 export function sendError(res: Response, e: DomainError): void {
   const { status, body } = errorBody(e);
+  if (e instanceof RateLimitError) res.set(rateHeaders(e.state));
   res.status(status).json(body);
 }

@@ -1,4 +1,5 @@
-import { Router } from 'express';
+import { Router, type NextFunction, type Request, type Response } from 'express';
+import { countRequest, rateHeaders, RateLimitError } from '../src/modules/limits/rate-limit.js';
 import type { Services } from '../src/services.js';
 import { DomainError } from '../src/shared/errors.js';
 import { sendError } from './errors.js';
@@ -7,6 +8,26 @@ import { userRoutes } from './user.routes.js';
 import { chatRoutes } from './chat.routes.js';
 import { modelsRoutes } from './models.routes.js';
 import { webhooksRoutes } from './webhooks.routes.js';
+
+/**
+ * CONTRACT §10: `RATE_LIMIT_PER_MINUTE` per paywall key across instances. Chat requests are counted by
+ * the hold's own statement (no extra round trip); every other route here, with one small statement.
+ */
+function rateLimit(services: Services) {
+  const limit = services.config.RATE_LIMIT_PER_MINUTE;
+  return async (req: Request, res: Response, next: NextFunction) => {
+    if (!limit || CHAT_PATH.test(req.path)) return next();
+    try {
+      const state = await countRequest(services.db, req.paywall!.id, limit, services.clock.now());
+      res.set(rateHeaders(state));
+      if (state.over) return sendError(res, new RateLimitError(state));
+      next();
+    } catch (e) {
+      next(e);
+    }
+  };
+}
+const CHAT_PATH = /^(\/u\/[^/]+)?\/chat\/completions\/?$/;
 
 /**
  * The REST compatibility layer under `/v1`: OpenAI-style routes and `/v1/user/*`, each mapped onto the
@@ -21,6 +42,7 @@ export function createRestRouter(services: Services): Router {
 
   const v1 = Router();
   v1.use(requireApiKey(services));
+  v1.use(rateLimit(services));
   v1.use(
     '/u/:pathUser',
     (req, _res, next) => {

@@ -193,6 +193,12 @@ const ConfigSchema = z.object({
   SHUTDOWN_GRACE_MS: intFrom(10000, 0),
   UPSTREAM_TIMEOUT_MS: intFrom(120000, 1),
   MAX_WS_CONNECTIONS: intFrom(1000, 1),
+  /** CONTRACT §10: requests per minute per paywall key, all instances together; unset = no limit. */
+  RATE_LIMIT_PER_MINUTE: z
+    .string()
+    .optional()
+    .transform((v) => (v === undefined || v === '' ? undefined : Number(v)))
+    .pipe(z.number().int().min(1, 'RATE_LIMIT_PER_MINUTE must be at least 1').optional()),
   /** SHARED mode: the platform's fee on what a developer receives, in basis points (CONTRACT §8). */
   PLATFORM_FEE_BPS: intFrom(0, 0).pipe(z.number().max(10000, 'PLATFORM_FEE_BPS is at most 10000')),
   /** The built-in provider of SHARED paywalls (CONTRACT §8): active when base URL and models are set. */

@@ -12,7 +12,7 @@ import {
   WalletSignInSchema,
   WalletUserSchema,
 } from '../modules/wallet/wallet.entity.js';
-import { UsageCounterSchema } from '../modules/limits/usage-counter.entity.js';
+import { RateWindowSchema, UsageCounterSchema } from '../modules/limits/limits.entity.js';
 import { EventSchema } from '../modules/events/event.entity.js';
 import { WebhookSubscriptionSchema, WebhookDeliverySchema } from '../modules/webhooks/webhook.entity.js';
 
@@ -36,4 +36,5 @@ export const entities = [
   ConnectRequestSchema,
   WalletConnectionSchema,
   UsageCounterSchema,
+  RateWindowSchema,
 ];

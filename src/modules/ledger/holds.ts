@@ -3,6 +3,7 @@ import { eventRows, recordEvents, type EventTrigger, type NewEvent } from '../ev
 import { buildEvent } from '../events/event-payloads.js';
 
 import { earningsAccountOf, FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from './accounts.js';
+import { RATE_WINDOW_UPSERT } from '../limits/rate-limit.js';
 
 /**
  * Holds for chat requests (CONTRACT §5.3). Reserving and settling are ONE data-modifying statement,
@@ -48,6 +49,9 @@ export interface ReserveInput {
   requestLimit: number | null;
   spendLimitRaw: bigint | null;
   modelRequestLimit: number | null;
+  /** The API rate limit (requests per minute per paywall key) and the minute this request counts in. */
+  rateLimit: number | null;
+  rateWindow: Date;
   /** Events to record with the hold (`started`, `deferred`); `walletUserId` is filled in by the statement. */
   events: NewEvent[];
 }
@@ -58,6 +62,8 @@ export type DailyLimit = 'dailyRequestLimit' | 'dailySpendLimit' | 'modelDailyRe
 export interface ReserveResult {
   /** Set when a daily limit refused the request (nothing held). */
   limit: DailyLimit | null;
+  /** With an API rate limit: this request's place in the minute's count (over the limit: refused). */
+  ratePosition: number | null;
   /** Another hold of this statement reserves on the same account (a shared wallet): submit again. */
   retry?: boolean;
   userId: string;
@@ -97,6 +103,8 @@ const holdItem = (h: ReserveInput, i: number) => ({
   req_limit: h.requestLimit,
   spend_limit: h.spendLimitRaw?.toString() ?? null,
   model_limit: h.modelRequestLimit,
+  rate_limit: h.rateLimit,
+  rate_window: h.rateWindow.toISOString(),
 });
 
 const holdResult = (r: Record<string, any>): ReserveResult => ({
@@ -109,6 +117,7 @@ const holdResult = (r: Record<string, any>): ReserveResult => ({
   held: r.held,
   retry: r.retry,
   limit: r.limit_hit ?? null,
+  ratePosition: r.rate_position === null || r.rate_position === undefined ? null : Number(r.rate_position),
 });
 
 export interface SettleInput {
@@ -176,7 +185,8 @@ const TICK_SQL = `
 with hi as (
   select * from jsonb_to_recordset($1::jsonb) as x(i int, charge_id uuid, paywall_id uuid, external_id text,
     shared boolean, fixed numeric, per_token numeric, max_cap bigint, min_cap bigint, model text,
-    stream boolean, metadata jsonb, events jsonb, day date, req_limit int, spend_limit bigint, model_limit int)
+    stream boolean, metadata jsonb, events jsonb, day date, req_limit int, spend_limit bigint, model_limit int,
+    rate_limit int, rate_window timestamptz)
 ),
 si as (
   select * from jsonb_to_recordset($2::jsonb) as x(i int, charge_id uuid, paywall_id uuid, status text,
@@ -215,6 +225,21 @@ lk as (
    order by a.id
      for no key update
 ),
+hr as (
+  -- Requests the API rate limit counts: every hold of this statement but those that come back to retry.
+  select hu.i, hu.paywall_id, hu.rate_window, hu.rate_limit,
+         row_number() over (partition by hu.paywall_id order by hu.i) as pos
+    from hu where hu.rate_limit is not null and not (hu.connected and hu.rk > 1)
+),
+rq as (
+  select paywall_id, max(rate_window) as w, count(*)::int as n from hr group by paywall_id
+),
+rw as (${RATE_WINDOW_UPSERT('select paywall_id, w, n from rq')}
+),
+rate as (
+  select hr.i, rw.count - rq.n + hr.pos as position, rw.count - rq.n + hr.pos > hr.rate_limit as over
+    from hr join rq on rq.paywall_id = hr.paywall_id join rw on rw.paywall_id = hr.paywall_id
+),
 uk as (
   select x.end_user_id, x.day, x.requests, x.spend_raw, x.model_requests
     from usage_counter x
@@ -239,7 +264,8 @@ lim as (
 ),
 calc as (
   select lim.i, lim.user_id as id, lim.account_id, lim.day, lim.model, lim.day_models,
-         lim.used_requests, lim.used_spend, lim.used_model,
+         lim.used_requests, lim.used_spend, lim.used_model, rate.position as rate_position,
+         coalesce(rate.over, false) as rate_over,
          case when lim.shared then lim.wallet_user_id else lim.user_id end as wallet_id,
          lim.connected, lim.connected and lim.rk > 1 as retry,
          lim.free, k.cap, lim.min_cap,
@@ -247,7 +273,7 @@ calc as (
          -- A spend limit that leaves less than the smallest request is a limit, not a short balance.
          coalesce(lim.over, case when k.cap < lim.min_cap and lim.spend_limit is not null
                                   and lim.spend_limit - lim.used_spend < lim.acct_free then 'dailySpendLimit' end) as limit_hit
-    from lim,
+    from lim left join rate on rate.i = lim.i,
     lateral (
       select case when lim.per_token = 0 then case when lim.fixed <= lim.free * ${SCALE_PER_RAW} then lim.max_cap else -1 end
              else greatest(-1, least(lim.max_cap::numeric,
@@ -256,7 +282,8 @@ calc as (
     ) k
 ),
 ok as (
-  select * from calc where connected and not retry and limit_hit is null and cap >= min_cap and hold <= free
+  select * from calc
+   where connected and not retry and not rate_over and limit_hit is null and cap >= min_cap and hold <= free
 ),
 cnt as (
   update usage_counter x
@@ -317,10 +344,11 @@ sev as (
    order by c.i, x.ord
 )
 select 'h' as kind, calc.i, calc.id, calc.wallet_id, calc.connected, calc.free::text as free,
-       calc.cap::text as cap, calc.hold::text as hold, ok.i is not null as held, calc.retry, calc.limit_hit
+       calc.cap::text as cap, calc.hold::text as hold, ok.i is not null as held, calc.retry, calc.limit_hit,
+       calc.rate_position
   from calc left join ok on ok.i = calc.i
 union all
-select 's', c.i, null, null, null, null, null, null, true, false, null from c`;
+select 's', c.i, null, null, null, null, null, null, true, false, null, null from c`;
 
 /**
  * Places `holds` and settles `settlements` in one statement (see TICK_SQL). Per hold: the result (with

@@ -16,6 +16,7 @@ import {
 } from '../ledger/holds.js';
 import { GroupCommit } from './group-commit.js';
 import { nextUtcMidnight, utcDay } from '../../shared/clock.js';
+import { RateLimitError, rateState, windowOf } from '../limits/rate-limit.js';
 import { splitCharge } from '../ledger/accounts.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
 import type { ModelPriceInfo } from '../catalog/catalog.service.js';
@@ -281,6 +282,8 @@ export class ProxyService {
       requestLimit: paywall.dailyRequestLimit,
       spendLimitRaw: paywall.dailySpendLimitRaw,
       modelRequestLimit: price.dailyRequestLimit,
+      rateLimit: this.s.config.RATE_LIMIT_PER_MINUTE ?? null,
+      rateWindow: windowOf(now),
     };
     // Hot path: one statement against an existing user; a first-time user is created, then retried.
     const userKey = `${paywall.id}\n${call.externalUserId}`;
@@ -301,6 +304,9 @@ export class ProxyService {
       hold = await reserve();
       if (!hold) throw new DomainError('internal', 'end user could not be created');
     }
+    const rateLimit = this.s.config.RATE_LIMIT_PER_MINUTE;
+    if (rateLimit && hold.ratePosition !== null && hold.ratePosition > rateLimit)
+      throw new RateLimitError(rateState(rateLimit, hold.ratePosition, now));
     if (!hold.connected || !hold.held) {
       const reason: BlockReason = !hold.connected
         ? 'not_connected'

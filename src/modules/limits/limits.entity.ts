@@ -1,4 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
+import { Paywall } from '../paywalls/paywall.entity.js';
 import { EndUser } from '../users/end-user.entity.js';
 
 /**
@@ -20,3 +21,19 @@ export const UsageCounterSchema = defineEntity({
 });
 export class UsageCounter extends UsageCounterSchema.class {}
 UsageCounterSchema.setClass(UsageCounter);
+
+/**
+ * The API rate limit's counter (CONTRACT §10): requests of one paywall key in the current minute, shared
+ * by every instance (PostgreSQL is the shared state). A new minute starts the count over.
+ */
+export const RateWindowSchema = defineEntity({
+  name: 'RateWindow',
+  tableName: 'rate_window',
+  properties: {
+    paywall: () => p.manyToOne(Paywall).mapToPk().primary(),
+    windowStart: p.datetime(),
+    count: p.integer().default(0),
+  },
+});
+export class RateWindow extends RateWindowSchema.class {}
+RateWindowSchema.setClass(RateWindow);

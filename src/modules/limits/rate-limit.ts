@@ -1,0 +1,82 @@
+import type { Sql } from '../../db/database.js';
+import { DomainError } from '../../shared/errors.js';
+
+/**
+ * The API rate limit (CONTRACT §10): `RATE_LIMIT_PER_MINUTE` requests per paywall key and clock minute,
+ * counted in PostgreSQL so every instance shares one count. Chat requests are counted inside the hold's
+ * statement (no extra round trip; see holds.ts); other routes with `countRequest`.
+ */
+export interface RateState {
+  limit: number;
+  /** Requests left in this minute after this one (0 when over). */
+  remaining: number;
+  /** When the window ends, and the whole seconds until then (at least 1). */
+  resetAt: Date;
+  resetSeconds: number;
+  /** This request is over the limit. */
+  over: boolean;
+}
+
+/** The minute a request counts in. */
+export const windowOf = (now: Date): Date => new Date(Math.floor(now.getTime() / 60_000) * 60_000);
+
+/**
+ * The upsert both paths use, adding `count` for each (paywall_id, window_start, count) row of `source`
+ * (one row per paywall): a new minute starts over; returns the count after adding.
+ */
+export const RATE_WINDOW_UPSERT = (source: string) => `
+  insert into rate_window (paywall_id, window_start, count) ${source}
+  on conflict (paywall_id) do update
+     set count = case when rate_window.window_start = excluded.window_start then rate_window.count + excluded.count
+                      else excluded.count end,
+         window_start = greatest(rate_window.window_start, excluded.window_start)
+  returning paywall_id, count`;
+
+/** Counts one request of a paywall key in the current minute. */
+export async function countRequest(
+  sql: Sql,
+  paywallId: string,
+  limit: number,
+  now: Date,
+): Promise<RateState> {
+  const rows = await sql.query(
+    RATE_WINDOW_UPSERT('values ($1::uuid, $2::timestamptz, 1)'),
+    [paywallId, windowOf(now)],
+    'rate_window_count',
+  );
+  return rateState(limit, Number(rows[0].count), now);
+}
+
+/** The state of the request that made the count `position` in the minute of `now`. */
+export function rateState(limit: number, position: number, now: Date): RateState {
+  const resetAt = new Date(windowOf(now).getTime() + 60_000);
+  return {
+    limit,
+    remaining: Math.max(0, limit - position),
+    resetAt,
+    resetSeconds: Math.max(1, Math.ceil((resetAt.getTime() - now.getTime()) / 1000)),
+    over: position > limit,
+  };
+}
+
+/** The 429 a request over the limit gets (the REST layer adds Retry-After and x-ratelimit-*). */
+export class RateLimitError extends DomainError {
+  constructor(readonly state: RateState) {
+    super(
+      'rate_limited',
+      `Rate limit reached: ${state.limit} requests per minute for this API key. Retry after ${state.resetAt.toISOString()}.`,
+      null,
+      'rate_limit_exceeded',
+    );
+  }
+}
+
+/** The response headers of a counted request: limit, remaining, whole seconds until the window resets. */
+export function rateHeaders(state: RateState): Record<string, string> {
+  return {
+    'x-ratelimit-limit': String(state.limit),
+    'x-ratelimit-remaining': String(state.remaining),
+    'x-ratelimit-reset': String(state.resetSeconds),
+    ...(state.over ? { 'retry-after': String(state.resetSeconds) } : {}),
+  };
+}

@@ -1,0 +1,111 @@
+import OpenAI from 'openai';
+import { FakeUpstream } from './helpers/fake-upstream.js';
+import { startInstances, OWNER_TOKEN, type Instance } from './helpers/instances.js';
+import { MODEL, PROVIDER_KEY } from './helpers/proxy-setup.js';
+
+/**
+ * The API rate limit (CONTRACT §10): RATE_LIMIT_PER_MINUTE per paywall key, all instances together (the
+ * count is in PostgreSQL); over it, 429 rate_limit_error with Retry-After and x-ratelimit-* headers.
+ * Chats are counted by the hold's statement, other routes by one small statement. The clock is moved.
+ */
+let fake: FakeUpstream;
+let cluster: Awaited<ReturnType<typeof startInstances>>;
+let a: Instance;
+let b: Instance;
+const at = (iso: string) => {
+  for (const i of cluster.instances) i.app.services.clock.now = () => new Date(iso);
+};
+
+beforeAll(async () => {
+  fake = await FakeUpstream.start();
+  cluster = await startInstances(2, { RATE_LIMIT_PER_MINUTE: '10' });
+  [a, b] = cluster.instances;
+}, 120_000);
+afterAll(async () => {
+  await cluster?.close();
+  await fake?.close();
+});
+
+async function paywall(): Promise<string> {
+  const r = await a.gql(
+    OWNER_TOKEN,
+    `mutation { createPaywall(input: {name: "Limited", mode: DEFAULT}) { apiKey } }`,
+  );
+  const apiKey = r.data.createPaywall.apiKey;
+  for (const q of [
+    `mutation { connectProvider(input: {baseUrl: "${fake.baseUrl}", apiKey: "${PROVIDER_KEY}"}) { id } }`,
+    `mutation { setModelPricing(input: {modelId: "${MODEL}", prompt: "0.000002", completion: "0.000005", request: "0.001"}) { id } }`,
+  ])
+    expect((await a.gql(apiKey, q)).errors).toBeUndefined();
+  return apiKey;
+}
+
+const get = (via: Instance, apiKey: string, path: string) =>
+  fetch(`${via.url}${path}`, { headers: { authorization: `Bearer ${apiKey}` } });
+
+describe('RATE_LIMIT_PER_MINUTE across two instances', () => {
+  it('answers 10 requests in all in one minute (chats and other routes), then 429 with the headers', async () => {
+    at('2026-11-23T10:00:15.000Z');
+    const apiKey = await paywall();
+    const chat = (via: Instance) =>
+      new OpenAI({
+        apiKey,
+        baseURL: `${via.url}/v1`,
+        defaultHeaders: { 'X-Paywall-User': 'ann' },
+        maxRetries: 0,
+      }).chat.completions
+        .create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] })
+        .then(
+          () => 200,
+          (e: any) => e.status as number,
+        );
+    const results = await Promise.all(
+      Array.from({ length: 24 }, (_, i) =>
+        i % 3 === 0
+          ? chat(i % 2 ? a : b)
+          : get(i % 2 ? a : b, apiKey, '/v1/user/balance?user=ann').then((r) => r.status),
+      ),
+    );
+    expect(results.filter((s) => s === 200)).toHaveLength(10);
+    expect(results.filter((s) => s === 429)).toHaveLength(14);
+
+    const over = await get(b, apiKey, '/v1/models');
+    expect(over.status).toBe(429);
+    expect(await over.json()).toEqual({
+      error: {
+        message:
+          'Rate limit reached: 10 requests per minute for this API key. Retry after 2026-11-23T10:01:00.000Z.',
+        type: 'rate_limit_error',
+        param: null,
+        code: 'rate_limit_exceeded',
+      },
+    });
+    expect(over.headers.get('retry-after')).toBe('45');
+    expect(over.headers.get('x-ratelimit-limit')).toBe('10');
+    expect(over.headers.get('x-ratelimit-remaining')).toBe('0');
+    expect(over.headers.get('x-ratelimit-reset')).toBe('45');
+
+    // A refused chat is a 429 too, and nothing was recorded for it.
+    const refused = await fetch(`${a.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${apiKey}`,
+        'content-type': 'application/json',
+        'x-paywall-user': 'ann',
+      },
+      body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('45');
+    expect((await refused.json()).error.type).toBe('rate_limit_error');
+
+    // The next minute starts over; another key has its own count.
+    at('2026-11-23T10:01:00.000Z');
+    const next = await get(a, apiKey, '/v1/models');
+    expect(next.status).toBe(200);
+    expect(next.headers.get('x-ratelimit-remaining')).toBe('9');
+    expect(next.headers.get('x-ratelimit-reset')).toBe('60');
+    const other = await paywall();
+    expect((await get(b, other, '/v1/models')).status).toBe(200);
+  });
+});
