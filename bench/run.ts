@@ -10,7 +10,7 @@
  *   driver    this process: N keep-alive connections per target, a closed loop for a bounded time
  *
  * Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS (50), BENCH_USERS (1000), BENCH_SCENARIOS
- * ("json,stream"), BENCH_LOG_LEVEL (silent), DATABASE_URL (unset = embedded PGlite), BENCH_PROFILE
+ * ("json,stream"), BENCH_LIMITS (1: also the service with every daily and rate limit on), BENCH_LOG_LEVEL (silent), DATABASE_URL (unset = embedded PGlite), BENCH_PROFILE
  * (service | bare | upstream: a V8 CPU profile of that process, written under the temp directory).
  *
  * Besides req/s and latency, each line shows the CPU milliseconds each process spent per request:
@@ -31,6 +31,8 @@ const WARMUP_SECONDS = Math.min(2, SECONDS);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const USERS = Number(process.env.BENCH_USERS ?? 1000);
 const SCENARIOS = (process.env.BENCH_SCENARIOS ?? 'json,stream').split(',').map((s) => s.trim());
+/** Also measure the service with every limit of CONTRACT §10 on (BENCH_LIMITS=0 skips it). */
+const LIMITS = process.env.BENCH_LIMITS !== '0';
 const MODEL = 'gpt-bench';
 const PROVIDER_KEY = 'sk-bench-provider-key';
 const OWNER_TOKEN = 'ot_bench_owner_token_0123456789';
@@ -109,7 +111,11 @@ async function openDatabase() {
   return createScratchPostgres(base, 'pp_bench');
 }
 
-async function runService(upstreamPort: number): Promise<void> {
+/**
+ * The service, one paywall, USERS funded users. `withLimits`: every limit of CONTRACT §10 is on (set
+ * far above what the run reaches), so the run compares the cost of checking and counting them.
+ */
+async function runService(upstreamPort: number, withLimits: boolean): Promise<void> {
   const { createApp } = await import('../src/app.js');
   const { loadConfig } = await import('../src/config.js');
   const { createLogger } = await import('../src/shared/logger.js');
@@ -122,6 +128,7 @@ async function runService(upstreamPort: number): Promise<void> {
     ENCRYPTION_KEY: 'bench-encryption-key-0123456789',
     WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
     ...(url ? { DATABASE_URL: url } : {}),
+    ...(withLimits ? { RATE_LIMIT_PER_MINUTE: '1000000000' } : {}),
   });
   const app = await createApp({ config, db, log: createLogger(config.LOG_LEVEL) });
   await app.services.owners.bootstrap(OWNER_TOKEN);
@@ -160,6 +167,16 @@ async function runService(upstreamPort: number): Promise<void> {
     },
   });
   await gql(apiKey, `mutation { updatePaywall(input: {markup: "1.5"}) { id } }`);
+  if (withLimits) {
+    await gql(
+      apiKey,
+      `mutation { updatePaywall(input: {dailyRequestLimit: 1000000000, dailySpendLimit: "1000000"}) { id } }`,
+    );
+    await gql(
+      apiKey,
+      `mutation { setModelPricing(input: {modelId: "${MODEL}", dailyRequestLimit: 1000000000}) { id } }`,
+    );
+  }
   // Fund every user through the deposit endpoint (20 at a time).
   for (let i = 0; i < USERS; i += 20)
     await Promise.all(
@@ -340,6 +357,9 @@ async function driver(): Promise<void> {
     const service = await start('service', [String(upstream.msg.port)]);
     children.push(service.child);
     const apiKey = service.msg.apiKey!;
+    // The same service with every limit on (daily requests, spend, per model, API rate limit).
+    const limited = LIMITS ? await start('service', [String(upstream.msg.port), 'limits']) : null;
+    if (limited) children.push(limited.child);
 
     const rows: string[][] = [];
     for (const scenario of SCENARIOS) {
@@ -359,6 +379,20 @@ async function driver(): Promise<void> {
           (i) => ({ ...json, authorization: `Bearer ${apiKey}`, 'x-paywall-user': `user${i % USERS}` }),
           service.child,
         ],
+        ...(limited
+          ? ([
+              [
+                'proxy + all limits',
+                limited.msg.port,
+                (i: number) => ({
+                  ...json,
+                  authorization: `Bearer ${limited.msg.apiKey}`,
+                  'x-paywall-user': `user${i % USERS}`,
+                }),
+                limited.child,
+              ],
+            ] as typeof targets)
+          : []),
       ];
       const results: Result[] = [];
       for (const [name, port, headers, proc] of targets) {
@@ -372,7 +406,7 @@ async function driver(): Promise<void> {
         // PostgreSQL's share is read from /proc for every postgres process on the machine (so other
         // databases' work counts too, and exited backends make it jump): shown for the service only.
         const perReq = Object.entries(cpu)
-          .filter(([k]) => k !== 'postgres' || (process.env.DATABASE_URL && proc === service.child))
+          .filter(([k]) => k !== 'postgres' || (process.env.DATABASE_URL && proc !== bare.child))
           .map(([k, ms]) => `${k} ${r.requests ? Math.max(0, ms / r.requests).toFixed(3) : '-'}`)
           .join(', ');
         console.log(`${fmt(r.rps)} req/s (CPU ms per request: ${perReq})`);
@@ -398,17 +432,22 @@ async function driver(): Promise<void> {
     for (const r of rows) console.log(line(r));
 
     // Payment really was on: every served request is a settled usage charge, no hold left open.
-    const stats = await rpc<any>(service.child, 'stats');
-    const byStatus = Object.fromEntries(stats.charges.map((c: any) => [c.status, c.n]));
-    console.log(
-      `\nservice ledger: charges ${JSON.stringify(byStatus)}, charged ${(Number(stats.charges.find((c: any) => c.status === 'completed')?.amount ?? 0) / 1e6).toFixed(6)} USDC, ` +
-        `held now ${stats.held} raw, users' balances ${stats.balance} raw; ledger proof (balances sum to 0, each = its transfers, held = open holds): ${stats.proof ? 'ok' : 'FAILED'}`,
-    );
-    const b = stats.batches;
-    console.log(
-      `group commit: ${b.batches} ledger statements, avg ${(b.batches ? b.items / b.batches : 0).toFixed(1)} ` +
-        `holds + settlements each, ${(b.batches ? b.ms / b.batches : 0).toFixed(1)} ms each`,
-    );
+    for (const [label, proc] of [
+      ['service', service.child],
+      ...(limited ? [['service with limits', limited.child] as const] : []),
+    ] as const) {
+      const stats = await rpc<any>(proc, 'stats');
+      const byStatus = Object.fromEntries(stats.charges.map((c: any) => [c.status, c.n]));
+      console.log(
+        `\n${label} ledger: charges ${JSON.stringify(byStatus)}, charged ${(Number(stats.charges.find((c: any) => c.status === 'completed')?.amount ?? 0) / 1e6).toFixed(6)} USDC, ` +
+          `held now ${stats.held} raw, users' balances ${stats.balance} raw; ledger proof (balances sum to 0, each = its transfers, held = open holds): ${stats.proof ? 'ok' : 'FAILED'}`,
+      );
+      const b = stats.batches;
+      console.log(
+        `group commit: ${b.batches} ledger statements, avg ${(b.batches ? b.items / b.batches : 0).toFixed(1)} ` +
+          `holds + settlements each, ${(b.batches ? b.ms / b.batches : 0).toFixed(1)} ms each`,
+      );
+    }
   } finally {
     for (const c of children.reverse()) c.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 500));
@@ -418,5 +457,5 @@ async function driver(): Promise<void> {
 const [role, arg] = process.argv.slice(2);
 if (role === 'upstream') await runUpstream();
 else if (role === 'bare') await runBare(Number(arg));
-else if (role === 'service') await runService(Number(arg));
+else if (role === 'service') await runService(Number(arg), process.argv[4] === 'limits');
 else await driver();
