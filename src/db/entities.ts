@@ -12,6 +12,11 @@ import {
   WalletSignInSchema,
   WalletUserSchema,
 } from '../modules/wallet/wallet.entity.js';
+import {
+  StripeCheckoutSchema,
+  StripeEventSchema,
+  StripeIntegrationSchema,
+} from '../modules/payments/stripe/stripe.entity.js';
 import { EventSchema } from '../modules/events/event.entity.js';
 import { WebhookSubscriptionSchema, WebhookDeliverySchema } from '../modules/webhooks/webhook.entity.js';
 
@@ -34,4 +39,7 @@ export const entities = [
   WalletSessionSchema,
   ConnectRequestSchema,
   WalletConnectionSchema,
+  StripeIntegrationSchema,
+  StripeCheckoutSchema,
+  StripeEventSchema,
 ];
