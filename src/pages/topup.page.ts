@@ -93,8 +93,8 @@ export function DefaultTopupPage(props: {
       stripe
         ? html`<${Card} title="Choose an amount">
             <p>
-              Pay by card with Stripe. The amount is added to your balance with
-              <strong>${props.name}</strong>.
+              Pay by card with Stripe. The amount is added to your balance
+              with${' '}<strong>${props.name}</strong>.
             </p>
             <div class="inline">
               ${props.amounts!.map(
