@@ -20,6 +20,7 @@ import { safeEqual, sha256Hex } from './shared/ids.js';
 import { createRestRouter } from '../rest-compat/router.js';
 import { sendError } from '../rest-compat/errors.js';
 import { createPagesRouter } from './pages/pages.router.js';
+import { createStripeWebhookRouter } from './modules/payments/stripe/stripe.router.js';
 
 export interface AppDeps {
   config: Config;
@@ -225,6 +226,8 @@ export async function createApp(deps: AppDeps): Promise<App> {
     }),
   );
 
+  // Before the JSON parser: Stripe's signature covers the raw bytes.
+  app.use(createStripeWebhookRouter(services));
   app.use('/v1', jsonBody, createRestRouter(services));
   app.use(createPagesRouter(services));
 

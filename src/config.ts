@@ -227,6 +227,20 @@ const ConfigSchema = z.object({
   MAIL_FROM: z.string().min(3).optional().default('Paywall Proxy <no-reply@localhost>'),
   /** Development and tests only: the wallet's top-up page credits test funds at once. Never the default. */
   WALLET_TEST_FUNDS: bool,
+  /**
+   * Where the `stripe` package sends API calls (default: Stripe's own, https://api.stripe.com). Tests
+   * point it at a fake Stripe on loopback.
+   */
+  STRIPE_API_BASE: z
+    .string()
+    .optional()
+    .transform((v) => (v ? v : undefined))
+    .pipe(
+      z
+        .string()
+        .refine(isPlainHttpUrl, 'must be an absolute http(s) URL without credentials, query or fragment')
+        .optional(),
+    ),
   /** Platform payment key for card top-ups of the hosted wallet (the Stripe issue fills the seam). */
   STRIPE_SECRET_KEY: z
     .string()

@@ -17,6 +17,7 @@ import { SignInService } from './modules/wallet/sign-in.service.js';
 import { AuthorizationService } from './modules/wallet/authorization.service.js';
 import { WalletService } from './modules/wallet/wallet.service.js';
 import { WalletSecrets } from './modules/wallet/wallet-secrets.js';
+import { StripeService } from './modules/payments/stripe/stripe.service.js';
 
 /**
  * Every service, built once per process and shared by GraphQL, REST and the pages. Services receive
@@ -44,6 +45,8 @@ export interface Services {
   signIn: SignInService;
   authorizations: AuthorizationService;
   wallet: WalletService;
+  /** Stripe top-ups of DEFAULT paywalls (CONTRACT §9). */
+  stripe: StripeService;
 }
 
 interface Lifecycle {
@@ -69,6 +72,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
   s.signIn = new SignInService(s, s.walletSecrets);
   s.authorizations = new AuthorizationService(s);
   s.wallet = new WalletService(s);
+  s.stripe = new StripeService(s);
   return s;
 }
 

@@ -13,6 +13,11 @@ import {
   WalletUserSchema,
 } from '../modules/wallet/wallet.entity.js';
 import { RateWindowSchema, UsageCounterSchema } from '../modules/limits/limits.entity.js';
+import {
+  StripeCheckoutSchema,
+  StripeEventSchema,
+  StripeIntegrationSchema,
+} from '../modules/payments/stripe/stripe.entity.js';
 import { EventSchema } from '../modules/events/event.entity.js';
 import { WebhookSubscriptionSchema, WebhookDeliverySchema } from '../modules/webhooks/webhook.entity.js';
 
@@ -37,4 +42,7 @@ export const entities = [
   WalletConnectionSchema,
   UsageCounterSchema,
   RateWindowSchema,
+  StripeIntegrationSchema,
+  StripeCheckoutSchema,
+  StripeEventSchema,
 ];

@@ -7,6 +7,7 @@ import { EarningsResolver } from '../modules/ledger/earnings.resolver.js';
 import { CatalogResolver } from '../modules/catalog/catalog.resolver.js';
 import { ProxyResolver } from '../modules/proxy/proxy.resolver.js';
 import { WebhookResolver } from '../modules/webhooks/webhook.resolver.js';
+import { StripeResolver } from '../modules/payments/stripe/stripe.resolver.js';
 import { LiveEventsResolver } from '../modules/events/live-events.resolver.js';
 
 /** Every resolver class of every module. */
@@ -21,4 +22,5 @@ export const resolvers = [
   ProxyResolver,
   WebhookResolver,
   LiveEventsResolver,
+  StripeResolver,
 ] as const;

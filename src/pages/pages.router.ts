@@ -300,7 +300,32 @@ export function createPagesRouter(s: Services): Router {
             wallet: false,
           }),
         );
-      send(res, 200, DefaultTopupPage({ name: p.name }));
+      const user = typeof req.query.user === 'string' ? req.query.user : null;
+      const amounts = p.mode === 'DEFAULT' ? await s.stripe.topupAmounts(p.id) : null;
+      const state = req.query.checkout;
+      send(
+        res,
+        200,
+        DefaultTopupPage({
+          name: p.name,
+          paywallId: p.id,
+          page: req.page,
+          user,
+          amounts,
+          notice: state === 'success' || state === 'canceled' ? state : null,
+        }),
+      );
+    }),
+  );
+  pages.post(
+    '/topup/:paywallId/checkout',
+    post(async (req, res) => {
+      const url = await s.stripe.startCheckout(
+        String(req.params.paywallId),
+        body(req, 'user'),
+        body(req, 'amount'),
+      );
+      res.redirect(303, url);
     }),
   );
 

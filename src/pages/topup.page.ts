@@ -59,16 +59,62 @@ export function WalletTopupPage(props: {
   <//>`;
 }
 
-/** DEFAULT mode `GET /topup/:paywallId`: the app credits balances itself. */
-export function DefaultTopupPage(props: { name: string }) {
-  return html`<${Layout} title=${`Top up your balance for ${props.name}`} narrow=${true} wallet=${false}>
+/**
+ * DEFAULT mode `GET /topup/:paywallId?user=…`. With Stripe connected (`amounts`): one form per amount,
+ * each posting to `/topup/:paywallId/checkout`, which answers 303 to a Stripe Checkout Session. Without:
+ * the app credits balances itself.
+ */
+export function DefaultTopupPage(props: {
+  name: string;
+  paywallId?: string;
+  page?: PageContext;
+  user?: string | null;
+  amounts?: string[] | null;
+  notice?: 'success' | 'canceled' | null;
+  error?: string | null;
+}) {
+  const stripe = props.amounts && props.amounts.length > 0 && props.page && props.user;
+  return html`<${Layout}
+    title=${`Top up your balance for ${props.name}`}
+    page=${props.page}
+    narrow=${true}
+    wallet=${false}
+  >
     <h1>Top up your balance for ${props.name}</h1>
-    <${Card}>
-      <p>Your balance with <strong>${props.name}</strong> is too low for this request.</p>
-      <p>
-        ${props.name} credits balances itself and has not set up an online top-up page yet: please contact the
-        app's developer to add credits.
-      </p>
-    <//>
+    ${
+      props.notice === 'success' &&
+      html`<${Alert} kind="ok"
+        >Thank you: your payment was received. Your balance is credited as soon as Stripe confirms it.<//
+      >`
+    }
+    ${props.notice === 'canceled' && html`<${Alert} kind="info">The payment was canceled; nothing was charged.<//>`}
+    ${props.error && html`<${Alert} kind="error">${props.error}<//>`}
+    ${
+      stripe
+        ? html`<${Card} title="Choose an amount">
+            <p>
+              Pay by card with Stripe. The amount is added to your balance
+              with${' '}<strong>${props.name}</strong>.
+            </p>
+            <div class="inline">
+              ${props.amounts!.map(
+                (amount) =>
+                  html`<form method="post" action=${`/topup/${props.paywallId}/checkout`}>
+                    <${CsrfField} page=${props.page!} />
+                    <input type="hidden" name="user" value=${props.user!} />
+                    <input type="hidden" name="amount" value=${amount} />
+                    <button type="submit">Pay ${amount} USD</button>
+                  </form>`,
+              )}
+            </div>
+          <//>`
+        : html`<${Card}>
+            <p>Your balance with <strong>${props.name}</strong> is too low for this request.</p>
+            <p>
+              ${props.name} credits balances itself and has not set up an online top-up page yet: please
+              contact the app's developer to add credits.
+            </p>
+          <//>`
+    }
   <//>`;
 }

@@ -171,6 +171,13 @@ export class PaywallService {
     return toInfo(p);
   }
 
+  /** A paywall by id, for callers that proved their right another way (a signed Stripe webhook). */
+  async byId(paywallId: string): Promise<PaywallInfo | null> {
+    if (!/^[0-9a-f-]{36}$/i.test(paywallId)) return null;
+    const p = await this.db.withEm((em) => em.findOne(Paywall, { id: paywallId }));
+    return p ? toInfo(p) : null;
+  }
+
   /** What a hosted page may show about a paywall to anyone holding its link: name, description, mode. */
   async publicInfo(
     paywallId: string,

@@ -1,0 +1,248 @@
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { checkoutEvent, FakeStripe, signStripe } from './helpers/fake-stripe.js';
+import { PageClient } from './helpers/page-client.js';
+import { expectLedgerProven, userAccount } from './helpers/ledger.js';
+
+const SECRET_KEY = 'sk_test_paywall_stripe_key_9f8e7d6c5b4a';
+const CONNECT = `mutation($input: ConnectStripeInput!) {
+  connectStripe(input: $input) { id stripe { connected webhookId topupAmounts } }
+}`;
+
+let t: TestApp;
+let fake: FakeStripe;
+const logLines: string[] = [];
+
+beforeAll(async () => {
+  fake = await new FakeStripe().start();
+  t = await startTestApp(
+    { STRIPE_API_BASE: fake.url, LOG_LEVEL: 'trace' },
+    { logStream: { write: (line: string) => logLines.push(line) } },
+  );
+});
+afterAll(async () => {
+  await t.close();
+  await fake.stop();
+});
+
+const eventsOf = (paywallId: string, type: string) =>
+  t.db.query<any>('select * from event where paywall_id = $1 and type = $2 order by seq', [paywallId, type]);
+
+async function connected(amounts?: string[]) {
+  const pw = await t.createPaywall('DEFAULT', 'Shop');
+  const r = await t.gql(t.ownerToken, CONNECT, {
+    input: { paywallId: pw.id, secretKey: SECRET_KEY, ...(amounts ? { topupAmounts: amounts } : {}) },
+  });
+  expect(r.errors).toBeUndefined();
+  const webhookId = r.data.connectStripe.stripe.webhookId;
+  return { ...pw, webhookId, endpoint: fake.endpoints.get(webhookId)! };
+}
+
+/** Opens the hosted page for `user` and clicks "Pay <amount> USD": the 303 and the session made. */
+async function checkout(paywallId: string, user: string, amount: string) {
+  const c = new PageClient(t.url);
+  const page = await c.get(`/topup/${paywallId}?user=${encodeURIComponent(user)}`);
+  expect(page.status).toBe(200);
+  const res = await c.post(`/topup/${paywallId}/checkout`, { user, amount });
+  const session = [...fake.sessions.values()].at(-1)!;
+  return { page, res, session };
+}
+
+const post = (paywallId: string, payload: string, signature?: string) =>
+  fetch(`${t.url}/v1/stripe/webhooks/${paywallId}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(signature ? { 'stripe-signature': signature } : {}) },
+    body: payload,
+  });
+
+describe('Stripe top-ups (CONTRACT §9)', () => {
+  it('connectStripe creates exactly one endpoint for the three Checkout events; the key never comes back', async () => {
+    const before = fake.requests.length;
+    const pw = await connected();
+    const made = fake.requests.slice(before);
+    expect(made.map((r) => `${r.method} ${r.path}`)).toEqual(['POST /v1/webhook_endpoints']);
+    expect(made[0].apiKey).toBe(SECRET_KEY);
+    expect(pw.endpoint.url).toBe(`${t.url}/v1/stripe/webhooks/${pw.id}`);
+    expect([...pw.endpoint.enabled_events].sort()).toEqual([
+      'checkout.session.async_payment_failed',
+      'checkout.session.async_payment_succeeded',
+      'checkout.session.completed',
+    ]);
+    const q = await t.gql(
+      t.ownerToken,
+      `query($id: ID!) { paywall(id: $id) { stripe { connected webhookId topupAmounts } } }`,
+      {
+        id: pw.id,
+      },
+    );
+    expect(q.data.paywall.stripe).toEqual({
+      connected: true,
+      webhookId: pw.webhookId,
+      topupAmounts: ['5', '10', '20'],
+    });
+    expect(JSON.stringify(q)).not.toContain(SECRET_KEY);
+    const stored = await t.db.query<any>('select * from stripe_integration where paywall_id = $1', [pw.id]);
+    expect(JSON.stringify(stored)).not.toContain(SECRET_KEY);
+    expect(JSON.stringify(stored)).not.toContain(pw.endpoint.secret);
+    const [conn] = await eventsOf(pw.id, 'paywall.integration.connected');
+    expect(conn.data.integrationKey).toBe('stripe');
+    const [rot] = await eventsOf(pw.id, 'paywall.integration.stripe.webhook.rotated');
+    expect(rot.data).toMatchObject({
+      webhookId: pw.webhookId,
+      url: pw.endpoint.url,
+      secretSuffix: pw.endpoint.secret.slice(-4),
+    });
+    // An API key works too; bad amounts and SHARED paywalls are refused.
+    const byKey = await t.gql(pw.apiKey, CONNECT, {
+      input: { secretKey: SECRET_KEY, topupAmounts: ['7.50'] },
+    });
+    expect(byKey.data.connectStripe.stripe.topupAmounts).toEqual(['7.5']);
+    expect(fake.endpoints.get(pw.webhookId)!.deleted).toBe(true); // the replaced endpoint is deleted
+    for (const bad of [['0'], ['-1'], ['abc'], ['1.001'], [], ['5', '5']]) {
+      const r = await t.gql(t.ownerToken, CONNECT, {
+        input: { paywallId: pw.id, secretKey: SECRET_KEY, topupAmounts: bad },
+      });
+      expect(r.errors?.[0].extensions).toMatchObject({ errorCode: 'invalid_amount', param: 'topupAmounts' });
+    }
+    const shared = await t.createPaywall('SHARED');
+    const s = await t.gql(t.ownerToken, CONNECT, { input: { paywallId: shared.id, secretKey: SECRET_KEY } });
+    expect(s.errors?.[0].extensions.errorCode).toBe('unsupported_in_mode');
+  });
+
+  it('the top-up link leads to the hosted page; "Pay 10 USD" creates a Checkout Session and answers 303 to it', async () => {
+    const pw = await connected();
+    const link = await t.rest('GET', '/v1/user/balance/topup?user=alice', { token: pw.apiKey });
+    expect(link.status).toBe(200);
+    expect(JSON.stringify(link.body)).toContain(`${t.url}/topup/${pw.id}?user=alice`);
+    const { page, res, session } = await checkout(pw.id, 'alice', '10');
+    for (const a of ['5', '10', '20'])
+      expect(page.html).toContain(`<button type="submit">Pay ${a} USD</button>`);
+    expect(page.html).toContain('name="amount"');
+    expect(res.status).toBe(303);
+    expect(res.location).toBe(session.url);
+    expect(session).toMatchObject({ amount_total: 1000, currency: 'usd', mode: 'payment' });
+    const user = await userAccount(t.db, pw.id, 'alice');
+    expect(session.client_reference_id).toBe(`${pw.id}:${user!.id}`);
+    expect(session.metadata).toEqual({ paywallId: pw.id, endUserId: user!.id, user: 'alice' });
+    expect(session.success_url).toContain(`/topup/${pw.id}?user=alice`);
+    // An amount not offered is refused.
+    const c = new PageClient(t.url);
+    await c.get(`/topup/${pw.id}?user=alice`);
+    expect((await c.post(`/topup/${pw.id}/checkout`, { user: 'alice', amount: '11' })).status).toBe(400);
+  });
+
+  it('a paid session credits exactly once: 3 times in a row, 5 at once, and completed + async_succeeded', async () => {
+    const pw = await connected();
+    const { session } = await checkout(pw.id, 'bob', '10');
+    const payload = checkoutEvent('checkout.session.completed', session, 'paid');
+    for (let i = 0; i < 3; i++) {
+      const r = await post(pw.id, payload, signStripe(payload, pw.endpoint.secret));
+      expect(r.status).toBe(200);
+    }
+    const statuses = await Promise.all(
+      Array.from({ length: 5 }, () => {
+        const p = checkoutEvent('checkout.session.completed', session, 'paid');
+        return post(pw.id, p, signStripe(p, pw.endpoint.secret)).then((r) => r.status);
+      }),
+    );
+    expect(statuses).toEqual([200, 200, 200, 200, 200]);
+    const late = checkoutEvent('checkout.session.async_payment_succeeded', session, 'paid');
+    expect((await post(pw.id, late, signStripe(late, pw.endpoint.secret))).status).toBe(200);
+
+    expect((await userAccount(t.db, pw.id, 'bob'))!.balance).toBe('10000000');
+    const transfers = await t.db.query<any>(
+      `select * from transfer where paywall_id = $1 and kind = 'deposit'`,
+      [pw.id],
+    );
+    expect(transfers).toHaveLength(1);
+    expect(transfers[0].metadata.source).toBe('stripe');
+    const completed = await eventsOf(pw.id, 'paywall.stripe.checkout.session.completed');
+    expect(completed).toHaveLength(1);
+    expect(completed[0].data).toMatchObject({ checkoutSessionId: session.id, amount: '10', currency: 'usd' });
+    const deposits = await eventsOf(pw.id, 'paywall.balance.deposit.created');
+    expect(deposits).toHaveLength(1);
+    expect(deposits[0].data).toMatchObject({ source: 'stripe', amount: '10' });
+    expect(BigInt(deposits[0].seq)).toBeGreaterThan(BigInt(completed[0].seq));
+    const bal = await t.rest('GET', '/v1/user/balance?user=bob', { token: pw.apiKey });
+    expect(bal.body.balance ?? bal.body.data?.balance).toBe('10000000');
+    await expectLedgerProven(t.db);
+  });
+
+  it('a bad or missing signature is a 400 and credits nothing', async () => {
+    const pw = await connected();
+    const { session } = await checkout(pw.id, 'carol', '5');
+    const payload = checkoutEvent('checkout.session.completed', session, 'paid');
+    const none = await post(pw.id, payload);
+    expect(none.status).toBe(400);
+    expect((await none.json()).error).toMatchObject({ type: 'invalid_request_error' });
+    expect((await post(pw.id, payload, signStripe(payload, 'whsec_wrong'))).status).toBe(400);
+    const tampered = payload.replace('"amount_total":500', '"amount_total":50000');
+    expect((await post(pw.id, tampered, signStripe(payload, pw.endpoint.secret))).status).toBe(400);
+    expect((await userAccount(t.db, pw.id, 'carol'))!.balance).toBe('0');
+    expect(await eventsOf(pw.id, 'paywall.balance.deposit.created')).toHaveLength(0);
+    await expectLedgerProven(t.db);
+  });
+
+  it('an unpaid session credits only on async_payment_succeeded; async_payment_failed marks it failed', async () => {
+    const pw = await connected();
+    const { session } = await checkout(pw.id, 'dave', '20');
+    const send = async (type: string, status: 'paid' | 'unpaid') => {
+      const p = checkoutEvent(type, session, status);
+      expect((await post(pw.id, p, signStripe(p, pw.endpoint.secret))).status).toBe(200);
+    };
+    await send('checkout.session.completed', 'unpaid');
+    expect((await userAccount(t.db, pw.id, 'dave'))!.balance).toBe('0');
+    await send('checkout.session.async_payment_succeeded', 'paid');
+    expect((await userAccount(t.db, pw.id, 'dave'))!.balance).toBe('20000000');
+
+    const other = await checkout(pw.id, 'erin', '5');
+    const p1 = checkoutEvent('checkout.session.completed', other.session, 'unpaid');
+    await post(pw.id, p1, signStripe(p1, pw.endpoint.secret));
+    const p2 = checkoutEvent('checkout.session.async_payment_failed', other.session, 'unpaid');
+    expect((await post(pw.id, p2, signStripe(p2, pw.endpoint.secret))).status).toBe(200);
+    const [row] = await t.db.query<any>('select status from stripe_checkout where session_id = $1', [
+      other.session.id,
+    ]);
+    expect(row.status).toBe('failed');
+    expect((await userAccount(t.db, pw.id, 'erin'))!.balance).toBe('0');
+    await expectLedgerProven(t.db);
+  });
+
+  it('rotate replaces the endpoint (old secret stops working); disconnect deletes it', async () => {
+    const pw = await connected();
+    const r = await t.gql(
+      t.ownerToken,
+      `mutation($id: ID) { rotateStripeWebhook(paywallId: $id) { stripe { webhookId } } }`,
+      {
+        id: pw.id,
+      },
+    );
+    const newId = r.data.rotateStripeWebhook.stripe.webhookId;
+    expect(newId).not.toBe(pw.webhookId);
+    expect(fake.endpoints.get(pw.webhookId)!.deleted).toBe(true);
+    expect(await eventsOf(pw.id, 'paywall.integration.stripe.webhook.rotated')).toHaveLength(2);
+    const { session } = await checkout(pw.id, 'frank', '5');
+    const payload = checkoutEvent('checkout.session.completed', session, 'paid');
+    expect((await post(pw.id, payload, signStripe(payload, pw.endpoint.secret))).status).toBe(400);
+    const fresh = fake.endpoints.get(newId)!;
+    expect((await post(pw.id, payload, signStripe(payload, fresh.secret))).status).toBe(200);
+    expect((await userAccount(t.db, pw.id, 'frank'))!.balance).toBe('5000000');
+
+    const d = await t.gql(
+      pw.apiKey,
+      `mutation { disconnectStripe { stripe { connected webhookId topupAmounts } } }`,
+    );
+    expect(d.data.disconnectStripe.stripe).toEqual({ connected: false, webhookId: null, topupAmounts: [] });
+    expect(fake.endpoints.get(newId)!.deleted).toBe(true);
+    const [off] = await eventsOf(pw.id, 'paywall.integration.disconnected');
+    expect(off.data.integrationKey).toBe('stripe');
+    const page = await new PageClient(t.url).get(`/topup/${pw.id}?user=frank`);
+    expect(page.html).not.toContain('Pay 5 USD');
+    await expectLedgerProven(t.db);
+  });
+
+  it('never logs the secret key or the endpoint secret', () => {
+    const all = logLines.join('\n');
+    expect(all).not.toContain(SECRET_KEY);
+    for (const ep of fake.endpoints.values()) expect(all).not.toContain(ep.secret);
+  });
+});
