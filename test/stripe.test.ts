@@ -130,6 +130,29 @@ describe('Stripe top-ups (CONTRACT §9)', () => {
     expect((await c.post(`/topup/${pw.id}/checkout`, { user: 'alice', amount: '11' })).status).toBe(400);
   });
 
+  it("with Stripe connected the hosted checkout wins over the paywall's own topupUrl, links and refusals alike", async () => {
+    const pw = await t.createPaywall('DEFAULT', 'Own page');
+    const own = await t.gql(
+      pw.apiKey,
+      `mutation { updatePaywall(input: {topupUrl: "https://shop.example/credits"}) { id } }`,
+    );
+    expect(own.errors).toBeUndefined();
+    const before = await t.rest('GET', '/v1/user/balance/topup?user=bo', { token: pw.apiKey });
+    expect(before.body).toEqual({ url: 'https://shop.example/credits?user=bo' });
+    const r = await t.gql(pw.apiKey, CONNECT, { input: { secretKey: SECRET_KEY } });
+    expect(r.errors).toBeUndefined();
+    const hosted = `${t.url}/topup/${pw.id}?user=bo`;
+    expect((await t.rest('GET', '/v1/user/balance/topup?user=bo', { token: pw.apiKey })).body).toEqual({
+      url: hosted,
+    });
+    const refused = await t.rest('POST', '/v1/user/charge', {
+      token: pw.apiKey,
+      body: { user: 'bo', amount: '1' },
+      headers: { 'Idempotency-Key': 'own-page-1' },
+    });
+    expect(refused.body).toMatchObject({ success: false, url: hosted });
+  });
+
   it('a paid session credits exactly once: 3 times in a row, 5 at once, and completed + async_succeeded', async () => {
     const pw = await connected();
     const { session } = await checkout(pw.id, 'bob', '10');

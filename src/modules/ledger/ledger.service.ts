@@ -426,7 +426,7 @@ export class LedgerService {
     let url: string;
     let message: string;
     if (errorCode === 'insufficient_balance') {
-      url = this.s.users.topupUrl(paywall, user.externalId);
+      url = await this.s.users.topupUrl(paywall, user.externalId, sql);
       message = `Insufficient balance: ${usdcDecimal(available)} USDC available, ${usdcDecimal(amountRaw)} USDC requested. Top up here: ${url}`;
       events.push(
         buildEvent(

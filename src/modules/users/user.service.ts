@@ -280,15 +280,20 @@ export class UserService {
     };
   }
 
-  /** URL of the top-up page for a user (no side effects; see `topupLink`). */
-  topupUrl(paywall: PaywallInfo, externalId: string): string {
+  /**
+   * URL of the top-up page for a user (no side effects; see `topupLink`). SHARED: the hosted wallet's
+   * top-up. DEFAULT: the hosted page when Stripe is connected (it offers the Pay buttons; CONTRACT §9),
+   * else the paywall's own `topupUrl` when set, else the hosted page (which says whom to ask).
+   */
+  async topupUrl(paywall: PaywallInfo, externalId: string, sql: Sql = this.s.db): Promise<string> {
     if (paywall.mode === 'SHARED')
       return withParam(`${this.s.config.PUBLIC_BASE_URL}/wallet/topup`, {
         paywall: paywall.id,
         user: externalId,
       });
-    if (paywall.topupUrl) return withParam(paywall.topupUrl, { user: externalId });
-    return withParam(`${this.s.config.PUBLIC_BASE_URL}/topup/${paywall.id}`, { user: externalId });
+    const hosted = withParam(`${this.s.config.PUBLIC_BASE_URL}/topup/${paywall.id}`, { user: externalId });
+    if (!paywall.topupUrl || (await this.s.stripe.topupAmounts(paywall.id, sql))) return hosted;
+    return withParam(paywall.topupUrl, { user: externalId });
   }
 
   /** The `paywall.balance.topup.link.created` event for a link handed out. */
@@ -341,7 +346,7 @@ export class UserService {
   async topupLink(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<string> {
     checkExternalId(externalId);
     const user = await this.ensureUser(this.s.db, paywall, externalId, trigger);
-    const url = this.topupUrl(paywall, externalId);
+    const url = await this.topupUrl(paywall, externalId);
     await recordEvents(this.s.db, [this.topupLinkEvent(paywall, user, url, trigger)]);
     return url;
   }

@@ -290,8 +290,8 @@ export class StripeService {
   }
 
   /** The Stripe integrations of several paywalls (in the order asked), for a DataLoader. */
-  async infoMany(paywallIds: readonly string[]): Promise<StripeInfo[]> {
-    const rows = await this.s.db.query<{
+  async infoMany(paywallIds: readonly string[], sql: Sql = this.s.db): Promise<StripeInfo[]> {
+    const rows = await sql.query<{
       paywall_id: string;
       webhook_endpoint_id: string;
       topup_amounts_cents: number[];
@@ -314,8 +314,8 @@ export class StripeService {
   }
 
   /** The amounts the hosted top-up page offers (USD decimal strings); null when Stripe is not connected. */
-  async topupAmounts(paywallId: string): Promise<string[] | null> {
-    const [info] = await this.infoMany([paywallId]);
+  async topupAmounts(paywallId: string, sql: Sql = this.s.db): Promise<string[] | null> {
+    const [info] = await this.infoMany([paywallId], sql);
     return info.connected ? info.topupAmounts : null;
   }
 
