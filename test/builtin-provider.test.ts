@@ -177,6 +177,7 @@ describe('built-in provider: catalogue', () => {
       completionPico: 8_000_000n,
       requestPico: 100_000_000n,
       maxCompletionTokens: 500,
+      dailyRequestLimit: null,
       providerCost: { promptPico: 2_000_000n, completionPico: 8_000_000n, requestPico: 100_000_000n },
       displayName: null,
       description: null,
