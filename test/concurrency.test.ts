@@ -145,6 +145,7 @@ describe('one Idempotency-Key, many concurrent requests', () => {
       headers: { 'X-Paywall-User': 'idem' },
     });
     expect(bal.body.balance).toBe('2500000');
+    await expectLedgerProven(t.db);
   });
 
   it('10 concurrent charges with one key take the money once', async () => {

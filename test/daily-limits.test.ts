@@ -179,6 +179,26 @@ describe('daily spend limit and per-model limit', () => {
   });
 });
 
+describe('free models', () => {
+  it('a model priced 0 serves a user with a large balance and counts against the request limit', async () => {
+    const pw = await createProxyPaywall(t, fake);
+    const set = await t.gql(
+      pw.apiKey,
+      `mutation { setModelPricing(input: {modelId: "free-model", prompt: "0", completion: "0", request: "0"}) { id } }`,
+    );
+    expect(set.errors).toBeUndefined();
+    await limits(pw, { dailyRequestLimit: 1 });
+    await deposit(t, pw, 'hal', '100000');
+    const free = () =>
+      client(t, pw, 'hal').chat.completions.create({ model: 'free-model', messages: hi }) as Promise<any>;
+    const first = await free();
+    expect(first.paywall).toBeUndefined();
+    expect(first.usage.cost).toBe('0');
+    expect((await free()).paywall).toMatchObject({ reason: 'rate_limited' });
+    expect(await money(t, pw, 'hal')).toMatchObject({ balance: 100_000_000_000n, held: 0n });
+  });
+});
+
 describe('two instances on one database', () => {
   it('share one daily limit exactly', async () => {
     const cluster = await startInstances(2);

@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
+import { expectLedgerProven } from './helpers/ledger.js';
 import {
   chargesOf,
   client,
@@ -89,6 +90,7 @@ describe('streaming chat completions', () => {
       prompt_tokens: 11,
       completion_tokens: 7,
     });
+    await expectLedgerProven(t.db);
 
     const [r] = fake.chatRequests;
     expect(r.body.stream).toBe(true);
@@ -129,6 +131,7 @@ describe('streaming chat completions', () => {
     expect(fake.chatRequests[0].body.stream_options).toEqual({ include_usage: true });
     expect(fake.chatRequests[0].body.max_tokens).toBe(1000);
     expect((await money(t, pw, 'bob')).balance).toBe(1_000_000n - 1086n);
+    await expectLedgerProven(t.db);
   });
 
   it('handles usage on the finish chunk: kept with cost when asked, removed (content kept) when not', async () => {
@@ -148,6 +151,7 @@ describe('streaming chat completions', () => {
     expect(chunks.some((c) => c.usage)).toBe(false);
     expect(chunks[chunks.length - 1].choices[0].finish_reason).toBe('stop');
     expect((await money(t, pw, 'carol')).balance).toBe(1_000_000n - 2n * 1086n);
+    await expectLedgerProven(t.db);
   });
 
   it('reports metered usage itself when the upstream sends none and the client asked', async () => {
@@ -163,6 +167,8 @@ describe('streaming chat completions', () => {
       cost: (Number(charge.amount) / 1e6).toString(),
     });
     expect(charge.completion_tokens).toBeGreaterThan(0);
+    expect((await money(t, pw, 'dave')).balance).toBe(1_000_000n - BigInt(charge.amount));
+    await expectLedgerProven(t.db);
   });
 
   it('charges only what was produced when the client disconnects after 3 chunks', async () => {
@@ -191,6 +197,7 @@ describe('streaming chat completions', () => {
     expect(charge.amount).toBe(cost.toString());
     const m = await money(t, pw, 'erin');
     expect(m).toMatchObject({ balance: 1_000_000n - cost, held: 0n });
+    await expectLedgerProven(t.db);
     // The upstream request was aborted too.
     await eventually(
       async () => fake.chatRequests[0].aborted,
@@ -216,6 +223,7 @@ describe('streaming chat completions', () => {
     expect(await money(t, pw, 'fred')).toMatchObject({ balance: 1_000_000n, held: 0n });
     const [charge] = await chargesOf(t, pw, 'fred');
     expect(charge).toMatchObject({ status: 'released', amount: '0' });
+    await expectLedgerProven(t.db);
   });
 
   it('ends with an error event and settles what was produced when the upstream dies mid-stream', async () => {
@@ -241,6 +249,7 @@ describe('streaming chat completions', () => {
     const cost = chatCost(PRICE, MARKUP, charge.prompt_tokens, charge.completion_tokens);
     expect(charge.amount).toBe(cost.toString());
     expect(await money(t, pw, 'gina')).toMatchObject({ balance: 1_000_000n - cost, held: 0n });
+    await expectLedgerProven(t.db);
     const failed = (await eventsOf(t, pw, 'paywall.proxy.request.failed')).find(
       (e) => e.data.requestId === charge.id,
     );
@@ -281,6 +290,7 @@ describe('concurrency', () => {
     const m = await money(t, p, 'zed');
     expect(m).toMatchObject({ balance: funded - spent, held: 0n, ledgerSum: funded - spent });
     expect(m.balance).toBeGreaterThanOrEqual(0n);
+    await expectLedgerProven(t.db);
     expect(fake.chatRequests).toHaveLength(served.length);
   });
 });

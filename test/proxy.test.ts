@@ -127,6 +127,8 @@ describe('non-streaming chat completions', () => {
       seed: 42,
       max_tokens: 1000, // the model's maxCompletionTokens: the balance affords more
     });
+    expect((await money(t, pw, 'bob')).balance).toBe(1_000_000n - 1086n);
+    await expectLedgerProven(t.db);
   });
 
   it('identifies the user from the path for clients that can only set a base URL', async () => {
@@ -134,6 +136,7 @@ describe('non-streaming chat completions', () => {
     const c = await client(t, pw, 'carol', true).chat.completions.create({ model: MODEL, messages: hi });
     expect(c.usage).toMatchObject({ cost: '0.001086' });
     expect((await money(t, pw, 'carol')).balance).toBe(1_000_000n - 1086n);
+    await expectLedgerProven(t.db);
     // a different user in the body contradicts the path
     const r = await t.rest('POST', '/v1/u/carol/chat/completions', {
       token: pw.apiKey,
@@ -164,6 +167,7 @@ describe('non-streaming chat completions', () => {
       cost: (Number(cost) / 1e6).toString(),
     });
     expect((await money(t, pw, 'dave')).balance).toBe(1_000_000n - cost);
+    await expectLedgerProven(t.db);
   });
 
   it('records started, completed and usage.charge.created in order with the charge data', async () => {
@@ -195,6 +199,8 @@ describe('non-streaming chat completions', () => {
       completionTokens: 7,
       cost: '0.001086',
     });
+    expect((await money(t, p2, 'erin')).balance).toBe(1_000_000n - 1086n);
+    await expectLedgerProven(t.db);
   });
 });
 
@@ -228,6 +234,7 @@ describe('holds and caps', () => {
     const captured = cost < BigInt(charge.hold) ? cost : BigInt(charge.hold);
     expect(BigInt(charge.amount)).toBe(captured);
     expect(BigInt(charge.uncollected)).toBe(cost - captured);
+    await expectLedgerProven(t.db);
   });
 
   it('keeps the field the client used (max_completion_tokens) and its smaller value', async () => {
@@ -240,6 +247,8 @@ describe('holds and caps', () => {
     const [r] = fake.chatRequests;
     expect(r.body.max_completion_tokens).toBe(50);
     expect(r.body.max_tokens).toBeUndefined();
+    expect((await money(t, pw, 'gina')).balance).toBe(1_000_000n - 1086n);
+    await expectLedgerProven(t.db);
   });
 
   it('records what the hold could not collect when the upstream ignores the cap', async () => {
@@ -258,6 +267,7 @@ describe('holds and caps', () => {
       (e) => e.data.activityId === charge.id,
     );
     expect(ev.data.uncollected).toBe((Number(cost - BigInt(charge.hold)) / 1e6).toString());
+    await expectLedgerProven(t.db);
   });
 });
 
@@ -357,6 +367,7 @@ describe('payment-blocked replies', () => {
     await connectShared(t, shared, 'kim');
     const c2 = await client(t, shared, 'kim').chat.completions.create({ model: MODEL, messages: hi });
     expect((c2 as any).paywall.reason).toBe('insufficient_balance');
+    await expectLedgerProven(t.db);
   });
 });
 
@@ -385,6 +396,7 @@ describe('errors', () => {
     expect(m).toMatchObject({ balance: 1_000_000n, held: 0n });
     const [charge] = await chargesOf(t, pw, 'liam');
     expect(charge).toMatchObject({ status: 'released', amount: '0', error_code: 'upstream_400' });
+    await expectLedgerProven(t.db);
   });
 
   it('turns an upstream 500 into a 502 upstream_error and charges nothing', async () => {
@@ -402,6 +414,7 @@ describe('errors', () => {
       (e) => e.data.requestId === charge.id,
     );
     expect(failed.data.errorCode).toBe('upstream_error');
+    await expectLedgerProven(t.db);
   });
 
   it('turns an unreachable upstream into a 502 and releases the hold', async () => {
@@ -415,6 +428,7 @@ describe('errors', () => {
     expect(err.status).toBe(502);
     expect(err.error.code).toBe('upstream_error');
     expect(await money(t, p2, 'nina')).toMatchObject({ balance: 1_000_000n, held: 0n });
+    await expectLedgerProven(t.db);
   });
 
   it('answers an unknown model with an OpenAI-style 404', async () => {
@@ -523,6 +537,7 @@ describe('GraphQL', () => {
       amount: '0.001086',
       uncollected: '0.000000',
     });
+    await expectLedgerProven(t.db);
   });
 
   it('returns the payment prompt with `paywall` set, and validates like REST', async () => {

@@ -275,7 +275,7 @@ calc as (
                                   and lim.spend_limit - lim.used_spend < lim.acct_free then 'dailySpendLimit' end) as limit_hit
     from lim left join rate on rate.i = lim.i,
     lateral (
-      select case when lim.per_token = 0 then case when lim.fixed <= lim.free * ${SCALE_PER_RAW} then lim.max_cap else -1 end
+      select case when lim.per_token = 0 then case when lim.fixed <= lim.free::numeric * ${SCALE_PER_RAW} then lim.max_cap else -1 end
              else greatest(-1, least(lim.max_cap::numeric,
                     floor((lim.free::numeric * ${SCALE_PER_RAW} - lim.fixed) / lim.per_token)))::bigint
              end as cap

@@ -327,17 +327,28 @@ export class LedgerService {
     // (SHARED: is connected) and its free balance covers the amount; the transfers to the paywall's
     // earnings and the platform's fees only happen when it returned a row.
     const rows = await sql.query(
-      `with s as (
+      `with sp as (
+         select account_id as id from end_user where id = $2::uuid and ($7::boolean or wallet_user_id is not null)
+       ), lk as (
+         -- Every account of the statement locked first, in id order, as the chat ledger statement does
+         -- (holds.ts): a charge and a settlement touching the same accounts can never deadlock.
+         select a.id from ledger_account a
+          where a.id in (select id from sp) or a.id = ${earningsAccountOf('$8::uuid')}
+             or (a.id = '${FEES_ACCOUNT_ID}' and $10::bigint > 0)
+          order by a.id
+            for no key update
+       ), s as (
          update ledger_account a set balance_raw = a.balance_raw - $1::bigint
-          where a.id = (select account_id from end_user where id = $2::uuid and ($7::boolean or wallet_user_id is not null))
-            and a.balance_raw - a.held_raw >= $1::bigint
+           from lk
+          where a.id = lk.id and a.id = (select id from sp) and a.balance_raw - a.held_raw >= $1::bigint
          returning a.id, a.balance_raw, a.held_raw
        ), legs as (
          select * from (values ($3::uuid, 'charge', ${earningsAccountOf('$8::uuid')}, $9::bigint),
                                (gen_random_uuid(), 'fee', '${FEES_ACCOUNT_ID}'::uuid, $10::bigint)) v(id, kind, account, amount)
           where v.amount > 0 and exists (select 1 from s)
        ), cr as (
-         update ledger_account a set balance_raw = a.balance_raw + legs.amount from legs where a.id = legs.account
+         update ledger_account a set balance_raw = a.balance_raw + legs.amount
+           from legs join lk on lk.id = legs.account where a.id = legs.account
        ), t as (
          insert into transfer (id, kind, debit_account_id, credit_account_id, amount_raw, balance_after_raw,
                                paywall_id, end_user_id, charge_id, metadata, created_at)
