@@ -4,6 +4,7 @@ import { Migration20261122002900_triggers } from './Migration20261122002900_trig
 import { Migration20261123204134_accounts } from './Migration20261123204134_accounts.js';
 import { Migration20261123213143_limits } from './Migration20261123213143_limits.js';
 import { Migration20261123213204_stripe } from './Migration20261123213204_stripe.js';
+import { Migration20261123215114_wallet_stripe } from './Migration20261123215114_wallet_stripe.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -12,4 +13,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261123204134_accounts', class: Migration20261123204134_accounts },
   { name: 'Migration20261123213143_limits', class: Migration20261123213143_limits },
   { name: 'Migration20261123213204_stripe', class: Migration20261123213204_stripe },
+  { name: 'Migration20261123215114_wallet_stripe', class: Migration20261123215114_wallet_stripe },
 ];

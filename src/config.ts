@@ -241,8 +241,19 @@ const ConfigSchema = z.object({
         .refine(isPlainHttpUrl, 'must be an absolute http(s) URL without credentials, query or fragment')
         .optional(),
     ),
-  /** Platform payment key for card top-ups of the hosted wallet (the Stripe issue fills the seam). */
+  /**
+   * The platform's Stripe secret key: card top-ups of the hosted wallet (CONTRACT §8 "Top-up"). Goes
+   * with STRIPE_WEBHOOK_SECRET.
+   */
   STRIPE_SECRET_KEY: z
+    .string()
+    .optional()
+    .transform((v) => (v ? v : undefined)),
+  /**
+   * Signing secret (`whsec_…`) of the platform's webhook endpoint `PUBLIC_BASE_URL/v1/stripe/webhooks/wallet`,
+   * created by the operator in the Stripe dashboard for the three Checkout events (docs/stripe.md).
+   */
+  STRIPE_WEBHOOK_SECRET: z
     .string()
     .optional()
     .transform((v) => (v ? v : undefined)),
@@ -257,6 +268,14 @@ export type Config = z.infer<typeof ConfigSchema> & {
 /** Parse the environment once; a bad value stops the start with a message naming the variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const parsed = ConfigSchema.superRefine((c, ctx) => {
+    // A key without the endpoint secret would take payments that are never credited (and vice versa).
+    if (!c.STRIPE_SECRET_KEY !== !c.STRIPE_WEBHOOK_SECRET)
+      ctx.addIssue({
+        code: 'custom',
+        path: [c.STRIPE_SECRET_KEY ? 'STRIPE_WEBHOOK_SECRET' : 'STRIPE_SECRET_KEY'],
+        message:
+          'STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET go together (card top-ups of the hosted wallet; see docs/stripe.md)',
+      });
     // The three go together: half a configuration is a mistake, not "off".
     const any = c.BUILTIN_PROVIDER_BASE_URL || c.BUILTIN_PROVIDER_API_KEY || env.BUILTIN_MODELS;
     if (!any) return;

@@ -16,6 +16,7 @@ import { CodeStep, EmailStep } from './sign-in.page.js';
 import { ConsentPage } from './connect.page.js';
 import { NOTICES, WalletPage } from './wallet.page.js';
 import { DefaultTopupPage, WalletTopupPage, type TopupOptions } from './topup.page.js';
+import { WALLET_TOPUP_AMOUNTS } from '../modules/payments/stripe/stripe.service.js';
 
 type View = ReturnType<typeof html>;
 
@@ -65,7 +66,7 @@ export function createPagesRouter(s: Services): Router {
   const r = Router();
   const topup = (): TopupOptions => ({
     testFunds: s.config.WALLET_TEST_FUNDS,
-    cards: !!s.config.STRIPE_SECRET_KEY,
+    cards: s.stripe.walletCardsEnabled() ? WALLET_TOPUP_AMOUNTS : null,
   });
 
   r.get('/assets/pages.css', (_req, res) => {
@@ -263,11 +264,8 @@ export function createPagesRouter(s: Services): Router {
     '/wallet/topup',
     post(async (req, res) => {
       if (!req.page.session) return signInRedirect(req, res);
-      const user = req.page.session.user;
       try {
-        const checkout = await s.wallet.startCheckout(user, body(req, 'amount'));
-        if (checkout) return res.redirect(303, checkout);
-        await s.wallet.addTestFunds(user, body(req, 'amount'));
+        await s.wallet.addTestFunds(req.page.session.user, body(req, 'amount'));
         res.redirect(303, '/wallet?done=funds');
       } catch (err) {
         if (!(err instanceof DomainError) || err.param !== 'amount') throw err;
@@ -281,6 +279,18 @@ export function createPagesRouter(s: Services): Router {
             amount: body(req, 'amount'),
           }),
         );
+      }
+    }),
+  );
+  pages.post(
+    '/wallet/topup/checkout',
+    post(async (req, res) => {
+      if (!req.page.session) return res.redirect(303, '/wallet/sign-in?next=%2Fwallet%2Ftopup');
+      try {
+        res.redirect(303, await s.wallet.startCheckout(req.page.session.user, body(req, 'amount')));
+      } catch (err) {
+        if (!(err instanceof DomainError) || err.param !== 'amount') throw err;
+        send(res, 400, WalletTopupPage({ page: req.page, topup: topup(), error: err.message }));
       }
     }),
   );

@@ -6,19 +6,38 @@ import type { PageContext } from './security.js';
 /** What this server offers to fund a wallet. */
 export interface TopupOptions {
   testFunds: boolean;
-  /** A payment processor is configured (`STRIPE_SECRET_KEY`); see WalletService.startCheckout. */
-  cards: boolean;
+  /**
+   * Card top-ups with the platform's Stripe (`STRIPE_SECRET_KEY` + `STRIPE_WEBHOOK_SECRET`): the USD
+   * amounts offered as "Pay N USD" buttons; null when not configured.
+   */
+  cards: string[] | null;
 }
 
-/** The top-up form (test funds) or a clear note that card top-ups are not configured here. */
+/** "Pay N USD" (one form per amount, to `/wallet/topup/checkout`) and/or the test-funds form. */
 export function TopupForm(props: {
   page: PageContext;
   topup: TopupOptions;
   compact?: boolean;
   amount?: string;
 }) {
-  if (props.topup.testFunds)
-    return html`<form method="post" action="/wallet/topup">
+  const cards = props.topup.cards;
+  const pay =
+    cards &&
+    cards.length > 0 &&
+    html`<p class="muted">Pay by card with Stripe; the amount is added to your wallet.</p>
+      <div class="inline">
+        ${cards.map(
+          (amount) =>
+            html`<form method="post" action="/wallet/topup/checkout">
+              <${CsrfField} page=${props.page} />
+              <input type="hidden" name="amount" value=${amount} />
+              <button type="submit">Pay ${amount} USD</button>
+            </form>`,
+        )}
+      </div>`;
+  const testFunds =
+    props.topup.testFunds &&
+    html`<form method="post" action="/wallet/topup">
       <${CsrfField} page=${props.page} />
       <div class="inline">
         <${Field}
@@ -33,7 +52,7 @@ export function TopupForm(props: {
         <button type="submit">Add test funds</button>
       </div>
     </form>`;
-  if (props.topup.cards) return html`<p class="muted">Card top-ups are being set up on this server.</p>`;
+  if (pay || testFunds) return html`${pay}${testFunds}`;
   return html`<p class="muted">
     Card top-ups are not configured on this server, so the wallet cannot be topped up here yet.
   </p>`;
@@ -53,7 +72,9 @@ export function WalletTopupPage(props: {
       <a href="/wallet">Back to your wallet</a>
     </p>
     ${props.error && html`<${Alert} kind="error">${props.error}<//>`}
-    <${Card} title=${props.topup.testFunds ? 'Add test funds' : 'Top-up'}>
+    <${Card}
+      title=${props.topup.cards ? 'Choose an amount' : props.topup.testFunds ? 'Add test funds' : 'Top-up'}
+    >
       <${TopupForm} page=${props.page} topup=${props.topup} amount=${props.amount} />
     <//>
   <//>`;

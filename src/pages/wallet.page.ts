@@ -10,6 +10,8 @@ export const NOTICES: Record<string, string> = {
   connected: 'The app is connected to your wallet.',
   disconnected: 'The app was disconnected. It can no longer charge your wallet.',
   funds: 'Test funds were added to your wallet.',
+  card: 'Thank you: your payment was received. Your balance is credited as soon as Stripe confirms it.',
+  card_canceled: 'The payment was canceled; nothing was charged.',
   signed_in: 'You are signed in.',
 };
 

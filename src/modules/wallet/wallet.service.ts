@@ -92,7 +92,9 @@ export class WalletService {
           r.description ??
           (r.source === 'test_funds'
             ? 'Test funds'
-            : (KIND_LABELS[r.kind] ?? String(r.kind).replace(/_/g, ' '))),
+            : r.source === 'stripe'
+              ? 'Card top-up'
+              : (KIND_LABELS[r.kind] ?? String(r.kind).replace(/_/g, ' '))),
         amountRaw: r.incoming ? BigInt(r.amount_raw) : -BigInt(r.amount_raw),
       })),
     };
@@ -179,19 +181,10 @@ export class WalletService {
   }
 
   /**
-   * Seam for card top-ups of the wallet (the Stripe issue): returns the Checkout URL to redirect to,
-   * or null when no payment processor is configured (`STRIPE_SECRET_KEY` unset).
+   * Card top-ups (the platform's Stripe, `STRIPE_SECRET_KEY` + `STRIPE_WEBHOOK_SECRET`): the Checkout
+   * URL to redirect to. Fulfilment is the platform webhook (StripeService.receiveWalletWebhook).
    */
-  async startCheckout(
-    _walletUser: { id: string; accountId: string },
-    _amountInput: unknown,
-  ): Promise<string | null> {
-    if (!this.s.config.STRIPE_SECRET_KEY) return null;
-    throw new DomainError(
-      'invalid_request',
-      'Card top-ups of the wallet are not implemented yet.',
-      null,
-      'not_implemented',
-    );
+  async startCheckout(walletUser: { id: string; accountId: string }, amountInput: unknown): Promise<string> {
+    return this.s.stripe.startWalletCheckout(walletUser, amountInput);
   }
 }

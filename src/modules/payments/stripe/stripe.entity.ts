@@ -1,6 +1,7 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import { Paywall } from '../../paywalls/paywall.entity.js';
 import { EndUser } from '../../users/end-user.entity.js';
+import { WalletUser } from '../../wallet/wallet.entity.js';
 
 /**
  * A paywall's Stripe account (CONTRACT §9): the secret key and the webhook endpoint's signing secret
@@ -24,9 +25,10 @@ export class StripeIntegration extends StripeIntegrationSchema.class {}
 StripeIntegrationSchema.setClass(StripeIntegration);
 
 /**
- * One Stripe Checkout Session of an end user. The session id is unique: fulfilment inserts/updates
- * this row in the statement that writes the deposit transfer, so a session is credited exactly once
- * however often (or concurrently) its events arrive. Status: `open` → `paid` or `failed`.
+ * One Stripe Checkout Session: of an end user of a DEFAULT paywall (`paywall` + `end_user`), or of a
+ * hosted wallet (`wallet_user`, paid with the platform's key). The session id is unique: fulfilment
+ * updates this row in the statement that writes the deposit transfer, so a session is credited exactly
+ * once however often (or concurrently) its events arrive. Status: `open` → `paid` or `failed`.
  */
 export const StripeCheckoutSchema = defineEntity({
   name: 'StripeCheckout',
@@ -34,11 +36,17 @@ export const StripeCheckoutSchema = defineEntity({
   checks: [
     { name: 'stripe_checkout_status', expression: `status in ('open', 'paid', 'failed')` },
     { name: 'stripe_checkout_amount_positive', expression: 'amount_cents > 0' },
+    {
+      name: 'stripe_checkout_target',
+      expression:
+        '(wallet_user_id is null and paywall_id is not null and end_user_id is not null) or (wallet_user_id is not null and paywall_id is null and end_user_id is null)',
+    },
   ],
   properties: {
     sessionId: p.text().primary(),
-    paywall: () => p.manyToOne(Paywall).mapToPk().index(),
-    endUser: () => p.manyToOne(EndUser).mapToPk(),
+    paywall: () => p.manyToOne(Paywall).mapToPk().nullable().index(),
+    endUser: () => p.manyToOne(EndUser).mapToPk().nullable(),
+    walletUser: () => p.manyToOne(WalletUser).mapToPk().nullable().index(),
     status: p.string().length(16),
     amountCents: p.bigint('bigint'),
     transferId: p.uuid().nullable(),
@@ -49,13 +57,16 @@ export const StripeCheckoutSchema = defineEntity({
 export class StripeCheckout extends StripeCheckoutSchema.class {}
 StripeCheckoutSchema.setClass(StripeCheckout);
 
-/** Stripe event ids already processed (unique): a repeated delivery is answered 200 and skipped. */
+/**
+ * Stripe event ids already processed (unique): a repeated delivery is answered 200 and skipped.
+ * `paywall` is null for events of the platform's own endpoint (wallet top-ups).
+ */
 export const StripeEventSchema = defineEntity({
   name: 'StripeEvent',
   tableName: 'stripe_event',
   properties: {
     eventId: p.text().primary(),
-    paywall: () => p.manyToOne(Paywall).mapToPk(),
+    paywall: () => p.manyToOne(Paywall).mapToPk().nullable(),
     type: p.text(),
     createdAt: p.datetime().defaultRaw('now()'),
   },

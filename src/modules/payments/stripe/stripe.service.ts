@@ -4,7 +4,13 @@ import type { Services } from '../../../services.js';
 import { loadSecretBox, type SecretBox } from '../../../shared/crypto.js';
 import { DomainError, invalid, notFound } from '../../../shared/errors.js';
 import { formatDecimal, parseDecimal, usdcDecimal } from '../../../shared/money.js';
-import { eventRows, insertEventsSql, recordEvents, type EventTrigger } from '../../events/event.service.js';
+import {
+  eventRows,
+  insertEventsSql,
+  recordEvents,
+  type EventTrigger,
+  type NewEvent,
+} from '../../events/event.service.js';
 import { buildEvent } from '../../events/event-payloads.js';
 import { WORLD_ACCOUNT_ID } from '../../ledger/accounts.js';
 import type { Auth, PaywallInfo } from '../../paywalls/paywall-info.js';
@@ -15,6 +21,8 @@ const INTEGRATION_KEY = 'stripe';
 /** 1 US cent = 10,000 raw units (10⁻⁶ USDC). */
 export const RAW_PER_CENT = 10_000n;
 export const DEFAULT_TOPUP_AMOUNTS = ['5', '10', '20'];
+/** What the hosted wallet's top-up page offers with the platform's Stripe (USD). */
+export const WALLET_TOPUP_AMOUNTS = DEFAULT_TOPUP_AMOUNTS;
 const MAX_TOPUP_AMOUNTS = 10;
 /** Stripe's own ceiling for one Checkout payment in USD is 999,999.99; we stay well below. */
 const MAX_TOPUP_CENTS = 10_000_00n;
@@ -75,6 +83,7 @@ function checkSecretKey(input: unknown): string {
 }
 
 const suffixOf = (secret: string) => secret.slice(-4);
+const WALLET_TOPUP_CENTS = parseTopupAmounts(WALLET_TOPUP_AMOUNTS);
 
 /**
  * Stripe top-ups for DEFAULT paywalls (CONTRACT §9). The paywall's own Stripe account: its secret key
@@ -375,6 +384,64 @@ export class StripeService {
     return session.url;
   }
 
+  /** Whether the platform's Stripe is configured: the hosted wallet then offers card top-ups. */
+  walletCardsEnabled(): boolean {
+    return !!(this.s.config.STRIPE_SECRET_KEY && this.s.config.STRIPE_WEBHOOK_SECRET);
+  }
+
+  /**
+   * The wallet top-up page's "Pay N USD" (CONTRACT §8 "Top-up"): a Checkout Session with the PLATFORM
+   * key for one of {@link WALLET_TOPUP_AMOUNTS}, naming the wallet user; returns its URL. The session
+   * row is written first (status `open`) so fulfilment knows which wallet to credit.
+   */
+  async startWalletCheckout(walletUser: { id: string }, amount: unknown): Promise<string> {
+    const secretKey = this.s.config.STRIPE_SECRET_KEY;
+    if (!secretKey || !this.walletCardsEnabled())
+      throw new DomainError(
+        'conflict',
+        'Card top-ups are not configured on this server.',
+        null,
+        'stripe_not_connected',
+      );
+    const cents = parseDecimal(amount, 2);
+    if (cents === null || !WALLET_TOPUP_CENTS.includes(Number(cents)))
+      throw new DomainError(
+        'invalid_amount',
+        'Choose one of the amounts offered.',
+        'amount',
+        'invalid_amount',
+      );
+    const base = this.s.config.PUBLIC_BASE_URL;
+    let session;
+    try {
+      session = await this.gateway.createCheckoutSession(secretKey, {
+        amountCents: Number(cents),
+        clientReferenceId: `wallet:${walletUser.id}`,
+        metadata: { kind: 'wallet', walletUserId: walletUser.id },
+        successUrl: `${base}/wallet?done=card`,
+        cancelUrl: `${base}/wallet?done=card_canceled`,
+        productName: 'Wallet top-up',
+      });
+    } catch (e) {
+      this.s.log.warn(
+        { walletUserId: walletUser.id, status: (e as any)?.statusCode, type: (e as any)?.type },
+        'Stripe creating a wallet Checkout Session failed',
+      );
+      throw new DomainError(
+        'upstream_error',
+        `Stripe refused or could not be reached (creating a Checkout Session): ${(e as any)?.message ?? 'unknown error'}`,
+        null,
+        'stripe_error',
+      );
+    }
+    await this.s.db.query(
+      `insert into stripe_checkout (session_id, wallet_user_id, status, amount_cents)
+       values ($1, $2, 'open', $3) on conflict (session_id) do nothing`,
+      [session.id, walletUser.id, cents.toString()],
+    );
+    return session.url;
+  }
+
   /**
    * The webhook: verifies the signature on the raw body with the paywall's endpoint secret (a bad or
    * missing one is a 400 and changes nothing), then processes the event once.
@@ -397,23 +464,68 @@ export class StripeService {
     await this.handleEvent(paywall, event);
   }
 
-  /** Records the event id and applies the event in one transaction; a repeated event id does nothing. */
+  /**
+   * The platform's webhook (`POST /v1/stripe/webhooks/wallet`, wallet top-ups): verified with
+   * `STRIPE_WEBHOOK_SECRET` on the raw body (bad, missing or unconfigured → 400, nothing changes).
+   */
+  async receiveWalletWebhook(rawBody: unknown, signature: string | undefined): Promise<void> {
+    const secret = this.s.config.STRIPE_WEBHOOK_SECRET;
+    if (!secret || !signature || !Buffer.isBuffer(rawBody))
+      throw new DomainError(
+        'invalid_request',
+        'Stripe signature verification failed',
+        null,
+        'invalid_signature',
+      );
+    let event: VerifiedStripeEvent;
+    try {
+      event = this.gateway.verifyEvent(rawBody, signature, secret);
+    } catch {
+      throw new DomainError(
+        'invalid_request',
+        'Stripe signature verification failed',
+        null,
+        'invalid_signature',
+      );
+    }
+    await this.process(null, event, (tx, session) => this.walletTarget(tx, session));
+  }
+
+  /** A DEFAULT paywall's event (see {@link process}). */
   async handleEvent(paywall: PaywallInfo, event: VerifiedStripeEvent): Promise<void> {
+    await this.process(paywall.id, event, (tx, session) => this.endUserTarget(tx, paywall, session));
+  }
+
+  /**
+   * Records the event id and applies the event in one transaction; a repeated event id does nothing.
+   * `targetOf` names whom the session credits (or null: not ours); the paywall's and the platform's
+   * endpoints differ only there.
+   */
+  private async process(
+    endpointPaywallId: string | null,
+    event: VerifiedStripeEvent,
+    targetOf: (tx: Sql, session: StripeSession) => Promise<CreditTarget | null>,
+  ): Promise<void> {
     const session = event.session;
     await this.s.db.transaction(async (tx) => {
       // A concurrent delivery of the same event waits here on the unique key and then finds it taken.
       const fresh = await tx.query(
         `insert into stripe_event (event_id, paywall_id, type) values ($1, $2, $3)
          on conflict (event_id) do nothing returning event_id`,
-        [event.id, paywall.id, event.type],
+        [event.id, endpointPaywallId, event.type],
       );
       if (fresh.length === 0 || !session) return;
       const credit =
         (event.type === 'checkout.session.completed' && session.paymentStatus === 'paid') ||
         event.type === 'checkout.session.async_payment_succeeded';
       const fail = event.type === 'checkout.session.async_payment_failed';
-      const checkout = await this.ensureCheckout(tx, paywall, session);
-      if (!checkout) return;
+      if (!credit && !fail) {
+        // Unpaid (async payment pending): only make sure the session row exists.
+        await targetOf(tx, session);
+        return;
+      }
+      const target = await targetOf(tx, session);
+      if (!target) return;
       if (fail) {
         await tx.query(
           `update stripe_checkout set status = 'failed', updated_at = now() where session_id = $1 and status = 'open'`,
@@ -421,89 +533,163 @@ export class StripeService {
         );
         return;
       }
-      if (credit) await this.credit(tx, paywall, session, checkout);
+      await this.credit(tx, session, target);
     });
   }
 
-  /** The session's row: ours (created by startCheckout), else from the session's metadata. */
-  private async ensureCheckout(
+  /** DEFAULT: the session's row (created by startCheckout), else from the session's metadata. */
+  private async endUserTarget(
     tx: Sql,
     paywall: PaywallInfo,
-    session: NonNullable<VerifiedStripeEvent['session']>,
-  ): Promise<{ endUserId: string; externalId: string } | null> {
-    const [mine] = await tx.query<{ end_user_id: string; paywall_id: string; external_id: string }>(
-      `select c.end_user_id, c.paywall_id, u.external_id from stripe_checkout c
-         join end_user u on u.id = c.end_user_id where c.session_id = $1`,
+    session: StripeSession,
+  ): Promise<CreditTarget | null> {
+    const [mine] = await tx.query<{ end_user_id: string | null; paywall_id: string | null }>(
+      `select end_user_id, paywall_id from stripe_checkout where session_id = $1`,
       [session.id],
     );
-    if (mine)
-      return mine.paywall_id === paywall.id
-        ? { endUserId: mine.end_user_id, externalId: mine.external_id }
-        : null;
-    const amount = session.amountTotal;
-    if (session.metadata.paywallId !== paywall.id || !session.metadata.user || !amount || amount <= 0) {
-      this.s.log.warn(
-        { paywallId: paywall.id, sessionId: session.id },
-        'Stripe session names no end user of this paywall; ignored',
+    let endUserId: string;
+    if (mine) {
+      if (mine.paywall_id !== paywall.id || !mine.end_user_id) return null;
+      endUserId = mine.end_user_id;
+    } else {
+      const amount = session.amountTotal;
+      if (session.metadata.paywallId !== paywall.id || !session.metadata.user || !amount || amount <= 0) {
+        this.s.log.warn(
+          { paywallId: paywall.id, sessionId: session.id },
+          'Stripe session names no end user of this paywall; ignored',
+        );
+        return null;
+      }
+      const user = await this.s.users.ensureUser(
+        tx,
+        paywall,
+        checkExternalId(session.metadata.user),
+        STRIPE_TRIGGER,
       );
-      return null;
+      await tx.query(
+        `insert into stripe_checkout (session_id, paywall_id, end_user_id, status, amount_cents)
+         values ($1, $2, $3, 'open', $4) on conflict (session_id) do nothing`,
+        [session.id, paywall.id, user.id, String(amount)],
+      );
+      endUserId = user.id;
     }
-    const trigger: EventTrigger = { source: 'system', actorType: 'system', actorId: 'stripe' };
-    const user = await this.s.users.ensureUser(tx, paywall, checkExternalId(session.metadata.user), trigger);
-    await tx.query(
-      `insert into stripe_checkout (session_id, paywall_id, end_user_id, status, amount_cents)
-       values ($1, $2, $3, 'open', $4) on conflict (session_id) do nothing`,
-      [session.id, paywall.id, user.id, String(amount)],
+    const [u] = await tx.query<{ account_id: string; external_id: string }>(
+      `select account_id, external_id from end_user where id = $1`,
+      [endUserId],
     );
-    return { endUserId: user.id, externalId: user.externalId };
+    if (!u?.account_id) return null;
+    const walletUserId = walletUserIdOf(paywall, { id: endUserId, walletUserId: null });
+    return {
+      accountId: u.account_id,
+      paywallId: paywall.id,
+      endUserId,
+      metadata: {},
+      events: (amountRaw, transferId) => {
+        const ctx = {
+          paywall,
+          trigger: STRIPE_TRIGGER,
+          subject: { type: 'end_user' as const, id: endUserId, externalId: u.external_id },
+          metadata: { source: 'stripe', checkoutSessionId: session.id },
+        };
+        return creditEvents(ctx, session, amountRaw, transferId, walletUserId, u.external_id);
+      },
+    };
   }
 
   /**
-   * world → user `deposit` of amount_total cents x 10,000, the session flipped to `paid`, and both
-   * events, in ONE statement: everything happens only when this statement is the one that flipped it.
+   * Wallet: the session's row (created by startWalletCheckout), else from the session's metadata
+   * (`kind: "wallet"`, `walletUserId`). Events: one pair per paywall the wallet is connected to.
    */
-  private async credit(
-    tx: Sql,
-    paywall: PaywallInfo,
-    session: NonNullable<VerifiedStripeEvent['session']>,
-    checkout: { endUserId: string; externalId: string },
-  ): Promise<void> {
+  private async walletTarget(tx: Sql, session: StripeSession): Promise<CreditTarget | null> {
+    const [mine] = await tx.query<{ wallet_user_id: string | null }>(
+      `select wallet_user_id from stripe_checkout where session_id = $1`,
+      [session.id],
+    );
+    let walletUserId: string;
+    if (mine) {
+      if (!mine.wallet_user_id) return null;
+      walletUserId = mine.wallet_user_id;
+    } else {
+      const named = session.metadata.walletUserId;
+      const amount = session.amountTotal;
+      const known =
+        session.metadata.kind === 'wallet' &&
+        typeof named === 'string' &&
+        UUID.test(named) &&
+        amount &&
+        amount > 0
+          ? await tx.query(`select id from wallet_user where id = $1`, [named])
+          : [];
+      if (known.length === 0) {
+        this.s.log.warn({ sessionId: session.id }, 'Stripe session names no wallet of this server; ignored');
+        return null;
+      }
+      await tx.query(
+        `insert into stripe_checkout (session_id, wallet_user_id, status, amount_cents)
+         values ($1, $2, 'open', $3) on conflict (session_id) do nothing`,
+        [session.id, named, String(amount)],
+      );
+      walletUserId = named;
+    }
+    const [w] = await tx.query<{ account_id: string }>(`select account_id from wallet_user where id = $1`, [
+      walletUserId,
+    ]);
+    if (!w) return null;
+    // One event pair per connected paywall (the latest connection names the end user), as test funds do.
+    const conns = await tx.query<{
+      paywall_id: string;
+      owner_id: string;
+      end_user_id: string;
+      external_id: string;
+    }>(
+      `select distinct on (c.paywall_id) c.paywall_id, p.owner_id, eu.id as end_user_id, eu.external_id
+         from wallet_connection c join paywall p on p.id = c.paywall_id join end_user eu on eu.id = c.end_user_id
+        where c.wallet_user_id = $1 and c.revoked_at is null
+        order by c.paywall_id, c.created_at desc`,
+      [walletUserId],
+    );
+    return {
+      accountId: w.account_id,
+      paywallId: null,
+      endUserId: null,
+      metadata: { walletUserId },
+      events: (amountRaw, transferId) =>
+        conns.flatMap((c) =>
+          creditEvents(
+            {
+              paywall: { id: c.paywall_id, ownerId: c.owner_id },
+              trigger: STRIPE_TRIGGER,
+              subject: { type: 'end_user', id: c.end_user_id, externalId: c.external_id },
+              metadata: { source: 'stripe', checkoutSessionId: session.id },
+            },
+            session,
+            amountRaw,
+            transferId,
+            walletUserId,
+            c.external_id,
+          ),
+        ),
+    };
+  }
+
+  /**
+   * world → target account `deposit` of amount_total cents x 10,000, the session flipped to `paid`, and
+   * the events, in ONE statement: everything happens only when this statement is the one that flipped it.
+   */
+  private async credit(tx: Sql, session: StripeSession, target: CreditTarget): Promise<void> {
     const cents = session.amountTotal;
     if (!cents || cents <= 0) return;
     const amountRaw = BigInt(cents) * RAW_PER_CENT;
     const transferId = randomUUID();
-    const trigger: EventTrigger = { source: 'system', actorType: 'system', actorId: 'stripe' };
-    const walletUserId = walletUserIdOf(paywall, { id: checkout.endUserId, walletUserId: null });
-    const ctx = {
-      paywall,
-      trigger,
-      subject: { type: 'end_user' as const, id: checkout.endUserId, externalId: checkout.externalId },
-      metadata: { source: 'stripe', checkoutSessionId: session.id },
-    };
-    const events = [
-      buildEvent('paywall.stripe.checkout.session.completed', ctx, {
-        checkoutSessionId: session.id,
-        amount: usdcDecimal(amountRaw),
-        currency: session.currency ?? 'usd',
-        walletUserId,
-      }),
-      buildEvent('paywall.balance.deposit.created', ctx, {
-        walletUserId,
-        externalUserId: checkout.externalId,
-        amount: usdcDecimal(amountRaw),
-        currency: 'USDC',
-        source: 'stripe',
-        activityId: transferId,
-      }),
-    ];
+    const events = target.events(amountRaw, transferId);
     await tx.query(
       `with c as (
          update stripe_checkout set status = 'paid', amount_cents = $7::bigint, transfer_id = $3::uuid, updated_at = now()
           where session_id = $5 and status <> 'paid'
-         returning end_user_id
+         returning session_id
        ), u as (
          update ledger_account set balance_raw = balance_raw + $1::bigint
-          where id = (select account_id from end_user where id = $2::uuid) and exists (select 1 from c)
+          where id = $2::uuid and exists (select 1 from c)
          returning id, balance_raw
        ), w as (
          update ledger_account set balance_raw = balance_raw - $1::bigint
@@ -511,7 +697,7 @@ export class StripeService {
        ), t as (
          insert into transfer (id, kind, debit_account_id, credit_account_id, amount_raw, balance_after_raw,
                                paywall_id, end_user_id, metadata, created_at)
-         select $3::uuid, 'deposit', '${WORLD_ACCOUNT_ID}', u.id, $1::bigint, u.balance_raw, $6::uuid, $2::uuid,
+         select $3::uuid, 'deposit', '${WORLD_ACCOUNT_ID}', u.id, $1::bigint, u.balance_raw, $6::uuid, $9::uuid,
                 $4::jsonb, now() from u
        ), e as (
          ${insertEventsSql(8)} where exists (select 1 from u)
@@ -519,14 +705,59 @@ export class StripeService {
        select count(*)::int as n from u`,
       [
         amountRaw.toString(),
-        checkout.endUserId,
+        target.accountId,
         transferId,
-        JSON.stringify({ source: 'stripe', checkoutSessionId: session.id }),
+        JSON.stringify({ source: 'stripe', checkoutSessionId: session.id, ...target.metadata }),
         session.id,
-        paywall.id,
+        target.paywallId,
         String(cents),
         JSON.stringify(eventRows(events)),
+        target.endUserId,
       ],
     );
   }
+}
+
+type StripeSession = NonNullable<VerifiedStripeEvent['session']>;
+
+const STRIPE_TRIGGER: EventTrigger = { source: 'system', actorType: 'system', actorId: 'stripe' };
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Whom a paid Checkout Session credits: an end user's account (DEFAULT) or a wallet's. */
+interface CreditTarget {
+  accountId: string;
+  /** The transfer's paywall and end user (null for the wallet: it serves every app). */
+  paywallId: string | null;
+  endUserId: string | null;
+  /** Extra transfer metadata. */
+  metadata: Record<string, string>;
+  /** The events recorded with the credit. */
+  events(amountRaw: bigint, transferId: string): NewEvent[];
+}
+
+/** `paywall.stripe.checkout.session.completed` then `paywall.balance.deposit.created` for one paywall. */
+function creditEvents(
+  ctx: Parameters<typeof buildEvent>[1],
+  session: StripeSession,
+  amountRaw: bigint,
+  transferId: string,
+  walletUserId: string | null,
+  externalUserId: string,
+): NewEvent[] {
+  return [
+    buildEvent('paywall.stripe.checkout.session.completed', ctx, {
+      checkoutSessionId: session.id,
+      amount: usdcDecimal(amountRaw),
+      currency: session.currency ?? 'usd',
+      walletUserId,
+    }),
+    buildEvent('paywall.balance.deposit.created', ctx, {
+      walletUserId,
+      externalUserId,
+      amount: usdcDecimal(amountRaw),
+      currency: 'USDC',
+      source: 'stripe',
+      activityId: transferId,
+    }),
+  ];
 }
