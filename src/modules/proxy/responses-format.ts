@@ -3,13 +3,7 @@ import { createParser, type EventSourceMessage, type EventSourceParser } from 'e
 import { invalid } from '../../shared/errors.js';
 import type { BlockedReply } from './blocked-reply.js';
 import { countText, ProducedText } from './token-counter.js';
-import {
-  isObject,
-  tokenCount,
-  type StreamRelay,
-  type Tokens,
-  type WireFormat,
-} from './wire-format.js';
+import { isObject, tokenCount, type StreamRelay, type Tokens, type WireFormat } from './wire-format.js';
 
 /**
  * OpenAI's Responses API (`POST /v1/responses`), CONTRACT §11: the same money rules as chat
