@@ -32,17 +32,16 @@ function sseSink(res: Response): StreamSink {
 }
 
 /**
- * POST /v1/chat/completions (and /v1/u/{user}/chat/completions).
+ * POST /v1/chat/completions and POST /v1/responses (and their /v1/u/{user}/… forms).
  *
- * This route calls ProxyService.chat directly, the very call the GraphQL `createChatCompletion`
- * resolver makes with the same context: a stream cannot pass through GraphQL execution, and for whole
- * completions skipping a per-request GraphQL execution keeps the hot path lean. All rules (validation,
- * holds, blocked replies, settlement) live in the service.
+ * These routes call ProxyService.chat / .responses directly (chat is the very call the GraphQL
+ * `createChatCompletion` resolver makes with the same context): a stream cannot pass through GraphQL
+ * execution, and for whole answers skipping a per-request GraphQL execution keeps the hot path lean.
+ * All rules (validation, holds, blocked replies, settlement) live in the service.
  */
 export function chatRoutes(services: Services): Router {
   const r = Router();
-  r.post(
-    '/chat/completions',
+  const serve = (kind: 'chat' | 'responses') =>
     route(async (req, res) => {
       const body = jsonObject(req);
       const user = userOf(req, body.user);
@@ -51,20 +50,23 @@ export function chatRoutes(services: Services): Router {
       res.on('close', () => {
         if (!res.writableFinished) gone.abort();
       });
-      const out = await services.proxy.chat(
-        { paywall: req.paywall!, externalUserId: user, body, signal: gone.signal },
-        sseSink(res),
-      );
+      const call = { paywall: req.paywall!, externalUserId: user, body, signal: gone.signal };
+      const out =
+        kind === 'chat'
+          ? await services.proxy.chat(call, sseSink(res))
+          : await services.proxy.responses(call, sseSink(res));
       // Written directly: express's res.json would also hash the body for an ETag nobody uses here.
       if (out) {
         const json = JSON.stringify(out.body);
         res.writeHead(out.status, {
+          ...out.headers,
           'content-type': 'application/json; charset=utf-8',
           'content-length': Buffer.byteLength(json),
         });
         res.end(json);
       }
-    }),
-  );
+    });
+  r.post('/chat/completions', serve('chat'));
+  r.post('/responses', serve('responses'));
   return r;
 }

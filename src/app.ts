@@ -73,7 +73,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
       req.log.info(
         {
           method: req.method,
-          url: req.originalUrl.split('?')[0],
+          url: withoutPathUser(req.originalUrl.split('?')[0]),
           route,
           status: res.statusCode,
           ms: Math.round(seconds * 1000),
@@ -276,10 +276,14 @@ export async function createApp(deps: AppDeps): Promise<App> {
   };
 }
 
+/** `/v1/u/alice/…` → `/v1/u/{user}/…`: labels and logs never carry an end-user id (CONTRACT §11). */
+const PATH_USER = /^\/v1\/u\/[^/?]*/;
+const withoutPathUser = (path: string): string => path.replace(PATH_USER, '/v1/u/{user}');
+
 /** A bounded label: the matched route template, never a raw path with ids in it. */
 function routeLabel(req: Request): string {
   const route = (req as any).route?.path as string | undefined;
-  if (route) return `${req.baseUrl}${route}`;
+  if (route) return withoutPathUser(`${req.baseUrl}${route}`);
   const path = req.originalUrl.split('?')[0];
   if (path === '/graphql' || ['/healthz', '/readyz', '/metrics'].includes(path)) return path;
   return 'unmatched';

@@ -43,8 +43,8 @@ export interface RecordedRequest {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
- * A real OpenAI-compatible server on 127.0.0.1 for tests and the bench: POST /v1/chat/completions in
- * JSON or SSE (per the request's `stream`), recording every request (headers and body). Behaviour is
+ * A real OpenAI-compatible server on 127.0.0.1 for tests and the bench: POST /v1/chat/completions and
+ * POST /v1/responses in JSON or SSE (per the request's `stream`), recording every request (headers and body). Behaviour is
  * set for all requests (`behavior`) or queued for the next ones (`next(...)`).
  */
 export class FakeUpstream {
@@ -90,6 +90,11 @@ export class FakeUpstream {
     this.queue.push(...b);
   }
 
+  /** Responses API requests received so far. */
+  get responsesRequests(): RecordedRequest[] {
+    return this.requests.filter((r) => r.url.endsWith('/responses'));
+  }
+
   /** Chat requests received so far. */
   get chatRequests(): RecordedRequest[] {
     return this.requests.filter((r) => r.url.endsWith('/chat/completions'));
@@ -118,7 +123,8 @@ export class FakeUpstream {
     res.on('close', () => {
       if (!res.writableFinished) rec.aborted = true;
     });
-    if (method !== 'POST' || !url.endsWith('/chat/completions')) {
+    const responses = method === 'POST' && url.endsWith('/responses');
+    if (method !== 'POST' || (!url.endsWith('/chat/completions') && !responses)) {
       res.writeHead(404, { 'content-type': 'application/json' });
       res.end(
         JSON.stringify({
@@ -145,6 +151,7 @@ export class FakeUpstream {
       );
       return;
     }
+    if (responses) return this.respond(b, body, rec, res);
     const id = `chatcmpl-fake-${++this.seq}`;
     const created = Math.floor(Date.now() / 1000);
     const model = body?.model ?? 'unknown';
@@ -217,6 +224,111 @@ export class FakeUpstream {
         if (includeUsage) await write(chunk([], { usage: fullUsage }));
       }
       res.end('data: [DONE]\n\n');
+    } catch {
+      /* the proxy went away */
+    }
+  }
+
+  /**
+   * POST /v1/responses (OpenAI's Responses API): a `response` object, or with `stream: true` its named
+   * events (response.created … response.output_text.delta … response.completed with `response.usage`).
+   * `max_output_tokens` cuts the answer (status `incomplete`), `usage` maps to input/output tokens.
+   */
+  private async respond(
+    b: FakeBehavior,
+    body: any,
+    rec: RecordedRequest,
+    res: ServerResponse,
+  ): Promise<void> {
+    const seq = ++this.seq;
+    const id = `resp_fake_${seq}`;
+    const msgId = `msg_fake_${seq}`;
+    const createdAt = Math.floor(Date.now() / 1000);
+    const model = body?.model ?? 'unknown';
+    const cap: number | undefined = body?.max_output_tokens ?? undefined;
+    let words: string[] = (b.content ?? '').match(/\s*\S+/g) ?? [];
+    const tokens = b.usage ? { ...b.usage } : null;
+    let truncated = false;
+    if (!b.ignoreMaxTokens && cap !== undefined) {
+      if (words.length > cap) {
+        words = words.slice(0, cap);
+        truncated = true;
+      }
+      if (tokens && tokens.completion_tokens > cap) {
+        tokens.completion_tokens = cap;
+        truncated = true;
+      }
+    }
+    const usage = tokens
+      ? {
+          input_tokens: tokens.prompt_tokens,
+          input_tokens_details: { cached_tokens: 0 },
+          output_tokens: tokens.completion_tokens,
+          output_tokens_details: { reasoning_tokens: 0 },
+          total_tokens: tokens.prompt_tokens + tokens.completion_tokens,
+        }
+      : null;
+    const text = words.join('');
+    const part = { type: 'output_text', text, annotations: [] };
+    const item = { id: msgId, type: 'message', status: 'completed', role: 'assistant', content: [part] };
+    const status = truncated ? 'incomplete' : 'completed';
+    const response = (st: string, output: unknown[], u: unknown) => ({
+      id,
+      object: 'response',
+      created_at: createdAt,
+      status: st,
+      error: null,
+      incomplete_details: st === 'incomplete' ? { reason: 'max_output_tokens' } : null,
+      instructions: body?.instructions ?? null,
+      max_output_tokens: cap ?? null,
+      model,
+      output,
+      parallel_tool_calls: true,
+      previous_response_id: null,
+      temperature: 1,
+      tool_choice: 'auto',
+      tools: [],
+      top_p: 1,
+      usage: u,
+    });
+
+    if (body?.stream !== true) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(response(status, [item], usage)));
+      return;
+    }
+
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    let n = 0;
+    const write = async (type: string, data: Record<string, unknown>) => {
+      if (res.destroyed) throw new Error('client gone');
+      res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: n++, ...data })}\n\n`);
+      if (b.chunkDelayMs) await sleep(b.chunkDelayMs);
+    };
+    const at = { item_id: msgId, output_index: 0, content_index: 0 };
+    try {
+      await write('response.created', { response: response('in_progress', [], null) });
+      await write('response.in_progress', { response: response('in_progress', [], null) });
+      await write('response.output_item.added', {
+        output_index: 0,
+        item: { ...item, status: 'in_progress', content: [] },
+      });
+      await write('response.content_part.added', { ...at, part: { ...part, text: '' } });
+      for (const w of words) {
+        if (b.dieAfterChunks !== undefined && rec.chunksSent >= b.dieAfterChunks) {
+          res.destroy();
+          return;
+        }
+        await write('response.output_text.delta', { ...at, delta: w, logprobs: [] });
+        rec.chunksSent++;
+      }
+      await write('response.output_text.done', { ...at, text, logprobs: [] });
+      await write('response.content_part.done', { ...at, part });
+      await write('response.output_item.done', { output_index: 0, item });
+      await write(truncated ? 'response.incomplete' : 'response.completed', {
+        response: response(status, [item], usage),
+      });
+      res.end();
     } catch {
       /* the proxy went away */
     }

@@ -348,18 +348,22 @@ select 'h' as kind, calc.i, calc.id, calc.wallet_id, calc.connected, calc.free::
        calc.rate_position
   from calc left join ok on ok.i = calc.i
 union all
-select 's', c.i, null, null, null, null, null, null, true, false, null, null from c`;
+select 's', c.i, null, null, null,
+       (select (lk.balance_raw - lk.held_raw + coalesce(d.balance_delta, 0) - coalesce(d.held_delta, 0))::text
+          from lk left join delta d on d.id = lk.id where lk.id = c.account_id),
+       null, null, true, false, null, null from c`;
 
 /**
  * Places `holds` and settles `settlements` in one statement (see TICK_SQL). Per hold: the result (with
  * `retry` when another hold of the statement took its account), or null when the user does not exist;
- * per settlement: false when the charge was already settled.
+ * per settlement: false when the charge was already settled, and the free balance of its account after
+ * the statement (`freeAfter`).
  */
 export async function ledgerTick(
   sql: Sql,
   holds: ReserveInput[],
   settlements: SettleInput[],
-): Promise<{ holds: (ReserveResult | null)[]; settlements: boolean[] }> {
+): Promise<{ holds: (ReserveResult | null)[]; settlements: boolean[]; freeAfter: (bigint | null)[] }> {
   const rows = await sql.query(
     TICK_SQL,
     [JSON.stringify(holds.map(holdItem)), JSON.stringify(settlements.map(settleItem))],
@@ -368,10 +372,14 @@ export async function ledgerTick(
   const out = {
     holds: holds.map((): ReserveResult | null => null),
     settlements: settlements.map(() => false),
+    freeAfter: settlements.map((): bigint | null => null),
   };
   for (const r of rows) {
-    if (r.kind === 's') out.settlements[r.i] = true;
-    else out.holds[r.i] = holdResult(r);
+    if (r.kind === 's') {
+      out.settlements[r.i] = true;
+      // The spending account's free balance after the whole statement (CONTRACT §11 x-paywall-balance).
+      out.freeAfter[r.i] = r.free === null || r.free === undefined ? null : BigInt(r.free);
+    } else out.holds[r.i] = holdResult(r);
   }
   return out;
 }

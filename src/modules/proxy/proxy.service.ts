@@ -20,21 +20,14 @@ import { RateLimitError, rateState, windowOf } from '../limits/rate-limit.js';
 import { splitCharge } from '../ledger/accounts.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
 import type { ModelPriceInfo } from '../catalog/catalog.service.js';
-import {
-  blockedCompletion,
-  blockedReply,
-  blockedStream,
-  blockedText,
-  rateLimitedText,
-  type BlockReason,
-} from './blocked-reply.js';
+import { blockedReply, blockedText, rateLimitedText, type BlockReason } from './blocked-reply.js';
 import { modelNotFound } from '../catalog/catalog.service.js';
-import { parseChatRequest, type ChatRequest } from './chat-request.js';
-import { SseRelay, sseData, type UpstreamUsage } from './sse-relay.js';
-import { countPromptTokens, ProducedText } from './token-counter.js';
+import { chatFormat } from './chat-format.js';
+import { responsesFormat } from './responses-format.js';
+import type { MeteredRequest, Tokens, WireFormat } from './wire-format.js';
 import {
   describeFailure,
-  postChatCompletion,
+  postUpstream,
   upstreamError,
   type UpstreamResponse,
   type UpstreamTarget,
@@ -66,6 +59,11 @@ export interface ChatCall {
 export interface ChatJson {
   status: number;
   body: Record<string, any>;
+  /**
+   * CONTRACT §11: set when the answer charged the user: `x-paywall-cost` (USDC, = usage.cost) and
+   * `x-paywall-balance` (the free balance after the charge, USDC).
+   */
+  headers?: Record<string, string>;
 }
 
 /** Where a streamed answer goes (the REST layer adapts the HTTP response to it). */
@@ -87,13 +85,13 @@ type Outcome = 'completed' | 'failed' | 'canceled';
 /** A forwarded request, from its hold to its settlement. */
 interface Flight {
   paywall: PaywallInfo;
-  req: ChatRequest;
+  fmt: WireFormat<any>;
+  req: MeteredRequest;
   externalUserId: string;
   price: PriceInfo;
   upstream: UpstreamTarget;
   chargeId: string;
   trigger: EventTrigger;
-  promptEstimate: number;
   hold: ReserveResult;
   controller: AbortController;
   reason: AbortReason | null;
@@ -105,8 +103,6 @@ interface Flight {
 
 const isObject = (v: unknown): v is Record<string, any> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
-const tokenCount = (v: unknown): number | null =>
-  typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : null;
 
 /**
  * The DomainError for a non-200 JSON answer (a provider's 4xx passed through), for transports that
@@ -122,7 +118,10 @@ export function rejectionError(out: ChatJson | null): DomainError {
 }
 
 /**
- * Chat completions: authorize → hold → forward → meter → settle (CONTRACT §5, §6, §7).
+ * The metered call: authorize → hold → forward → meter → settle (CONTRACT §5, §6, §7, §11), for chat
+ * completions and the Responses API alike. What differs between the two (request fields, usage names,
+ * stream events, the shape of a blocked reply) is a WireFormat (chat-format.ts, responses-format.ts);
+ * the money is here, once.
  *
  * The hot path is two statements: the hold (which also checks the connection, caps the completion at
  * what the free balance affords, and records `started`) and the settlement (capture, release, ledger
@@ -138,7 +137,7 @@ export class ProxyService {
    * Holds and settlements of concurrent requests share one statement and one commit (GroupCommit,
    * holds.ledgerTick); at most one operation per end user in each.
    */
-  private readonly ledger: GroupCommit<LedgerOp, ReserveResult | null | boolean>;
+  private readonly ledger: GroupCommit<LedgerOp, ReserveResult | null | bigint | boolean>;
 
   constructor(private readonly s: Services) {
     this.ledger = new GroupCommit(
@@ -152,7 +151,12 @@ export class ProxyService {
         const r = await ledgerTick(s.db, holds, settlements);
         let h = 0;
         let st = 0;
-        return ops.map((op) => (op.kind === 'hold' ? r.holds[h++] : r.settlements[st++]));
+        // A settlement answers the free balance after it (or false when it was already settled).
+        return ops.map((op) => {
+          if (op.kind === 'hold') return r.holds[h++];
+          const i = st++;
+          return r.settlements[i] ? (r.freeAfter[i] ?? true) : false;
+        });
       },
       (op) => op.key,
     );
@@ -217,7 +221,20 @@ export class ProxyService {
    * output throw DomainErrors (nothing held or charged afterwards).
    */
   async chat(call: ChatCall, sink?: StreamSink): Promise<ChatJson | null> {
-    const req = parseChatRequest(call.body);
+    return this.metered(chatFormat, call, sink);
+  }
+
+  /** Serves one Responses API call (CONTRACT §11), like `chat`. */
+  async responses(call: ChatCall, sink?: StreamSink): Promise<ChatJson | null> {
+    return this.metered(responsesFormat, call, sink);
+  }
+
+  private async metered<R extends MeteredRequest>(
+    fmt: WireFormat<R>,
+    call: ChatCall,
+    sink?: StreamSink,
+  ): Promise<ChatJson | null> {
+    const req = fmt.parse(call.body);
     if (req.stream && !sink)
       throw invalid(
         'streaming is served by POST /v1/chat/completions; this operation returns whole completions',
@@ -236,7 +253,7 @@ export class ProxyService {
         'provider_not_connected',
       );
 
-    const promptEstimate = countPromptTokens(req);
+    const promptEstimate = req.promptEstimate;
     const modelMax = price.maxCompletionTokens ?? DEFAULT_MAX_COMPLETION_TOKENS;
     const maxCap = Math.min(req.clientMaxTokens ?? modelMax, modelMax);
     const minCap = Math.min(MIN_COMPLETION_TOKENS, maxCap);
@@ -316,20 +333,20 @@ export class ProxyService {
       const needed =
         (holdInput.fixedScaled + BigInt(minCap) * holdInput.perTokenScaled + SCALE_PER_RAW - 1n) /
         SCALE_PER_RAW;
-      return this.blocked(call, req, hold, reason, chargeId, trigger, needed, now, price, sink);
+      return this.blocked(fmt, call, req, hold, reason, chargeId, trigger, needed, now, price, sink);
     }
 
     let finish!: () => void;
     const done = new Promise<void>((r) => (finish = r));
     const flight: Flight = {
       paywall,
+      fmt,
       req,
       externalUserId: call.externalUserId,
       price,
       upstream,
       chargeId,
       trigger,
-      promptEstimate,
       hold,
       controller: new AbortController(),
       reason: null,
@@ -358,22 +375,10 @@ export class ProxyService {
     f.controller.abort();
   }
 
-  /** The body sent upstream: the client's, with the completion cap, usage for streams, and no `user`. */
-  private upstreamPayload(f: Flight): string {
-    const { req, hold } = f;
-    const body: Record<string, unknown> = { ...req.body };
-    delete body.user;
-    for (const field of req.capFields) body[field] = hold.cap;
-    if (req.stream) {
-      const opts = isObject(body.stream_options) ? body.stream_options : {};
-      body.stream_options = { ...opts, include_usage: true };
-    }
-    return JSON.stringify(body);
-  }
-
   private async send(f: Flight): Promise<UpstreamResponse> {
     try {
-      return await postChatCompletion(f.upstream, this.upstreamPayload(f), {
+      // The client's body with the completion cap the hold affords (and never the end user's id).
+      return await postUpstream(f.upstream, f.fmt.upstreamPath, f.fmt.upstreamBody(f.req, f.hold.cap), {
         stream: f.req.stream,
         signal: f.controller.signal,
         timeoutMs: this.s.config.UPSTREAM_TIMEOUT_MS,
@@ -433,24 +438,19 @@ export class ProxyService {
     }
     if (!isObject(json)) {
       await this.settle(f, 'failed', 'upstream_invalid_response', null);
-      throw upstreamError('the answer was not a JSON chat completion');
+      throw upstreamError('the answer was not a JSON object');
     }
-    const usage = isObject(json.usage) ? json.usage : null;
-    const tokens = this.tokensOf(f, usage, () => {
-      const produced = new ProducedText();
-      if (Array.isArray(json.choices)) for (const c of json.choices) produced.addMessage(c?.message);
-      return produced.tokens();
-    });
-    const charged = await this.settle(f, 'completed', null, tokens);
-    json.usage = {
-      ...(usage ?? {
-        prompt_tokens: tokens.prompt,
-        completion_tokens: tokens.completion,
-        total_tokens: tokens.prompt + tokens.completion,
-      }),
-      cost: usdcDecimal(charged),
-    };
-    return { status: 200, body: json };
+    const answer = json;
+    const tokens = this.tokensOf(f, f.fmt.jsonUsage(answer), () => f.fmt.countJson(answer));
+    const { captured, freeAfterRaw } = await this.settle(f, 'completed', null, tokens);
+    const cost = usdcDecimal(captured);
+    f.fmt.addCost(answer, tokens, cost);
+    const headers: Record<string, string> = {};
+    if (captured > 0n) {
+      headers['x-paywall-cost'] = cost;
+      if (freeAfterRaw !== null) headers['x-paywall-balance'] = usdcDecimal(freeAfterRaw);
+    }
+    return { status: 200, body: answer, headers };
   }
 
   private async forwardStream(f: Flight, sink: StreamSink): Promise<ChatJson | null> {
@@ -466,14 +466,7 @@ export class ProxyService {
       return this.rejected(f, res.status, text);
     }
     sink.open();
-    const relay = new SseRelay(f.req.includeUsage, (u) =>
-      usdcDecimal(
-        this.charge(
-          f,
-          this.tokensOf(f, u, () => 0),
-        ).captured,
-      ),
-    );
+    const relay = f.fmt.relay(f.req, (tokens) => usdcDecimal(this.charge(f, tokens).captured));
     let failure: unknown = null;
     try {
       // A streaming decoder: a multi-byte character split across two network reads stays whole.
@@ -499,33 +492,14 @@ export class ProxyService {
           : f.reason === 'shutdown'
             ? 'shutdown'
             : 'upstream_error';
-    const tokens = this.tokensOf(f, relay.usage, () => relay.producedTokens());
-    const producedSomething = relay.usage !== null || tokens.completion > 0;
-    const charged = await this.settle(f, outcome, errorCode, producedSomething ? tokens : null);
+    const usage = relay.usageTokens();
+    const tokens = this.tokensOf(f, usage, () => relay.producedTokens());
+    const producedSomething = usage !== null || tokens.completion > 0;
+    const { captured } = await this.settle(f, outcome, errorCode, producedSomething ? tokens : null);
 
     if (f.reason !== 'client') {
       if (outcome === 'completed') {
-        let tail = '';
-        if (f.req.includeUsage && relay.usage === null) {
-          // The provider reported no usage: the client asked for it, so report what was metered.
-          const h = relay.header();
-          tail += sseData(
-            JSON.stringify({
-              id: h.id,
-              object: 'chat.completion.chunk',
-              created: h.created,
-              model: h.model ?? f.req.model,
-              choices: [],
-              usage: {
-                prompt_tokens: tokens.prompt,
-                completion_tokens: tokens.completion,
-                total_tokens: tokens.prompt + tokens.completion,
-                cost: usdcDecimal(charged),
-              },
-            }),
-          );
-        }
-        sink.write(tail + sseData('[DONE]'));
+        sink.write(f.fmt.streamEnd(f.req, relay, tokens, usdcDecimal(captured)));
       } else if (!relay.upstreamError) {
         const message =
           errorCode === 'upstream_timeout'
@@ -533,11 +507,7 @@ export class ProxyService {
             : errorCode === 'shutdown'
               ? 'The service is shutting down; the stream was cut.'
               : 'The model provider failed mid-stream.';
-        sink.write(
-          sseData(
-            JSON.stringify({ error: { message, type: 'api_error', param: null, code: 'upstream_error' } }),
-          ),
-        );
+        sink.write(f.fmt.streamError(relay, message));
       }
       sink.end();
     }
@@ -545,13 +515,9 @@ export class ProxyService {
   }
 
   /** Token counts for settlement: the upstream's usage, else counted here. */
-  private tokensOf(
-    f: Flight,
-    usage: UpstreamUsage | Record<string, unknown> | null,
-    countCompletion: () => number,
-  ): { prompt: number; completion: number } {
-    const prompt = tokenCount(usage?.prompt_tokens) ?? f.promptEstimate;
-    const completion = tokenCount(usage?.completion_tokens) ?? countCompletion();
+  private tokensOf(f: Flight, usage: Partial<Tokens> | null, countCompletion: () => number): Tokens {
+    const prompt = usage?.prompt ?? f.req.promptEstimate;
+    const completion = usage?.completion ?? countCompletion();
     return { prompt, completion };
   }
 
@@ -576,15 +542,16 @@ export class ProxyService {
   /**
    * Settles the hold: `tokens` null = nothing produced (released, nothing charged). Records the
    * terminal proxy event and, when something is charged, `paywall.usage.charge.created`. Returns the
-   * amount taken from the balance.
+   * amount taken from the balance and the free balance of the spending account after the settlement
+   * (null when unknown: already settled, or the settlement failed).
    */
   private async settle(
     f: Flight,
     outcome: Outcome,
     errorCode: string | null,
-    tokens: { prompt: number; completion: number } | null,
-  ): Promise<bigint> {
-    if (f.settled) return 0n;
+    tokens: Tokens | null,
+  ): Promise<{ captured: bigint; freeAfterRaw: bigint | null }> {
+    if (f.settled) return { captured: 0n, freeAfterRaw: null };
     f.settled = true;
     const { cost, captured } = tokens ? this.charge(f, tokens) : { cost: 0n, captured: 0n };
     const uncollected = cost - captured;
@@ -640,9 +607,15 @@ export class ProxyService {
       events,
     };
     // A failed settlement leaves the hold for the sweeper; retry briefly first (e.g. a pool hiccup).
+    let freeAfterRaw: bigint | null = null;
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.ledger.submit({ kind: 'settle', key: `${f.paywall.id}\n${f.externalUserId}`, input });
+        const r = await this.ledger.submit({
+          kind: 'settle',
+          key: `${f.paywall.id}\n${f.externalUserId}`,
+          input,
+        });
+        freeAfterRaw = typeof r === 'bigint' ? r : null;
         if (captured > 0n) {
           this.s.metrics.ledgerEntries.inc({ kind: 'usage' });
           this.s.metrics.ledgerAmountRaw.inc({ kind: 'usage' }, Number(captured));
@@ -659,7 +632,7 @@ export class ProxyService {
         await new Promise((r) => setTimeout(r, 50 * attempt));
       }
     }
-    return captured;
+    return { captured, freeAfterRaw };
   }
 
   /** A daily limit in words and as the value events carry. */
@@ -679,9 +652,10 @@ export class ProxyService {
     };
   }
 
-  private async blocked(
+  private async blocked<R extends MeteredRequest>(
+    fmt: WireFormat<R>,
     call: ChatCall,
-    req: ChatRequest,
+    req: R,
     hold: ReserveResult,
     reason: BlockReason,
     requestId: string,
@@ -764,9 +738,9 @@ export class ProxyService {
               url,
             ),
           );
-    if (!req.stream || !sink) return { status: 200, body: blockedCompletion(reply) };
+    if (!req.stream || !sink) return { status: 200, body: fmt.blockedJson(reply) };
     sink.open();
-    sink.write(blockedStream(reply, req.includeUsage));
+    sink.write(fmt.blockedStream(reply, req));
     sink.end();
     return null;
   }

@@ -19,27 +19,29 @@ export interface UpstreamResponse {
 
 const pathCache = new Map<string, { origin: string; path: string }>();
 
-function target(baseUrl: string): { origin: string; path: string } {
-  let t = pathCache.get(baseUrl);
+function target(baseUrl: string, endpoint: string): { origin: string; path: string } {
+  const key = `${baseUrl}\n${endpoint}`;
+  let t = pathCache.get(key);
   if (!t) {
     const u = new URL(baseUrl);
-    t = { origin: u.origin, path: `${u.pathname.replace(/\/+$/, '')}/chat/completions` };
+    t = { origin: u.origin, path: `${u.pathname.replace(/\/+$/, '')}${endpoint}` };
     if (pathCache.size > 1000) pathCache.clear();
-    pathCache.set(baseUrl, t);
+    pathCache.set(key, t);
   }
   return t;
 }
 
 /**
- * POSTs a chat-completion body to the provider. Only the provider's own key and a JSON content type
+ * POSTs a body to the provider's `endpoint` (`/chat/completions`, `/responses`). Only the provider's own key and a JSON content type
  * go upstream: no client header (in particular not the paywall key) is ever forwarded.
  */
-export async function postChatCompletion(
+export async function postUpstream(
   up: UpstreamTarget,
+  endpoint: string,
   payload: string,
   opts: { stream: boolean; signal: AbortSignal; timeoutMs: number },
 ): Promise<UpstreamResponse> {
-  const { origin, path } = target(up.baseUrl);
+  const { origin, path } = target(up.baseUrl, endpoint);
   const options = {
     method: 'POST' as const,
     path,

@@ -1,0 +1,114 @@
+import { blockedCompletion, blockedStream } from './blocked-reply.js';
+import { parseChatRequest, type ChatRequest } from './chat-request.js';
+import { SseRelay, sseData } from './sse-relay.js';
+import { countPromptTokens, ProducedText } from './token-counter.js';
+import {
+  isObject,
+  tokenCount,
+  type MeteredRequest,
+  type StreamRelay,
+  type Tokens,
+  type WireFormat,
+} from './wire-format.js';
+
+export type MeteredChatRequest = ChatRequest & MeteredRequest;
+
+class ChatRelay extends SseRelay implements StreamRelay {
+  usageTokens(): Partial<Tokens> | null {
+    return this.usage
+      ? {
+          prompt: tokenCount(this.usage.prompt_tokens) ?? undefined,
+          completion: tokenCount(this.usage.completion_tokens) ?? undefined,
+        }
+      : null;
+  }
+}
+
+const chatUsage = (u: Record<string, any> | null): Partial<Tokens> | null =>
+  u
+    ? {
+        prompt: tokenCount(u.prompt_tokens) ?? undefined,
+        completion: tokenCount(u.completion_tokens) ?? undefined,
+      }
+    : null;
+
+/** Chat completions (`POST /v1/chat/completions`), CONTRACT §5, §6. */
+export const chatFormat: WireFormat<MeteredChatRequest> = {
+  name: 'chat',
+  upstreamPath: '/chat/completions',
+
+  parse(body) {
+    const req = parseChatRequest(body);
+    return { ...req, promptEstimate: countPromptTokens(req) };
+  },
+
+  upstreamBody(req, cap) {
+    const body: Record<string, unknown> = { ...req.body };
+    delete body.user;
+    for (const field of req.capFields) body[field] = cap;
+    if (req.stream) {
+      const opts = isObject(body.stream_options) ? body.stream_options : {};
+      body.stream_options = { ...opts, include_usage: true };
+    }
+    return JSON.stringify(body);
+  },
+
+  jsonUsage: (json) => chatUsage(isObject(json.usage) ? json.usage : null),
+
+  countJson(json) {
+    const produced = new ProducedText();
+    if (Array.isArray(json.choices)) for (const c of json.choices) produced.addMessage(c?.message);
+    return produced.tokens();
+  },
+
+  addCost(json, tokens, cost) {
+    json.usage = {
+      ...(isObject(json.usage)
+        ? json.usage
+        : {
+            prompt_tokens: tokens.prompt,
+            completion_tokens: tokens.completion,
+            total_tokens: tokens.prompt + tokens.completion,
+          }),
+      cost,
+    };
+  },
+
+  relay(req, costOf) {
+    return new ChatRelay(req.includeUsage, (u) => {
+      const t = chatUsage(u);
+      return costOf({ prompt: t?.prompt ?? req.promptEstimate, completion: t?.completion ?? 0 });
+    });
+  },
+
+  streamEnd(req, relay, tokens, cost) {
+    const r = relay as ChatRelay;
+    let tail = '';
+    if (req.includeUsage && r.usage === null) {
+      // The provider reported no usage: the client asked for it, so report what was metered.
+      const h = r.header();
+      tail += sseData(
+        JSON.stringify({
+          id: h.id,
+          object: 'chat.completion.chunk',
+          created: h.created,
+          model: h.model ?? req.model,
+          choices: [],
+          usage: {
+            prompt_tokens: tokens.prompt,
+            completion_tokens: tokens.completion,
+            total_tokens: tokens.prompt + tokens.completion,
+            cost,
+          },
+        }),
+      );
+    }
+    return tail + sseData('[DONE]');
+  },
+
+  streamError: (_relay, message) =>
+    sseData(JSON.stringify({ error: { message, type: 'api_error', param: null, code: 'upstream_error' } })),
+
+  blockedJson: (reply) => blockedCompletion(reply),
+  blockedStream: (reply, req) => blockedStream(reply, req.includeUsage),
+};

@@ -1,0 +1,304 @@
+import { randomBytes } from 'node:crypto';
+import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
+import { invalid } from '../../shared/errors.js';
+import type { BlockedReply } from './blocked-reply.js';
+import { countText, ProducedText } from './token-counter.js';
+import { isObject, tokenCount, type StreamRelay, type Tokens, type WireFormat } from './wire-format.js';
+
+/**
+ * OpenAI's Responses API (`POST /v1/responses`), CONTRACT §11: the same money rules as chat
+ * completions; the output cap is `max_output_tokens`, usage is `input_tokens` / `output_tokens`, and a
+ * stream is named events (`event: response.output_text.delta` …) ending in `response.completed`.
+ */
+
+const MAX_MODEL_LENGTH = 200;
+/** Per input item (role / item framing), like chat's per-message overhead. */
+const PER_ITEM = 3;
+const PER_IMAGE = 85;
+
+const jsonTokens = (v: unknown): number => (v === undefined || v === null ? 0 : countText(JSON.stringify(v)));
+
+function contentTokens(content: unknown): number {
+  if (typeof content === 'string') return countText(content);
+  if (!Array.isArray(content)) return jsonTokens(content);
+  let n = 0;
+  for (const part of content) {
+    if (!isObject(part)) continue;
+    if (typeof part.text === 'string') n += countText(part.text);
+    else if (part.type === 'input_image' || part.type === 'input_file') n += PER_IMAGE;
+    else n += jsonTokens(part);
+  }
+  return n;
+}
+
+/** Prompt tokens of a Responses request: instructions, input (text or items), tools, text format. */
+export function countResponsesPrompt(body: Record<string, unknown>): number {
+  let n = 3;
+  if (typeof body.instructions === 'string') n += PER_ITEM + countText(body.instructions);
+  const input = body.input;
+  if (typeof input === 'string') n += PER_ITEM + countText(input);
+  else if (Array.isArray(input))
+    for (const item of input) {
+      n += PER_ITEM;
+      if (isObject(item) && 'content' in item) n += contentTokens(item.content);
+      else n += jsonTokens(item);
+    }
+  n += jsonTokens(body.tools);
+  if (isObject(body.text) && body.text.format !== undefined) n += jsonTokens(body.text.format);
+  return n;
+}
+
+const responsesUsage = (u: unknown): Partial<Tokens> | null =>
+  isObject(u)
+    ? {
+        prompt: tokenCount(u.input_tokens) ?? undefined,
+        completion: tokenCount(u.output_tokens) ?? undefined,
+      }
+    : null;
+
+const usageWithCost = (u: unknown, tokens: Tokens, cost: string): Record<string, unknown> => ({
+  ...(isObject(u)
+    ? u
+    : {
+        input_tokens: tokens.prompt,
+        input_tokens_details: { cached_tokens: 0 },
+        output_tokens: tokens.completion,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: tokens.prompt + tokens.completion,
+      }),
+  cost,
+});
+
+const sseEvent = (type: string, data: unknown): string => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
+
+/** Text an output item (or a streamed `…delta` / `…done` event) produced. */
+function addOutput(produced: ProducedText, item: unknown): void {
+  if (!isObject(item)) return;
+  if (Array.isArray(item.content))
+    for (const c of item.content) if (isObject(c)) produced.add(c.text ?? c.refusal);
+  if (Array.isArray(item.summary)) for (const s of item.summary) if (isObject(s)) produced.add(s.text);
+  produced.add(item.arguments);
+  produced.add(item.name);
+}
+
+const TERMINAL = new Set(['response.completed', 'response.incomplete']);
+
+/**
+ * Relays the Responses API event stream as it arrives. The terminal `response.completed` (or
+ * `response.incomplete`) is held back: the core settles first, then writes it with `usage.cost`.
+ */
+class ResponsesRelay implements StreamRelay {
+  done = false;
+  finished = false;
+  upstreamError = false;
+  /** The held-back terminal event (its parsed data). */
+  final: Record<string, any> | null = null;
+  finalType = 'response.completed';
+  /** The response as announced by response.created (id, model, created_at). */
+  head: Record<string, any> | null = null;
+  lastSeq = 0;
+  private readonly produced = new ProducedText();
+  private readonly parser: EventSourceParser;
+  private out = '';
+
+  constructor() {
+    this.parser = createParser({ onEvent: (e) => this.onEvent(e) });
+  }
+
+  feed(text: string): string {
+    this.parser.feed(text);
+    const out = this.out;
+    this.out = '';
+    return out;
+  }
+
+  private onEvent(e: EventSourceMessage): void {
+    if (this.done || e.data === '[DONE]') return;
+    let data: Record<string, any> | null;
+    try {
+      const parsed = JSON.parse(e.data);
+      data = isObject(parsed) ? parsed : null;
+    } catch {
+      data = null;
+    }
+    const type = (typeof data?.type === 'string' ? data.type : e.event) ?? '';
+    if (typeof data?.sequence_number === 'number') this.lastSeq = data.sequence_number;
+    if (type === 'response.created' && isObject(data?.response)) this.head = data.response;
+    if (TERMINAL.has(type) && data) {
+      this.done = true;
+      this.finished = true;
+      this.final = data;
+      this.finalType = type;
+      return;
+    }
+    if (type === 'error' || type === 'response.failed') this.upstreamError = true;
+    // Count what the model produced from the deltas (text, refusals, tool arguments, reasoning).
+    if (type.endsWith('.delta') && typeof data?.delta === 'string') this.produced.add(data.delta);
+    const prefix = e.event ? `event: ${e.event}\n` : '';
+    this.out += `${prefix}data: ${e.data.replace(/\n/g, '\ndata: ')}\n\n`;
+  }
+
+  usageTokens(): Partial<Tokens> | null {
+    return responsesUsage(this.final?.response?.usage);
+  }
+
+  producedTokens(): number {
+    return this.produced.tokens();
+  }
+}
+
+export const responsesFormat: WireFormat = {
+  name: 'responses',
+  upstreamPath: '/responses',
+
+  parse(input) {
+    if (!isObject(input)) throw invalid('request body must be a JSON object', null, 'invalid_body');
+    const body = input;
+    const model = body.model;
+    if (model === undefined || model === null || model === '')
+      throw invalid("you must provide a model parameter ('model')", 'model', 'missing_required_parameter');
+    if (typeof model !== 'string' || model.length > MAX_MODEL_LENGTH)
+      throw invalid(
+        `'model' must be a string of at most ${MAX_MODEL_LENGTH} characters`,
+        'model',
+        'invalid_type',
+      );
+    const inp = body.input;
+    if (inp !== undefined && inp !== null && typeof inp !== 'string' && !Array.isArray(inp))
+      throw invalid("'input' must be a string or an array of input items", 'input', 'invalid_type');
+    if (Array.isArray(inp) && !inp.every(isObject))
+      throw invalid("'input' items must be objects", 'input', 'invalid_type');
+    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean')
+      throw invalid("'stream' must be a boolean", 'stream', 'invalid_type');
+    const max = body.max_output_tokens;
+    if (max !== undefined && max !== null && (typeof max !== 'number' || !Number.isInteger(max) || max < 1))
+      throw invalid("'max_output_tokens' must be a positive integer", 'max_output_tokens', 'invalid_value');
+    if (body.background === true)
+      throw invalid(
+        "'background' responses are not supported by this proxy",
+        'background',
+        'unsupported_parameter',
+      );
+    return {
+      model,
+      stream: body.stream === true,
+      n: 1,
+      clientMaxTokens: typeof max === 'number' ? max : null,
+      promptEstimate: countResponsesPrompt(body),
+      body,
+    };
+  },
+
+  upstreamBody(req, cap) {
+    const body: Record<string, unknown> = { ...req.body, max_output_tokens: cap };
+    delete body.user;
+    return JSON.stringify(body);
+  },
+
+  jsonUsage: (json) => responsesUsage(json.usage),
+
+  countJson(json) {
+    const produced = new ProducedText();
+    if (Array.isArray(json.output)) for (const item of json.output) addOutput(produced, item);
+    return produced.tokens();
+  },
+
+  addCost(json, tokens, cost) {
+    json.usage = usageWithCost(json.usage, tokens, cost);
+  },
+
+  relay: () => new ResponsesRelay(),
+
+  streamEnd(_req, relay, tokens, cost) {
+    const r = relay as ResponsesRelay;
+    const final = r.final ?? { type: 'response.completed', sequence_number: r.lastSeq + 1, response: {} };
+    const response = isObject(final.response) ? final.response : {};
+    final.response = { ...response, usage: usageWithCost(response.usage, tokens, cost) };
+    return sseEvent(r.finalType, final);
+  },
+
+  streamError(relay, message) {
+    const r = relay as ResponsesRelay;
+    return sseEvent('error', {
+      type: 'error',
+      code: 'upstream_error',
+      message,
+      param: null,
+      sequence_number: r.lastSeq + 1,
+    });
+  },
+
+  blockedJson: (reply) => blockedResponse(reply, 'completed'),
+
+  blockedStream(reply) {
+    const msgId = `msg_${randomBytes(12).toString('hex')}`;
+    const part = { type: 'output_text', text: reply.text, annotations: [] };
+    const item = { id: msgId, type: 'message', status: 'completed', role: 'assistant', content: [part] };
+    const inProgress = { ...blockedResponse(reply, 'in_progress'), output: [], usage: null };
+    const events: [string, Record<string, unknown>][] = [
+      ['response.created', { response: inProgress }],
+      ['response.in_progress', { response: inProgress }],
+      [
+        'response.output_item.added',
+        { output_index: 0, item: { ...item, status: 'in_progress', content: [] } },
+      ],
+      [
+        'response.content_part.added',
+        { item_id: msgId, output_index: 0, content_index: 0, part: { ...part, text: '' } },
+      ],
+      [
+        'response.output_text.delta',
+        { item_id: msgId, output_index: 0, content_index: 0, delta: reply.text, logprobs: [] },
+      ],
+      [
+        'response.output_text.done',
+        { item_id: msgId, output_index: 0, content_index: 0, text: reply.text, logprobs: [] },
+      ],
+      ['response.content_part.done', { item_id: msgId, output_index: 0, content_index: 0, part }],
+      ['response.output_item.done', { output_index: 0, item }],
+      ['response.completed', { response: { ...blockedResponse(reply, 'completed'), output: [item] } }],
+    ];
+    return events
+      .map(([type, data], i) => sseEvent(type, { type, sequence_number: i, ...data, paywall: reply.paywall }))
+      .join('');
+  },
+};
+
+/** A payment-blocked reply as an ordinary `response` object whose output message holds the link. */
+function blockedResponse(r: BlockedReply, status: 'completed' | 'in_progress'): Record<string, unknown> {
+  return {
+    id: `resp_${r.id.replace(/^chatcmpl-/, '')}`,
+    object: 'response',
+    created_at: r.created,
+    status,
+    error: null,
+    incomplete_details: null,
+    instructions: null,
+    max_output_tokens: null,
+    model: r.model,
+    output: [
+      {
+        id: `msg_${r.id.replace(/^chatcmpl-/, '')}`,
+        type: 'message',
+        status: 'completed',
+        role: 'assistant',
+        content: [{ type: 'output_text', text: r.text, annotations: [] }],
+      },
+    ],
+    parallel_tool_calls: true,
+    previous_response_id: null,
+    temperature: null,
+    tool_choice: 'auto',
+    tools: [],
+    top_p: null,
+    usage: {
+      input_tokens: 0,
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens: 0,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: 0,
+      cost: '0',
+    },
+    paywall: r.paywall,
+  };
+}
