@@ -76,7 +76,7 @@ export function userOf(req: Request, bodyUser?: unknown): string {
   if (given === undefined || given.trim() === '')
     throw new DomainError(
       'missing_user',
-      'No end user given: set the `user` body field, the `user` query parameter or the X-Paywall-User header.',
+      'No end user given: set the `user` body field, the `user` query parameter, the X-Paywall-User header, or name the user in the path (/v1/u/{user}/…).',
       'user',
       'missing_user',
     );
