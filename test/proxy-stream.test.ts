@@ -78,6 +78,7 @@ describe('streaming chat completions', () => {
       completion_tokens: 7,
       total_tokens: 18,
       cost: '0.001086',
+      balance: '0.998914',
     });
     // Settled before the stream ended: the balance is final when the client has read [DONE].
     const m = await money(t, pw, 'alice');
@@ -134,17 +135,17 @@ describe('streaming chat completions', () => {
     await expectLedgerProven(t.db);
   });
 
-  it('handles usage on the finish chunk: kept with cost when asked, removed (content kept) when not', async () => {
+  it('handles usage on the finish chunk: content at once, usage (with cost and balance) as the last chunk when asked, removed when not', async () => {
     await deposit(t, pw, 'carol', '1');
     fake.behavior = { usageOnFinishChunk: true };
     const asked = await rawStream({ stream_options: { include_usage: true } }, 'carol');
-    const withUsage = asked.data
-      .slice(0, -1)
-      .map((d) => JSON.parse(d))
-      .filter((c) => c.usage);
+    const parsed = asked.data.slice(0, -1).map((d) => JSON.parse(d));
+    const withUsage = parsed.filter((c) => c.usage);
     expect(withUsage).toHaveLength(1);
-    expect(withUsage[0].usage).toMatchObject({ completion_tokens: 7, cost: '0.001086' });
-    expect(withUsage[0].choices[0].finish_reason).toBe('stop');
+    expect(withUsage[0]).toBe(parsed[parsed.length - 1]);
+    expect(withUsage[0].choices).toEqual([]);
+    expect(withUsage[0].usage).toMatchObject({ completion_tokens: 7, cost: '0.001086', balance: '0.998914' });
+    expect(parsed[parsed.length - 2].choices[0].finish_reason).toBe('stop');
 
     const notAsked = await rawStream({}, 'carol');
     const chunks = notAsked.data.slice(0, -1).map((d) => JSON.parse(d));

@@ -124,7 +124,12 @@ describe('POST /v1/responses (CONTRACT §11)', () => {
     expect(types[0]).toBe('response.created');
     expect(types.at(-1)).toBe('response.completed');
     expect(text).toBe('Hello from the fake upstream!');
-    expect(completed.usage).toMatchObject({ input_tokens: 11, output_tokens: 7, cost: '0.001086' });
+    expect(completed.usage).toMatchObject({
+      input_tokens: 11,
+      output_tokens: 7,
+      cost: '0.001086',
+      balance: '0.998914',
+    });
     const [charge] = await chargesOf(t, pw, 'r-carl');
     expect(charge).toMatchObject({ status: 'completed', amount: '1086', stream: true });
     expect(fake.responsesRequests[0].body.stream).toBe(true);

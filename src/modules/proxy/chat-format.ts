@@ -1,6 +1,6 @@
 import { blockedCompletion, blockedStream } from './blocked-reply.js';
 import { parseChatRequest, type ChatRequest } from './chat-request.js';
-import { SseRelay, sseData } from './sse-relay.js';
+import { SseRelay, sseData, withBalance } from './sse-relay.js';
 import { countPromptTokens, ProducedText } from './token-counter.js';
 import {
   isObject,
@@ -74,17 +74,16 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
     };
   },
 
-  relay(req, costOf) {
-    return new ChatRelay(req.includeUsage, (u) => {
-      const t = chatUsage(u);
-      return costOf({ prompt: t?.prompt ?? req.promptEstimate, completion: t?.completion ?? 0 });
-    });
+  relay(req) {
+    return new ChatRelay(req.includeUsage);
   },
 
-  streamEnd(req, relay, tokens, cost) {
+  streamEnd(req, relay, tokens, charged) {
     const r = relay as ChatRelay;
     let tail = '';
-    if (req.includeUsage && r.usage === null) {
+    const held = r.usageChunk(charged);
+    if (held) tail += sseData(held);
+    else if (req.includeUsage && r.usage === null) {
       // The provider reported no usage: the client asked for it, so report what was metered.
       const h = r.header();
       tail += sseData(
@@ -98,7 +97,7 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
             prompt_tokens: tokens.prompt,
             completion_tokens: tokens.completion,
             total_tokens: tokens.prompt + tokens.completion,
-            cost,
+            ...withBalance(charged),
           },
         }),
       );

@@ -466,7 +466,7 @@ export class ProxyService {
       return this.rejected(f, res.status, text);
     }
     sink.open();
-    const relay = f.fmt.relay(f.req, (tokens) => usdcDecimal(this.charge(f, tokens).captured));
+    const relay = f.fmt.relay(f.req);
     let failure: unknown = null;
     try {
       // A streaming decoder: a multi-byte character split across two network reads stays whole.
@@ -495,11 +495,17 @@ export class ProxyService {
     const usage = relay.usageTokens();
     const tokens = this.tokensOf(f, usage, () => relay.producedTokens());
     const producedSomething = usage !== null || tokens.completion > 0;
-    const { captured } = await this.settle(f, outcome, errorCode, producedSomething ? tokens : null);
+    const { captured, freeAfterRaw } = await this.settle(
+      f,
+      outcome,
+      errorCode,
+      producedSomething ? tokens : null,
+    );
 
     if (f.reason !== 'client') {
       if (outcome === 'completed') {
-        sink.write(f.fmt.streamEnd(f.req, relay, tokens, usdcDecimal(captured)));
+        const balance = freeAfterRaw === null ? null : usdcDecimal(freeAfterRaw);
+        sink.write(f.fmt.streamEnd(f.req, relay, tokens, { cost: usdcDecimal(captured), balance }));
       } else if (!relay.upstreamError) {
         const message =
           errorCode === 'upstream_timeout'

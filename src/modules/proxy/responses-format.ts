@@ -1,3 +1,4 @@
+import { withBalance } from './sse-relay.js';
 import { randomBytes } from 'node:crypto';
 import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
 import { invalid } from '../../shared/errors.js';
@@ -56,7 +57,11 @@ const responsesUsage = (u: unknown): Partial<Tokens> | null =>
       }
     : null;
 
-const usageWithCost = (u: unknown, tokens: Tokens, cost: string): Record<string, unknown> => ({
+const usageWithCost = (
+  u: unknown,
+  tokens: Tokens,
+  charged: { cost: string; balance?: string | null },
+): Record<string, unknown> => ({
   ...(isObject(u)
     ? u
     : {
@@ -66,7 +71,7 @@ const usageWithCost = (u: unknown, tokens: Tokens, cost: string): Record<string,
         output_tokens_details: { reasoning_tokens: 0 },
         total_tokens: tokens.prompt + tokens.completion,
       }),
-  cost,
+  ...withBalance({ cost: charged.cost, balance: charged.balance ?? null }),
 });
 
 const sseEvent = (type: string, data: unknown): string => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
@@ -204,16 +209,16 @@ export const responsesFormat: WireFormat = {
   },
 
   addCost(json, tokens, cost) {
-    json.usage = usageWithCost(json.usage, tokens, cost);
+    json.usage = usageWithCost(json.usage, tokens, { cost });
   },
 
   relay: () => new ResponsesRelay(),
 
-  streamEnd(_req, relay, tokens, cost) {
+  streamEnd(_req, relay, tokens, charged) {
     const r = relay as ResponsesRelay;
     const final = r.final ?? { type: 'response.completed', sequence_number: r.lastSeq + 1, response: {} };
     const response = isObject(final.response) ? final.response : {};
-    final.response = { ...response, usage: usageWithCost(response.usage, tokens, cost) };
+    final.response = { ...response, usage: usageWithCost(response.usage, tokens, charged) };
     return sseEvent(r.finalType, final);
   },
 

@@ -14,14 +14,18 @@ const FINISHED = /"finish_reason"\s*:\s*"/;
 /** An OpenAI-style error event (`{"error": {...}}`) in the middle of a stream. */
 const UPSTREAM_ERROR = /^\s*\{\s*"error"\s*:/;
 
+/** `cost`, and `balance` when known, for a usage object. */
+export const withBalance = (extra: { cost: string; balance: string | null }) =>
+  extra.balance === null ? { cost: extra.cost } : { cost: extra.cost, balance: extra.balance };
+
 export const sseData = (data: string): string =>
   data.includes('\n') ? `${data.replace(/\n/g, '\ndata: ').replace(/^/, 'data: ')}\n\n` : `data: ${data}\n\n`;
 
 /**
  * Relays an upstream chat-completion SSE stream chunk by chunk. Chunks are passed through as the
- * upstream wrote their data (no JSON re-serialisation), except the usage chunk: it is removed when the
- * client did not ask for usage, or gets the charged `cost` added when it did. `[DONE]` is held back:
- * the proxy settles the charge first, then ends the stream. The data of every relayed chunk is kept
+ * upstream wrote their data (no JSON re-serialisation), except the usage: it is removed when the client
+ * did not ask for usage; when it did, the usage chunk is held back with `[DONE]`: the proxy settles the
+ * charge first, then ends the stream with the usage plus `cost` and `balance` (CONTRACT §11). The data of every relayed chunk is kept
  * (as text) so tokens can be counted afterwards when no usage arrives (disconnect, upstream failure).
  */
 export class SseRelay {
@@ -34,14 +38,11 @@ export class SseRelay {
   private readonly parser: EventSourceParser;
   private out = '';
 
-  /**
-   * @param clientWantsUsage the client set stream_options.include_usage
-   * @param costOf the charged amount (decimal string) for a usage, added to the usage chunk
-   */
-  constructor(
-    private readonly clientWantsUsage: boolean,
-    private readonly costOf: (usage: UpstreamUsage) => string,
-  ) {
+  /** The usage chunk (`choices: []`), held until the charge is settled. */
+  private heldUsage: Record<string, any> | null = null;
+
+  /** @param clientWantsUsage the client set stream_options.include_usage */
+  constructor(private readonly clientWantsUsage: boolean) {
     this.parser = createParser({ onEvent: (e) => this.onEvent(e) });
   }
 
@@ -91,13 +92,25 @@ export class SseRelay {
       this.chunks.push(data);
       if (choices.some((c: any) => c?.finish_reason)) this.finished = true;
     }
-    if (this.clientWantsUsage) {
-      if (this.usage) chunk.usage = { ...this.usage, cost: this.costOf(this.usage) };
-      return JSON.stringify(chunk);
-    }
+    if (this.clientWantsUsage && this.usage)
+      this.heldUsage = {
+        id: chunk.id,
+        object: chunk.object ?? 'chat.completion.chunk',
+        created: chunk.created,
+        model: chunk.model,
+        ...(chunk.system_fingerprint !== undefined ? { system_fingerprint: chunk.system_fingerprint } : {}),
+        choices: [],
+        usage: this.usage,
+      };
     if (choices.length === 0) return null;
     delete chunk.usage;
     return JSON.stringify(chunk);
+  }
+
+  /** The held usage chunk with what was charged and the balance after, or null when none came. */
+  usageChunk(extra: { cost: string; balance: string | null }): string | null {
+    if (!this.heldUsage) return null;
+    return JSON.stringify({ ...this.heldUsage, usage: { ...this.heldUsage.usage, ...withBalance(extra) } });
   }
 
   /** Tokens of what was relayed, counted with the tokenizer (for settlement without usage). */

@@ -55,10 +55,15 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
   countJson(json: Record<string, any>): number;
   /** Writes usage (the upstream's, else the metered counts) with `cost` into a whole answer. */
   addCost(json: Record<string, any>, tokens: Tokens, cost: string): void;
-  /** A relay for a stream; `costOf` prices token counts (decimal USDC) for usage it rewrites on the fly. */
-  relay(req: R, costOf: (tokens: Tokens) => string): StreamRelay;
+  /** A relay for a stream (its final usage is written by `streamEnd`, after settlement). */
+  relay(req: R): StreamRelay;
   /** What ends a completed stream, written after settlement (`[DONE]`, the held-back completed event). */
-  streamEnd(req: R, relay: StreamRelay, tokens: Tokens, cost: string): string;
+  streamEnd(
+    req: R,
+    relay: StreamRelay,
+    tokens: Tokens,
+    charged: { cost: string; balance: string | null },
+  ): string;
   /** The terminal error event of a stream the provider failed mid-way. */
   streamError(relay: StreamRelay, message: string): string;
   /** A payment-blocked reply as a whole answer, and as a whole event stream (CONTRACT §6, §11). */
