@@ -310,14 +310,17 @@ describe('x-paywall-cost / x-paywall-balance on chat completions (CONTRACT §11)
 
 describe('metric labels never carry an end-user id', () => {
   it('labels /v1/u/{user}/… by the template', async () => {
-    const users = Array.from({ length: 20 }, (_, i) => `path-user-${i}-zq`);
-    for (const u of users) {
-      await deposit(t, pw, u, '0.01');
-      await client(t, pw, u, true).chat.completions.create({
-        model: MODEL,
-        messages: [{ role: 'user', content: INPUT }],
-      });
-    }
+    const users = Array.from({ length: 100 }, (_, i) => `path-user-${i}-zq`);
+    for (let i = 0; i < users.length; i += 20)
+      await Promise.all(
+        users.slice(i, i + 20).map(async (u) => {
+          await deposit(t, pw, u, '0.01');
+          await client(t, pw, u, true).chat.completions.create({
+            model: MODEL,
+            messages: [{ role: 'user', content: INPUT }],
+          });
+        }),
+      );
     await client(t, pw, users[0], true).responses.create({ model: MODEL, input: INPUT });
     const text = (await t.rest('GET', '/metrics')).body as string;
     for (const u of users) expect(text).not.toContain(u);
