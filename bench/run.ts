@@ -127,6 +127,7 @@ async function runService(upstreamPort: number, withLimits: boolean): Promise<vo
     BOOTSTRAP_OWNER_TOKEN: OWNER_TOKEN,
     ENCRYPTION_KEY: 'bench-encryption-key-0123456789',
     WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+    PROVIDER_ALLOW_PRIVATE_NETWORKS: 'true',
     ...(url ? { DATABASE_URL: url } : {}),
     ...(withLimits ? { RATE_LIMIT_PER_MINUTE: '1000000000' } : {}),
   });

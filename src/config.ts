@@ -184,6 +184,8 @@ const ConfigSchema = z.object({
   WEBHOOK_BACKOFF_BASE_MS: intFrom(30000, 0),
   WEBHOOK_TIMEOUT_MS: intFrom(10000, 1),
   WEBHOOK_ALLOW_PRIVATE_NETWORKS: bool,
+  /** CONTRACT §1: also allow loopback/private provider base URLs (self-hosted models, development, tests). */
+  PROVIDER_ALLOW_PRIVATE_NETWORKS: bool,
   /** Run the webhook delivery worker inside the API process (default); set false when `npm run worker` runs apart. */
   WEBHOOK_WORKER: z
     .enum(['true', 'false', '1', '0', ''])

@@ -9,7 +9,7 @@ import {
   validateWebhookUrl,
   type HostLookup,
   type UrlGuardReason,
-} from '../src/modules/webhooks/url-guard.js';
+} from '../src/shared/url-guard.js';
 
 const v4 = (address: string): LookupAddress => ({ address, family: 4 });
 const v6 = (address: string): LookupAddress => ({ address, family: 6 });

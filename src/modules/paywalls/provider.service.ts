@@ -1,4 +1,5 @@
 import { Pool, type Dispatcher } from 'undici';
+import { assertPublicHost, createGuardedConnector, UrlGuardError } from '../../shared/url-guard.js';
 import type { Config } from '../../config.js';
 import type { Services } from '../../services.js';
 import { loadSecretBox, type SecretBox } from '../../shared/crypto.js';
@@ -183,19 +184,28 @@ export class ProviderService {
   private builtin(): Upstream {
     if (!this.builtinUpstream) {
       const { baseUrl, apiKey } = this.s.config.BUILTIN_PROVIDER!;
-      this.builtinUpstream = { baseUrl, apiKey, dispatcher: this.pool(baseUrl) };
+      this.builtinUpstream = { baseUrl, apiKey, dispatcher: this.pool(baseUrl, false) };
     }
     return this.builtinUpstream;
   }
 
-  private pool(baseUrl: string): Dispatcher {
+  /**
+   * A keep-alive pool to a provider's origin. A paywall's own provider connects through the URL guard
+   * (the address the socket really connects to must be public, CONTRACT §1) unless
+   * PROVIDER_ALLOW_PRIVATE_NETWORKS; the operator's built-in provider is trusted as configured.
+   */
+  private pool(baseUrl: string, guarded = true): Dispatcher {
     const timeout = this.s.config.UPSTREAM_TIMEOUT_MS;
+    const connect =
+      guarded && !this.s.config.PROVIDER_ALLOW_PRIVATE_NETWORKS
+        ? createGuardedConnector({ allowPrivate: false, timeoutMs: 10_000 })
+        : { timeout: 10_000 };
     return new Pool(new URL(baseUrl).origin, {
       connections: 128,
       pipelining: 1,
       headersTimeout: timeout,
       bodyTimeout: timeout,
-      connect: { timeout: 10_000 },
+      connect,
       keepAliveTimeout: 30_000,
     });
   }
@@ -277,6 +287,7 @@ export class ProviderService {
     const paywall = await this.s.paywalls.resolve(auth, input.paywallId);
     const baseUrl = normalizeBaseUrl(input.baseUrl);
     const apiKey = checkApiKey(input.apiKey);
+    if (!this.s.config.PROVIDER_ALLOW_PRIVATE_NETWORKS) await checkPublicBaseUrl(baseUrl);
     // Bound to the paywall id: a ciphertext copied to another paywall's row does not decrypt there.
     const ciphertext = this.box().encrypt(apiKey, paywall.id);
     const lastFour = apiKey.length >= 12 ? apiKey.slice(-4) : '';
@@ -409,6 +420,24 @@ export function normalizeBaseUrl(input: unknown): string {
   if (!u.hostname) throw fail('must name a host');
   if (raw.includes('?') || raw.includes('#')) throw fail('must not have a query or fragment');
   return `${u.origin}${u.pathname.replace(/\/+$/, '')}`;
+}
+
+/**
+ * CONTRACT §1 "Provider targets": a provider's host must resolve to public addresses only (checked here
+ * at connect time, and again by the pool's guarded connector for every connection).
+ */
+async function checkPublicBaseUrl(baseUrl: string): Promise<void> {
+  try {
+    await assertPublicHost(new URL(baseUrl), 'baseUrl');
+  } catch (e) {
+    if (!(e instanceof UrlGuardError)) throw e;
+    throw invalid(
+      `${e.message}. Provider base URLs must be public; for a self-hosted model on a private network ` +
+        '(Ollama, vLLM) start the service with PROVIDER_ALLOW_PRIVATE_NETWORKS=true.',
+      'baseUrl',
+      'forbidden_base_url',
+    );
+  }
 }
 
 /** A provider key is sent as a header value: printable ASCII without spaces, 1 to 4096 characters. */

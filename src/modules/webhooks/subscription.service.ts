@@ -11,7 +11,7 @@ import {
   eventRowFrom,
   type DeliveryPayload,
 } from './delivery-payload.js';
-import { UrlGuardError, validateWebhookUrl } from './url-guard.js';
+import { UrlGuardError, validateWebhookUrl } from '../../shared/url-guard.js';
 import { WebhookSubscription } from './webhook.entity.js';
 
 export const MAX_URL_LENGTH = 2048;

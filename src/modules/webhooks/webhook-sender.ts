@@ -1,5 +1,5 @@
 import { request, type Dispatcher } from 'undici';
-import { createGuardedDispatcher, UrlGuardError, type HostLookup } from './url-guard.js';
+import { createGuardedDispatcher, UrlGuardError, type HostLookup } from '../../shared/url-guard.js';
 
 /** Stored and shown in delivery logs: enough to debug a receiver, bounded so a huge answer costs nothing. */
 export const RESPONSE_BODY_LIMIT = 4096;

@@ -255,33 +255,38 @@ export async function validateWebhookUrl(url: string, opts: ValidateWebhookUrlOp
     throw new UrlGuardError('credentials_in_url', 'Webhook URL must not contain a user name or password');
   }
 
-  const host = bareHost(parsed.hostname);
-  if (host.replace(/\.+$/, '') === '') {
+  if (bareHost(parsed.hostname).replace(/\.+$/, '') === '') {
     throw new UrlGuardError('empty_host', 'Webhook URL has no host');
   }
   if (opts.allowPrivate) return parsed;
+  await assertPublicHost(parsed, 'Webhook URL', opts.lookup);
+  return parsed;
+}
 
+/**
+ * Throws {@link UrlGuardError} unless the URL's host is a public address, or a name that resolves only
+ * to public addresses (webhook and provider targets alike; `label` names the URL in the message).
+ */
+export async function assertPublicHost(parsed: URL, label: string, lookup: HostLookup = systemLookup) {
+  const host = bareHost(parsed.hostname);
   if (net.isIP(host) !== 0) {
-    if (isForbiddenAddress(host)) {
+    if (isForbiddenAddress(host))
       throw new UrlGuardError(
         'forbidden_address',
-        `Webhook URL points to ${host}, which is not a public address`,
+        `${label} points to ${host}, which is not a public address`,
       );
-    }
-    return parsed;
+    return;
   }
-  if (isForbiddenHostname(host)) {
-    throw new UrlGuardError('forbidden_host', `Webhook URL host ${host} is a local or internal name`);
-  }
+  if (isForbiddenHostname(host))
+    throw new UrlGuardError('forbidden_host', `${label} host ${host} is a local or internal name`);
   try {
-    await resolveAllowed(host, opts.lookup ?? systemLookup, false);
+    await resolveAllowed(host, lookup, false);
   } catch (err) {
     if (err instanceof UrlGuardError) throw err;
-    throw new UrlGuardError('unresolvable_host', `Webhook URL host ${host} could not be resolved`, {
+    throw new UrlGuardError('unresolvable_host', `${label} host ${host} could not be resolved`, {
       cause: err,
     });
   }
-  return parsed;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -316,6 +321,18 @@ function familyOf(family: LookupOptions['family']): 0 | 4 | 6 {
  * this deliberately does not compose (a 3xx to `http://169.254.169.254/` must stay a failed delivery).
  */
 export function createGuardedDispatcher(opts: GuardedDispatcherOptions): Dispatcher {
+  return new Agent({
+    connect: createGuardedConnector(opts),
+    headersTimeout: opts.timeoutMs,
+    bodyTimeout: opts.timeoutMs,
+  });
+}
+
+/**
+ * The connector behind {@link createGuardedDispatcher}, for any undici dispatcher (the proxy's provider
+ * pools use it too): checks the address the socket really connects to.
+ */
+export function createGuardedConnector(opts: GuardedDispatcherOptions): buildConnector.connector {
   const resolve = opts.lookup ?? systemLookup;
 
   const lookup: net.LookupFunction = (hostname, options, callback) => {
@@ -366,6 +383,5 @@ export function createGuardedDispatcher(opts: GuardedDispatcherOptions): Dispatc
     }
     connectTo(options, callback);
   };
-
-  return new Agent({ connect, headersTimeout: opts.timeoutMs, bodyTimeout: opts.timeoutMs });
+  return connect;
 }
