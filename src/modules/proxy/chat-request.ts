@@ -52,16 +52,10 @@ function positiveInt(
   return v;
 }
 
-/**
- * Validates a chat-completion body (spec "Message" and "Chat completion request body" rules) and
- * returns what the proxy needs. Throws a 400 naming the offending field (`param`) in OpenAI's style,
- * e.g. `messages[0].role`. Parameters the proxy does not manage are left for the upstream to judge.
- */
-export function parseChatRequest(input: unknown): ChatRequest {
+/** The checks every OpenAI-style body shares (chat and Responses): a JSON object naming a model. */
+export function checkBodyAndModel(input: unknown): { body: Record<string, any>; model: string } {
   if (!isObject(input)) throw invalid('request body must be a JSON object', null, 'invalid_body');
-  const body = input;
-
-  const model = body.model;
+  const model = input.model;
   if (model === undefined || model === null || model === '')
     throw invalid("you must provide a model parameter ('model')", 'model', 'missing_required_parameter');
   if (typeof model !== 'string' || model.length > MAX_MODEL_LENGTH)
@@ -70,6 +64,16 @@ export function parseChatRequest(input: unknown): ChatRequest {
       'model',
       'invalid_type',
     );
+  return { body: input, model };
+}
+
+/**
+ * Validates a chat-completion body (spec "Message" and "Chat completion request body" rules) and
+ * returns what the proxy needs. Throws a 400 naming the offending field (`param`) in OpenAI's style,
+ * e.g. `messages[0].role`. Parameters the proxy does not manage are left for the upstream to judge.
+ */
+export function parseChatRequest(input: unknown): ChatRequest {
+  const { body, model } = checkBodyAndModel(input);
 
   const messages = body.messages;
   if (messages === undefined || messages === null)

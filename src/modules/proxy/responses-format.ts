@@ -1,8 +1,9 @@
-import { withBalance } from './sse-relay.js';
 import { randomBytes } from 'node:crypto';
 import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
 import { invalid } from '../../shared/errors.js';
 import type { BlockedReply } from './blocked-reply.js';
+import { checkBodyAndModel } from './chat-request.js';
+import { withBalance } from './sse-relay.js';
 import { countText, ProducedText } from './token-counter.js';
 import { isObject, tokenCount, type StreamRelay, type Tokens, type WireFormat } from './wire-format.js';
 
@@ -12,7 +13,6 @@ import { isObject, tokenCount, type StreamRelay, type Tokens, type WireFormat } 
  * stream is named events (`event: response.output_text.delta` …) ending in `response.completed`.
  */
 
-const MAX_MODEL_LENGTH = 200;
 /** Per input item (role / item framing), like chat's per-message overhead. */
 const PER_ITEM = 3;
 const PER_IMAGE = 85;
@@ -157,17 +157,7 @@ export const responsesFormat: WireFormat = {
   upstreamPath: '/responses',
 
   parse(input) {
-    if (!isObject(input)) throw invalid('request body must be a JSON object', null, 'invalid_body');
-    const body = input;
-    const model = body.model;
-    if (model === undefined || model === null || model === '')
-      throw invalid("you must provide a model parameter ('model')", 'model', 'missing_required_parameter');
-    if (typeof model !== 'string' || model.length > MAX_MODEL_LENGTH)
-      throw invalid(
-        `'model' must be a string of at most ${MAX_MODEL_LENGTH} characters`,
-        'model',
-        'invalid_type',
-      );
+    const { body, model } = checkBodyAndModel(input);
     const inp = body.input;
     if (inp !== undefined && inp !== null && typeof inp !== 'string' && !Array.isArray(inp))
       throw invalid("'input' must be a string or an array of input items", 'input', 'invalid_type');
