@@ -4,6 +4,7 @@ import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
 import type { Services } from '../src/services.js';
 import { DomainError } from '../src/shared/errors.js';
 import { sendError } from './errors.js';
+import { checkExternalId } from '../src/modules/users/user.service.js';
 
 declare module 'express-serve-static-core' {
   interface Request {
@@ -12,8 +13,6 @@ declare module 'express-serve-static-core' {
     pathUser?: string;
   }
 }
-
-export const MAX_USER_ID_LENGTH = 256;
 
 /** REST calls authenticate with the paywall's API key (CONTRACT §2); anything else is a 401. */
 export function requireApiKey(services: Services): RequestHandler {
@@ -83,16 +82,8 @@ export function userOf(req: Request, bodyUser?: unknown): string {
   return checkUser(given);
 }
 
-function checkUser(user: string): string {
-  // eslint-disable-next-line no-control-regex -- control characters are exactly what we refuse
-  if (user.length > MAX_USER_ID_LENGTH || /[\u0000-\u001f]/.test(user))
-    throw new DomainError(
-      'invalid_request',
-      `user must be at most ${MAX_USER_ID_LENGTH} printable characters`,
-      'user',
-    );
-  return user;
-}
+/** The same rule as every service applies (printable, well-formed, at most 256 characters). */
+const checkUser = (user: string): string => checkExternalId(user);
 
 /** Wraps an async route so thrown DomainErrors become OpenAI-shaped answers. */
 export const route =

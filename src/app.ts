@@ -249,6 +249,20 @@ export async function createApp(deps: AppDeps): Promise<App> {
         new DomainError('invalid_request', 'request body is not valid JSON', null, 'invalid_json'),
       );
     }
+    if (err?.expose === true && err.status >= 400 && err.status < 500) {
+      // Other body-parser refusals (an unsupported charset or content encoding, a body cut short): the
+      // client's fault, a 400 that says what, never a 500.
+      const code =
+        err.type === 'charset.unsupported'
+          ? 'unsupported_charset'
+          : err.type === 'encoding.unsupported'
+            ? 'unsupported_encoding'
+            : 'invalid_body';
+      return sendError(
+        res,
+        new DomainError('invalid_request', `request body refused: ${err.message}`, null, code),
+      );
+    }
     if (err instanceof DomainError) return sendError(res, err);
     req.log.error({ err }, 'unhandled error');
     sendError(res, new DomainError('internal', 'Internal server error'));

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Sql } from '../../db/database.js';
 import { DomainError } from '../../shared/errors.js';
 import { parseAmount, usdcDecimal } from '../../shared/money.js';
+import { hasLoneSurrogate } from '../../shared/text.js';
 import type { Services } from '../../services.js';
 import { eventRows, insertEventsSql, type EventTrigger, type NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
@@ -125,7 +126,20 @@ export function checkMetadata(metadata: unknown): Record<string, unknown> {
       `metadata may hold at most ${MAX_METADATA_KEYS} keys`,
       'metadata',
     );
-  if (Buffer.byteLength(JSON.stringify(metadata)) > MAX_METADATA_BYTES)
+  // NUL and lone surrogates cannot be stored in PostgreSQL's jsonb: refused here, not a 500 there.
+  let unstorable = false;
+  const json = JSON.stringify(metadata, (key, value) => {
+    for (const text of [key, value])
+      if (typeof text === 'string' && (text.includes('\u0000') || hasLoneSurrogate(text))) unstorable = true;
+    return value;
+  });
+  if (unstorable)
+    throw new DomainError(
+      'invalid_request',
+      'metadata strings must not contain NUL characters or unpaired surrogates',
+      'metadata',
+    );
+  if (Buffer.byteLength(json) > MAX_METADATA_BYTES)
     throw new DomainError('invalid_request', 'metadata may be at most 8 KiB of JSON', 'metadata');
   return metadata as Record<string, unknown>;
 }

@@ -3,6 +3,7 @@ import type { Sql } from '../../db/database.js';
 import { DomainError } from '../../shared/errors.js';
 import { usdcDecimal } from '../../shared/money.js';
 import { decodeCursor, encodeCursor } from '../../shared/cursor.js';
+import { hasLoneSurrogate } from '../../shared/text.js';
 import type { Services } from '../../services.js';
 import {
   eventRows,
@@ -101,11 +102,17 @@ export const walletUserIdOf = (paywall: PaywallInfo, u: { id: string; walletUser
 export function checkExternalId(externalId: unknown): string {
   if (typeof externalId !== 'string' || externalId.trim() === '')
     throw new DomainError('missing_user', 'No end user given.', 'user', 'missing_user');
-  // eslint-disable-next-line no-control-regex -- control characters are exactly what we refuse
-  if (externalId.length > MAX_EXTERNAL_ID_LENGTH || /[\u0000-\u001f\u007f]/.test(externalId))
+  // Lone surrogates are refused too: stored as UTF-8 they would become U+FFFD, and "a\ud800" and
+  // "a\ufffd" would then name one end user.
+  if (
+    externalId.length > MAX_EXTERNAL_ID_LENGTH ||
+    // eslint-disable-next-line no-control-regex -- control characters are exactly what we refuse
+    /[\u0000-\u001f\u007f]/.test(externalId) ||
+    hasLoneSurrogate(externalId)
+  )
     throw new DomainError(
       'invalid_request',
-      `user must be at most ${MAX_EXTERNAL_ID_LENGTH} printable characters`,
+      `user must be at most ${MAX_EXTERNAL_ID_LENGTH} printable characters of well-formed text`,
       'user',
     );
   return externalId;
