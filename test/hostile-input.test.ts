@@ -21,7 +21,7 @@ const raw = (body: string | Buffer, headers: Record<string, string>) =>
   fetch(`${t.url}/v1/user/balance/deposit`, {
     method: 'POST',
     headers: { authorization: `Bearer ${pw.apiKey}`, ...headers },
-    body,
+    body: typeof body === 'string' ? body : new Uint8Array(body),
   }).then(async (r) => ({ status: r.status, body: await r.json() }));
 
 describe('hostile input is a 400, never a 500', () => {
