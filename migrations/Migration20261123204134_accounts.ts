@@ -30,6 +30,7 @@ export class Migration20261123204134_accounts extends Migration {
       `create index "transfer_credit_account_id_seq_index" on "transfer" ("credit_account_id", "seq");`,
     );
     this.addSql(`create index "transfer_end_user_id_seq_index" on "transfer" ("end_user_id", "seq");`);
+    this.addSql(`create index "transfer_paywall_id_kind_index" on "transfer" ("paywall_id", "kind");`);
     this.addSql(
       `create table "wallet_sign_in" ("id" uuid not null, "email" varchar(254) not null, "code_hash" varchar(64) not null, "ip" varchar(64) not null, "attempts" int not null default 0, "expires_at" timestamptz not null, "used_at" timestamptz null, "created_at" timestamptz not null default now(), primary key ("id"));`,
     );

@@ -56,6 +56,8 @@ export const TransferSchema = defineEntity({
     { properties: ['debitAccount', 'seq'] },
     { properties: ['creditAccount', 'seq'] },
     { properties: ['endUserId', 'seq'] },
+    // Paywall.earnings sums a paywall's fee legs.
+    { properties: ['paywallId', 'kind'] },
   ],
   checks: [{ name: 'transfer_distinct_accounts', expression: 'debit_account_id <> credit_account_id' }],
   properties: {

@@ -176,12 +176,7 @@ export class StripeService {
     const amounts = parseTopupAmounts(input.topupAmounts);
     const previous = await this.row(this.s.db, paywall.id);
     const url = this.webhookUrl(paywall.id);
-    let endpoint;
-    try {
-      endpoint = await this.gateway.createWebhookEndpoint(secretKey, url);
-    } catch (e) {
-      throw this.stripeFailed(e, paywall.id, 'creating the webhook endpoint');
-    }
+    const endpoint = await this.createEndpoint(secretKey, url, paywall.id);
     const trigger = triggerOf(auth, 'graphql');
     await this.s.db.transaction(async (tx) => {
       await tx.query(
@@ -220,6 +215,15 @@ export class StripeService {
     return paywall;
   }
 
+  /** Creates the paywall's webhook endpoint at Stripe; a Stripe failure becomes a clear error. */
+  private async createEndpoint(secretKey: string, url: string, paywallId: string) {
+    try {
+      return await this.gateway.createWebhookEndpoint(secretKey, url);
+    } catch (e) {
+      throw this.stripeFailed(e, paywallId, 'creating the webhook endpoint');
+    }
+  }
+
   /** Replaces the webhook endpoint (new endpoint and secret first, then the old one is deleted). */
   async rotateWebhook(auth: Auth, paywallId?: string | null): Promise<PaywallInfo> {
     const paywall = await this.s.paywalls.resolve(auth, paywallId);
@@ -233,12 +237,7 @@ export class StripeService {
       );
     const secretKey = this.decrypt(paywall.id, current.secret_key_ciphertext);
     const url = this.webhookUrl(paywall.id);
-    let endpoint;
-    try {
-      endpoint = await this.gateway.createWebhookEndpoint(secretKey, url);
-    } catch (e) {
-      throw this.stripeFailed(e, paywall.id, 'creating the webhook endpoint');
-    }
+    const endpoint = await this.createEndpoint(secretKey, url, paywall.id);
     const trigger = triggerOf(auth, 'graphql');
     await this.s.db.transaction(async (tx) => {
       await tx.query(
