@@ -77,7 +77,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
 }
 
 const lifecycles = (s: Services): Lifecycle[] =>
-  [s.paywalls, s.providers, s.users, s.ledger, s.catalog, s.proxy, s.webhooks] as Lifecycle[];
+  [s.paywalls, s.providers, s.users, s.ledger, s.catalog, s.proxy, s.webhooks, s.signIn] as Lifecycle[];
 
 /** Starts background parts (cache-invalidation listeners, the webhook worker) of every service that has them. */
 export async function startServices(s: Services): Promise<void> {

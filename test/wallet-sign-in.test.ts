@@ -550,3 +550,39 @@ describe('mail and configuration', () => {
     expect(loadConfig({ WALLET_TEST_FUNDS: 'true' }).WALLET_TEST_FUNDS).toBe(true);
   });
 });
+
+describe('housekeeping', () => {
+  it('purges codes after a day, sessions and connect links after they expired; live ones stay', async () => {
+    const old = client();
+    await signIn(old, 'purge-old@example.com');
+    const fresh = client();
+    await signIn(fresh, 'purge-fresh@example.com');
+    const p = await t.createPaywall('SHARED');
+    const stale = await connectLink(p.apiKey, 'purge-user');
+    // Age the first address's rows and the connect link past their retention.
+    await t.db.query(
+      `update wallet_sign_in set created_at = now() - interval '25 hours' where email = 'purge-old@example.com'`,
+    );
+    await t.db.query(
+      `update wallet_session set expires_at = now() - interval '25 hours'
+        where wallet_user_id = (select id from wallet_user where email = 'purge-old@example.com')`,
+    );
+    await t.db.query(`update connect_request set expires_at = now() - interval '31 days' where id = $1`, [
+      stale.requestId,
+    ]);
+
+    const purged = await t.app.services.signIn.purgeExpired();
+    expect(purged).toEqual({ codes: 1, sessions: 1, connectRequests: 1 });
+    const left = await t.db.query(
+      `select email from wallet_sign_in where email like 'purge-%@example.com' order by email`,
+    );
+    expect(left).toEqual([{ email: 'purge-fresh@example.com' }]);
+    // The purged session no longer opens the wallet; the live one does.
+    expect((await old.get('/wallet')).status).toBe(303);
+    const page = await fresh.get('/wallet');
+    expect(page.status).toBe(200);
+    expect(page.html).toContain('purge-fresh@example.com');
+    // A second run finds nothing more.
+    expect(await t.app.services.signIn.purgeExpired()).toEqual({ codes: 0, sessions: 0, connectRequests: 0 });
+  });
+});

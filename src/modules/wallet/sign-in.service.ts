@@ -13,7 +13,13 @@ export const SIGN_IN = {
   perAddress: 5,
   perIp: 20,
   sessionDays: 30,
+  /** Rows past every rule that reads them are deleted hourly: codes after a day, sessions and connect
+   * links a day after they expired (a stale link then reads "not found" rather than "expired"). */
+  purgeAfterDays: 1,
+  connectRequestPurgeDays: 30,
 } as const;
+
+const PURGE_EVERY_MS = 60 * 60 * 1000;
 
 export const SESSION_COOKIE = 'pp_wallet_session';
 
@@ -52,10 +58,47 @@ const codeError = (code: string, message: string) =>
  * Sessions are random 256-bit tokens stored as SHA-256 digests; the cookie holds the token.
  */
 export class SignInService {
+  private timer?: NodeJS.Timeout;
+
   constructor(
     private readonly s: Services,
     private readonly secrets: WalletSecrets,
   ) {}
+
+  /** Hourly purge (unref'd: never keeps the process alive). */
+  start(): void {
+    this.timer = setInterval(() => {
+      this.purgeExpired().catch((err) => this.s.log.warn({ err }, 'wallet purge failed'));
+    }, PURGE_EVERY_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /**
+   * Deletes sign-in codes older than a day (the verify and send limits look back at most a day), sessions
+   * a day after they expired and connect requests long expired, so these tables stay small however many
+   * codes are asked for. Returns how many rows of each went.
+   */
+  async purgeExpired(): Promise<{ codes: number; sessions: number; connectRequests: number }> {
+    const [codes, sessions, connectRequests] = await Promise.all([
+      this.s.db.query(
+        `delete from wallet_sign_in where created_at < now() - make_interval(days => $1) returning 1`,
+        [SIGN_IN.purgeAfterDays],
+      ),
+      this.s.db.query(
+        `delete from wallet_session where expires_at < now() - make_interval(days => $1) returning 1`,
+        [SIGN_IN.purgeAfterDays],
+      ),
+      this.s.db.query(
+        `delete from connect_request where expires_at < now() - make_interval(days => $1) returning 1`,
+        [SIGN_IN.connectRequestPurgeDays],
+      ),
+    ]);
+    return { codes: codes.length, sessions: sessions.length, connectRequests: connectRequests.length };
+  }
 
   /** Sends a new code to `email`. Throws `rate_limited` past the per-address or per-IP limit. */
   async sendCode(emailInput: unknown, ip: string): Promise<{ email: string }> {
