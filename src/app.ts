@@ -3,7 +3,6 @@ import { createServer, type Server } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { ApolloServer, type ApolloServerPlugin } from '@apollo/server';
 import { expressMiddleware } from '@as-integrations/express5';
-import { ApolloArmor } from '@escape.tech/graphql-armor';
 import { GraphQLError, Kind, specifiedRules, validate } from 'graphql';
 import { WebSocketServer } from 'ws';
 import { useServer } from 'graphql-ws/use/ws';
@@ -11,6 +10,7 @@ import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import { authenticate, Loaders, type AppContext } from './graphql/context.js';
 import { formatGraphQLError } from './graphql/errors.js';
+import { GRAPHQL_LIMITS, graphqlArmor, introspectionNeedsCredential } from './graphql/limits.js';
 import { getSchema } from './graphql/schema.js';
 import { createServices, startServices, stopServices, type Services } from './services.js';
 import { requestContext, type Logger } from './shared/logger.js';
@@ -111,14 +111,8 @@ export async function createApp(deps: AppDeps): Promise<App> {
 
   const jsonBody = express.json({ limit: '1mb', type: ['application/json', 'application/*+json'] });
 
-  // GraphQL over HTTP.
-  const armor = new ApolloArmor({
-    maxDepth: { n: 10 },
-    costLimit: { maxCost: 5000 },
-    maxAliases: { n: 15 },
-    maxDirectives: { n: 20 },
-    maxTokens: { n: 2000 },
-  }).protect() as any; // armor's types come from Apollo's CJS build; the runtime objects are the same
+  // GraphQL over HTTP and graphql-ws: the same limits (src/graphql/limits.ts, docs/graphql.md).
+  const armor = graphqlArmor();
   const wsServer = new WebSocketServer({ server, path: '/graphql', maxPayload: 64 * 1024 });
   const wsCleanup = useServer(
     {
@@ -192,6 +186,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
     ...armor,
     plugins: [
       ...armor.plugins,
+      introspectionNeedsCredential,
       unauthenticatedTo401,
       {
         async serverWillStart() {
@@ -204,7 +199,9 @@ export async function createApp(deps: AppDeps): Promise<App> {
       },
     ],
     validationRules: armor.validationRules,
+    parseOptions: { maxTokens: GRAPHQL_LIMITS.maxTokens },
     formatError: formatGraphQLError,
+    // With a credential only (introspectionNeedsCredential) and within the introspection depth limit.
     introspection: true,
     // main.ts owns SIGTERM (drain, settle, close the database, exit 0); Apollo's own handler would
     // stop the server under it and leave the shutdown hanging.
