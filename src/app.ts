@@ -3,14 +3,25 @@ import { createServer, type Server } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { ApolloServer, type ApolloServerPlugin } from '@apollo/server';
 import { expressMiddleware } from '@as-integrations/express5';
-import { ApolloArmor } from '@escape.tech/graphql-armor';
-import { GraphQLError, Kind, specifiedRules, validate } from 'graphql';
+import { GraphQLError, Kind, specifiedRules, validate, type DocumentNode } from 'graphql';
 import { WebSocketServer } from 'ws';
 import { useServer } from 'graphql-ws/use/ws';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import { authenticate, Loaders, type AppContext } from './graphql/context.js';
 import { formatGraphQLError } from './graphql/errors.js';
+import {
+  GRAPHQL_LIMITS,
+  graphqlArmor,
+  introspectionNeedsCredential,
+  parseLimited,
+} from './graphql/limits.js';
+import {
+  LiveConnections,
+  rateLimited,
+  TOO_MANY_CONNECTIONS,
+  type WsExtra,
+} from './graphql/live-connections.js';
 import { getSchema } from './graphql/schema.js';
 import { createServices, startServices, stopServices, type Services } from './services.js';
 import { requestContext, type Logger } from './shared/logger.js';
@@ -111,46 +122,84 @@ export async function createApp(deps: AppDeps): Promise<App> {
 
   const jsonBody = express.json({ limit: '1mb', type: ['application/json', 'application/*+json'] });
 
-  // GraphQL over HTTP.
-  const armor = new ApolloArmor({
-    maxDepth: { n: 10 },
-    costLimit: { maxCost: 5000 },
-    maxAliases: { n: 15 },
-    maxDirectives: { n: 20 },
-    maxTokens: { n: 2000 },
-  }).protect() as any; // armor's types come from Apollo's CJS build; the runtime objects are the same
-  const wsServer = new WebSocketServer({ server, path: '/graphql', maxPayload: 64 * 1024 });
-  const wsCleanup = useServer(
+  // GraphQL over HTTP and graphql-ws: the same limits (src/graphql/limits.ts, docs/graphql.md).
+  const armor = graphqlArmor();
+  const live = new LiveConnections(config);
+  const wsServer = new WebSocketServer({
+    server,
+    path: '/graphql',
+    maxPayload: 64 * 1024,
+    // Sockets still authenticating hold no connection slot (see onConnect), so they are bounded here:
+    // at most MAX_WS_CONNECTIONS of them at once, each closed after WS_CONNECTION_INIT_TIMEOUT_MS.
+    verifyClient: (_info, done) => {
+      if (wsServer.clients.size - live.connections >= config.MAX_WS_CONNECTIONS)
+        done(false, 503, 'Too many connections waiting to authenticate; retry later');
+      else done(true);
+    },
+  });
+  const wsCleanup = useServer<Record<string, unknown> | undefined, WsExtra>(
     {
       schema,
-      // The same depth/cost/alias limits as HTTP, and subscriptions only: queries and mutations go
-      // through POST /graphql, where the HTTP-level protections (body limit, 401 mapping) apply.
-      validate: (s, document) => {
-        const errors = validate(s, document, [...specifiedRules, ...armor.validationRules]);
-        if (errors.length) return errors;
+      connectionInitWaitTimeout: config.WS_CONNECTION_INIT_TIMEOUT_MS,
+      // Parsed and validated here rather than by graphql-ws, which lets a syntax error (or a document
+      // over the token limit) escape as a 4500 close: here it is an `error` message for that operation.
+      onSubscribe: (ctx, _id, payload) => {
+        // ctx.subscriptions already holds this operation.
+        if (Object.keys(ctx.subscriptions).length > config.MAX_SUBSCRIPTIONS_PER_CONNECTION)
+          return [
+            rateLimited(
+              `too many subscriptions on this connection (MAX_SUBSCRIPTIONS_PER_CONNECTION is ${config.MAX_SUBSCRIPTIONS_PER_CONNECTION}); complete one first`,
+              'too_many_subscriptions_per_connection',
+            ),
+          ];
+        let document: DocumentNode;
+        try {
+          document = parseLimited(payload.query);
+        } catch (err) {
+          return [err instanceof GraphQLError ? err : new GraphQLError('the query could not be parsed')];
+        }
+        // The same depth/cost/alias limits as HTTP, and subscriptions only: queries and mutations go
+        // through POST /graphql, where the HTTP-level protections (body limit, 401 mapping) apply.
+        const errors = validate(schema, document, [...specifiedRules, ...armor.validationRules]);
+        if (errors.length) return [...errors];
         const onlySubscriptions = document.definitions.every(
           (d) => d.kind !== Kind.OPERATION_DEFINITION || d.operation === 'subscription',
         );
-        return onlySubscriptions
-          ? []
-          : [
-              new GraphQLError(
-                'graphql-ws carries subscriptions only; send queries and mutations with POST /graphql',
-              ),
-            ];
+        if (!onlySubscriptions)
+          return [
+            new GraphQLError(
+              'graphql-ws carries subscriptions only; send queries and mutations with POST /graphql',
+            ),
+          ];
+        return {
+          schema,
+          document,
+          operationName: payload.operationName,
+          variableValues: payload.variables,
+        };
       },
       onConnect: async (ctx) => {
-        if (wsServer.clients.size > config.MAX_WS_CONNECTIONS) return false;
+        // Full: refused before the credential costs a database lookup (checked again after it).
+        if (live.connections >= config.MAX_WS_CONNECTIONS) {
+          ctx.extra.socket.close(4403, TOO_MANY_CONNECTIONS);
+          return false;
+        }
         const header = (ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization) as
           string | undefined;
-        const auth = await authenticate(services, header);
+        const auth = await authenticate(services, typeof header === 'string' ? header : undefined);
         if (!auth) return false;
-        (ctx.extra as any).auth = auth;
+        const refused = live.open(ctx.extra, auth);
+        if (refused) {
+          // graphql-ws closes with 4403 "Forbidden" on `false`; the reason says which limit it was.
+          ctx.extra.socket.close(4403, refused);
+          return false;
+        }
         return true;
       },
+      onClose: (ctx) => live.close(ctx.extra),
       context: (ctx): AppContext => ({
         requestId: randomUUID(),
-        auth: (ctx.extra as any).auth,
+        auth: ctx.extra.auth ?? null,
         transport: 'graphql',
         services,
         loaders: new Loaders(),
@@ -192,6 +241,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
     ...armor,
     plugins: [
       ...armor.plugins,
+      introspectionNeedsCredential,
       unauthenticatedTo401,
       {
         async serverWillStart() {
@@ -204,7 +254,9 @@ export async function createApp(deps: AppDeps): Promise<App> {
       },
     ],
     validationRules: armor.validationRules,
+    parseOptions: { maxTokens: GRAPHQL_LIMITS.maxTokens },
     formatError: formatGraphQLError,
+    // With a credential only (introspectionNeedsCredential) and within the introspection depth limit.
     introspection: true,
     // main.ts owns SIGTERM (drain, settle, close the database, exit 0); Apollo's own handler would
     // stop the server under it and leave the shutdown hanging.

@@ -194,7 +194,20 @@ const ConfigSchema = z.object({
   WEBHOOK_POLL_MS: intFrom(1000, 10),
   SHUTDOWN_GRACE_MS: intFrom(10000, 0),
   UPSTREAM_TIMEOUT_MS: intFrom(120000, 1),
+  /**
+   * graphql-ws connections per instance that have authenticated (docs/graphql.md). Sockets still
+   * authenticating do not take these slots; at most this many more may be waiting, each for at most
+   * WS_CONNECTION_INIT_TIMEOUT_MS.
+   */
   MAX_WS_CONNECTIONS: intFrom(1000, 1),
+  /** A socket that has not sent `connection_init` by then is closed with 4408. */
+  WS_CONNECTION_INIT_TIMEOUT_MS: intFrom(3000, 1),
+  /** graphql-ws connections per tenant (a paywall's API key, or an owner token) per instance. */
+  MAX_WS_CONNECTIONS_PER_TENANT: intFrom(50, 1),
+  /** Concurrent subscriptions on one graphql-ws connection. */
+  MAX_SUBSCRIPTIONS_PER_CONNECTION: intFrom(20, 1),
+  /** Live subscriptions per tenant (a paywall's API key, or an owner token) per instance, all its connections together. */
+  MAX_SUBSCRIPTIONS_PER_TENANT: intFrom(200, 1),
   /** CONTRACT §10: requests per minute per paywall key, all instances together; unset = no limit. */
   RATE_LIMIT_PER_MINUTE: z
     .string()

@@ -1,5 +1,8 @@
+import type { Client } from 'graphql-ws';
+import WebSocket from 'ws';
+import { LiveEventHub } from '../src/modules/events/live-event-hub.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
-import { liveClient, LiveSubscription } from './helpers/live-client.js';
+import { eventually, liveClient, LiveSubscription } from './helpers/live-client.js';
 
 let t: TestApp;
 let key: string;
@@ -36,6 +39,216 @@ describe('graphql-ws carries subscriptions only, under the same limits as HTTP',
       const s = new LiveSubscription(client, {}, deep);
       const err = await s.untilError();
       expect(err.message).toMatch(/Query depth limit of 10 exceeded/);
+    } finally {
+      await client.dispose();
+    }
+  });
+});
+
+/** A raw socket that speaks the graphql-ws subprotocol but never sends `connection_init`. */
+function silentSocket(baseUrl: string): {
+  opened: Promise<void>;
+  closed: Promise<{ code: number; reason: string; at: number }>;
+  refused: Promise<number>;
+  ws: WebSocket;
+} {
+  const ws = new WebSocket(`${baseUrl.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws');
+  const opened = new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  const closed = new Promise<{ code: number; reason: string; at: number }>((resolve) =>
+    ws.once('close', (code, reason) => resolve({ code, reason: String(reason), at: Date.now() })),
+  );
+  const refused = new Promise<number>((resolve) =>
+    ws.once('unexpected-response', (_req, res) => {
+      resolve(res.statusCode ?? 0);
+      ws.terminate();
+    }),
+  );
+  opened.catch(() => undefined);
+  return { opened, closed, refused, ws };
+}
+
+describe('graphql-ws connections: authentication timeout and connection caps', () => {
+  it('closes a socket that never authenticates (4408) and does not count it toward MAX_WS_CONNECTIONS', async () => {
+    const small = await startTestApp({ MAX_WS_CONNECTIONS: '2', WS_CONNECTION_INIT_TIMEOUT_MS: '500' });
+    const pw = await small.createPaywall();
+    const clients = [liveClient(small.url, pw.apiKey), liveClient(small.url, pw.apiKey)];
+    const third = liveClient(small.url, pw.apiKey);
+    try {
+      const silent = silentSocket(small.url);
+      await silent.opened;
+      const start = Date.now();
+      // Both slots go to clients that authenticate, although the silent socket was there first.
+      const subs: LiveSubscription[] = [];
+      for (const c of clients) {
+        subs.push(new LiveSubscription(c));
+        await eventually(() => LiveEventHub.for(small.db).size, subs.length);
+      }
+      // The cap still holds for authenticated connections.
+      const refused = new LiveSubscription(third);
+      expect(await refused.untilError()).toMatchObject({ code: 4403 });
+      const { code, at } = await silent.closed;
+      expect(code).toBe(4408);
+      expect(at - start).toBeLessThan(3000);
+      for (const s of subs) expect(s.errors).toHaveLength(0);
+    } finally {
+      for (const c of [...clients, third]) await c.dispose();
+      await small.close();
+    }
+  });
+
+  it('bounds the sockets still authenticating (HTTP 503 beyond MAX_WS_CONNECTIONS); a slot frees when one times out', async () => {
+    const small = await startTestApp({ MAX_WS_CONNECTIONS: '1', WS_CONNECTION_INIT_TIMEOUT_MS: '300' });
+    const pw = await small.createPaywall();
+    const client = liveClient(small.url, pw.apiKey);
+    try {
+      const first = silentSocket(small.url);
+      await first.opened;
+      const second = silentSocket(small.url);
+      expect(await second.refused).toBe(503);
+      expect((await first.closed).code).toBe(4408);
+      const s = new LiveSubscription(client);
+      await Promise.race([eventually(() => LiveEventHub.for(small.db).size, 1), s.untilError()]);
+      expect(s.errors).toHaveLength(0);
+    } finally {
+      await client.dispose();
+      await small.close();
+    }
+  });
+
+  it('refuses a tenant’s connections beyond MAX_WS_CONNECTIONS_PER_TENANT (4403 saying so); other paywalls connect', async () => {
+    const small = await startTestApp({ MAX_WS_CONNECTIONS_PER_TENANT: '2' });
+    const [a, b] = [await small.createPaywall(), await small.createPaywall()];
+    const clients = [a, a, a, b, b].map((p) => liveClient(small.url, p.apiKey));
+    try {
+      const subs = clients.slice(0, 2).map((c) => new LiveSubscription(c));
+      await eventually(() => LiveEventHub.for(small.db).size, 2);
+      const over = new LiveSubscription(clients[2]);
+      expect(await over.untilError()).toMatchObject({
+        code: 4403,
+        reason: expect.stringMatching(
+          /Too many connections for this paywall \(MAX_WS_CONNECTIONS_PER_TENANT is 2\)/,
+        ),
+      });
+      const others = clients.slice(3).map((c) => new LiveSubscription(c));
+      await eventually(() => LiveEventHub.for(small.db).size, 4);
+      for (const s of [...subs, ...others]) expect(s.errors).toHaveLength(0);
+      // A closed connection frees its tenant's slot.
+      await clients[0].dispose();
+      await eventually(() => -LiveEventHub.for(small.db).size, -3);
+      const again = new LiveSubscription(liveClient(small.url, a.apiKey));
+      await Promise.race([eventually(() => LiveEventHub.for(small.db).size, 4), again.untilError()]);
+      expect(again.errors).toHaveLength(0);
+      again.unsubscribe();
+    } finally {
+      for (const c of clients) await c.dispose();
+      await small.close();
+    }
+  });
+});
+
+describe('subscription caps: per connection and per tenant', () => {
+  let caps: TestApp;
+  const opened: Client[] = [];
+  const connect = (token: string) => {
+    const c = liveClient(caps.url, token);
+    opened.push(c);
+    return c;
+  };
+  const hubSize = () => LiveEventHub.for(caps.db).size;
+  /** Subscribes and waits until the server holds it (or it failed). */
+  async function live(c: Client): Promise<LiveSubscription> {
+    const before = hubSize();
+    const s = new LiveSubscription(c);
+    await Promise.race([eventually(hubSize, before + 1), s.untilError()]);
+    return s;
+  }
+  beforeAll(async () => {
+    caps = await startTestApp({ MAX_SUBSCRIPTIONS_PER_CONNECTION: '2', MAX_SUBSCRIPTIONS_PER_TENANT: '3' });
+  });
+  afterAll(async () => {
+    for (const c of opened) await c.dispose();
+    await caps.close();
+  });
+
+  it('refuses a subscription beyond MAX_SUBSCRIPTIONS_PER_CONNECTION with RATE_LIMITED; the connection goes on', async () => {
+    const pw = await caps.createPaywall();
+    const c = connect(pw.apiKey);
+    const [s1, s2] = [await live(c), await live(c)];
+    const over = new LiveSubscription(c);
+    const err = await over.untilError();
+    expect(err.message).toMatch(
+      /too many subscriptions on this connection \(MAX_SUBSCRIPTIONS_PER_CONNECTION is 2\)/,
+    );
+    expect(err.extensions).toMatchObject({
+      code: 'RATE_LIMITED',
+      errorCode: 'too_many_subscriptions_per_connection',
+    });
+    expect(s1.errors).toHaveLength(0);
+    expect(s2.errors).toHaveLength(0);
+    // Completing one frees its place on the connection.
+    const size = hubSize();
+    s1.unsubscribe();
+    await eventually(() => -hubSize(), -(size - 1));
+    const again = await live(c);
+    expect(again.errors).toHaveLength(0);
+    for (const s of [s2, again]) s.unsubscribe();
+    await eventually(() => -hubSize(), -(size - 2));
+  });
+
+  it('refuses a paywall’s subscriptions beyond MAX_SUBSCRIPTIONS_PER_TENANT across its connections; other paywalls and owners are not affected', async () => {
+    const [a, b] = [await caps.createPaywall(), await caps.createPaywall()];
+    const [c1, c2] = [connect(a.apiKey), connect(a.apiKey)];
+    const mine = [await live(c1), await live(c1), await live(c2)];
+    const over = new LiveSubscription(c2);
+    const err = await over.untilError();
+    expect(err.message).toMatch(
+      /too many live subscriptions for this paywall \(MAX_SUBSCRIPTIONS_PER_TENANT is 3, all its connections together\)/,
+    );
+    expect(err.extensions).toMatchObject({
+      code: 'RATE_LIMITED',
+      errorCode: 'too_many_subscriptions_per_tenant',
+    });
+    // Another paywall (and the owner) subscribe as usual, and paywall A's subscriptions still get events.
+    const other = await live(connect(b.apiKey));
+    const owner = await live(connect(caps.ownerToken));
+    expect(other.errors).toHaveLength(0);
+    expect(owner.errors).toHaveLength(0);
+    const r = await caps.gql(a.apiKey, `mutation { updatePaywall(input: {name: "Capped"}) { id } }`);
+    expect(r.errors).toBeUndefined();
+    for (const s of mine) await s.untilEvents(1);
+    await owner.untilEvents(1);
+    expect(other.events).toHaveLength(0);
+  });
+});
+
+describe('documents over graphql-ws', () => {
+  it('answers a document over the token limit, or one that does not parse, with an error; the socket stays open', async () => {
+    const client = liveClient(t.url, key);
+    try {
+      const long = `subscription { paywallEvents { ${Array.from({ length: 2100 }, () => '__typename').join(' ')} } }`;
+      expect((await new LiveSubscription(client, {}, long).untilError()).message).toMatch(
+        /Document contains more th\w+ 2000 tokens/,
+      );
+      expect((await new LiveSubscription(client, {}, `subscription {`).untilError()).message).toMatch(
+        /Syntax Error/,
+      );
+      const before = LiveEventHub.for(t.db).size;
+      const ok = new LiveSubscription(client);
+      await Promise.race([eventually(() => LiveEventHub.for(t.db).size, before + 1), ok.untilError()]);
+      expect(ok.errors).toHaveLength(0);
+    } finally {
+      await client.dispose();
+    }
+  });
+
+  it('refuses introspection over the socket (subscriptions only)', async () => {
+    const client = liveClient(t.url, key);
+    try {
+      const s = new LiveSubscription(client, {}, `{ __schema { queryType { name } } }`);
+      expect((await s.untilError()).message).toMatch(/subscriptions only/);
     } finally {
       await client.dispose();
     }

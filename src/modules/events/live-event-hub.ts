@@ -41,6 +41,8 @@ const OWNER_CACHE_MAX = 10_000;
 
 interface Subscriber {
   scope: LiveScope;
+  /** Who shares MAX_SUBSCRIPTIONS_PER_TENANT: the paywall of an API key, or the owner. */
+  tenant: string;
   patterns: readonly string[];
   queue: LiveEvent[];
   waiting: { resolve: (r: IteratorResult<LiveEvent>) => void; reject: (e: unknown) => void } | null;
@@ -76,6 +78,7 @@ export class LiveEventHub {
   private draining = false;
   private listening?: Promise<void>;
   private count = 0;
+  private readonly byTenant = new Map<string, number>();
 
   constructor(
     private readonly db: Database,
@@ -104,13 +107,40 @@ export class LiveEventHub {
    * The iterator ends when the consumer returns it; it throws when the subscriber falls more than
    * {@link MAX_QUEUED_EVENTS} behind or its API key stops being valid.
    */
-  async subscribe(scope: LiveScope, patterns: readonly string[]): Promise<AsyncIterableIterator<LiveEvent>> {
-    if (this.count >= this.maxSubscribers) {
-      throw new DomainError('rate_limited', 'too many live subscriptions on this server; retry later');
+  async subscribe(
+    scope: LiveScope,
+    patterns: readonly string[],
+    /** Live subscriptions one tenant (see {@link tenantOfScope}) may hold at once, all connections together. */
+    maxPerTenant = Infinity,
+  ): Promise<AsyncIterableIterator<LiveEvent>> {
+    const tenant = tenantOfScope(scope);
+    // Checked and counted in one synchronous step (the slot is taken before the LISTEN is awaited), so
+    // concurrent subscribes cannot all pass the check.
+    const mine = this.byTenant.get(tenant) ?? 0;
+    if (mine >= maxPerTenant) {
+      throw new DomainError(
+        'rate_limited',
+        `too many live subscriptions for ${scope.kind === 'apiKey' ? 'this paywall' : 'this owner account'} (MAX_SUBSCRIPTIONS_PER_TENANT is ${maxPerTenant}, all its connections together); complete some first`,
+        null,
+        'too_many_subscriptions_per_tenant',
+      );
     }
-    await this.listen();
-    const sub: Subscriber = { scope, patterns, queue: [], waiting: null, error: null, closed: false };
+    if (this.count >= this.maxSubscribers) {
+      throw new DomainError(
+        'rate_limited',
+        'too many live subscriptions on this server; retry later',
+        null,
+        'too_many_subscriptions',
+      );
+    }
+    const sub: Subscriber = { scope, tenant, patterns, queue: [], waiting: null, error: null, closed: false };
     this.add(sub);
+    try {
+      await this.listen();
+    } catch (err) {
+      this.remove(sub);
+      throw err;
+    }
     const close = () => this.close(sub);
     const iterator: AsyncIterableIterator<LiveEvent> = {
       next(): Promise<IteratorResult<LiveEvent>> {
@@ -167,6 +197,7 @@ export class LiveEventHub {
     if (!set) map.set(key, (set = new Set()));
     set.add(sub);
     this.count++;
+    this.byTenant.set(sub.tenant, (this.byTenant.get(sub.tenant) ?? 0) + 1);
   }
 
   private remove(sub: Subscriber): void {
@@ -175,6 +206,9 @@ export class LiveEventHub {
     if (set?.delete(sub)) {
       this.count--;
       if (set.size === 0) map.delete(key);
+      const left = (this.byTenant.get(sub.tenant) ?? 1) - 1;
+      if (left > 0) this.byTenant.set(sub.tenant, left);
+      else this.byTenant.delete(sub.tenant);
     }
   }
 
@@ -320,6 +354,11 @@ export class LiveEventHub {
   }
 }
 
+/** The tenant of a subscription: the paywall of an API key, or the owner (as graphql-ws connections count them). */
+export function tenantOfScope(scope: LiveScope): string {
+  return scope.kind === 'apiKey' ? `paywall:${scope.paywallId}` : `owner:${scope.ownerId}`;
+}
+
 function inScope(scope: LiveScope, e: LiveEvent): boolean {
   if (scope.kind === 'apiKey') return e.paywallId === scope.paywallId;
   return e.ownerUserId === scope.ownerId && (!scope.paywallId || e.paywallId === scope.paywallId);
@@ -378,5 +417,9 @@ export async function subscribeToEvents(
     const paywallId = args.paywallId ? (await services.paywalls.get(auth.ownerId, args.paywallId)).id : null;
     scope = { kind: 'owner', ownerId: auth.ownerId, paywallId };
   }
-  return LiveEventHub.for(services.db, services.log).subscribe(scope, patterns);
+  return LiveEventHub.for(services.db, services.log).subscribe(
+    scope,
+    patterns,
+    services.config.MAX_SUBSCRIPTIONS_PER_TENANT,
+  );
 }

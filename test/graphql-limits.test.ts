@@ -1,0 +1,117 @@
+import { getIntrospectionQuery } from 'graphql';
+import { startTestApp, type TestApp } from './helpers/app.js';
+
+let t: TestApp;
+let key: string;
+beforeAll(async () => {
+  t = await startTestApp();
+  key = (await t.createPaywall()).apiKey;
+});
+afterAll(async () => {
+  await t.close();
+});
+
+/** The armor limits of POST /graphql: each one a 400 with a GraphQL error body, never a 500. */
+describe('GraphQL query limits over HTTP', () => {
+  const cases: Array<[string, string, RegExp]> = [
+    [
+      'tokens',
+      `{ ${Array.from({ length: 2100 }, () => '__typename').join(' ')} paywall { id name } }`,
+      /Document contains more th\w+ 2000 tokens/,
+    ],
+    [
+      'depth',
+      `{ paywall { ${'... on Paywall { '.repeat(12)} id ${'} '.repeat(12)} } }`,
+      /Query depth limit of 10 exceeded/,
+    ],
+    [
+      'aliases',
+      `{ ${Array.from({ length: 16 }, (_, i) => `a${i}: paywall { id }`).join(' ')} }`,
+      /Aliases limit of 15 exceeded/,
+    ],
+    [
+      'directives',
+      `{ ${Array.from({ length: 21 }, () => '__typename @include(if: true)').join(' ')} }`,
+      /Directives limit of 20 exceeded/,
+    ],
+    [
+      'cost',
+      `{ users(first: 1000) { edges { node { id externalId } } } }`,
+      /Query Cost limit of 5000 exceeded/,
+    ],
+  ];
+
+  it.each(cases)(
+    'over the %s limit: 400 with the limit in errors[0].message',
+    async (_name, query, message) => {
+      for (const token of [key, null]) {
+        const r = await t.gql(token, query);
+        expect(r.status).toBe(400);
+        expect(r.errors?.[0]?.message).toMatch(message);
+        expect(r.data).toBeUndefined();
+      }
+    },
+  );
+
+  it('a query within the limits still works', async () => {
+    const r = await t.gql(
+      key,
+      `{ ${Array.from({ length: 15 }, (_, i) => `a${i}: paywall { id }`).join(' ')} }`,
+    );
+    expect(r.status).toBe(200);
+    expect(r.errors).toBeUndefined();
+  });
+});
+
+describe('introspection', () => {
+  const INTROSPECTION = getIntrospectionQuery();
+
+  it('needs a credential: without one (or with an unknown one) it is a 401 UNAUTHENTICATED', async () => {
+    for (const token of [null, 'not-a-key']) {
+      for (const query of [INTROSPECTION, `{ __type(name: "Paywall") { name } }`]) {
+        const r = await t.gql(token, query);
+        expect(r.status).toBe(401);
+        expect(r.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
+        expect(r.errors?.[0]?.message).toMatch(/introspection needs an owner token or a paywall API key/);
+        expect(r.data).toBeUndefined();
+      }
+    }
+  });
+
+  it('works with an API key or an owner token (the standard introspection query of GraphiQL and codegen)', async () => {
+    for (const token of [key, t.ownerToken]) {
+      const r = await t.gql(token, INTROSPECTION);
+      expect(r.status).toBe(200);
+      expect(r.errors).toBeUndefined();
+      expect(r.data.__schema.queryType.name).toBe('Query');
+      expect(r.data.__schema.subscriptionType.name).toBe('Subscription');
+    }
+  });
+
+  it('__typename is not introspection: it needs no credential', async () => {
+    const r = await t.gql(null, `{ __typename }`);
+    expect(r.status).toBe(200);
+    expect(r.data).toEqual({ __typename: 'Query' });
+  });
+
+  it('is depth-limited: deeper than the standard query is refused with a 400', async () => {
+    const ofTypes = `${'ofType { '.repeat(20)} name ${'} '.repeat(20)}`;
+    const deep = await t.gql(key, `{ __schema { types { ${ofTypes} } } }`);
+    expect(deep.status).toBe(400);
+    expect(deep.errors?.[0]?.message).toMatch(/Introspection depth limit of 15 exceeded/);
+    expect(deep.data).toBeUndefined();
+    // The same through __type (counted by the ordinary depth limit).
+    const viaType = await t.gql(key, `{ __type(name: "Paywall") { ${ofTypes} } }`);
+    expect(viaType.status).toBe(400);
+    expect(viaType.errors?.map((e) => e.message)).toContainEqual(
+      expect.stringMatching(/Query depth limit of 10 exceeded/),
+    );
+    // graphql-js's own rule refuses the cyclic fields → type → fields chains.
+    const cyclic = await t.gql(
+      key,
+      `{ __schema { types { fields { type { fields { type { fields { type { fields { name } } } } } } } } } }`,
+    );
+    expect(cyclic.status).toBe(400);
+    expect(cyclic.errors?.[0]?.message).toMatch(/Maximum introspection depth exceeded/);
+  });
+});
