@@ -35,11 +35,13 @@ export const INSTANCE_ID = randomUUID();
 /** The instance ids an incoming request carries (empty when it came from an ordinary client). */
 export function viaOf(header: string | string[] | undefined): string[] {
   const raw = Array.isArray(header) ? header.join(',') : (header ?? '');
+  // Every entry counts as a hop; one that is not an id is passed on as `unknown` (no client text upstream).
   return raw
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s.length > 0)
-    .slice(0, 16);
+    .slice(0, 16)
+    .map((s) => (/^[A-Za-z0-9._:-]{1,100}$/.test(s) ? s : 'unknown'));
 }
 
 /** Why an incoming request must not be forwarded again, or null. */
