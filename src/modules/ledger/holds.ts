@@ -472,6 +472,10 @@ update ledger_account a set held_raw = a.held_raw - p.total
 
 const SWEEPER: EventTrigger = { source: 'system', actorType: 'system', actorId: 'hold-sweeper' };
 
+/** A recorded token count as the int4 columns take it (a bad value must not fail the whole sweep). */
+const storedTokens = (v: unknown): number =>
+  typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? Math.min(v, 2_147_483_647) : 0;
+
 const bigintOr0 = (v: unknown): bigint => {
   try {
     return typeof v === 'string' || typeof v === 'number' ? BigInt(v) : 0n;
@@ -527,8 +531,8 @@ export async function sweepAbandonedHolds(
         continue;
       }
       const uncollected = bigintOr0(p.uncollected);
-      const promptTokens = Number.isSafeInteger(p.promptTokens) ? (p.promptTokens as number) : 0;
-      const completionTokens = Number.isSafeInteger(p.completionTokens) ? (p.completionTokens as number) : 0;
+      const promptTokens = storedTokens(p.promptTokens);
+      const completionTokens = storedTokens(p.completionTokens);
       settle.push({
         chargeId: r.id,
         paywallId: r.paywall_id,

@@ -712,6 +712,10 @@ export class ProxyService {
           input,
         });
         freeAfterRaw = typeof r === 'bigint' ? r : null;
+        // Only a sweeper can have settled it first (the request outlived UPSTREAM_MAX_DURATION_MS + 5 min,
+        // or its instance was presumed dead): the sweeper's settlement stands, nothing is charged twice.
+        if (r === false)
+          this.s.log.warn({ chargeId: f.chargeId }, 'chat hold was already settled (by the sweeper)');
         if (captured > 0n) {
           this.s.metrics.ledgerEntries.inc({ kind: 'usage' });
           this.s.metrics.ledgerAmountRaw.inc({ kind: 'usage' }, Number(captured));
