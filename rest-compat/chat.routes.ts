@@ -1,6 +1,8 @@
 import { Router, type Response } from 'express';
 import type { StreamSink } from '../src/modules/proxy/proxy.service.js';
 import type { Services } from '../src/services.js';
+import { loopReason, VIA_HEADER, viaOf } from '../src/modules/proxy/upstream-client.js';
+import { invalid } from '../src/shared/errors.js';
 import { jsonObject, route, userOf } from './http.js';
 
 /** The HTTP response as the proxy's stream sink: SSE headers flushed at once, each write sent at once. */
@@ -43,6 +45,11 @@ export function chatRoutes(services: Services): Router {
   const r = Router();
   const serve = (kind: 'chat' | 'responses') =>
     route(async (req, res) => {
+      // A request this service (or a chain of proxies) already forwarded: refuse it before anything is
+      // held, or a provider base URL pointing at the service itself would recurse (and hold) at each hop.
+      const via = viaOf(req.headers[VIA_HEADER]);
+      const loop = loopReason(via);
+      if (loop) throw invalid(loop, null, 'proxy_loop');
       const body = jsonObject(req);
       const user = userOf(req, body.user);
       // A client that leaves before the answer ended: abort the upstream, settle what was produced.
@@ -50,7 +57,7 @@ export function chatRoutes(services: Services): Router {
       res.on('close', () => {
         if (!res.writableFinished) gone.abort();
       });
-      const call = { paywall: req.paywall!, externalUserId: user, body, signal: gone.signal };
+      const call = { paywall: req.paywall!, externalUserId: user, body, signal: gone.signal, via };
       const out =
         kind === 'chat'
           ? await services.proxy.chat(call, sseSink(res))

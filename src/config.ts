@@ -193,7 +193,15 @@ const ConfigSchema = z.object({
     .transform((v) => v === undefined || v === '' || v === 'true' || v === '1'),
   WEBHOOK_POLL_MS: intFrom(1000, 10),
   SHUTDOWN_GRACE_MS: intFrom(10000, 0),
+  /** Idle limit on a provider request: to the response headers, and between two body chunks (streams stay open while data flows). */
   UPSTREAM_TIMEOUT_MS: intFrom(120000, 1),
+  /**
+   * Absolute limit on one proxied request, active streams included: the stream is cut and settled for
+   * what it produced. The abandoned-hold sweeper relies on it (holds older than this + 5 min are dead).
+   */
+  UPSTREAM_MAX_DURATION_MS: intFrom(1_800_000, 1),
+  /** Largest provider answer read (a whole JSON answer, or a whole stream), in bytes; never buffered beyond it. */
+  UPSTREAM_MAX_BYTES: intFrom(32 * 1024 * 1024, 1024),
   /**
    * graphql-ws connections per instance that have authenticated (docs/graphql.md). Sockets still
    * authenticating do not take these slots; at most this many more may be waiting, each for at most

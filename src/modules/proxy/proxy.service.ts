@@ -7,6 +7,7 @@ import { recordEvents } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import {
   ledgerTick,
+  recordHoldProgress,
   sweepAbandonedHolds,
   SCALE_PER_RAW,
   type DailyLimit,
@@ -24,10 +25,12 @@ import { blockedReply, blockedText, rateLimitedText, type BlockReason } from './
 import { modelNotFound } from '../catalog/catalog.service.js';
 import { chatFormat } from './chat-format.js';
 import { responsesFormat } from './responses-format.js';
-import type { MeteredRequest, Tokens, WireFormat } from './wire-format.js';
+import type { MeteredRequest, StreamRelay, Tokens, WireFormat } from './wire-format.js';
 import {
   describeFailure,
   postUpstream,
+  readLimited,
+  TooLargeError,
   upstreamError,
   type UpstreamResponse,
   type UpstreamTarget,
@@ -39,6 +42,10 @@ export const DEFAULT_MAX_COMPLETION_TOKENS = 4096;
 export const MIN_COMPLETION_TOKENS = 16;
 const SWEEP_INTERVAL_MS = 60_000;
 const SWEEP_MARGIN_MS = 5 * 60_000;
+/** A stream records what it produced on its hold at most this often (for the sweeper after a crash). */
+export const PROGRESS_INTERVAL_MS = 5_000;
+/** bigint's maximum (`uncollected_raw` is a bigint column). */
+const INT8_MAX = 2n ** 63n - 1n;
 const PPM = 1_000_000n;
 
 type PriceInfo = ModelPriceInfo;
@@ -53,6 +60,8 @@ export interface ChatCall {
   trigger?: EventTrigger;
   /** Fires when the client goes away before the answer ended: the upstream request is aborted. */
   signal?: AbortSignal;
+  /** Paywall Proxy instances the request already went through (VIA_HEADER), for loop detection. */
+  via?: string[];
 }
 
 /** A whole answer: the completion, a payment-blocked reply, or a provider's 4xx passed through. */
@@ -77,7 +86,8 @@ export interface StreamSink {
   end(): void;
 }
 
-type AbortReason = 'client' | 'timeout' | 'shutdown';
+/** `deadline`: UPSTREAM_MAX_DURATION_MS reached (idle timeouts are undici's, seen as failures). */
+type AbortReason = 'client' | 'deadline' | 'shutdown';
 type LedgerOp =
   { kind: 'hold'; key: string; input: ReserveInput } | { kind: 'settle'; key: string; input: SettleInput };
 type Outcome = 'completed' | 'failed' | 'canceled';
@@ -93,6 +103,7 @@ interface Flight {
   chargeId: string;
   trigger: EventTrigger;
   hold: ReserveResult;
+  via: string[];
   controller: AbortController;
   reason: AbortReason | null;
   settled: boolean;
@@ -100,6 +111,16 @@ interface Flight {
   done: Promise<void>;
   finish(): void;
 }
+
+/** cost − captured, within a bigint column (a provider reporting absurd usage cannot overflow it). */
+const uncollectedOf = (cost: bigint, captured: bigint): bigint =>
+  cost - captured > INT8_MAX ? INT8_MAX : cost - captured;
+
+/** undici's idle limits (UPSTREAM_TIMEOUT_MS): no headers, or no body data, in time. */
+const isTimeout = (e: unknown): boolean => {
+  const code = (e as { code?: string } | null)?.code;
+  return code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+};
 
 const isObject = (v: unknown): v is Record<string, any> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -133,6 +154,8 @@ export class ProxyService {
   private readonly flights = new Map<string, Flight>();
   private sweeper?: NodeJS.Timeout;
   private stopping = false;
+  /** How often a stream records its progress on the hold (tests shorten it). */
+  progressIntervalMs = PROGRESS_INTERVAL_MS;
   /**
    * Holds and settlements of concurrent requests share one statement and one commit (GroupCommit,
    * holds.ledgerTick); at most one operation per end user in each.
@@ -201,13 +224,18 @@ export class ProxyService {
     return { ...this.ledger.stats };
   }
 
-  /** Releases abandoned holds (older than UPSTREAM_TIMEOUT_MS + 5 min, not in flight here); returns how many. */
+  /**
+   * Settles abandoned holds (older than UPSTREAM_MAX_DURATION_MS + 5 min, not in flight here): for the
+   * progress a stream recorded, else released with nothing charged; returns how many.
+   */
   async sweep(): Promise<number> {
     try {
-      const n = await sweepAbandonedHolds(this.s.db, this.s.config.UPSTREAM_TIMEOUT_MS + SWEEP_MARGIN_MS, [
-        ...this.flights.keys(),
-      ]);
-      if (n > 0) this.s.log.warn({ released: n }, 'released abandoned chat holds');
+      const n = await sweepAbandonedHolds(
+        this.s.db,
+        this.s.config.UPSTREAM_MAX_DURATION_MS + SWEEP_MARGIN_MS,
+        [...this.flights.keys()],
+      );
+      if (n > 0) this.s.log.warn({ settled: n }, 'settled abandoned chat holds');
       return n;
     } catch (err) {
       if (!this.stopping) this.s.log.error({ err }, 'hold sweep failed');
@@ -348,6 +376,7 @@ export class ProxyService {
       chargeId,
       trigger,
       hold,
+      via: call.via ?? [],
       controller: new AbortController(),
       reason: null,
       settled: false,
@@ -355,8 +384,9 @@ export class ProxyService {
       finish,
     };
     this.flights.set(chargeId, flight);
-    // The whole request is bounded, so the sweeper (UPSTREAM_TIMEOUT_MS + 5 min) never meets a live hold.
-    const deadline = setTimeout(() => this.abort(flight, 'timeout'), this.s.config.UPSTREAM_TIMEOUT_MS);
+    // The whole request is bounded (idle limits are undici's: UPSTREAM_TIMEOUT_MS), so the sweeper
+    // (UPSTREAM_MAX_DURATION_MS + 5 min) never meets a live hold.
+    const deadline = setTimeout(() => this.abort(flight, 'deadline'), this.s.config.UPSTREAM_MAX_DURATION_MS);
     const onClientGone = () => this.abort(flight, 'client');
     call.signal?.addEventListener('abort', onClientGone);
     try {
@@ -382,6 +412,7 @@ export class ProxyService {
         stream: f.req.stream,
         signal: f.controller.signal,
         timeoutMs: this.s.config.UPSTREAM_TIMEOUT_MS,
+        via: f.via,
       });
     } catch (e) {
       throw await this.failedBeforeOutput(f, e);
@@ -392,9 +423,16 @@ export class ProxyService {
   private async failedBeforeOutput(f: Flight, e: unknown): Promise<DomainError> {
     if (e instanceof DomainError) return e;
     const canceled = f.reason === 'client' || f.reason === 'shutdown';
-    const code = f.reason === 'timeout' ? 'upstream_timeout' : canceled ? 'canceled' : 'upstream_error';
+    const timedOut = f.reason === 'deadline' || isTimeout(e);
+    const code = timedOut
+      ? 'upstream_timeout'
+      : canceled
+        ? 'canceled'
+        : e instanceof TooLargeError
+          ? 'upstream_too_large'
+          : 'upstream_error';
     await this.settle(f, canceled ? 'canceled' : 'failed', code, null);
-    if (f.reason === 'timeout') return upstreamError('timed out');
+    if (timedOut) return upstreamError('timed out');
     if (canceled) return upstreamError('request canceled');
     return upstreamError(describeFailure(e));
   }
@@ -425,7 +463,7 @@ export class ProxyService {
     const res = await this.send(f);
     let text: string;
     try {
-      text = await res.body.text();
+      text = await readLimited(res, this.s.config.UPSTREAM_MAX_BYTES);
     } catch (e) {
       throw await this.failedBeforeOutput(f, e);
     }
@@ -458,7 +496,7 @@ export class ProxyService {
     if (res.status < 200 || res.status >= 300) {
       let text = '';
       try {
-        text = await res.body.text();
+        text = await readLimited(res, Math.min(this.s.config.UPSTREAM_MAX_BYTES, 1024 * 1024));
       } catch {
         /* the status says enough */
       }
@@ -468,30 +506,47 @@ export class ProxyService {
     sink.open();
     const relay = f.fmt.relay(f.req);
     let failure: unknown = null;
+    const limit = this.s.config.UPSTREAM_MAX_BYTES;
+    let bytes = 0;
+    let nextProgress = Date.now() + this.progressIntervalMs;
+    let progress: Promise<void> | null = null;
     try {
       // A streaming decoder: a multi-byte character split across two network reads stays whole.
       const decoder = new TextDecoder();
       for await (const chunk of res.body) {
+        bytes += (chunk as Buffer).length;
+        // Over the limit: this chunk is neither relayed nor metered; the stream is cut below.
+        if (bytes > limit) throw new TooLargeError(limit);
         const out = relay.feed(decoder.decode(chunk as Buffer, { stream: true }));
         if (out && f.reason !== 'client' && !sink.write(out)) await sink.drain();
         if (relay.done) break;
+        // A long stream records what it produced on its hold now and then (one UPDATE, never per chunk).
+        if (!progress && Date.now() >= nextProgress) {
+          progress = this.recordProgress(f, relay).finally(() => {
+            progress = null;
+            nextProgress = Date.now() + this.progressIntervalMs;
+          });
+        }
       }
     } catch (e) {
       failure = e;
       if (!f.reason) this.s.log.warn({ err: e, chargeId: f.chargeId }, 'upstream stream failed');
     }
-    if (relay.done) res.body.destroy();
+    if (relay.done || failure instanceof TooLargeError) res.body.destroy();
+    if (progress) await progress;
 
     const complete = relay.done || (failure === null && relay.finished && !relay.upstreamError);
     const outcome: Outcome = complete ? 'completed' : f.reason === 'client' ? 'canceled' : 'failed';
     const errorCode =
       outcome !== 'failed'
         ? null
-        : f.reason === 'timeout'
+        : f.reason === 'deadline' || (!f.reason && isTimeout(failure))
           ? 'upstream_timeout'
           : f.reason === 'shutdown'
             ? 'shutdown'
-            : 'upstream_error';
+            : failure instanceof TooLargeError
+              ? 'upstream_too_large'
+              : 'upstream_error';
     const usage = relay.usageTokens();
     const tokens = this.tokensOf(f, usage, () => relay.producedTokens());
     const producedSomething = usage !== null || tokens.completion > 0;
@@ -508,16 +563,51 @@ export class ProxyService {
         sink.write(f.fmt.streamEnd(f.req, relay, tokens, { cost: usdcDecimal(captured), balance }));
       } else if (!relay.upstreamError) {
         const message =
-          errorCode === 'upstream_timeout'
-            ? 'The model provider timed out mid-stream.'
-            : errorCode === 'shutdown'
-              ? 'The service is shutting down; the stream was cut.'
-              : 'The model provider failed mid-stream.';
+          f.reason === 'deadline'
+            ? 'The request reached its maximum duration (UPSTREAM_MAX_DURATION_MS); the stream was cut.'
+            : errorCode === 'upstream_timeout'
+              ? 'The model provider timed out mid-stream.'
+              : errorCode === 'shutdown'
+                ? 'The service is shutting down; the stream was cut.'
+                : errorCode === 'upstream_too_large'
+                  ? `The model provider's answer exceeded the ${limit}-byte limit (UPSTREAM_MAX_BYTES); the stream was cut.`
+                  : 'The model provider failed mid-stream.';
         sink.write(f.fmt.streamError(relay, message));
       }
       sink.end();
     }
     return null;
+  }
+
+  /**
+   * Records on the hold what the stream produced so far, as the settlement it would be (tokens, the
+   * amount min(cost, hold) and its split): if this instance dies, the sweeper settles the hold for it
+   * instead of releasing it with nothing charged (output already delivered is paid for). Best effort:
+   * a failed update only means the sweeper falls back to an older record, or to releasing.
+   */
+  private async recordProgress(f: Flight, relay: StreamRelay): Promise<void> {
+    if (f.settled) return;
+    try {
+      const usage = relay.usageTokens();
+      const tokens = this.tokensOf(f, usage, () => relay.progressTokens());
+      if (usage === null && tokens.completion === 0) return;
+      const { cost, captured } = this.charge(f, tokens);
+      const split = splitCharge(
+        f.paywall.mode,
+        captured,
+        this.providerCost(f, tokens),
+        this.s.config.PLATFORM_FEE_BPS,
+      );
+      await recordHoldProgress(this.s.db, f.chargeId, {
+        promptTokens: tokens.prompt,
+        completionTokens: tokens.completion,
+        capturedRaw: captured,
+        ...split,
+        uncollectedRaw: uncollectedOf(cost, captured),
+      });
+    } catch (err) {
+      this.s.log.warn({ err, chargeId: f.chargeId }, 'recording stream progress failed');
+    }
   }
 
   /** Token counts for settlement: the upstream's usage, else counted here. */
@@ -560,7 +650,7 @@ export class ProxyService {
     if (f.settled) return { captured: 0n, freeAfterRaw: null };
     f.settled = true;
     const { cost, captured } = tokens ? this.charge(f, tokens) : { cost: 0n, captured: 0n };
-    const uncollected = cost - captured;
+    const uncollected = uncollectedOf(cost, captured);
     const walletUserId = f.hold.walletUserId;
     const model = f.req.model;
     const ctx = {
@@ -622,6 +712,10 @@ export class ProxyService {
           input,
         });
         freeAfterRaw = typeof r === 'bigint' ? r : null;
+        // Only a sweeper can have settled it first (the request outlived UPSTREAM_MAX_DURATION_MS + 5 min,
+        // or its instance was presumed dead): the sweeper's settlement stands, nothing is charged twice.
+        if (r === false)
+          this.s.log.warn({ chargeId: f.chargeId }, 'chat hold was already settled (by the sweeper)');
         if (captured > 0n) {
           this.s.metrics.ledgerEntries.inc({ kind: 'usage' });
           this.s.metrics.ledgerAmountRaw.inc({ kind: 'usage' }, Number(captured));

@@ -150,6 +150,10 @@ class ResponsesRelay implements StreamRelay {
   producedTokens(): number {
     return this.produced.tokens();
   }
+
+  progressTokens(): number {
+    return this.produced.runningTokens();
+  }
 }
 
 export const responsesFormat: WireFormat = {

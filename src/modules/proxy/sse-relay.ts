@@ -127,6 +127,22 @@ export class SseRelay {
     return text.tokens();
   }
 
+  private readonly progress = new ProducedText();
+  private progressAt = 0;
+
+  /** producedTokens, counted incrementally (see StreamRelay.progressTokens). */
+  progressTokens(): number {
+    for (; this.progressAt < this.chunks.length; this.progressAt++) {
+      try {
+        const chunk = JSON.parse(this.chunks[this.progressAt]);
+        if (Array.isArray(chunk?.choices)) for (const c of chunk.choices) this.progress.addMessage(c?.delta);
+      } catch {
+        /* not JSON: nothing the model produced */
+      }
+    }
+    return this.progress.runningTokens();
+  }
+
   /** id / created / model of the stream (from its first chunk), to build a chunk of our own. */
   header(): { id: string; created: number; model: string | undefined } {
     for (const data of this.chunks) {

@@ -84,6 +84,16 @@ export class ProducedText {
       this.add(fc.arguments);
     }
   }
+  private counted = 0;
+  private countedTokens = 0;
+  /** Tokens so far, tokenizing only the parts added since the last call (each call's text on its own). */
+  runningTokens(): number {
+    if (this.counted < this.parts.length) {
+      this.countedTokens += countText(this.parts.slice(this.counted).join(''));
+      this.counted = this.parts.length;
+    }
+    return this.countedTokens;
+  }
   get empty(): boolean {
     return this.parts.length === 0;
   }

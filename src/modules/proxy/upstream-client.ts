@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { request as undiciRequest, type Dispatcher } from 'undici';
 import { DomainError } from '../../shared/errors.js';
 
@@ -14,7 +15,42 @@ export interface UpstreamTarget {
 export interface UpstreamResponse {
   status: number;
   contentType: string;
+  /** The announced `content-length`, or null. */
+  contentLength: number | null;
   body: Dispatcher.ResponseData['body'];
+}
+
+/**
+ * Loop detection (a provider whose base URL is this service, or a chain of proxies): every upstream
+ * request carries the ids of the Paywall Proxy instances it went through, this one last. An incoming
+ * chat/Responses request that already went through this instance, or through `MAX_PROXY_HOPS`
+ * instances, is refused (400 `proxy_loop`).
+ */
+export const VIA_HEADER = 'x-paywall-proxy-via';
+/** One Paywall Proxy in front of another (a reseller) is allowed; a second hop is a loop or a misconfiguration. */
+export const MAX_PROXY_HOPS = 1;
+/** This process's id in VIA_HEADER (random: it says nothing about the deployment). */
+export const INSTANCE_ID = randomUUID();
+
+/** The instance ids an incoming request carries (empty when it came from an ordinary client). */
+export function viaOf(header: string | string[] | undefined): string[] {
+  const raw = Array.isArray(header) ? header.join(',') : (header ?? '');
+  // Every entry counts as a hop; one that is not an id is passed on as `unknown` (no client text upstream).
+  return raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)
+    .slice(0, 16)
+    .map((s) => (/^[A-Za-z0-9._:-]{1,100}$/.test(s) ? s : 'unknown'));
+}
+
+/** Why an incoming request must not be forwarded again, or null. */
+export function loopReason(via: string[]): string | null {
+  if (via.includes(INSTANCE_ID))
+    return 'This request came back to the Paywall Proxy that forwarded it: the provider base URL points at the proxy itself.';
+  if (via.length > MAX_PROXY_HOPS)
+    return `This request already went through ${via.length} Paywall Proxy instances: a provider base URL points at a proxy (a loop).`;
+  return null;
 }
 
 const pathCache = new Map<string, { origin: string; path: string }>();
@@ -39,7 +75,7 @@ export async function postUpstream(
   up: UpstreamTarget,
   endpoint: string,
   payload: string,
-  opts: { stream: boolean; signal: AbortSignal; timeoutMs: number },
+  opts: { stream: boolean; signal: AbortSignal; timeoutMs: number; via?: string[] },
 ): Promise<UpstreamResponse> {
   const { origin, path } = target(up.baseUrl, endpoint);
   const options = {
@@ -49,6 +85,7 @@ export async function postUpstream(
       'content-type': 'application/json',
       accept: opts.stream ? 'text/event-stream' : 'application/json',
       authorization: `Bearer ${up.apiKey}`,
+      [VIA_HEADER]: [...(opts.via ?? []), INSTANCE_ID].join(', '),
     },
     body: payload,
     signal: opts.signal,
@@ -60,11 +97,44 @@ export async function postUpstream(
     ? await up.dispatcher.request({ origin, ...options })
     : await undiciRequest(origin + path, options);
   const ct = res.headers['content-type'];
+  const cl = Number(res.headers['content-length']);
   return {
     status: res.statusCode,
     contentType: (Array.isArray(ct) ? ct[0] : ct) ?? '',
+    contentLength: Number.isSafeInteger(cl) && cl >= 0 ? cl : null,
     body: res.body,
   };
+}
+
+/** The provider's answer is larger than UPSTREAM_MAX_BYTES (it was not read further). */
+export class TooLargeError extends Error {
+  readonly code = 'UPSTREAM_TOO_LARGE';
+  constructor(readonly limit: number) {
+    super(`the answer is larger than the ${limit}-byte limit (UPSTREAM_MAX_BYTES)`);
+  }
+}
+
+/**
+ * Reads a whole body as text, at most `limit` bytes: an announced or actual larger body is destroyed
+ * (the connection closed) as soon as it is known to be too large, never buffered beyond the limit.
+ */
+export async function readLimited(res: UpstreamResponse, limit: number): Promise<string> {
+  if (res.contentLength !== null && res.contentLength > limit) {
+    res.body.destroy();
+    throw new TooLargeError(limit);
+  }
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res.body) {
+    const b = chunk as Buffer;
+    size += b.length;
+    if (size > limit) {
+      res.body.destroy();
+      throw new TooLargeError(limit);
+    }
+    parts.push(b);
+  }
+  return Buffer.concat(parts, size).toString('utf8');
 }
 
 /** 502 `upstream_error` (CONTRACT §4): the provider failed, timed out or could not be reached. */
@@ -85,6 +155,8 @@ export function describeFailure(e: unknown): string {
     case 'UND_ERR_SOCKET':
     case 'UND_ERR_CLOSED':
       return 'connection lost';
+    case 'UPSTREAM_TOO_LARGE':
+      return (e as Error).message;
     case 'ENOTFOUND':
     case 'EAI_AGAIN':
       return 'host not found';

@@ -34,6 +34,11 @@ export interface StreamRelay {
   usageTokens(): Partial<Tokens> | null;
   /** Completion tokens of what was relayed, counted with the tokenizer. */
   producedTokens(): number;
+  /**
+   * The same, counted incrementally (only what arrived since the last call is tokenized): for the
+   * progress a long stream records now and then. May differ from producedTokens by a token per call.
+   */
+  progressTokens(): number;
 }
 
 /**
@@ -73,5 +78,13 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
 
 export const isObject = (v: unknown): v is Record<string, any> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
+/**
+ * Token counts are stored as int4 (`charge.prompt_tokens`): a provider's count above it is taken as this
+ * maximum. Its cost is far beyond any hold, so the charge is the whole hold either way (CONTRACT §5.3)
+ * and the rest is recorded as uncollected.
+ */
+export const MAX_TOKEN_COUNT = 2_147_483_647;
+
+/** A provider's token count: a non-negative integer (huge or unsafe ones clamped), else null (counted here). */
 export const tokenCount = (v: unknown): number | null =>
-  typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : null;
+  typeof v === 'number' && Number.isInteger(v) && v >= 0 ? Math.min(v, MAX_TOKEN_COUNT) : null;
