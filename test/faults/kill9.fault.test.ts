@@ -168,11 +168,13 @@ test(`kill -9 ${KILLS} times under mixed load: money exact, nothing applied twic
       `select id, status, event_id from webhook_delivery where subscription_id = $1`,
       [sub.id],
     );
-  for (const deadline = Date.now() + 60_000; ; ) {
+  for (const deadline = Date.now() + 60_000; ;) {
     const d = await deliveries();
     if (d.every((x) => x.status === 'success')) break;
     if (Date.now() > deadline)
-      throw new Error(`not delivered: ${JSON.stringify(d.filter((x) => x.status !== 'success')).slice(0, 800)}`);
+      throw new Error(
+        `not delivered: ${JSON.stringify(d.filter((x) => x.status !== 'success')).slice(0, 800)}`,
+      );
     await sleep(250);
   }
   const all = await deliveries();
@@ -195,7 +197,9 @@ test(`kill -9 ${KILLS} times under mixed load: money exact, nothing applied twic
       repeats++;
       const excused = killTimes.some((k) => k >= times[i - 1] - 50 && k <= times[i]);
       if (!excused || times[i] >= normalFrom + 15_000)
-        throw new Error(`delivery ${id} sent again at ${times[i]} without a kill since its 2xx at ${times[i - 1]}`);
+        throw new Error(
+          `delivery ${id} sent again at ${times[i]} without a kill since its 2xx at ${times[i - 1]}`,
+        );
     }
   }
 

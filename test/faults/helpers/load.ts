@@ -7,7 +7,8 @@ import { Api, chatBody, type Paywall, MODEL, sleep, type HttpAnswer } from './se
  * carries its key in `metadata.op`, so the test can find its ledger entries by key.
  */
 
-export type OpKind = 'deposit-rest' | 'charge-rest' | 'deposit-gql' | 'charge-gql' | 'chat-json' | 'chat-stream';
+export type OpKind =
+  'deposit-rest' | 'charge-rest' | 'deposit-gql' | 'charge-gql' | 'chat-json' | 'chat-stream';
 
 export interface MoneyOp {
   key: string;
@@ -159,7 +160,9 @@ export class LoadGenerator {
       const r = await api.rest('POST', '/v1/chat/completions', {
         token: this.pw.apiKey,
         headers: { 'x-paywall-user': user },
-        body: chatBody(kind === 'chat-stream' ? { stream: true, stream_options: { include_usage: true } } : {}),
+        body: chatBody(
+          kind === 'chat-stream' ? { stream: true, stream_options: { include_usage: true } } : {},
+        ),
       });
       c.status = r.status;
       if (r.status !== 200) {
@@ -187,9 +190,11 @@ export class LoadGenerator {
   async step(api: Api): Promise<void> {
     const user = this.pick(this.users);
     const x = this.rnd();
-    if (x < 0.2) return this.runMoney(api, this.newMoneyOp('deposit-rest', user, this.amount(10_000, 200_000)));
+    if (x < 0.2)
+      return this.runMoney(api, this.newMoneyOp('deposit-rest', user, this.amount(10_000, 200_000)));
     if (x < 0.35) return this.runMoney(api, this.newMoneyOp('charge-rest', user, this.amount(100, 50_000)));
-    if (x < 0.45) return this.runMoney(api, this.newMoneyOp('deposit-gql', user, this.amount(10_000, 200_000)));
+    if (x < 0.45)
+      return this.runMoney(api, this.newMoneyOp('deposit-gql', user, this.amount(10_000, 200_000)));
     if (x < 0.55) return this.runMoney(api, this.newMoneyOp('charge-gql', user, this.amount(100, 50_000)));
     if (x < 0.8) return this.runChat(api, 'chat-json', user);
     return this.runChat(api, 'chat-stream', user);
@@ -217,7 +222,13 @@ export class LoadGenerator {
    */
   async verifyLedger(sql: Sql, paywallId: string, chatCostRaw: bigint): Promise<string[]> {
     const problems: string[] = [];
-    const rows = await sql.query<{ id: string; kind: string; amount: string; op: string | null; charge_id: string | null }>(
+    const rows = await sql.query<{
+      id: string;
+      kind: string;
+      amount: string;
+      op: string | null;
+      charge_id: string | null;
+    }>(
       `select t.id, t.kind, t.amount_raw::text as amount, t.metadata->>'op' as op, t.charge_id
          from transfer t where t.paywall_id = $1 and t.end_user_id is not null`,
       [paywallId],
@@ -239,7 +250,8 @@ export class LoadGenerator {
       if (BigInt(r.amount) !== op.amountRaw) problems.push(`${op.key}: amount ${r.amount} ≠ ${op.amountRaw}`);
       byOp.set(op.key, [...(byOp.get(op.key) ?? []), r]);
     }
-    for (const [key, list] of byOp) if (list.length > 1) problems.push(`${key}: applied ${list.length} times`);
+    for (const [key, list] of byOp)
+      if (list.length > 1) problems.push(`${key}: applied ${list.length} times`);
     for (const op of this.money.values()) {
       const n = byOp.get(op.key)?.length ?? 0;
       if (op.outcome === 'acked' && n !== (op.applied ? 1 : 0))
@@ -258,8 +270,10 @@ export class LoadGenerator {
     const nCompleted = completed.reduce((s, c) => s + c.n, 0);
     if (usage !== nCompleted) problems.push(`${usage} usage transfers for ${nCompleted} completed chats`);
     const charged = this.chats.filter((c) => c.outcome === 'charged');
-    if (nCompleted < charged.length) problems.push(`${charged.length} chats charged but ${nCompleted} completed`);
-    if (nCompleted > this.chats.length) problems.push(`${nCompleted} completed chats of ${this.chats.length} sent`);
+    if (nCompleted < charged.length)
+      problems.push(`${charged.length} chats charged but ${nCompleted} completed`);
+    if (nCompleted > this.chats.length)
+      problems.push(`${nCompleted} completed chats of ${this.chats.length} sent`);
     const costs = new Set(charged.map((c) => c.cost));
     const expected = (Number(chatCostRaw) / 1e6).toFixed(6);
     if (charged.length && (costs.size !== 1 || !costs.has(expected)))

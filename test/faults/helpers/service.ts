@@ -22,7 +22,8 @@ export const MODEL = 'gpt-fault';
 export const CHAT_COST_RAW = 1086n;
 
 /** Variables src/config.ts reads, plus jest's NODE_OPTIONS: the child sees only what we give it. */
-const STRIP = /^(NODE_OPTIONS|NODE_ENV|PORT|HOST|DATABASE_URL|DATA_DIR|PUBLIC_BASE_URL|BOOTSTRAP_OWNER_TOKEN|METRICS_TOKEN|LOG_LEVEL|ENCRYPTION_KEY|WEBHOOK_.*|PROVIDER_.*|SHUTDOWN_GRACE_MS|UPSTREAM_.*|MAX_WS_CONNECTIONS|RATE_LIMIT_PER_MINUTE|PLATFORM_FEE_BPS|BUILTIN_.*|SMTP_URL|MAIL_FROM|WALLET_TEST_FUNDS|STRIPE_.*)$/;
+const STRIP =
+  /^(NODE_OPTIONS|NODE_ENV|PORT|HOST|DATABASE_URL|DATA_DIR|PUBLIC_BASE_URL|BOOTSTRAP_OWNER_TOKEN|METRICS_TOKEN|LOG_LEVEL|ENCRYPTION_KEY|WEBHOOK_.*|PROVIDER_.*|SHUTDOWN_GRACE_MS|UPSTREAM_.*|MAX_WS_CONNECTIONS|RATE_LIMIT_PER_MINUTE|PLATFORM_FEE_BPS|BUILTIN_.*|SMTP_URL|MAIL_FROM|WALLET_TEST_FUNDS|STRIPE_.*)$/;
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -91,7 +92,11 @@ export async function startService(
     WEBHOOK_POLL_MS: '100',
     ...env,
   });
-  const proc = spawn(process.execPath, [MAIN], { cwd: ROOT, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [MAIN], {
+    cwd: ROOT,
+    env: childEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   running.add(proc);
   let out = '';
   const keep = (d: Buffer) => {
@@ -154,7 +159,12 @@ export class Api {
   async rest(
     method: string,
     path: string,
-    opts: { token?: string | null; body?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {},
+    opts: {
+      token?: string | null;
+      body?: unknown;
+      headers?: Record<string, string>;
+      signal?: AbortSignal;
+    } = {},
   ): Promise<HttpAnswer> {
     const res = await fetch(this.url + path, {
       method,
