@@ -127,18 +127,16 @@ beforeAll(async () => {
     res.end('data: [DONE]\n\n');
   });
   handlers.set('429', (_q, res) =>
-    res
-      .writeHead(429, { 'content-type': 'application/json', 'retry-after': '7' })
-      .end(
-        JSON.stringify({
-          error: {
-            message: 'Rate limit reached',
-            type: 'requests',
-            param: null,
-            code: 'rate_limit_exceeded',
-          },
-        }),
-      ),
+    res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '7' }).end(
+      JSON.stringify({
+        error: {
+          message: 'Rate limit reached',
+          type: 'requests',
+          param: null,
+          code: 'rate_limit_exceeded',
+        },
+      }),
+    ),
   );
   handlers.set('400', (_q, res) =>
     res.writeHead(400, { 'content-type': 'application/json' }).end(
