@@ -437,10 +437,14 @@ export class ProxyService {
     return upstreamError(describeFailure(e));
   }
 
-  /** A provider error status: 4xx passed through (CONTRACT §4), 5xx → 502; nothing charged. */
+  /**
+   * A provider error status: 4xx passed through (CONTRACT §4); 5xx, and anything else that is not a 2xx
+   * (a 3xx: redirects are never followed, nor handed to the client), → 502; nothing charged.
+   */
   private async rejected(f: Flight, status: number, text: string): Promise<ChatJson> {
-    await this.settle(f, 'failed', status >= 500 ? 'upstream_error' : `upstream_${status}`, null);
-    if (status >= 500) throw upstreamError(`the provider answered HTTP ${status}`);
+    const passThrough = status >= 400 && status < 500;
+    await this.settle(f, 'failed', passThrough ? `upstream_${status}` : 'upstream_error', null);
+    if (!passThrough) throw upstreamError(`the provider answered HTTP ${status}`);
     let body: unknown;
     try {
       body = JSON.parse(text);
