@@ -504,6 +504,75 @@ describe('fuzz', () => {
     await expectLedgerProven(t.db);
   }, 120_000);
 
+  it('a NUL or a lone surrogate in any string argument (every String/ID/JSON leaf of the schema) is a 400 naming the field', async () => {
+    // Found by this file: createPaywall/updatePaywall name and description, setModelPricing displayName and
+    // description answered 500 (PostgreSQL refuses NUL in text).
+    const schema = await getSchema();
+    const leaves = (type: GraphQLInputType, path: string): string[] => {
+      if (type instanceof GraphQLNonNull || type instanceof GraphQLList)
+        return leaves(type.ofType as GraphQLInputType, path);
+      if (type instanceof GraphQLInputObjectType)
+        return Object.values(type.getFields()).flatMap((f) => leaves(f.type, `${path}.${f.name}`));
+      return ['String', 'ID', 'JSON', 'JSONObject'].includes(getNamedType(type).name) ? [path] : [];
+    };
+    /** The value of `type` with only its required fields (simple valid values), and `bad` at `poison`. */
+    const build = (
+      type: GraphQLInputType,
+      name: string,
+      path: string,
+      poison: string,
+      bad: string,
+    ): unknown => {
+      if (type instanceof GraphQLNonNull) return build(type.ofType, name, path, poison, bad);
+      if (type instanceof GraphQLList) return [build(type.ofType, name, path, poison, bad)];
+      if (type instanceof GraphQLInputObjectType)
+        return Object.fromEntries(
+          Object.values(type.getFields())
+            .filter((f) => f.type instanceof GraphQLNonNull || poison.startsWith(`${path}.${f.name}`))
+            .map((f) => [f.name, build(f.type, f.name, `${path}.${f.name}`, poison, bad)]),
+        );
+      const named = getNamedType(type);
+      if (path === poison) return named.name.startsWith('JSON') ? { note: bad } : bad;
+      if (named instanceof GraphQLEnumType) return named.getValues()[0].name;
+      return named.name === 'Int' ? 20 : named.name === 'Boolean' ? true : named.name === 'Float' ? 1 : 'x';
+    };
+    let checked = 0;
+    for (const op of enumerateOperations(schema).filter((o) => o.kind !== 'Subscription')) {
+      const args = op.field.args;
+      const decl = args.map((a) => `$${a.name}: ${a.type.toString()}`).join(', ');
+      const call = args.map((a) => `${a.name}: $${a.name}`).join(', ');
+      const selection = isLeafType(getNamedType(op.field.type)) ? '' : ' { __typename }';
+      const query = `${op.kind.toLowerCase()}${decl ? `(${decl})` : ''} { ${op.field.name}${call ? `(${call})` : ''}${selection} }`;
+      for (const arg of args)
+        for (const leaf of leaves(arg.type, arg.name))
+          for (const bad of ['a\u0000b', 'x\ud800']) {
+            const variables = Object.fromEntries(
+              args.map((a) => [a.name, build(a.type, a.name, a.name, leaf, bad)]),
+            );
+            const token =
+              op.key === 'Mutation.createPaywall' || DESTRUCTIVE.has(op.key) ? t.ownerToken : pw.apiKey;
+            const r = await t.gql(token, query, variables);
+            const parts = leaf.split('.');
+            const param = parts[0] === 'input' ? parts[1] : parts[0];
+            expect({
+              op: op.key,
+              leaf,
+              bad,
+              below500: r.status < 500,
+              error: r.errors?.[0]?.extensions,
+            }).toEqual({
+              op: op.key,
+              leaf,
+              bad,
+              below500: true,
+              error: expect.objectContaining({ code: 'BAD_USER_INPUT', param }),
+            });
+            checked++;
+          }
+    }
+    expect(checked).toBeGreaterThan(50);
+  });
+
   it('GraphQL: every query and mutation, every argument, answers data or non-internal errors, never a 5xx', async () => {
     const schema = await getSchema();
     const ops = enumerateOperations(schema).filter((o) => o.kind !== 'Subscription');
