@@ -5,6 +5,7 @@ import { Migration20261123204134_accounts } from './Migration20261123204134_acco
 import { Migration20261123213143_limits } from './Migration20261123213143_limits.js';
 import { Migration20261123213204_stripe } from './Migration20261123213204_stripe.js';
 import { Migration20261123215114_wallet_stripe } from './Migration20261123215114_wallet_stripe.js';
+import { Migration20261123233000_webhook_secrets } from './Migration20261123233000_webhook_secrets.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -14,4 +15,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261123213143_limits', class: Migration20261123213143_limits },
   { name: 'Migration20261123213204_stripe', class: Migration20261123213204_stripe },
   { name: 'Migration20261123215114_wallet_stripe', class: Migration20261123215114_wallet_stripe },
+  { name: 'Migration20261123233000_webhook_secrets', class: Migration20261123233000_webhook_secrets },
 ];

@@ -5,6 +5,7 @@ import type { Services } from '../src/services.js';
 import { DomainError } from '../src/shared/errors.js';
 import { sendError } from './errors.js';
 import { checkExternalId } from '../src/modules/users/user.service.js';
+import { logInternalError } from '../src/shared/route-label.js';
 
 declare module 'express-serve-static-core' {
   interface Request {
@@ -85,14 +86,23 @@ export function userOf(req: Request, bodyUser?: unknown): string {
 /** The same rule as every service applies (printable, well-formed, at most 256 characters). */
 const checkUser = (user: string): string => checkExternalId(user);
 
-/** Wraps an async route so thrown DomainErrors become OpenAI-shaped answers. */
+/**
+ * Wraps an async route so thrown DomainErrors become OpenAI-shaped answers. Anything else (and an internal
+ * DomainError, a resolver's unexpected failure wrapped by the GraphQL bridge) is a 500 "Internal server
+ * error", logged here at error level with its stack and the route template (the router has not yet
+ * restored `baseUrl`, so the template is whole).
+ */
 export const route =
   (fn: (req: Request, res: Response) => Promise<void>): RequestHandler =>
-  (req: Request, res: Response, next: NextFunction) => {
+  (req: Request, res: Response, _next: NextFunction) => {
     fn(req, res).catch((e) => {
-      if (e instanceof DomainError) return sendError(res, e);
-      if (e?.code === 'internal' && e?.cause) req.log.error({ err: e.cause }, 'resolver failed');
-      next(e);
+      if (e instanceof DomainError && e.code !== 'internal') {
+        if (!res.headersSent) return sendError(res, e);
+        return void res.end();
+      }
+      logInternalError(req, e, 'request failed');
+      if (res.headersSent) return void res.end();
+      sendError(res, new DomainError('internal', 'Internal server error'));
     });
   };
 

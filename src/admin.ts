@@ -44,7 +44,7 @@ const show = (w: WithdrawalRow) =>
 const config = loadConfig();
 const db = await Database.open({ url: config.DATABASE_URL, dataDir: config.DATA_DIR });
 try {
-  await db.migrate();
+  await db.migrate(config);
   const earnings = new EarningsService(db);
   const [group, cmd, id] = args;
   if (group === 'withdrawals' && cmd === 'list') {

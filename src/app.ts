@@ -32,6 +32,7 @@ import { createRestRouter } from '../rest-compat/router.js';
 import { sendError } from '../rest-compat/errors.js';
 import { createPagesRouter } from './pages/pages.router.js';
 import { createStripeWebhookRouter } from './modules/payments/stripe/stripe.router.js';
+import { logInternalError, routeLabel, withoutPathUser } from './shared/route-label.js';
 
 export interface AppDeps {
   config: Config;
@@ -223,14 +224,22 @@ export async function createApp(deps: AppDeps): Promise<App> {
               response.http.status = 401;
           }
         },
-        async didEncounterErrors({ errors, contextValue }) {
+        async didEncounterErrors({ errors, contextValue, operationName }) {
+          // Every error the client sees as INTERNAL_SERVER_ERROR is logged with its stack, the request id
+          // (the context's logger), the operation and the field path.
           for (const e of errors) {
-            if (
-              e.originalError &&
-              !(e.originalError instanceof DomainError) &&
-              e.originalError.constructor?.name !== 'GraphQLError'
-            )
-              contextValue.log.error({ err: e.originalError }, 'graphql resolver failed');
+            const original = e.originalError;
+            if (!original || original.constructor?.name === 'GraphQLError') continue;
+            if (original instanceof DomainError && original.code !== 'internal') continue;
+            contextValue.log.error(
+              {
+                err: (original as any).cause ?? original,
+                route: '/graphql',
+                operationName: operationName ?? null,
+                path: e.path?.join('.') ?? null,
+              },
+              'graphql resolver failed',
+            );
           }
         },
       };
@@ -286,6 +295,9 @@ export async function createApp(deps: AppDeps): Promise<App> {
   // Body parser and any other failure: OpenAI error shape, never a stack trace.
   app.use((err: any, req: Request, res: Response, _next: NextFunction) => {
     if (res.headersSent) {
+      // A failure after the answer started (a stream): the client sees the connection end; the log says why.
+      if (!(err instanceof DomainError) || err.code === 'internal')
+        logInternalError(req, err, 'failed after the response started');
       res.end();
       return;
     }
@@ -315,8 +327,20 @@ export async function createApp(deps: AppDeps): Promise<App> {
         new DomainError('invalid_request', `request body refused: ${err.message}`, null, code),
       );
     }
-    if (err instanceof DomainError) return sendError(res, err);
-    req.log.error({ err }, 'unhandled error');
+    if (err instanceof URIError && (err as any).status === 400) {
+      // The router could not decode a path parameter (`/v1/u/%ed%a0%80/…`, `%ff`): the client's fault.
+      return sendError(
+        res,
+        new DomainError(
+          'invalid_request',
+          'a path parameter is not valid percent-encoded UTF-8',
+          null,
+          'invalid_path',
+        ),
+      );
+    }
+    if (err instanceof DomainError && err.code !== 'internal') return sendError(res, err);
+    logInternalError(req, err, 'unhandled error');
     sendError(res, new DomainError('internal', 'Internal server error'));
   });
 
@@ -340,17 +364,4 @@ export async function createApp(deps: AppDeps): Promise<App> {
       await stopServices(services);
     },
   };
-}
-
-/** `/v1/u/alice/…` → `/v1/u/{user}/…`: labels and logs never carry an end-user id (CONTRACT §11). */
-const PATH_USER = /^\/v1\/u\/[^/?]*/;
-const withoutPathUser = (path: string): string => path.replace(PATH_USER, '/v1/u/{user}');
-
-/** A bounded label: the matched route template, never a raw path with ids in it. */
-function routeLabel(req: Request): string {
-  const route = (req as any).route?.path as string | undefined;
-  if (route) return withoutPathUser(`${req.baseUrl}${route}`);
-  const path = req.originalUrl.split('?')[0];
-  if (path === '/graphql' || ['/healthz', '/readyz', '/metrics'].includes(path)) return path;
-  return 'unmatched';
 }

@@ -13,7 +13,7 @@ log.info(
   { database: db.kind === 'postgres' ? 'postgresql' : `embedded PGlite at ${config.DATA_DIR}` },
   'database opened',
 );
-const applied = await db.migrate();
+const applied = await db.migrate(config);
 if (applied.length) log.info({ migrations: applied }, 'migrations applied');
 
 const app = await createApp({ config, db, log });

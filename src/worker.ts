@@ -8,6 +8,7 @@ import { loadConfig } from './config.js';
 import { Database } from './db/database.js';
 import { DeliveryWorker } from './modules/webhooks/delivery-worker.js';
 import { createLogger } from './shared/logger.js';
+import { loadSecretBox } from './shared/crypto.js';
 
 const config = loadConfig();
 const log = createLogger(config.LOG_LEVEL).child({ component: 'webhook-worker' });
@@ -18,7 +19,7 @@ if (!config.DATABASE_URL) {
 }
 const db = await Database.open({ url: config.DATABASE_URL, dataDir: config.DATA_DIR });
 // Idempotent: normally the API has migrated already, but the worker must not run against an older schema.
-const applied = await db.migrate();
+const applied = await db.migrate(config);
 if (applied.length) log.info({ migrations: applied }, 'migrations applied');
 
 const worker = new DeliveryWorker({
@@ -29,6 +30,8 @@ const worker = new DeliveryWorker({
   timeoutMs: config.WEBHOOK_TIMEOUT_MS,
   pollMs: config.WEBHOOK_POLL_MS,
   allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+  // The same key as the API instances (ENCRYPTION_KEY): the signing secrets are stored encrypted.
+  secretBox: loadSecretBox(config).box,
 });
 await worker.start();
 log.info(

@@ -10,6 +10,7 @@ import {
 } from '../src/modules/webhooks/delivery-worker.js';
 import { isFreshTimestamp, sign, verifySignature } from '../src/modules/webhooks/signing.js';
 import { WebhookSender, type SendResult } from '../src/modules/webhooks/webhook-sender.js';
+import { loadSecretBox } from '../src/shared/crypto.js';
 import { createLogger } from '../src/shared/logger.js';
 
 /**
@@ -309,6 +310,7 @@ describe('webhook delivery: guard and inactive subscriptions', () => {
       timeoutMs: 1000,
       pollMs: 50,
       allowPrivate: false,
+      secretBox: loadSecretBox(g.config).box,
       sender,
     });
 

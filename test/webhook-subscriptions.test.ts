@@ -1,4 +1,6 @@
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { webhookSecretContext } from '../src/modules/webhooks/webhook-secrets.js';
+import { loadSecretBox } from '../src/shared/crypto.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -8,6 +10,17 @@ beforeAll(async () => {
 afterAll(async () => {
   await t.close();
 });
+
+/** The signing secret as stored: the raw row never holds it in plaintext; decrypted with the service's key. */
+async function storedSecret(id: string): Promise<string> {
+  const [row] = await t.db.query<{ secret_ciphertext: string; whole: string }>(
+    'select secret_ciphertext, w::text as whole from webhook_subscription w where id = $1',
+    [id],
+  );
+  const secret = loadSecretBox(t.config).box.decrypt(row.secret_ciphertext, webhookSecretContext(id));
+  expect(row.whole).not.toContain(secret);
+  return secret;
+}
 
 const SUB_KEYS = [
   'id',
@@ -69,12 +82,8 @@ describe('creating a subscription (POST /v1/webhooks/subscriptions)', () => {
     expect(sub.secretSuffix).toBe(sub.secret.slice(-4));
     expect(new Date(sub.createdAt).toISOString()).toBe(sub.createdAt);
     expect(sub.updatedAt).toBe(sub.createdAt);
-    // Stored as is: the worker signs with it.
-    const [row] = await t.db.query<{ secret: string }>(
-      'select secret from webhook_subscription where id = $1',
-      [sub.id],
-    );
-    expect(row.secret).toBe(sub.secret);
+    // Stored encrypted (issue 10): the row holds no plaintext; the worker decrypts it to sign.
+    expect(await storedSecret(sub.id)).toBe(sub.secret);
   });
 
   it('accepts a pre-shared secret, "*" alone, and 10 custom headers', async () => {
@@ -166,8 +175,8 @@ describe('creating a subscription (POST /v1/webhooks/subscriptions)', () => {
   it('caps a paywall at 100 active subscriptions', async () => {
     const pw = await t.createPaywall();
     await t.db.query(
-      `insert into webhook_subscription (id, paywall_id, url, events, secret, created_by)
-       select gen_random_uuid(), $1, $2, '{*}', 'whsec_test_secret_0000', 'test' from generate_series(1, 99)`,
+      `insert into webhook_subscription (id, paywall_id, url, events, secret_ciphertext, secret_suffix, created_by)
+       select gen_random_uuid(), $1, $2, '{*}', 'v1.unused', '0000', 'test' from generate_series(1, 99)`,
       [pw.id, HOOK],
     );
     const last = await create(pw.apiKey, { url: HOOK, events: ['*'] });
@@ -314,11 +323,7 @@ describe('GraphQL-only management: re-enable and rotate', () => {
     expect(rotated.secret).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/);
     expect(rotated.secret).not.toBe(sub.secret);
     expect(rotated.secretSuffix).toBe(rotated.secret.slice(-4));
-    const [row] = await t.db.query<{ secret: string }>(
-      'select secret from webhook_subscription where id = $1',
-      [sub.id],
-    );
-    expect(row.secret).toBe(rotated.secret);
+    expect(await storedSecret(sub.id)).toBe(rotated.secret);
     const read = await t.gql(
       pw.apiKey,
       `query($id: ID!) { webhookSubscription(id: $id) { secret secretSuffix } }`,
@@ -345,11 +350,7 @@ describe('GraphQL-only management: re-enable and rotate', () => {
       },
     );
     expect(bad.errors?.[0].extensions).toMatchObject({ code: 'BAD_USER_INPUT', param: 'secret' });
-    const [still] = await t.db.query<{ secret: string }>(
-      'select secret from webhook_subscription where id = $1',
-      [sub.id],
-    );
-    expect(still.secret).toBe('another-shared-secret-9876');
+    expect(await storedSecret(sub.id)).toBe('another-shared-secret-9876');
   });
 
   it('lets an owner manage a paywall by id, recording who created it', async () => {
@@ -428,11 +429,12 @@ describe('isolation and authentication', () => {
     });
     expect(other.errors?.[0].extensions.code).toBe('NOT_FOUND');
     // Nothing changed on their side.
-    const [row] = await t.db.query<{ is_active: boolean; secret: string }>(
-      'select is_active, secret from webhook_subscription where id = $1',
+    const [row] = await t.db.query<{ is_active: boolean }>(
+      'select is_active from webhook_subscription where id = $1',
       [their.id],
     );
-    expect(row).toEqual({ is_active: true, secret: their.secret });
+    expect(row).toEqual({ is_active: true });
+    expect(await storedSecret(their.id)).toBe(their.secret);
   });
 
   it('answers 401 on every webhook route without a valid API key', async () => {

@@ -9,6 +9,7 @@ import pg from 'pg';
 import type { PGlite } from '@electric-sql/pglite';
 import { entities } from './entities.js';
 import { migrationsList } from '../../migrations/index.js';
+import { withMigrationSecrets, type SecretsConfig } from './migration-secrets.js';
 
 /** Anything raw SQL with `$n` parameters can run on: the pool, or an open transaction. */
 export interface Sql {
@@ -101,15 +102,18 @@ export class Database {
     return new Database(orm, opts);
   }
 
-  /** Apply pending migrations (both drivers run the same list). */
-  async migrate(): Promise<string[]> {
-    const applied = await this.exclusive(() => this.orm.migrator.up());
+  /**
+   * Apply pending migrations (both drivers run the same list). `secrets` (the service's config) gives the
+   * migrations that encrypt existing rows their key; without it, such a migration fails when it has rows.
+   */
+  async migrate(secrets?: SecretsConfig): Promise<string[]> {
+    const applied = await this.exclusive(() => withMigrationSecrets(secrets, () => this.orm.migrator.up()));
     return applied.map((m) => m.name);
   }
 
   /** Revert every migration (used by the migration round-trip test). */
-  async migrateDownAll(): Promise<void> {
-    await this.exclusive(() => this.orm.migrator.down({ to: 0 }));
+  async migrateDownAll(secrets?: SecretsConfig): Promise<void> {
+    await this.exclusive(() => withMigrationSecrets(secrets, () => this.orm.migrator.down({ to: 0 })));
   }
 
   private async exclusive<T>(fn: () => Promise<T>): Promise<T> {

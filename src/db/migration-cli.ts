@@ -11,12 +11,12 @@ const config = loadConfig();
 const db = await Database.open({ url: config.DATABASE_URL, dataDir: config.DATA_DIR });
 try {
   if (cmd === 'create') {
-    await db.migrate();
+    await db.migrate(config);
     const res = await db.orm.migrator.create('migrations', false, false, process.argv[3]);
     console.log(res.fileName ? `created migrations/${res.fileName}` : 'no changes');
     console.log(res.diff.up.join('\n'));
   } else if (cmd === 'up') {
-    console.log('applied:', await db.migrate());
+    console.log('applied:', await db.migrate(config));
   } else {
     console.error('usage: migration-cli create [name] | up');
     process.exitCode = 2;

@@ -1,6 +1,7 @@
 import { printSchema, type GraphQLSchema } from 'graphql';
 import { buildSchema, type PubSub } from 'type-graphql';
 import { resolvers } from './resolvers.js';
+import { rejectUnstorableText } from './unstorable-text.js';
 
 /** Never used: every subscription brings its own `subscribe` (topics-based subscriptions would throw here). */
 const NO_PUBSUB: PubSub = {
@@ -22,6 +23,7 @@ export function getSchema(): Promise<GraphQLSchema> {
     // Subscriptions use their own `subscribe` functions (LISTEN/NOTIFY), so no PubSub engine is needed;
     // type-graphql still refuses to build without one once any @Subscription exists.
     pubSub: NO_PUBSUB,
+    globalMiddlewares: [rejectUnstorableText],
   });
   return cached;
 }

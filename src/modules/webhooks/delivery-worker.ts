@@ -3,6 +3,8 @@ import type { Database } from '../../db/database.js';
 import type { Logger } from '../../shared/logger.js';
 import { buildDeliveryPayload, eventPayloadColumns, eventRowFrom } from './delivery-payload.js';
 import { sign } from './signing.js';
+import { webhookSecretContext } from './webhook-secrets.js';
+import type { SecretBox } from '../../shared/crypto.js';
 import { USER_AGENT, WebhookSender, type SendResult } from './webhook-sender.js';
 
 /** Consumer answers that end a delivery at once (spec "Delivery"): retrying cannot change them. */
@@ -29,6 +31,8 @@ export interface DeliveryWorkerOptions {
   pollMs: number;
   /** WEBHOOK_ALLOW_PRIVATE_NETWORKS */
   allowPrivate: boolean;
+  /** Decrypts the subscriptions' signing secrets (stored encrypted; shared/crypto.ts). */
+  secretBox: SecretBox;
   /** POSTs in flight at once in this worker (default 16). */
   concurrency?: number;
   /** Registry for the worker's metrics (the app's /metrics), if any. */
@@ -151,7 +155,7 @@ interface ClaimedRow {
   created_at: Date | string;
   updated_at: Date | string;
   url: string | null;
-  secret: string | null;
+  secret_ciphertext: string | null;
   custom_headers: Record<string, string> | string | null;
   is_active: boolean | null;
   ev_id: string | null;
@@ -183,7 +187,7 @@ const CLAIM_SQL = `
     returning d.id, d.subscription_id, d.paywall_id, d.event_id, d.event_type, d.attempts, d.created_at,
               d.updated_at
   )
-  select c.*, s.url, s.secret, s.custom_headers, s.is_active, ${eventPayloadColumns('e')}
+  select c.*, s.url, s.secret_ciphertext, s.custom_headers, s.is_active, ${eventPayloadColumns('e')}
     from claimed c
     left join webhook_subscription s on s.id = c.subscription_id
     left join event e on e.id = c.event_id`;
@@ -372,7 +376,7 @@ export class DeliveryWorker {
 
   private async deliver(row: ClaimedRow): Promise<void> {
     const attempt = Number(row.attempts);
-    if (!row.url || !row.secret || !row.ev_id || !row.is_active) {
+    if (!row.url || !row.secret_ciphertext || !row.ev_id || !row.is_active) {
       // Deactivated after the event was recorded (or its event is gone): nothing is sent. The attempt that
       // was counted at claim time is taken back, as no request was made.
       const why = !row.is_active ? 'subscription is inactive' : 'event or subscription not found';
@@ -385,6 +389,12 @@ export class DeliveryWorker {
       return;
     }
 
+    // Decrypted only for signing, never kept or logged. A secret that does not decrypt (ENCRYPTION_KEY
+    // changed) throws: the delivery keeps its lease and is retried, and the error is logged.
+    const secret = this.opts.secretBox.decrypt(
+      row.secret_ciphertext,
+      webhookSecretContext(row.subscription_id),
+    );
     const payload = buildDeliveryPayload(row, eventRowFrom(row), attempt);
     const body = JSON.stringify(payload);
     const custom =
@@ -398,7 +408,7 @@ export class DeliveryWorker {
       'content-type': 'application/json',
       'user-agent': USER_AGENT,
       'x-service-event': `${payload.event.type}@${payload.event.version}`,
-      'x-service-signature': sign(row.secret, body),
+      'x-service-signature': sign(secret, body),
       'x-service-timestamp': new Date().toISOString(),
       'x-service-event-id': payload.event.id,
       'x-service-delivery-id': row.id,

@@ -12,6 +12,8 @@ import {
   type DeliveryPayload,
 } from './delivery-payload.js';
 import { UrlGuardError, validateWebhookUrl } from '../../shared/url-guard.js';
+import { webhookSecretContext } from './webhook-secrets.js';
+import { loadSecretBox, type SecretBox } from '../../shared/crypto.js';
 import { WebhookSubscription } from './webhook.entity.js';
 
 export const MAX_URL_LENGTH = 2048;
@@ -139,7 +141,7 @@ const view = (s: WebhookSubscription, secret: string | null = null): Subscriptio
   createdAt: s.createdAt,
   updatedAt: s.updatedAt,
   secret,
-  secretSuffix: s.secret.slice(-4),
+  secretSuffix: s.secretSuffix,
   createdBy: s.createdBy,
   consecutiveFailures: s.consecutiveFailures,
   lastDeliveredAt: s.lastDeliveredAt ?? null,
@@ -155,7 +157,15 @@ const view = (s: WebhookSubscription, secret: string | null = null): Subscriptio
  * never "forbidden", so ids of other paywalls reveal nothing.
  */
 export class SubscriptionService {
+  private secretBox?: SecretBox;
+
   constructor(private readonly s: Services) {}
+
+  /** Signing secrets are stored encrypted, like provider keys (ENCRYPTION_KEY; shared/crypto.ts). */
+  private box(): SecretBox {
+    this.secretBox ??= loadSecretBox(this.s.config).box;
+    return this.secretBox;
+  }
 
   /** Validates everything first (nothing is written on a 400), then stores; the secret is returned once. */
   async create(auth: Auth, input: CreateSubscriptionInput): Promise<SubscriptionView> {
@@ -181,14 +191,16 @@ export class SubscriptionService {
           'too_many_subscriptions',
         );
       const now = new Date();
+      const id = newId();
       return tx.em.create(WebhookSubscription, {
-        id: newId(),
+        id,
         paywall: paywall.id,
         url,
         events,
         description,
         customHeaders,
-        secret,
+        secretCiphertext: this.box().encrypt(secret, webhookSecretContext(id)),
+        secretSuffix: secret.slice(-4),
         isActive: true,
         createdBy,
         consecutiveFailures: 0,
@@ -248,7 +260,8 @@ export class SubscriptionService {
   async rotateSecret(auth: Auth, id: string, secret?: unknown): Promise<SubscriptionView> {
     const next = secret == null ? newSecret(SECRET_PREFIX) : checkSecret(secret);
     const sub = await this.change(auth, id, (s) => {
-      s.secret = next;
+      s.secretCiphertext = this.box().encrypt(next, webhookSecretContext(s.id));
+      s.secretSuffix = next.slice(-4);
       return true;
     });
     return { ...sub, secret: next, secretSuffix: next.slice(-4) };

@@ -13,7 +13,10 @@ export const WebhookSubscriptionSchema = defineEntity({
     events: p.array().columnType('text[]'),
     description: p.string().length(512).nullable(),
     customHeaders: p.json<Record<string, string>>().defaultRaw(`'{}'`),
-    secret: p.text(),
+    /** The signing secret, encrypted at rest (shared/crypto.ts, context: webhookSecretContext(id)). */
+    secretCiphertext: p.text(),
+    /** Its last 4 characters, shown on reads to tell secrets apart. */
+    secretSuffix: p.string().length(4),
     isActive: p.boolean().default(true),
     createdBy: p.string().length(100),
     consecutiveFailures: p.integer().default(0),

@@ -1,5 +1,6 @@
 import type { Services } from '../../services.js';
 import { DeliveryWorker } from './delivery-worker.js';
+import { loadSecretBox } from '../../shared/crypto.js';
 import { SubscriptionService } from './subscription.service.js';
 
 /** Webhook subscriptions, delivery logs, redelivery. */
@@ -26,6 +27,7 @@ export class WebhookService {
       timeoutMs: c.WEBHOOK_TIMEOUT_MS,
       pollMs: c.WEBHOOK_POLL_MS,
       allowPrivate: c.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+      secretBox: loadSecretBox(c).box,
       metrics: this.s.metrics.registry,
     });
     await this.worker.start();
