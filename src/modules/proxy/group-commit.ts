@@ -1,3 +1,5 @@
+import { isDatabaseUnavailable } from '../../db/db-errors.js';
+
 /**
  * Group commit: concurrent callers' operations run as ONE statement (one commit) instead of one each.
  * A batch starts as soon as none is running (after the current I/O phase), so an idle service adds no
@@ -5,7 +7,7 @@
  * (an end user: its row is then locked and updated once per statement); the others wait a turn.
  *
  * A deadlock or serialization failure retries the batch; any other failure reruns its items one by
- * one, so one bad item fails alone.
+ * one, so one bad item fails alone — unless the database is unavailable: then the whole batch fails at once.
  */
 export class GroupCommit<I, R> {
   private queue: { item: I; key: string; resolve: (r: R) => void; reject: (e: unknown) => void }[] = [];
@@ -75,8 +77,9 @@ export class GroupCommit<I, R> {
         return;
       } catch (e) {
         if (isRetryable(e) && attempt < 5) continue;
-        if (batch.length === 1) {
-          batch[0].reject(e);
+        // One item, or a database that is down (every item alone would wait out the timeouts again).
+        if (batch.length === 1 || isDatabaseUnavailable(e)) {
+          for (const b of batch) b.reject(e);
           return;
         }
         break;
