@@ -4,5 +4,7 @@ import base from './jest.config.js';
 export default {
   ...base,
   testMatch: ['<rootDir>/test/faults/**/*.fault.test.ts'],
+  // The base config ignores test/faults (the ordinary suite must not run them); this one must not.
+  testPathIgnorePatterns: ['/node_modules/'],
   testTimeout: 180000,
 };

@@ -7,7 +7,8 @@ import { isDatabaseUnavailable } from '../../db/db-errors.js';
  * (an end user: its row is then locked and updated once per statement); the others wait a turn.
  *
  * A deadlock or serialization failure retries the batch; any other failure reruns its items one by
- * one, so one bad item fails alone — unless the database is unavailable: then the whole batch fails at once.
+ * one, so one bad item fails alone. When the database is unavailable the batch and everything queued
+ * behind it fail at once (503), rather than each waiting out the database timeouts in turn.
  */
 export class GroupCommit<I, R> {
   private queue: { item: I; key: string; resolve: (r: R) => void; reject: (e: unknown) => void }[] = [];
@@ -77,9 +78,16 @@ export class GroupCommit<I, R> {
         return;
       } catch (e) {
         if (isRetryable(e) && attempt < 5) continue;
-        // One item, or a database that is down (every item alone would wait out the timeouts again).
-        if (batch.length === 1 || isDatabaseUnavailable(e)) {
-          for (const b of batch) b.reject(e);
+        // The database is down: the batch fails as a whole, and so does what queued behind it (each
+        // item alone, or each later batch, would only wait out the timeouts again, one after another).
+        if (isDatabaseUnavailable(e)) {
+          const waiting = this.queue;
+          this.queue = [];
+          for (const b of [...batch, ...waiting]) b.reject(e);
+          return;
+        }
+        if (batch.length === 1) {
+          batch[0].reject(e);
           return;
         }
         break;
