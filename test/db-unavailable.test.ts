@@ -8,6 +8,7 @@ import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
 import { DomainError } from '../src/shared/errors.js';
 import { sha256Hex } from '../src/shared/ids.js';
 import { createLogger } from '../src/shared/logger.js';
+import { createTestDatabase } from './helpers/database.js';
 
 /**
  * A database that is not there answers 503 `database_unavailable` (REST, with Retry-After) and
@@ -173,5 +174,36 @@ describe('a service whose database is unreachable', () => {
   test('/readyz is 503 and /healthz 200', async () => {
     expect((await fetch(`${base}/readyz`)).status).toBe(503);
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
+  });
+});
+
+// PostgreSQL only (PGlite has no connections to lose). Terminates one backend of this file's own scratch
+// database; the server itself is not touched.
+(process.env.DATABASE_URL ? describe : describe.skip)('a connection killed mid-transaction', () => {
+  test('is a 503 that committed nothing, and its pool slot is not leaked', async () => {
+    const { db, drop } = await createTestDatabase();
+    try {
+      await db.query('create table killed_tx_probe (v int)');
+      let pidOf!: (pid: number) => void;
+      const pid = new Promise<number>((r) => (pidOf = r));
+      const tx = db.transaction(async (t) => {
+        const [r] = await t.query<{ pid: number }>('select pg_backend_pid() as pid');
+        await t.query('insert into killed_tx_probe values (1)');
+        pidOf(r.pid);
+        await t.query('select pg_sleep(30)');
+      });
+      await db.query('select pg_terminate_backend($1)', [await pid]);
+      await expect(tx).rejects.toMatchObject({ code: 'unavailable', publicCode: 'database_unavailable' });
+      expect(await db.query('select * from killed_tx_probe')).toEqual([]);
+      // MikroORM/Kysely release a transaction's connection only after COMMIT or ROLLBACK succeeded: a dead
+      // one must still leave the pool (else every restart leaks slots and close() never returns).
+      const pool = (await (db.orm.em.getConnection() as any).getNativeClient()) as {
+        totalCount: number;
+        idleCount: number;
+      };
+      expect(pool.totalCount - pool.idleCount).toBe(0);
+    } finally {
+      await drop();
+    }
   });
 });

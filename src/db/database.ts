@@ -428,10 +428,8 @@ export class Database {
 
 /**
  * pg Pool options: the acquire timeout, the server-side statement_timeout and a client-side
- * query_timeout a little longer (a frozen or unreachable server never cancels anything), TCP keepalive.
- * A connection whose query timed out on the client still has that query on the wire: it is ended at
- * once, so pg-pool discards it instead of handing a busy (maybe mid-transaction) connection to the next
- * caller, and the server rolls back whatever it had open.
+ * query_timeout a little longer (a frozen or unreachable server never cancels anything), TCP keepalive,
+ * and the two guards below on every pooled connection.
  */
 function poolOptions(opts: DatabaseOptions): Record<string, unknown> {
   const o: Record<string, unknown> = { keepAlive: true };
@@ -439,11 +437,20 @@ function poolOptions(opts: DatabaseOptions): Record<string, unknown> {
   if (opts.statementTimeoutMs) {
     o.statement_timeout = opts.statementTimeoutMs;
     o.query_timeout = opts.statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS;
-    o.onPoolCreated = (pool: pg.Pool) => pool.on('connect', endOnQueryTimeout);
   }
+  o.onPoolCreated = (pool: pg.Pool) =>
+    pool.on('connect', (client) => {
+      if (opts.statementTimeoutMs) endOnQueryTimeout(client);
+      client.once('end', () => forgetDeadClient(pool, client));
+    });
   return o;
 }
 
+/**
+ * A connection whose query timed out on the client still has that query on the wire: end it at once, so
+ * it is never handed (busy, maybe mid-transaction) to the next caller, and the server rolls back whatever
+ * it had open.
+ */
 function endOnQueryTimeout(client: pg.PoolClient): void {
   const original = client.query as (...args: any[]) => any;
   const poison = (err: unknown) => {
@@ -463,4 +470,22 @@ function endOnQueryTimeout(client: pg.PoolClient): void {
     if (result && typeof result.then === 'function') result.then(undefined, poison);
     return result;
   };
+}
+
+/**
+ * A checked-out connection that died is given up by the pool at once. Kysely's controlled transactions
+ * (MikroORM's `transactional`) release their connection only after a successful COMMIT or ROLLBACK; on a
+ * dead connection both fail, the connection is never released, and every restart of the database would
+ * otherwise leak a pool slot (until no request gets a connection, and `close()` waits forever). A late
+ * `release()` of a forgotten connection is harmless: pg-pool removes it again.
+ */
+function forgetDeadClient(pool: pg.Pool, client: pg.PoolClient): void {
+  const p = pool as unknown as {
+    _clients: unknown[];
+    _remove(c: unknown): void;
+    _pulseQueue(): void;
+  };
+  if (!p._clients.includes(client)) return;
+  p._remove(client);
+  p._pulseQueue();
 }

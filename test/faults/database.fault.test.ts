@@ -207,6 +207,16 @@ function load(apiKey: string, workers = 6) {
   };
 }
 
+/** Pool connections checked out right now (after the traffic: 0, or a slot leaked). */
+async function checkedOut(db: Database): Promise<number> {
+  const pool = (await (db.orm.em.getConnection() as any).getNativeClient()) as {
+    totalCount: number;
+    idleCount: number;
+  };
+  for (let i = 0; i < 50 && pool.totalCount - pool.idleCount > 0; i++) await sleep(100);
+  return pool.totalCount - pool.idleCount;
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls a deposit until one succeeds; returns how long that took. */
@@ -301,6 +311,8 @@ test('a PostgreSQL restart under load: 2xx or clean 503, recovery within seconds
   expect(all.some((r) => r.status === 'hang')).toBe(false);
   expect(unavailable).toBeGreaterThan(0); // the outage was seen
   expect(recoveryMs).toBeLessThan(10_000);
+  // No pool slot was leaked by the connections that died mid-transaction.
+  for (const svc of [a, b]) expect(await checkedOut(svc.db)).toBe(0);
   // Requests after recovery succeed again on both instances, without restarting the service.
   for (const svc of [a, b])
     expect(
@@ -440,6 +452,7 @@ test('a frozen PostgreSQL: requests answer 503 within the timeouts, nothing hang
   }
   // The frozen deposits' transactions were rolled back when their connections were dropped.
   await sleep(500);
+  for (const svc of [a, b]) expect(await checkedOut(svc.db)).toBe(0);
   const frozenRows = await a.db.query(`select 1 from transfer where metadata->>'tag' like 'frozen-%'`);
   expect(frozenRows).toEqual([]);
   await expectLedgerProven(a.db);
