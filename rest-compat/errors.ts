@@ -1,5 +1,5 @@
 import type { Response } from 'express';
-import { DomainError, type ErrorCode } from '../src/shared/errors.js';
+import { DomainError, UNAVAILABLE_RETRY_AFTER_SECONDS, type ErrorCode } from '../src/shared/errors.js';
 import { RateLimitError, rateHeaders } from '../src/modules/limits/rate-limit.js';
 
 export interface OpenAIError {
@@ -34,6 +34,7 @@ export function httpStatusOf(code: ErrorCode): { status: number; type: string } 
     case 'upstream_error':
       return { status: 502, type: 'api_error' };
     case 'provider_not_connected':
+    case 'unavailable':
       return { status: 503, type: 'api_error' };
     case 'internal':
       return { status: 500, type: 'api_error' };
@@ -58,5 +59,6 @@ export function errorBody(e: DomainError): { status: number; body: OpenAIError }
 export function sendError(res: Response, e: DomainError): void {
   const { status, body } = errorBody(e);
   if (e instanceof RateLimitError) res.set(rateHeaders(e.state));
+  if (e.code === 'unavailable') res.set('Retry-After', String(UNAVAILABLE_RETRY_AFTER_SECONDS));
   res.status(status).json(body);
 }

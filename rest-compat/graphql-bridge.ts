@@ -1,7 +1,8 @@
 import { execute, GraphQLError, parse, validate, type DocumentNode, type GraphQLSchema } from 'graphql';
 import type { AppContext } from '../src/graphql/context.js';
 import { getSchema } from '../src/graphql/schema.js';
-import { DomainError } from '../src/shared/errors.js';
+import { isDatabaseUnavailable } from '../src/db/db-errors.js';
+import { DomainError, databaseUnavailable } from '../src/shared/errors.js';
 
 /**
  * A GraphQL operation the REST layer runs in-process, parsed and validated once. REST routes map onto
@@ -55,6 +56,7 @@ export function toDomainError(e: GraphQLError): DomainError {
       code,
     );
   }
+  if (isDatabaseUnavailable(e.originalError)) return databaseUnavailable(e.originalError);
   const err = new DomainError('internal', 'Internal server error');
   (err as any).cause = e.originalError;
   return err;

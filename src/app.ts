@@ -9,7 +9,7 @@ import { useServer } from 'graphql-ws/use/ws';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import { authenticate, Loaders, type AppContext } from './graphql/context.js';
-import { formatGraphQLError } from './graphql/errors.js';
+import { formatGraphQLError, graphqlCode } from './graphql/errors.js';
 import {
   GRAPHQL_LIMITS,
   graphqlArmor,
@@ -26,7 +26,8 @@ import { getSchema } from './graphql/schema.js';
 import { createServices, startServices, stopServices, type Services } from './services.js';
 import { requestContext, type Logger } from './shared/logger.js';
 import { createMetrics } from './shared/metrics.js';
-import { DomainError } from './shared/errors.js';
+import { DomainError, UNAVAILABLE_RETRY_AFTER_SECONDS, databaseUnavailable } from './shared/errors.js';
+import { isDatabaseUnavailable } from './db/db-errors.js';
 import { safeEqual, sha256Hex } from './shared/ids.js';
 import { createRestRouter } from '../rest-compat/router.js';
 import { sendError } from '../rest-compat/errors.js';
@@ -223,6 +224,16 @@ export async function createApp(deps: AppDeps): Promise<App> {
             )
               response.http.status = 401;
           }
+          // A database outage that left nothing to answer: 503 with Retry-After, as REST answers it.
+          if (
+            errors?.some((e) => isDatabaseUnavailable(e.originalError)) &&
+            response.body.kind === 'single' &&
+            (!response.body.singleResult.data ||
+              Object.values(response.body.singleResult.data).every((v) => v == null))
+          ) {
+            response.http.status = 503;
+            response.http.headers.set('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS));
+          }
         },
         async didEncounterErrors({ errors, contextValue, operationName }) {
           // Every error the client sees as INTERNAL_SERVER_ERROR is logged with its stack, the request id
@@ -278,7 +289,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
     expressMiddleware(apollo, {
       context: async ({ req }) => ({
         requestId: req.id,
-        auth: await authenticate(services, req.header('authorization')),
+        auth: await authenticate(services, req.header('authorization')).catch(unavailableTo503),
         transport: 'graphql' as const,
         services,
         loaders: new Loaders(),
@@ -340,6 +351,10 @@ export async function createApp(deps: AppDeps): Promise<App> {
       );
     }
     if (err instanceof DomainError && err.code !== 'internal') return sendError(res, err);
+    if (isDatabaseUnavailable(err)) {
+      req.log.warn({ err }, 'database unavailable');
+      return sendError(res, databaseUnavailable(err));
+    }
     logInternalError(req, err, 'unhandled error');
     sendError(res, new DomainError('internal', 'Internal server error'));
   });
@@ -364,4 +379,21 @@ export async function createApp(deps: AppDeps): Promise<App> {
       await stopServices(services);
     },
   };
+}
+
+/**
+ * A failure while building the GraphQL context (authentication reads the database) is answered by Apollo
+ * itself: a database outage there becomes a 503 with the same extensions as one inside a resolver.
+ */
+function unavailableTo503(err: unknown): never {
+  if (!isDatabaseUnavailable(err)) throw err;
+  const e = databaseUnavailable(err);
+  throw new GraphQLError(e.message, {
+    extensions: {
+      code: graphqlCode(e.code),
+      errorCode: e.publicCode,
+      param: null,
+      http: { status: 503, headers: new Map([['retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS)]]) },
+    },
+  });
 }

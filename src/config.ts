@@ -168,6 +168,13 @@ const ConfigSchema = z.object({
       'DATABASE_URL must be a postgres:// URL',
     ),
   DATA_DIR: z.string().optional().default('./data'),
+  /**
+   * PostgreSQL: longest a statement may run (server `statement_timeout`; the client gives up 1 s later,
+   * which also bounds a frozen or unreachable server). Over it the request answers 503.
+   */
+  DATABASE_STATEMENT_TIMEOUT_MS: intFrom(10000, 100),
+  /** PostgreSQL: longest wait for a pool connection (a new connection's connect included); then 503. */
+  DATABASE_ACQUIRE_TIMEOUT_MS: intFrom(5000, 100),
   PUBLIC_BASE_URL: z.string().url().optional(),
   BOOTSTRAP_OWNER_TOKEN: z
     .string()

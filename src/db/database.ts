@@ -10,6 +10,8 @@ import type { PGlite } from '@electric-sql/pglite';
 import { entities } from './entities.js';
 import { migrationsList } from '../../migrations/index.js';
 import { withMigrationSecrets, type SecretsConfig } from './migration-secrets.js';
+import { unavailableOr } from './db-errors.js';
+import type { Logger } from '../shared/logger.js';
 
 /** Anything raw SQL with `$n` parameters can run on: the pool, or an open transaction. */
 export interface Sql {
@@ -29,9 +31,32 @@ export interface DatabaseOptions {
    */
   loadDataDir?: Blob;
   debug?: boolean;
+  /**
+   * PostgreSQL only. Longest a statement may run: the server cancels it (`statement_timeout`), and the
+   * client gives up one second later (`query_timeout`: a frozen or unreachable server answers nothing)
+   * and discards that connection. Unset: unbounded (the service passes DATABASE_STATEMENT_TIMEOUT_MS).
+   */
+  statementTimeoutMs?: number;
+  /**
+   * PostgreSQL only. Longest wait for a pool connection, a new one's connect included (pg-pool
+   * `connectionTimeoutMillis`). Unset: unbounded (the service passes DATABASE_ACQUIRE_TIMEOUT_MS).
+   */
+  acquireTimeoutMs?: number;
+  /** Connections of the pool (default 20). */
+  poolMax?: number;
+  /** Where LISTEN reconnects are reported; silent when unset. */
+  log?: Logger;
 }
 
 type Listener = (payload: string) => void;
+
+/** LISTEN reconnect backoff: 200 ms doubling to at most 5 s, each delay jittered to 50–100 %. */
+const RECONNECT_BASE_MS = 200;
+const RECONNECT_CAP_MS = 5000;
+/** The LISTEN connection runs `select 1` this often: a connection that died silently is noticed. */
+const LISTEN_HEARTBEAT_MS = 15_000;
+/** Client-side margin over statement_timeout, so a live server cancels first and keeps the connection. */
+const QUERY_TIMEOUT_MARGIN_MS = 1000;
 
 /** A FIFO lock; PGlite is one connection, so every unit of work on it runs alone. */
 class Mutex {
@@ -57,7 +82,16 @@ export class Database {
   private readonly lock = new Mutex();
   private readonly inLock = new AsyncLocalStorage<boolean>();
   private listeners = new Map<string, Set<Listener>>();
+  private reconnectHandlers = new Set<() => void>();
+  /** The LISTEN connection while it is up. */
   private listenClient?: pg.Client;
+  /** A connect of the LISTEN connection under way (the first one, or a reconnect attempt). */
+  private connecting?: Promise<pg.Client>;
+  /** Set from the loss of the LISTEN connection until it is back (the reconnect loop owns it then). */
+  private lostAt?: number;
+  private reconnectTimer?: NodeJS.Timeout;
+  private heartbeat?: NodeJS.Timeout;
+  private reconnects = 0;
   private closed = false;
 
   private constructor(
@@ -68,6 +102,10 @@ export class Database {
   }
 
   static async open(opts: DatabaseOptions): Promise<Database> {
+    return new Database(await Database.init(opts, true), opts);
+  }
+
+  private static async init(opts: DatabaseOptions, bounded: boolean): Promise<MikroORM> {
     const common = {
       entities,
       extensions: [Migrator],
@@ -87,7 +125,12 @@ export class Database {
     };
     let orm: MikroORM;
     if (opts.url) {
-      orm = (await PgORM.init({ ...common, clientUrl: opts.url, pool: { min: 0, max: 20 } } as any)) as any;
+      orm = (await PgORM.init({
+        ...common,
+        clientUrl: opts.url,
+        pool: { min: 0, max: bounded ? (opts.poolMax ?? 20) : 1 },
+        driverOptions: bounded ? poolOptions(opts) : {},
+      } as any)) as any;
     } else {
       const dataDir = opts.dataDir ?? 'memory://';
       if (!dataDir.startsWith('memory:')) mkdirSync(dataDir, { recursive: true });
@@ -99,21 +142,33 @@ export class Database {
         : {};
       orm = (await PgliteORM.init({ ...common, dbName: dataDir, ...load } as any)) as any;
     }
-    return new Database(orm, opts);
+    return orm;
   }
 
   /**
-   * Apply pending migrations (both drivers run the same list). `secrets` (the service's config) gives the
-   * migrations that encrypt existing rows their key; without it, such a migration fails when it has rows.
+   * Apply pending migrations (both drivers run the same list). On PostgreSQL they run on a connection of
+   * their own without the request timeouts: a migration of a large table may rightly take minutes.
+   * `secrets` (the service's config) gives the migrations that encrypt existing rows their key; without
+   * it, such a migration fails when it has rows.
    */
   async migrate(secrets?: SecretsConfig): Promise<string[]> {
-    const applied = await this.exclusive(() => withMigrationSecrets(secrets, () => this.orm.migrator.up()));
+    const applied = await this.migrator((orm) => withMigrationSecrets(secrets, () => orm.migrator.up()));
     return applied.map((m) => m.name);
   }
 
   /** Revert every migration (used by the migration round-trip test). */
   async migrateDownAll(secrets?: SecretsConfig): Promise<void> {
-    await this.exclusive(() => withMigrationSecrets(secrets, () => this.orm.migrator.down({ to: 0 })));
+    await this.migrator((orm) => withMigrationSecrets(secrets, () => orm.migrator.down({ to: 0 })));
+  }
+
+  private async migrator<T>(fn: (orm: MikroORM) => Promise<T>): Promise<T> {
+    if (this.kind === 'pglite') return this.exclusive(() => fn(this.orm));
+    const orm = await Database.init(this.opts, false);
+    try {
+      return await fn(orm);
+    } finally {
+      await orm.close(true);
+    }
   }
 
   private async exclusive<T>(fn: () => Promise<T>): Promise<T> {
@@ -132,9 +187,13 @@ export class Database {
   /** One statement outside any transaction (autocommit). `name` makes it a prepared statement on PostgreSQL. */
   async query<R = Record<string, any>>(text: string, params: unknown[] = [], name?: string): Promise<R[]> {
     if (this.kind === 'postgres') {
-      const pool = await this.pgPool();
-      const res = await pool.query({ text, values: params as any[], name });
-      return res.rows as R[];
+      try {
+        const pool = await this.pgPool();
+        const res = await pool.query({ text, values: params as any[], name });
+        return res.rows as R[];
+      } catch (err) {
+        throw unavailableOr(err);
+      }
     }
     return this.exclusive(async () => {
       const res = await (await this.pglite()).query(text, params as any[]);
@@ -144,9 +203,14 @@ export class Database {
 
   /**
    * A transaction with both an EntityManager (unit of work, flushed before commit) and raw SQL on the
-   * same connection. Rolls back when `fn` throws.
+   * same connection. Rolls back when `fn` throws. A lost or timed-out connection is the 503 DomainError
+   * `unavailable` (the server rolls back what the connection had not committed).
    */
   async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.unavailableAsDomainError(() => this.transactionRaw(fn));
+  }
+
+  private transactionRaw<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     return this.exclusive(() =>
       this.orm.em.fork().transactional(async (em) => {
         const ctx = em.getTransactionContext() as any;
@@ -164,38 +228,174 @@ export class Database {
 
   /** Work with a fresh EntityManager (reads, or a unit of work you flush yourself). */
   async withEm<T>(fn: (em: EntityManager) => Promise<T>, em?: EntityManager): Promise<T> {
-    return this.exclusive(() => fn((em ?? this.orm.em.fork()) as EntityManager));
+    return this.unavailableAsDomainError(() =>
+      this.exclusive(() => fn((em ?? this.orm.em.fork()) as EntityManager)),
+    );
+  }
+
+  private async unavailableAsDomainError<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.kind === 'pglite') return fn();
+    try {
+      return await fn();
+    } catch (err) {
+      throw unavailableOr(err);
+    }
   }
 
   fork(): EntityManager {
     return this.orm.em.fork() as EntityManager;
   }
 
-  /** Subscribe to a NOTIFY channel (cross-instance on PostgreSQL; in-process on PGlite). */
+  /**
+   * Subscribe to a NOTIFY channel (cross-instance on PostgreSQL; in-process on PGlite).
+   *
+   * PostgreSQL: one LISTEN connection per handle carries every channel. When it is lost (restart,
+   * failover, network) it is reconnected with capped, jittered backoff, every channel is LISTENed again,
+   * and then every {@link onReconnect} handler runs: notifications sent while it was down are lost, so
+   * whatever they would have invalidated must be dropped.
+   */
   async listen(channel: string, fn: Listener): Promise<() => void> {
     let set = this.listeners.get(channel);
+    const isNew = !set;
     if (!set) {
       set = new Set();
       this.listeners.set(channel, set);
-      const dispatch = (payload: string) => {
-        for (const l of this.listeners.get(channel) ?? []) l(payload);
-      };
-      if (this.kind === 'postgres') {
-        if (!this.listenClient) {
-          this.listenClient = new pg.Client({ connectionString: this.opts.url });
-          this.listenClient.on('error', () => undefined);
-          await this.listenClient.connect();
-          this.listenClient.on('notification', (n) => {
-            for (const l of this.listeners.get(n.channel) ?? []) l(n.payload ?? '');
-          });
-        }
-        await this.listenClient.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
-      } else {
-        await (await this.pglite()).listen(channel, dispatch);
-      }
     }
     set.add(fn);
-    return () => set!.delete(fn);
+    const unlisten = () => void set.delete(fn);
+    if (!isNew) return unlisten;
+    try {
+      if (this.kind === 'postgres') {
+        const client = await this.listenConnection();
+        // Lost meanwhile: the reconnect loop LISTENs every registered channel.
+        if (client)
+          await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`).catch((err) => {
+            if (this.listenClient === client) throw err;
+          });
+      } else {
+        await (await this.pglite()).listen(channel, (payload) => this.dispatch(channel, payload));
+      }
+    } catch (err) {
+      set.delete(fn);
+      if (set.size === 0) this.listeners.delete(channel);
+      throw unavailableOr(err);
+    }
+    return unlisten;
+  }
+
+  /**
+   * Runs `fn` after every reconnect of the LISTEN connection (never on the first connect; never on PGlite,
+   * whose notifications cannot be lost). Each NOTIFY-invalidated cache registers its "drop everything"
+   * here, and the webhook worker its wake-up. Returns the unregister function.
+   */
+  onReconnect(fn: () => void): () => void {
+    this.reconnectHandlers.add(fn);
+    return () => void this.reconnectHandlers.delete(fn);
+  }
+
+  /** Reconnects of the LISTEN connection so far (for tests and diagnostics). */
+  get listenReconnects(): number {
+    return this.reconnects;
+  }
+
+  private dispatch(channel: string, payload: string): void {
+    for (const l of this.listeners.get(channel) ?? []) {
+      try {
+        l(payload);
+      } catch (err) {
+        this.opts.log?.error({ err, channel }, 'database: a NOTIFY listener failed');
+      }
+    }
+  }
+
+  /** The LISTEN connection; undefined while the reconnect loop is between attempts. */
+  private async listenConnection(): Promise<pg.Client | undefined> {
+    if (this.listenClient) return this.listenClient;
+    if (this.lostAt !== undefined) return this.connecting?.catch(() => undefined);
+    this.connecting ??= this.connectListener().finally(() => {
+      this.connecting = undefined;
+    });
+    return this.connecting;
+  }
+
+  private async connectListener(): Promise<pg.Client> {
+    const statement = this.opts.statementTimeoutMs;
+    const client = new pg.Client({
+      connectionString: this.opts.url,
+      keepAlive: true,
+      connectionTimeoutMillis: this.opts.acquireTimeoutMs ?? 10_000,
+      query_timeout: (statement ?? 10_000) + QUERY_TIMEOUT_MARGIN_MS,
+    });
+    client.on('error', (err) => this.listenerLost(client, err));
+    client.on('end', () => this.listenerLost(client));
+    client.on('notification', (n) => this.dispatch(n.channel, n.payload ?? ''));
+    try {
+      await client.connect();
+      const channels = [...this.listeners.keys()];
+      if (channels.length)
+        await client.query(channels.map((c) => `LISTEN ${pg.escapeIdentifier(c)}`).join('; '));
+      if (this.closed) throw new Error('database closed');
+    } catch (err) {
+      void client.end().catch(() => undefined);
+      throw err;
+    }
+    this.listenClient = client;
+    clearInterval(this.heartbeat);
+    this.heartbeat = setInterval(() => {
+      client.query('select 1').catch((err) => this.listenerLost(client, err));
+    }, LISTEN_HEARTBEAT_MS);
+    this.heartbeat.unref();
+    return client;
+  }
+
+  private listenerLost(client: pg.Client, err?: unknown): void {
+    if (this.listenClient !== client) return; // a connect attempt that failed: its caller handles it
+    this.listenClient = undefined;
+    clearInterval(this.heartbeat);
+    void client.end().catch(() => undefined);
+    if (this.closed) return;
+    this.lostAt = Date.now();
+    this.opts.log?.warn(
+      { err, channels: [...this.listeners.keys()] },
+      'database: LISTEN connection lost; reconnecting',
+    );
+    this.scheduleReconnect(0);
+  }
+
+  private scheduleReconnect(attempt: number): void {
+    const ceiling = Math.min(RECONNECT_CAP_MS, RECONNECT_BASE_MS * 2 ** attempt);
+    const delay = Math.round(ceiling * (0.5 + Math.random() * 0.5));
+    this.reconnectTimer = setTimeout(() => void this.reconnect(attempt), delay);
+    this.reconnectTimer.unref();
+  }
+
+  private async reconnect(attempt: number): Promise<void> {
+    if (this.closed) return;
+    try {
+      this.connecting = this.connectListener();
+      await this.connecting;
+    } catch (err) {
+      this.connecting = undefined;
+      if (this.closed) return;
+      this.opts.log?.debug({ err, attempt: attempt + 1 }, 'database: LISTEN reconnect failed; retrying');
+      this.scheduleReconnect(attempt + 1);
+      return;
+    }
+    this.connecting = undefined;
+    const downMs = Date.now() - (this.lostAt ?? Date.now());
+    this.lostAt = undefined;
+    this.reconnects++;
+    this.opts.log?.info(
+      { attempts: attempt + 1, downMs, channels: [...this.listeners.keys()] },
+      'database: LISTEN connection re-established; dropping NOTIFY-invalidated caches',
+    );
+    for (const fn of this.reconnectHandlers) {
+      try {
+        fn();
+      } catch (err) {
+        this.opts.log?.error({ err }, 'database: a reconnect handler failed');
+      }
+    }
   }
 
   /** True while the database answers a trivial query. */
@@ -220,7 +420,75 @@ export class Database {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.listenClient?.end().catch(() => undefined);
+    clearTimeout(this.reconnectTimer);
+    clearInterval(this.heartbeat);
+    const client = this.listenClient;
+    this.listenClient = undefined;
+    await client?.end().catch(() => undefined);
     await this.exclusive(() => this.orm.close(true));
   }
+}
+
+/**
+ * pg Pool options: the acquire timeout, the server-side statement_timeout and a client-side
+ * query_timeout a little longer (a frozen or unreachable server never cancels anything), TCP keepalive,
+ * and the two guards below on every pooled connection.
+ */
+function poolOptions(opts: DatabaseOptions): Record<string, unknown> {
+  const o: Record<string, unknown> = { keepAlive: true };
+  if (opts.acquireTimeoutMs) o.connectionTimeoutMillis = opts.acquireTimeoutMs;
+  if (opts.statementTimeoutMs) {
+    o.statement_timeout = opts.statementTimeoutMs;
+    o.query_timeout = opts.statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS;
+  }
+  o.onPoolCreated = (pool: pg.Pool) =>
+    pool.on('connect', (client) => {
+      if (opts.statementTimeoutMs) endOnQueryTimeout(client);
+      client.once('end', () => forgetDeadClient(pool, client));
+    });
+  return o;
+}
+
+/**
+ * A connection whose query timed out on the client still has that query on the wire: end it at once, so
+ * it is never handed (busy, maybe mid-transaction) to the next caller, and the server rolls back whatever
+ * it had open.
+ */
+function endOnQueryTimeout(client: pg.PoolClient): void {
+  const original = client.query as (...args: any[]) => any;
+  const poison = (err: unknown) => {
+    if ((err as Error | undefined)?.message === 'Query read timeout')
+      void client.end().catch(() => undefined);
+  };
+  (client as any).query = function (this: pg.PoolClient, ...args: any[]) {
+    const i = args.findIndex((a) => typeof a === 'function');
+    if (i >= 0) {
+      const cb = args[i] as (err: unknown, res: unknown) => void;
+      args[i] = (err: unknown, res: unknown) => {
+        if (err) poison(err);
+        cb(err, res);
+      };
+    }
+    const result = original.apply(this, args);
+    if (result && typeof result.then === 'function') result.then(undefined, poison);
+    return result;
+  };
+}
+
+/**
+ * A checked-out connection that died is given up by the pool at once. Kysely's controlled transactions
+ * (MikroORM's `transactional`) release their connection only after a successful COMMIT or ROLLBACK; on a
+ * dead connection both fail, the connection is never released, and every restart of the database would
+ * otherwise leak a pool slot (until no request gets a connection, and `close()` waits forever). A late
+ * `release()` of a forgotten connection is harmless: pg-pool removes it again.
+ */
+function forgetDeadClient(pool: pg.Pool, client: pg.PoolClient): void {
+  const p = pool as unknown as {
+    _clients: unknown[];
+    _remove(c: unknown): void;
+    _pulseQueue(): void;
+  };
+  if (!p._clients.includes(client)) return;
+  p._remove(client);
+  p._pulseQueue();
 }

@@ -1,5 +1,6 @@
 import { GraphQLError, type GraphQLFormattedError } from 'graphql';
-import { DomainError, type ErrorCode } from '../shared/errors.js';
+import { isDatabaseUnavailable } from '../db/db-errors.js';
+import { DomainError, databaseUnavailable, type ErrorCode } from '../shared/errors.js';
 
 /** GraphQL `extensions.code` for each domain error code (exhaustive). */
 export function graphqlCode(code: ErrorCode): string {
@@ -28,6 +29,8 @@ export function graphqlCode(code: ErrorCode): string {
       return 'UPSTREAM_ERROR';
     case 'provider_not_connected':
       return 'FAILED_PRECONDITION';
+    case 'unavailable':
+      return 'SERVICE_UNAVAILABLE';
     case 'internal':
       return 'INTERNAL_SERVER_ERROR';
   }
@@ -35,7 +38,10 @@ export function graphqlCode(code: ErrorCode): string {
 
 /** Apollo `formatError`: domain errors keep their message and code; anything unknown is masked. */
 export function formatGraphQLError(formatted: GraphQLFormattedError, error: unknown): GraphQLFormattedError {
-  const original = error instanceof GraphQLError ? error.originalError : error;
+  let original = error instanceof GraphQLError ? error.originalError : error;
+  // A database error that escaped the Database wrapper (e.g. from a forked EntityManager) is still a 503.
+  if (original && !(original instanceof DomainError) && isDatabaseUnavailable(original))
+    original = databaseUnavailable(original);
   if (original instanceof DomainError) {
     return {
       message: original.message,

@@ -37,6 +37,8 @@ function statusOf(err: DomainError): number {
       return 429;
     case 'upstream_error':
       return 502;
+    case 'unavailable':
+      return 503;
     case 'invalid_request':
     case 'invalid_amount':
     case 'missing_user':
@@ -55,6 +57,7 @@ const TITLES: Record<number, string> = {
   410: 'Link expired',
   429: 'Too many attempts',
   502: 'Try again',
+  503: 'Try again in a moment',
 };
 
 /**

@@ -15,6 +15,8 @@ export type ErrorCode =
   | 'upstream_error'
   | 'provider_not_connected'
   | 'conflict'
+  /** The database cannot be reached, or did not answer in time (restart, failover, freeze): retry later. */
+  | 'unavailable'
   | 'internal';
 
 export class DomainError extends Error {
@@ -33,3 +35,18 @@ export class DomainError extends Error {
 export const invalid = (message: string, param: string | null = null, publicCode?: string) =>
   new DomainError('invalid_request', message, param, publicCode);
 export const notFound = (what: string) => new DomainError('not_found', `${what} not found`);
+
+/** Seconds a client is told to wait (Retry-After) after a 503 `database_unavailable`. */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 2;
+
+/** The one error every transport answers a database outage with (503, `database_unavailable`). */
+export const databaseUnavailable = (cause?: unknown): DomainError => {
+  const e = new DomainError(
+    'unavailable',
+    'The database is temporarily unavailable; retry shortly.',
+    null,
+    'database_unavailable',
+  );
+  if (cause !== undefined) (e as { cause?: unknown }).cause = cause;
+  return e;
+};

@@ -7,6 +7,8 @@ export class KeyedLoader<R, V> {
   private readonly loading = new Map<string, Promise<V>>();
   /** Bumped by every invalidation. */
   private readonly generation = new Map<string, number>();
+  /** Bumped by {@link invalidateAll}. */
+  private epoch = 0;
 
   constructor(
     /** Reads the current rows of a key from the database. */
@@ -31,11 +33,18 @@ export class KeyedLoader<R, V> {
     this.loading.delete(key);
   }
 
+  /** Every key may have changed (e.g. invalidations were missed while LISTEN was down). */
+  invalidateAll(): void {
+    this.epoch++;
+    this.loading.clear();
+  }
+
   private async readFresh(key: string): Promise<V> {
     for (;;) {
       const gen = this.generation.get(key) ?? 0;
+      const epoch = this.epoch;
       const rows = await this.read(key);
-      if ((this.generation.get(key) ?? 0) === gen) return this.accept(key, rows);
+      if ((this.generation.get(key) ?? 0) === gen && this.epoch === epoch) return this.accept(key, rows);
     }
   }
 }

@@ -196,6 +196,7 @@ export class CatalogService {
     (paywallId, rows) => this.remember(paywallId, rows),
   );
   private unlisten?: () => void;
+  private unReconnect?: () => void;
 
   constructor(private readonly s: Services) {
     const models = s.config.BUILTIN_PROVIDER?.models ?? [];
@@ -206,10 +207,16 @@ export class CatalogService {
 
   async start(): Promise<void> {
     this.unlisten = await this.s.db.listen(CHANGED_CHANNEL, (paywallId) => this.evict(paywallId));
+    // Changes notified while the LISTEN connection was down were missed: forget every catalogue.
+    this.unReconnect = this.s.db.onReconnect(() => {
+      this.loader.invalidateAll();
+      this.cache.clear();
+    });
   }
 
   async stop(): Promise<void> {
     this.unlisten?.();
+    this.unReconnect?.();
     this.cache.clear();
   }
 

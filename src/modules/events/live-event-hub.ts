@@ -77,6 +77,7 @@ export class LiveEventHub {
   private readonly work: Work[] = [];
   private draining = false;
   private listening?: Promise<void>;
+  private unReconnect?: () => void;
   private count = 0;
   private readonly byTenant = new Map<string, number>();
 
@@ -171,6 +172,9 @@ export class LiveEventHub {
   }
 
   private listen(): Promise<void> {
+    // Notifications sent while the LISTEN connection was down are lost: a key rotated (or a paywall
+    // archived) meanwhile must still end the subscriptions opened with the old key.
+    this.unReconnect ??= this.db.onReconnect(() => this.recheckAllKeys());
     this.listening ??= Promise.all([
       this.db.listen(EVENTS_CHANNEL, (payload) => this.onEvent(payload)),
       this.db.listen(PAYWALL_CHANGED_CHANNEL, (paywallId) => this.onPaywallChanged(paywallId)),
@@ -182,6 +186,12 @@ export class LiveEventHub {
       },
     );
     return this.listening;
+  }
+
+  private recheckAllKeys(): void {
+    for (const [paywallId, subs] of this.byPaywall)
+      if ([...subs].some((s) => s.scope.kind === 'apiKey')) this.work.push({ kind: 'changed', paywallId });
+    void this.drain();
   }
 
   /** Owner-wide subscribers are indexed by owner; everyone else by the one paywall they watch. */

@@ -73,15 +73,25 @@ const actorOf = (auth: Auth): EventTrigger =>
  */
 export class PaywallService {
   private readonly byKeyHash = new Map<string, { info: PaywallInfo; expires: number }>();
+  private readonly unlisten: (() => void)[] = [];
 
   constructor(
     private readonly db: Database,
     private readonly peers: PaywallCollaborators = { builtinNeedsMarkup: async () => false },
   ) {}
 
-  /** Listen for changes made by other instances. */
+  /**
+   * Listen for changes made by other instances. After a reconnect of the LISTEN connection every cached
+   * key is dropped: a rotation or archive notified while it was down would otherwise go unnoticed here.
+   */
   async start(): Promise<void> {
-    await this.db.listen(CHANGED_CHANNEL, (paywallId) => this.evict(paywallId));
+    this.unlisten.push(await this.db.listen(CHANGED_CHANNEL, (paywallId) => this.evict(paywallId)));
+    this.unlisten.push(this.db.onReconnect(() => this.byKeyHash.clear()));
+  }
+
+  async stop(): Promise<void> {
+    for (const off of this.unlisten.splice(0)) off();
+    this.byKeyHash.clear();
   }
 
   private evict(paywallId: string): void {

@@ -101,6 +101,7 @@ export class ProviderService {
   private builtinUpstream?: Upstream;
   private secretBox?: SecretBox;
   private unlisten?: () => void;
+  private unReconnect?: () => void;
   private stopped = false;
 
   constructor(private readonly s: Services) {}
@@ -108,12 +109,21 @@ export class ProviderService {
   async start(): Promise<void> {
     this.box(); // fail at start, not on the first request, when the key file cannot be read or written
     this.unlisten = await this.s.db.listen(CHANGED_CHANNEL, (paywallId) => this.evict(paywallId));
+    // Changes notified while the LISTEN connection was down were missed: every entry is read again on
+    // its next use (a pool whose provider did not change is kept; see remember).
+    this.unReconnect = this.s.db.onReconnect(() => this.expireAll());
+  }
+
+  private expireAll(): void {
+    this.loader.invalidateAll();
+    for (const entry of this.cache.values()) entry.expires = 0;
   }
 
   /** Closes every pool; in-flight requests get a few seconds to finish, then are cut. */
   async stop(): Promise<void> {
     this.stopped = true;
     this.unlisten?.();
+    this.unReconnect?.();
     const pools = new Set<Dispatcher>();
     for (const e of this.cache.values()) if (e.upstream) pools.add(e.upstream.dispatcher);
     if (this.builtinUpstream) pools.add(this.builtinUpstream.dispatcher);

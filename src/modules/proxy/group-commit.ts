@@ -1,3 +1,5 @@
+import { isDatabaseUnavailable } from '../../db/db-errors.js';
+
 /**
  * Group commit: concurrent callers' operations run as ONE statement (one commit) instead of one each.
  * A batch starts as soon as none is running (after the current I/O phase), so an idle service adds no
@@ -5,7 +7,8 @@
  * (an end user: its row is then locked and updated once per statement); the others wait a turn.
  *
  * A deadlock or serialization failure retries the batch; any other failure reruns its items one by
- * one, so one bad item fails alone.
+ * one, so one bad item fails alone. When the database is unavailable the batch and everything queued
+ * behind it fail at once (503), rather than each waiting out the database timeouts in turn.
  */
 export class GroupCommit<I, R> {
   private queue: { item: I; key: string; resolve: (r: R) => void; reject: (e: unknown) => void }[] = [];
@@ -75,6 +78,14 @@ export class GroupCommit<I, R> {
         return;
       } catch (e) {
         if (isRetryable(e) && attempt < 5) continue;
+        // The database is down: the batch fails as a whole, and so does what queued behind it (each
+        // item alone, or each later batch, would only wait out the timeouts again, one after another).
+        if (isDatabaseUnavailable(e)) {
+          const waiting = this.queue;
+          this.queue = [];
+          for (const b of [...batch, ...waiting]) b.reject(e);
+          return;
+        }
         if (batch.length === 1) {
           batch[0].reject(e);
           return;

@@ -239,6 +239,7 @@ export class DeliveryWorker {
   /** A claim was cut short by the concurrency limit: more rows may be due. */
   private backlog = false;
   private unlisten?: () => void;
+  private unReconnect?: () => void;
   private pollTimer?: NodeJS.Timeout;
   private wakeTimer?: NodeJS.Timeout;
   private wakeAt = Infinity;
@@ -275,6 +276,8 @@ export class DeliveryWorker {
     if (this.running) return;
     this.running = true;
     this.unlisten = await this.opts.db.listen('webhook_deliveries', () => this.wake());
+    // Wake-ups notified while the LISTEN connection was down were missed: look for work now.
+    this.unReconnect = this.opts.db.onReconnect(() => this.wake());
     this.pollTimer = setInterval(() => this.wake(), this.opts.pollMs);
     this.pollTimer.unref();
     this.wake();
@@ -288,6 +291,7 @@ export class DeliveryWorker {
     if (!this.running) return;
     this.running = false;
     this.unlisten?.();
+    this.unReconnect?.();
     clearInterval(this.pollTimer);
     clearTimeout(this.wakeTimer);
     if (this.inFlight.size > 0) {
