@@ -382,7 +382,11 @@ function rpc<T = any>(child: ChildProcess, cmd: string): Promise<T> {
       else resolve(m.result as T);
     };
     child.on('message', on);
-    child.send({ id, cmd });
+    child.send({ id, cmd }, (err) => {
+      if (!err) return;
+      child.off('message', on);
+      reject(err);
+    });
   });
 }
 
@@ -843,6 +847,17 @@ function goalLines(rows: Row[], serviceName: string): string[] {
   });
 }
 
+/** Rows where the load driver's own core was (nearly) full: they may measure the driver, not the target. */
+function driverBound(rows: Row[]): string[] {
+  return rows
+    .map((row) => ({ row, busy: (row.cpu.driver * row.r.rps) / 1000 }))
+    .filter(({ busy }) => busy >= 0.9)
+    .map(
+      ({ row, busy }) =>
+        `- ${row.scenario.name}, ${row.target.name}, c=${row.c}: the load driver used ${fmt(100 * busy)} % of a core: this row may be limited by the driver`,
+    );
+}
+
 function machine(database: string, pin: Pinning): string[] {
   const git = (...args: string[]) => {
     try {
@@ -875,6 +890,9 @@ const WEBHOOK_TEXT: Record<string, string> = {
 
 // ---------------------------------------------------------------- driver
 
+/** Ctrl-C or SIGTERM: the run stops, what fails after it (a closed IPC channel) is no news. */
+let interrupted = false;
+
 async function driver(): Promise<number> {
   const pin = new Pinning();
   const children: ChildProcess[] = [];
@@ -895,7 +913,11 @@ async function driver(): Promise<number> {
   // Restore PostgreSQL's affinity however the run ends.
   process.on('exit', () => pin.restorePostgres());
   for (const sig of ['SIGINT', 'SIGTERM'] as const)
-    process.once(sig, () => void stopAll().finally(() => process.exit(130)));
+    process.once(sig, () => {
+      interrupted = true;
+      console.log(`\n${sig}: stopping`);
+      void stopAll().finally(() => process.exit(130));
+    });
 
   const unknown = SCENARIOS.filter((s) => !SCENARIO[s]);
   if (unknown.length)
@@ -992,6 +1014,8 @@ async function driver(): Promise<number> {
     console.log(ledger.join('\n'));
     const goals = goalLines(rows, 'service');
     console.log(`\ngoals (issue 11):\n${goals.join('\n')}`);
+    const bound = driverBound(rows);
+    if (bound.length) console.log(`\n${bound.join('\n')}`);
 
     if (OUT !== '-') {
       const report = [
@@ -1010,6 +1034,7 @@ async function driver(): Promise<number> {
         '',
         tableText,
         '',
+        ...(bound.length ? [...bound, ''] : []),
         '## Ledger check',
         '',
         '```text',
@@ -1033,4 +1058,8 @@ if (role === 'upstream') await runUpstream();
 else if (role === 'bare') await runBare(Number(arg));
 else if (role === 'service')
   await runService(Number(arg), Number(process.argv[4]), process.argv[5] === 'limits');
-else process.exitCode = await driver();
+else
+  process.exitCode = await driver().catch((e) => {
+    if (interrupted) return 130;
+    throw e;
+  });
