@@ -561,13 +561,13 @@ async function load(pool: Pool, c: number, req: Request, seconds: number): Promi
             headers: req.headers(seq++),
             body: req.body,
           });
+          if (res.statusCode === 200) served++; // charged even if the body then breaks
           let text = '';
           res.body.setEncoding('utf8');
           for await (const chunk of res.body) {
             if (!first) first = performance.now();
             text += chunk;
           }
-          if (res.statusCode === 200) served++;
           if (res.statusCode === 200 && req.valid(text)) {
             latencies.push(performance.now() - t0);
             if (req.stream) ttfbs.push(first - t0);
@@ -1002,7 +1002,11 @@ async function driver(): Promise<number> {
     let ledgerOk = true;
     const ledger: string[] = [];
     for (const t of targets.slice(1)) {
-      const l = await rpc<LedgerReport>(t.child, 'ledger');
+      const l = await rpc<LedgerReport>(t.child, 'ledger').catch((e): LedgerReport => ({
+        ok: false,
+        completed: NaN,
+        lines: [`could not check: ${e.message}`],
+      }));
       const settled = l.completed === t.served;
       ledgerOk &&= l.ok && settled;
       ledger.push(
