@@ -6,6 +6,9 @@
  *   upstream  the fake OpenAI-compatible server of the tests (JSON and SSE, BENCH_CHUNKS content chunks),
  *             and a webhook receiver answering 200 to every delivery
  *   bare      node:http + undici Pool: reads the body, forwards it, relays the answer (no auth, no DB)
+ *   statement (BENCH_ONE_STATEMENT=1, PostgreSQL only) the same pass-through doing one statement per request
+ *             first, `update account set balance = balance - 1 where id = <x-paywall-user>` in its own
+ *             scratch database: the naive reference of the issue's table
  *   service   this service (a fresh database on DATABASE_URL's PostgreSQL, else embedded PGlite), one
  *             paywall, BENCH_USERS funded users and one "hot" user, payment on: every request is a hold
  *             and a settlement; one active webhook subscription to every event (BENCH_WEBHOOK)
@@ -35,6 +38,7 @@
  *   BENCH_USERS          funded users, requests spread over them round-robin (1000)
  *   BENCH_CHUNKS         content chunks per streamed answer (20)
  *   BENCH_LIMITS         1: also a service with every daily and rate limit on (0)
+ *   BENCH_ONE_STATEMENT  1: also the pass-through + one PostgreSQL statement per request (0)
  *   BENCH_WEBHOOK        stored: one active subscription to every event, its delivery rows written with each
  *                        event, sent by a worker apart (`npm run worker`: not in this run) (default);
  *                        deliver: the service's in-process worker also sends them to the receiver;
@@ -66,6 +70,7 @@ const SCENARIOS = (env.BENCH_SCENARIOS ?? 'chat-json,chat-sse,responses-json,res
 const USERS = Number(env.BENCH_USERS ?? 1000);
 const CHUNKS = Number(env.BENCH_CHUNKS ?? 20);
 const LIMITS = env.BENCH_LIMITS === '1';
+const ONE_STATEMENT = env.BENCH_ONE_STATEMENT === '1' && !!env.DATABASE_URL;
 const PIN = env.BENCH_PIN !== '0';
 const WEBHOOK = env.BENCH_WEBHOOK ?? 'stored';
 const OUT = env.BENCH_OUT ?? fileURLToPath(new URL('../../bench/results/latest.md', import.meta.url));
@@ -133,19 +138,23 @@ async function runUpstream(): Promise<void> {
   } satisfies Ready);
 }
 
-async function runBare(upstreamPort: number): Promise<void> {
+/** The bare pass-through; `statement`: one PostgreSQL statement per request before forwarding it. */
+async function runBare(upstreamPort: number, statement: boolean): Promise<void> {
   const pool = new Pool(`http://127.0.0.1:${upstreamPort}`, { connections: 256, keepAliveTimeout: 30_000 });
+  const db = statement ? await statementDatabase() : null;
   const server = createServer((req, res) => {
     const parts: Buffer[] = [];
     req.on('data', (c: Buffer) => parts.push(c));
     req.on('end', () => {
-      pool
-        .request({
-          path: req.url ?? '/v1/chat/completions',
-          method: 'POST',
-          headers: { 'content-type': 'application/json', authorization: `Bearer ${PROVIDER_KEY}` },
-          body: Buffer.concat(parts),
-        })
+      (db ? db.debit(String(req.headers['x-paywall-user'])) : Promise.resolve())
+        .then(() =>
+          pool.request({
+            path: req.url ?? '/v1/chat/completions',
+            method: 'POST',
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${PROVIDER_KEY}` },
+            body: Buffer.concat(parts),
+          }),
+        )
         .then(({ statusCode, headers, body }) => {
           res.writeHead(statusCode, {
             'content-type': String(headers['content-type'] ?? 'application/json'),
@@ -162,8 +171,50 @@ async function runBare(upstreamPort: number): Promise<void> {
   });
   server.keepAliveTimeout = 30_000;
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  serve({}, () => pool.close());
+  serve({ backends: () => db?.backends() ?? [] }, async () => {
+    await pool.close();
+    await db?.drop();
+  });
   process.send!({ ready: true, port: (server.address() as AddressInfo).port } satisfies Ready);
+}
+
+/** A scratch database on DATABASE_URL's server with one `account` row per user, for the statement target. */
+async function statementDatabase() {
+  const { default: pg } = await import('pg');
+  const { randomBytes } = await import('node:crypto');
+  const name = `pp_bench_statement_${randomBytes(6).toString('hex')}`;
+  const admin = async (sql: string) => {
+    const c = new pg.Client({ connectionString: env.DATABASE_URL });
+    await c.connect();
+    await c.query(sql).finally(() => c.end());
+  };
+  await admin(`create database ${name}`);
+  const url = new URL(env.DATABASE_URL!);
+  url.pathname = `/${name}`;
+  const pool = new pg.Pool({ connectionString: url.toString(), max: 20 });
+  await pool.query(`create table account (id text primary key, balance bigint not null)`);
+  await pool.query(
+    `insert into account select 'user' || i, 1000000000000 from generate_series(0, $1::int - 1) i union all select $2, 1000000000000`,
+    [USERS, HOT_USER],
+  );
+  return {
+    debit: (user: string) =>
+      pool.query({
+        name: 'debit',
+        text: `update account set balance = balance - 1 where id = $1`,
+        values: [user],
+      }),
+    backends: async () =>
+      (
+        await pool.query(
+          `select pid from pg_stat_activity where datname = current_database() and backend_type = 'client backend'`,
+        )
+      ).rows.map((r) => Number(r.pid)),
+    drop: async () => {
+      await pool.end();
+      await admin(`drop database if exists ${name} with (force)`);
+    },
+  };
 }
 
 /** A fresh, migrated database: a new one on DATABASE_URL's server (dropped after), else in-memory PGlite. */
@@ -599,6 +650,8 @@ async function load(pool: Pool, c: number, req: Request, seconds: number): Promi
 // ---------------------------------------------------------------- driver: targets, scenarios, rows
 
 interface Target {
+  /** bare: the reference of every ratio; statement and service take the user header, have PostgreSQL backends. */
+  kind: 'bare' | 'statement' | 'service';
   name: string;
   port: number;
   child: ChildProcess;
@@ -635,13 +688,14 @@ function requestOf(s: Scenario, t: Target): Request {
     path: s.api === 'chat' ? '/v1/chat/completions' : '/v1/responses',
     body: JSON.stringify(s.stream ? { ...body, stream: true } : body),
     stream: s.stream,
-    headers: t.apiKey
-      ? (i) => ({
-          ...json,
-          authorization: `Bearer ${t.apiKey}`,
-          'x-paywall-user': s.hot ? HOT_USER : `user${i % USERS}`,
-        })
-      : () => json,
+    headers:
+      t.kind === 'bare'
+        ? () => json
+        : (i) => ({
+            ...json,
+            ...(t.apiKey ? { authorization: `Bearer ${t.apiKey}` } : {}),
+            'x-paywall-user': s.hot ? HOT_USER : `user${i % USERS}`,
+          }),
     valid:
       s.api === 'chat'
         ? s.stream
@@ -671,12 +725,13 @@ async function runRow(s: Scenario, t: Target, c: number, upstream: ChildProcess,
   try {
     const warm = await load(pool, c, req, WARMUP_SECONDS);
     // After the warm-up the service's pool has its connections: pin their backends, measure their CPU.
-    const backends = t.apiKey ? await rpc<number[]>(t.child, 'backends') : [];
+    const backendsOf = () => (t.kind === 'bare' ? Promise.resolve([]) : rpc<number[]>(t.child, 'backends'));
+    const backends = await backendsOf();
     pin.postgres(backends);
     const procs = { proxy: t.child, upstream };
     const before = await cpuSample(procs, backends);
     const r = await load(pool, c, req, SECONDS);
-    const after = await cpuSample(procs, t.apiKey ? await rpc<number[]>(t.child, 'backends') : []);
+    const after = await cpuSample(procs, await backendsOf());
     t.served += warm.served + r.served;
     const cpu = Object.fromEntries(
       Object.entries(cpuDelta(before, after)).map(([k, ms]) => [
@@ -720,7 +775,7 @@ function table(rows: Row[]): string {
   ];
   const cells = rows.map((row) => {
     const { r, cpu } = row;
-    const isBare = !row.target.apiKey;
+    const isBare = row.target.kind === 'bare';
     return [
       row.scenario.name,
       row.target.name,
@@ -928,37 +983,22 @@ async function driver(): Promise<number> {
   try {
     const upstream = await start('upstream');
     children.push(upstream.child);
-    const bare = await start('bare', [String(upstream.msg.port)]);
-    children.push(bare.child);
+    const targets: Target[] = [];
+    const add = async (kind: Target['kind'], name: string, role: string, args: string[]) => {
+      const { child, msg } = await start(role, args);
+      children.push(child);
+      targets.push({ kind, name, port: msg.port, child, apiKey: msg.apiKey, served: 0 });
+      return child;
+    };
+    await add('bare', 'bare pass-through', 'bare', [String(upstream.msg.port)]);
+    if (ONE_STATEMENT)
+      await add('statement', 'pass-through + 1 statement', 'bare', [String(upstream.msg.port), 'statement']);
     console.log(`setting up the service (migrations, paywall, ${USERS + 1} users, deposits)…`);
     const serviceArgs = [String(upstream.msg.port), String(upstream.msg.sinkPort)];
-    const service = await start('service', serviceArgs);
-    children.push(service.child);
-    const limited = LIMITS ? await start('service', [...serviceArgs, 'limits']) : null;
-    if (limited) children.push(limited.child);
-    const info = await rpc<{ database: string }>(service.child, 'info');
+    const service = await add('service', 'service', 'service', serviceArgs);
+    if (LIMITS) await add('service', 'service + all limits', 'service', [...serviceArgs, 'limits']);
+    const info = await rpc<{ database: string }>(service, 'info');
 
-    const targets: Target[] = [
-      { name: 'bare pass-through', port: bare.msg.port, child: bare.child, served: 0 },
-      {
-        name: 'service',
-        port: service.msg.port,
-        child: service.child,
-        apiKey: service.msg.apiKey,
-        served: 0,
-      },
-      ...(limited
-        ? [
-            {
-              name: 'service + all limits',
-              port: limited.msg.port,
-              child: limited.child,
-              apiKey: limited.msg.apiKey,
-              served: 0,
-            },
-          ]
-        : []),
-    ];
     for (const c of children) pin.toServer(c.pid!);
     pin.toLoad(process.pid);
     console.log(`database: ${info.database}\npinning: ${pin.why}`);
@@ -980,7 +1020,7 @@ async function driver(): Promise<number> {
       return row;
     };
     const bareOf = (s: Scenario, c: number) =>
-      rows.find((r) => !r.target.apiKey && r.scenario === s && r.c === c);
+      rows.find((r) => r.target.kind === 'bare' && r.scenario === s && r.c === c);
     for (const key of SCENARIOS) {
       const s = SCENARIO[key];
       if (s.hot) {
@@ -1001,7 +1041,7 @@ async function driver(): Promise<number> {
     // Payment really was on: every served request is a settled usage charge, the ledger adds up.
     let ledgerOk = true;
     const ledger: string[] = [];
-    for (const t of targets.slice(1)) {
+    for (const t of targets.filter((x) => x.kind === 'service')) {
       const l = await rpc<LedgerReport>(t.child, 'ledger').catch((e): LedgerReport => ({
         ok: false,
         completed: NaN,
@@ -1059,7 +1099,7 @@ async function driver(): Promise<number> {
 
 const [role, arg] = process.argv.slice(2);
 if (role === 'upstream') await runUpstream();
-else if (role === 'bare') await runBare(Number(arg));
+else if (role === 'bare') await runBare(Number(arg), process.argv[4] === 'statement');
 else if (role === 'service')
   await runService(Number(arg), Number(process.argv[4]), process.argv[5] === 'limits');
 else
