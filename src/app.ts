@@ -29,6 +29,7 @@ import { createMetrics } from './shared/metrics.js';
 import { DomainError } from './shared/errors.js';
 import { safeEqual, sha256Hex } from './shared/ids.js';
 import { createRestRouter } from '../rest-compat/router.js';
+import { meteredFastPath } from '../rest-compat/metered-fast-path.js';
 import { sendError } from '../rest-compat/errors.js';
 import { createPagesRouter } from './pages/pages.router.js';
 import { createStripeWebhookRouter } from './modules/payments/stripe/stripe.router.js';
@@ -63,7 +64,11 @@ export async function createApp(deps: AppDeps): Promise<App> {
   const services = createServices(config, db, log, metrics);
   const schema = await getSchema();
   const app = express();
-  const server = createServer(app);
+  // The metered routes first, on plain node:http (rest-compat/metered-fast-path.ts); the rest is Express.
+  const metered = meteredFastPath(services, log, metrics);
+  const server = createServer((req, res) => {
+    if (!metered(req, res)) app(req, res);
+  });
   app.disable('x-powered-by');
   // X-Forwarded-For is believed only from a proxy on this host or a private network: a client reaching
   // the service directly cannot pick its own address (the wallet's per-IP sign-in limit counts on it).
