@@ -64,11 +64,15 @@ export async function createApp(deps: AppDeps): Promise<App> {
   const services = createServices(config, db, log, metrics);
   const schema = await getSchema();
   const app = express();
+  const server = createServer(app);
   // The metered routes first, on plain node:http (rest-compat/metered-fast-path.ts); the rest is Express.
   const metered = meteredFastPath(services, log, metrics);
-  const server = createServer((req, res) => {
-    if (!metered(req, res)) app(req, res);
-  });
+  // Express's own entry point (`app(req, res)` calls `app.handle`): the server's listener stays the app.
+  const express5 = app as unknown as { handle: (req: any, res: any, next?: any) => void };
+  const handle = express5.handle.bind(app);
+  express5.handle = (req, res, next) => {
+    if (!metered(req, res)) handle(req, res, next);
+  };
   app.disable('x-powered-by');
   // X-Forwarded-For is believed only from a proxy on this host or a private network: a client reaching
   // the service directly cannot pick its own address (the wallet's per-IP sign-in limit counts on it).
