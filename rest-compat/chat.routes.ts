@@ -1,4 +1,5 @@
-import { Router, type Response } from 'express';
+import type { ServerResponse } from 'node:http';
+import { Router } from 'express';
 import type { StreamSink } from '../src/modules/proxy/proxy.service.js';
 import type { Services } from '../src/services.js';
 import { loopReason, VIA_HEADER, viaOf } from '../src/modules/proxy/upstream-client.js';
@@ -6,7 +7,7 @@ import { invalid } from '../src/shared/errors.js';
 import { jsonObject, route, userOf } from './http.js';
 
 /** The HTTP response as the proxy's stream sink: SSE headers flushed at once, each write sent at once. */
-function sseSink(res: Response): StreamSink {
+export function sseSink(res: ServerResponse): StreamSink {
   return {
     open() {
       res.writeHead(200, {

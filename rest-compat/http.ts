@@ -57,21 +57,30 @@ export function restContext(req: Request, services: Services): AppContext {
  * `user`; a `/v1/u/{user}/…` path names the user and anything else given must agree with it.
  */
 export function userOf(req: Request, bodyUser?: unknown): string {
-  const header = req.header('x-paywall-user');
   const query = typeof req.query.user === 'string' ? req.query.user : undefined;
+  return userFrom(req.header('x-paywall-user'), query, req.pathUser, bodyUser);
+}
+
+/** {@link userOf} from its parts (the raw metered path has no Express request). */
+export function userFrom(
+  header: string | undefined,
+  query: string | undefined,
+  pathUser: string | undefined,
+  bodyUser?: unknown,
+): string {
   if (bodyUser !== undefined && bodyUser !== null && typeof bodyUser !== 'string')
     throw new DomainError('invalid_request', 'user must be a string', 'user');
   const given = header ?? (bodyUser as string | undefined) ?? query;
-  if (req.pathUser !== undefined) {
+  if (pathUser !== undefined) {
     for (const other of [header, bodyUser as string | undefined, query])
-      if (other !== undefined && other !== req.pathUser)
+      if (other !== undefined && other !== pathUser)
         throw new DomainError(
           'invalid_request',
           'the user in the path and the user in the body or header differ',
           'user',
           'user_mismatch',
         );
-    return checkUser(req.pathUser);
+    return checkUser(pathUser);
   }
   if (given === undefined || given.trim() === '')
     throw new DomainError(

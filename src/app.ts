@@ -30,6 +30,7 @@ import { DomainError, UNAVAILABLE_RETRY_AFTER_SECONDS, databaseUnavailable } fro
 import { isDatabaseUnavailable } from './db/db-errors.js';
 import { safeEqual, sha256Hex } from './shared/ids.js';
 import { createRestRouter } from '../rest-compat/router.js';
+import { meteredFastPath } from '../rest-compat/metered-fast-path.js';
 import { sendError } from '../rest-compat/errors.js';
 import { createPagesRouter } from './pages/pages.router.js';
 import { createStripeWebhookRouter } from './modules/payments/stripe/stripe.router.js';
@@ -65,6 +66,14 @@ export async function createApp(deps: AppDeps): Promise<App> {
   const schema = await getSchema();
   const app = express();
   const server = createServer(app);
+  // The metered routes first, on plain node:http (rest-compat/metered-fast-path.ts); the rest is Express.
+  const metered = meteredFastPath(services, log, metrics);
+  // Express's own entry point (`app(req, res)` calls `app.handle`): the server's listener stays the app.
+  const express5 = app as unknown as { handle: (req: any, res: any, next?: any) => void };
+  const handle = express5.handle.bind(app);
+  express5.handle = (req, res, next) => {
+    if (!metered(req, res)) handle(req, res, next);
+  };
   app.disable('x-powered-by');
   // X-Forwarded-For is believed only from a proxy on this host or a private network: a client reaching
   // the service directly cannot pick its own address (the wallet's per-IP sign-in limit counts on it).

@@ -166,6 +166,10 @@ const settleItem = (s: SettleInput, i: number) => ({
  * commit of both kinds: every request needs one of each, so sharing the commit halves the commits and
  * the WAL flushes that NOTIFY serialises).
  *
+ * Rows are looked up by `= any(array(…))` of the batch's keys, so the planner probes the indexes
+ * (jsonb_to_recordset is estimated at 100 rows: with `in (…)`/joins it scans end_user, ledger_account
+ * and usage_counter whole, a cost that grows with the number of users).
+ *
  * Every account the statement touches (spending accounts, earnings, fees, provider) is locked first,
  * in id order (FOR NO KEY UPDATE: no deadlock between statements, and foreign-key checks of other
  * inserts are not blocked), and updated ONCE with the sum of its changes ("batched by account").
@@ -218,12 +222,13 @@ hu as (
          (not hi.shared or (e.wallet_user_id is not null and e.account_id is not null)) as connected,
          row_number() over (partition by e.account_id order by hi.i) as rk
     from hi join end_user e on e.paywall_id = hi.paywall_id and e.external_id = hi.external_id
+   where e.paywall_id = any(array(select paywall_id from hi)) and e.external_id = any(array(select external_id from hi))
 ),
 lk as (
   select a.id, a.balance_raw, a.held_raw
     from ledger_account a
-   where a.id in (select account_id from c) or a.id in (select account from legs)
-      or a.id in (select account_id from hu where connected)
+   where a.id = any(array(select account_id from c union all select account from legs
+                          union all select account_id from hu where connected))
    order by a.id
      for no key update
 ),
@@ -245,7 +250,7 @@ rate as (
 uk as (
   select x.end_user_id, x.day, x.requests, x.spend_raw, x.model_requests
     from usage_counter x
-   where x.end_user_id in (select user_id from hu) or x.end_user_id in (select user_id from c)
+   where x.end_user_id = any(array(select user_id from hu union all select user_id from c))
    order by x.end_user_id
      for no key update
 ),
