@@ -31,6 +31,7 @@ import { safeEqual, sha256Hex } from './shared/ids.js';
 import { createRestRouter } from '../rest-compat/router.js';
 import { sendError } from '../rest-compat/errors.js';
 import { createPagesRouter } from './pages/pages.router.js';
+import { createDashboardRouter } from './pages/dashboard.router.js';
 import { createStripeWebhookRouter } from './modules/payments/stripe/stripe.router.js';
 import { logInternalError, routeLabel, withoutPathUser } from './shared/route-label.js';
 
@@ -291,6 +292,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
   app.use(createStripeWebhookRouter(services));
   app.use('/v1', jsonBody, createRestRouter(services));
   app.use(createPagesRouter(services));
+  app.use(createDashboardRouter());
 
   // Body parser and any other failure: OpenAI error shape, never a stack trace.
   app.use((err: any, req: Request, res: Response, _next: NextFunction) => {
