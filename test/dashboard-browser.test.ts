@@ -321,14 +321,16 @@ describe('the dashboard in Chromium', () => {
        values ($1, 'gpt-4o-mini', 150000, 600000), ($1, 'gpt-4o', 2500000, 10000000), ($1, 'llama-3-70b', 600000, 600000)`,
       [demo.id],
     );
+    // 9,000 charges over the last 90 days, denser towards today (a growing app); days before today are
+    // rolled up by the first usage query, today's are read from the charges.
     await t.db.query(
       `insert into charge (id, paywall_id, user_id, kind, status, amount_raw, model, prompt_tokens, completion_tokens, created_at, settled_at)
        select gen_random_uuid(), $1, u.id, 'usage', 'completed',
               (pt::bigint * m.p * 18 / 10 + ct::bigint * m.c * 18 / 10) / 1000000 + 200, m.id, pt, ct, at, at
          from (select g, (300 + (g * 37) % 1700) as pt, (40 + (g * 53) % 460) as ct,
-                      now() - ((g % 60) * interval '1 day') - ((g * 7) % 600) * interval '1 second' as at,
-                      (g * 7919) % 40 as ui, g % 3 as mi
-                 from generate_series(1, 6000) g where (g % 60) < 20 + (g * 13) % 41) s
+                      now() - floor(90 * power(g / 9000.0, 1.7)) * interval '1 day' - ((g * 7) % 600) * interval '1 second' as at,
+                      (g * g) % 40 as ui, g % 3 as mi
+                 from generate_series(1, 9000) g) s
          join (select id, row_number() over (order by external_id) - 1 as n from end_user where paywall_id = $1) u on u.n = s.ui
          join (values (0, 'gpt-4o-mini', 150000, 600000), (1, 'gpt-4o', 2500000, 10000000), (2, 'llama-3-70b', 600000, 600000))
               as m(n, id, p, c) on m.n = s.mi`,

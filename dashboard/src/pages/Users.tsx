@@ -70,7 +70,7 @@ export function UsersPage({ paywall }: { paywall: PaywallSummary }) {
         title="Users"
         subtitle="End users of this paywall: balances, ledger, manual deposits and charges."
       />
-      <div className="grid-2" style={{ alignItems: 'start' }}>
+      <div className="grid-users">
         <Card
           title="End users"
           actions={
