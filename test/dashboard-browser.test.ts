@@ -45,6 +45,8 @@ beforeAll(async () => {
     p.on('pageerror', (e) => console.error(`page error: ${e.message}`));
     p.on('console', (m) => m.type() === 'error' && console.error(`console error: ${m.text()}`));
   }
+  // The tab in front gets animation frames (Playwright's "stable" check needs them); the other is throttled.
+  await page.bringToFront();
 }, 120_000);
 
 afterAll(async () => {
@@ -175,11 +177,13 @@ describe('the dashboard in Chromium', () => {
   });
 
   it('deposits to a user: the Live tab shows it without reloading; the ledger shows it', async () => {
+    await live.bringToFront();
     await signIn(live, t.ownerToken);
     await live.getByRole('link', { name: 'Inkwell Writer' }).click();
     await nav(live, 'Live');
     await live.getByText('Waiting for events').waitFor(WAIT);
     const liveUrl = live.url();
+    await page.bringToFront();
 
     await nav(page, 'Users');
     await page.getByText('No end users yet').waitFor(WAIT);
@@ -211,7 +215,9 @@ describe('the dashboard in Chromium', () => {
     });
     expect(chat.status).toBe(200);
     await feed.getByText('paywall.usage.charge.created').waitFor(WAIT);
+    await live.bringToFront();
     await screenshot(live, 'dashboard-live');
+    await page.bringToFront();
 
     // Ledger of alice: deposit, charge, usage; balance 5 − 1.25 − 0.0015855 (11×3 + 7×7.5 µUSDC + 0.001).
     await page.getByRole('button', { name: 'Search' }).waitFor(WAIT);
