@@ -365,6 +365,16 @@ describe('the dashboard in Chromium', () => {
     await page.goto(url(`/p/${demo.id}/earnings`));
     await page.getByRole('heading', { level: 1, name: 'Earnings' }).waitFor(WAIT);
     await page.getByText('No withdrawals yet.').waitFor(WAIT);
+    await page.getByText('No earnings yet').waitFor(WAIT);
     await screenshot(page, 'dashboard-earnings');
+
+    // SHARED: the users page also lists wallet connections.
+    await nav(page, 'Users');
+    await page.getByText('No wallet user has connected yet').waitFor(WAIT);
+    await page
+      .getByRole('button', { name: /^user-\d\d$/ })
+      .first()
+      .waitFor(WAIT);
+    await screenshot(page, 'dashboard-users-shared');
   });
 });

@@ -106,9 +106,15 @@ export function Money(props: {
   );
 }
 
-export const Time = ({ value }: { value: string | null | undefined }) => (
-  <time dateTime={value ?? undefined} className="num-time">
-    {dateTime(value)}
+export const Time = ({ value, dateOnly }: { value: string | null | undefined; dateOnly?: boolean }) => (
+  <time
+    dateTime={value ?? undefined}
+    className="num-time"
+    title={dateOnly && value ? dateTime(value) : undefined}
+  >
+    {dateOnly && value
+      ? new Date(value).toLocaleDateString(undefined, { dateStyle: 'medium' })
+      : dateTime(value)}
   </time>
 );
 

@@ -18,6 +18,7 @@ const EARNINGS = `query Earnings($id: ID) {
     id
     earnings { available pending withdrawn fees }
     withdrawals(first: 20) { edges { node { ${W} } } }
+    earningsHistory(first: 20) { edges { node { id kind amount model createdAt } } }
   }
 }`;
 const REQUEST = `mutation Withdraw($input: RequestWithdrawalInput!) { requestWithdrawal(input: $input) { ${W} } }`;
@@ -31,6 +32,11 @@ export function EarningsPage({ paywall }: { paywall: PaywallSummary }) {
     paywall: {
       earnings: { available: string; pending: string; withdrawn: string; fees: string };
       withdrawals: { edges: { node: Withdrawal }[] };
+      earningsHistory: {
+        edges: {
+          node: { id: string; kind: string; amount: string; model: string | null; createdAt: string };
+        }[];
+      };
     };
   }>({ query: EARNINGS, variables: { id: paywall.id } });
   const [amount, setAmount] = useState('');
@@ -143,6 +149,40 @@ export function EarningsPage({ paywall }: { paywall: PaywallSummary }) {
           )}
         </Card>
       </div>
+      <Card title="Recent movements">
+        {!data?.paywall.earningsHistory.edges.length ? (
+          <Empty>No earnings yet: charges of connected wallet users land here, less the platform fee.</Empty>
+        ) : (
+          <div className="table-wrap">
+            <table aria-label="Earnings movements">
+              <thead>
+                <tr>
+                  <th>When</th>
+                  <th>Kind</th>
+                  <th>Model</th>
+                  <th className="num">Amount</th>
+                </tr>
+              </thead>
+              <tbody>
+                {data.paywall.earningsHistory.edges.map(({ node: m }) => (
+                  <tr key={m.id}>
+                    <td>
+                      <Time value={m.createdAt} />
+                    </td>
+                    <td>
+                      <Badge>{m.kind.replace('_', ' ')}</Badge>
+                    </td>
+                    <td className="mono">{m.model ?? '—'}</td>
+                    <td className="num">
+                      <Money value={m.amount} signed />
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </Card>
     </div>
   );
 }

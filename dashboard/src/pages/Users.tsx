@@ -3,6 +3,7 @@ import { useMutation, useQuery } from 'urql';
 import { errorMessage } from '../api';
 import { newIdempotencyKey } from '../format';
 import type { PaywallSummary } from '../session';
+import { Connections } from './Connections';
 import {
   Badge,
   Button,
@@ -136,7 +137,7 @@ export function UsersPage({ paywall }: { paywall: PaywallSummary }) {
                         <Money value={u.held} />
                       </td>
                       <td>
-                        <Time value={u.createdAt} />
+                        <Time value={u.createdAt} dateOnly />
                       </td>
                     </tr>
                   ))}
@@ -172,6 +173,7 @@ export function UsersPage({ paywall }: { paywall: PaywallSummary }) {
           {selected && <UserDetail key={`${selected}:${version}`} paywall={paywall} externalId={selected} />}
         </div>
       </div>
+      {paywall.mode === 'SHARED' && <Connections paywall={paywall} />}
     </div>
   );
 }
