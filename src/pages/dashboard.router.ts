@@ -49,8 +49,9 @@ export function createDashboardRouter(dir = DASHBOARD_DIR): Router {
     res.set('Cache-Control', 'no-cache');
     const index = join(dir, 'index.html');
     if (!existsSync(index)) {
+      // 404, not 5xx: the service itself is healthy; the console was not built.
       res
-        .status(503)
+        .status(404)
         .type('text/plain')
         .send('The dashboard is not built: npm run build:dashboard (npm ci does it).');
       return;
