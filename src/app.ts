@@ -33,6 +33,7 @@ import { createRestRouter } from '../rest-compat/router.js';
 import { meteredFastPath } from '../rest-compat/metered-fast-path.js';
 import { sendError } from '../rest-compat/errors.js';
 import { createPagesRouter } from './pages/pages.router.js';
+import { createDashboardRouter } from './pages/dashboard.router.js';
 import { createStripeWebhookRouter } from './modules/payments/stripe/stripe.router.js';
 import { logInternalError, routeLabel, withoutPathUser } from './shared/route-label.js';
 
@@ -311,6 +312,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
   app.use(createStripeWebhookRouter(services));
   app.use('/v1', jsonBody, createRestRouter(services));
   app.use(createPagesRouter(services));
+  app.use(createDashboardRouter());
 
   // Body parser and any other failure: OpenAI error shape, never a stack trace.
   app.use((err: any, req: Request, res: Response, _next: NextFunction) => {

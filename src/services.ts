@@ -9,6 +9,7 @@ import { ProviderService } from './modules/paywalls/provider.service.js';
 import { UserService } from './modules/users/user.service.js';
 import { LedgerService } from './modules/ledger/ledger.service.js';
 import { EarningsService } from './modules/ledger/earnings.service.js';
+import { UsageService } from './modules/usage/usage.service.js';
 import { CatalogService } from './modules/catalog/catalog.service.js';
 import { ProxyService } from './modules/proxy/proxy.service.js';
 import { WebhookService } from './modules/webhooks/webhook.service.js';
@@ -36,6 +37,7 @@ export interface Services {
   users: UserService;
   ledger: LedgerService;
   earnings: EarningsService;
+  usage: UsageService;
   catalog: CatalogService;
   proxy: ProxyService;
   webhooks: WebhookService;
@@ -64,6 +66,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
   s.users = new UserService(s);
   s.ledger = new LedgerService(s);
   s.earnings = new EarningsService(db);
+  s.usage = new UsageService(db);
   s.catalog = new CatalogService(s);
   s.proxy = new ProxyService(s);
   s.webhooks = new WebhookService(s);

@@ -222,6 +222,8 @@ const PUBLIC: Record<string, string> = {
   'POST /wallet/topup/checkout': 'wallet session cookie + CSRF token',
   'GET /topup/:paywallId': 'signed top-up link token in the query (CONTRACT §9)',
   'POST /topup/:paywallId/checkout': 'signed top-up link token + CSRF token',
+  'GET /dashboard': 'the static console (no data; it calls GraphQL with the token typed in, CONTRACT §12)',
+  'GET /dashboard/*path': 'the console and its assets (client-side routes get the same static page)',
 };
 
 interface RestCase {

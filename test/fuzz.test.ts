@@ -237,6 +237,7 @@ const OTHER_ROUTES_PREFIXES = [
   '/wallet',
   '/connect/',
   '/topup/',
+  '/dashboard',
 ];
 
 /** A path segment: valid, or hostile (percent-encoded bytes, invalid UTF-8, dot segments, very long). */

@@ -158,6 +158,10 @@ async function call(
 
 /** The README quick start, step by step: the same requests as its curl lines, the same answers. */
 async function quickStart(url: string, ownerToken: string) {
+  // The dashboard (CONTRACT §12) is served by the built service on the same port.
+  const dashboard = await fetch(`${url}/dashboard`);
+  expect(dashboard.status).toBe(200);
+  expect(await dashboard.text()).toContain('<div id="root"></div>');
   const created = await call(url, 'POST', '/graphql', ownerToken, {
     query:
       'mutation { createPaywall(input: {name: "My app", mode: DEFAULT}) { apiKey paywall { id name mode } } }',

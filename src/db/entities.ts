@@ -18,6 +18,7 @@ import {
   StripeEventSchema,
   StripeIntegrationSchema,
 } from '../modules/payments/stripe/stripe.entity.js';
+import { UsageDayModelSchema, UsageDayUserSchema, UsageRollupSchema } from '../modules/usage/usage.entity.js';
 import { EventSchema } from '../modules/events/event.entity.js';
 import { WebhookSubscriptionSchema, WebhookDeliverySchema } from '../modules/webhooks/webhook.entity.js';
 
@@ -45,4 +46,7 @@ export const entities = [
   StripeIntegrationSchema,
   StripeCheckoutSchema,
   StripeEventSchema,
+  UsageDayModelSchema,
+  UsageDayUserSchema,
+  UsageRollupSchema,
 ];

@@ -8,6 +8,7 @@ import { CatalogResolver } from '../modules/catalog/catalog.resolver.js';
 import { ProxyResolver } from '../modules/proxy/proxy.resolver.js';
 import { WebhookResolver } from '../modules/webhooks/webhook.resolver.js';
 import { StripeResolver } from '../modules/payments/stripe/stripe.resolver.js';
+import { UsageResolver } from '../modules/usage/usage.resolver.js';
 import { LiveEventsResolver } from '../modules/events/live-events.resolver.js';
 
 /** Every resolver class of every module. */
@@ -23,4 +24,5 @@ export const resolvers = [
   WebhookResolver,
   LiveEventsResolver,
   StripeResolver,
+  UsageResolver,
 ] as const;

@@ -1,0 +1,119 @@
+import { useState } from 'react';
+import { useSubscription } from 'urql';
+import { errorMessage } from '../api';
+import { time, usdc } from '../format';
+import type { PaywallSummary } from '../session';
+import { Badge, Button, Card, Empty, ErrorBanner, Json, PageHeader, Select } from '../ui';
+
+interface LiveEvent {
+  id: string;
+  type: string;
+  createdAt: string;
+  data: Record<string, unknown>;
+  subject: { externalId?: string } | null;
+}
+
+const EVENTS = `subscription Live($id: ID, $types: [String!]) {
+  paywallEvents(paywallId: $id, types: $types) { id type version createdAt data subject }
+}`;
+
+const FILTERS = [
+  { value: '*', label: 'All events' },
+  { value: 'paywall.balance.*', label: 'Balances (deposits, charges)' },
+  { value: 'paywall.usage.*', label: 'Usage charges and limits' },
+  { value: 'paywall.proxy.*', label: 'Proxy requests' },
+  { value: 'paywall.authorization.*', label: 'User authorizations' },
+  { value: 'paywall.request.blocked', label: 'Blocked requests' },
+  { value: 'paywall.integration.*', label: 'Integrations' },
+  { value: 'paywall.updated', label: 'Settings changes' },
+];
+
+const MAX = 200;
+
+function summary(e: LiveEvent): string {
+  const d = e.data ?? {};
+  const parts: string[] = [];
+  const who = (d.externalUserId as string) ?? e.subject?.externalId;
+  if (who) parts.push(`user ${who}`);
+  for (const k of ['amount', 'cost', 'requestedAmount'] as const)
+    if (typeof d[k] === 'string')
+      parts.push(`${k === 'requestedAmount' ? 'requested' : k} ${usdc(String(d[k]))} USDC`);
+  if (typeof d.model === 'string') parts.push(d.model);
+  if (typeof d.reason === 'string') parts.push(`reason ${d.reason}`);
+  if (typeof d.errorCode === 'string') parts.push(d.errorCode);
+  return parts.join(' · ');
+}
+
+const tone = (type: string) =>
+  type.includes('deposit') || type.endsWith('.completed')
+    ? 'good'
+    : type.includes('fail') || type.includes('blocked') || type.includes('depleted')
+      ? 'bad'
+      : 'neutral';
+
+export function LivePage({ paywall }: { paywall: PaywallSummary }) {
+  const [filter, setFilter] = useState('*');
+  const [paused, setPaused] = useState(false);
+  const [open, setOpen] = useState<string | null>(null);
+  const [{ data: events = [], error }] = useSubscription<{ paywallEvents: LiveEvent }, LiveEvent[]>(
+    { query: EVENTS, variables: { id: paywall.id, types: filter === '*' ? null : [filter] }, pause: paused },
+    (prev = [], next) => [next.paywallEvents, ...prev].slice(0, MAX),
+  );
+  return (
+    <div className="stack">
+      <PageHeader
+        title="Live"
+        subtitle="Events of this paywall as they happen (the paywallEvents subscription)."
+        actions={
+          <>
+            <Select label="Show" value={filter} onChange={setFilter} options={FILTERS} />
+            <Button onClick={() => setPaused(!paused)}>{paused ? 'Resume' : 'Pause'}</Button>
+          </>
+        }
+      />
+      <ErrorBanner message={errorMessage(error)} />
+      <Card
+        title={
+          <>
+            <span className={`live-dot ${paused ? 'off' : ''}`} aria-hidden="true" />
+            {paused ? 'Paused' : 'Listening'}
+          </>
+        }
+        actions={
+          <span className="legend-note">
+            {events.length} events since you opened this page (newest first)
+          </span>
+        }
+      >
+        {events.length === 0 ? (
+          <Empty>Waiting for events… Deposits, charges and chat requests appear here as they happen.</Empty>
+        ) : (
+          <ul className="feed" aria-label="Live events" aria-live="polite">
+            {events.map((e, i) => (
+              <li key={e.id} className={i === 0 ? 'fresh' : undefined}>
+                <span className="num-time">{time(e.createdAt)}</span>
+                <div style={{ minWidth: 0 }}>
+                  <div>
+                    <Badge tone={tone(e.type)}>
+                      <span className="type">{e.type}</span>
+                    </Badge>
+                  </div>
+                  <div className="summary">{summary(e)}</div>
+                  {open === e.id && <Json value={e} />}
+                </div>
+                <Button
+                  className="btn-sm"
+                  variant="ghost"
+                  aria-expanded={open === e.id}
+                  onClick={() => setOpen(open === e.id ? null : e.id)}
+                >
+                  {open === e.id ? 'Hide' : 'Details'}
+                </Button>
+              </li>
+            ))}
+          </ul>
+        )}
+      </Card>
+    </div>
+  );
+}

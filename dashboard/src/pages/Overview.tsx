@@ -1,0 +1,296 @@
+import { useState } from 'react';
+import { useQuery } from 'urql';
+import {
+  Bar,
+  BarChart,
+  CartesianGrid,
+  ComposedChart,
+  Legend,
+  Line,
+  ResponsiveContainer,
+  Tooltip,
+  XAxis,
+  YAxis,
+} from 'recharts';
+import { errorMessage } from '../api';
+import { integer, shortDay, toNumber, usdc, utcDay } from '../format';
+import type { PaywallSummary } from '../session';
+import { Card, Empty, ErrorBanner, Loading, Money, PageHeader } from '../ui';
+
+interface Bucket {
+  key: string;
+  userId: string | null;
+  requests: number;
+  revenue: string;
+  providerCost: string;
+  margin: string;
+  promptTokens: number;
+  completionTokens: number;
+}
+interface UsageData {
+  paywall: {
+    id: string;
+    byDay: { totals: Bucket; buckets: Bucket[] };
+    byModel: { buckets: Bucket[] };
+    byUser: { buckets: Bucket[] };
+  };
+}
+
+const FIELDS = 'key userId requests revenue providerCost margin promptTokens completionTokens';
+const USAGE = `query Usage($id: ID, $from: String!, $to: String!) {
+  paywall(id: $id) {
+    id
+    byDay: usage(from: $from, to: $to, groupBy: DAY) { totals { ${FIELDS} } buckets { ${FIELDS} } }
+    byModel: usage(from: $from, to: $to, groupBy: MODEL, limit: 12) { buckets { ${FIELDS} } }
+    byUser: usage(from: $from, to: $to, groupBy: USER, limit: 10) { buckets { ${FIELDS} } }
+  }
+}`;
+
+const RANGES = [
+  [7, '7 days'],
+  [30, '30 days'],
+  [90, '90 days'],
+  [365, '1 year'],
+] as const;
+
+const money = (v: number) => `${v.toLocaleString(undefined, { maximumFractionDigits: 6 })} USDC`;
+const axisMoney = (v: number) => (Math.abs(v) >= 1000 ? `${(v / 1000).toFixed(1)}k` : `${+v.toFixed(4)}`);
+const axisCount = (v: number) =>
+  v >= 1e6 ? `${(v / 1e6).toFixed(1)}M` : v >= 1000 ? `${(v / 1000).toFixed(1)}k` : `${v}`;
+
+export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
+  const [days, setDays] = useState<number>(30);
+  const [{ data, fetching, error }] = useQuery<UsageData>({
+    query: USAGE,
+    variables: { id: paywall.id, from: utcDay(-(days - 1)), to: utcDay(0) },
+  });
+  const u = data?.paywall;
+  const totals = u?.byDay.totals;
+  const series =
+    u?.byDay.buckets.map((b) => ({
+      day: shortDay(b.key),
+      Revenue: toNumber(b.revenue),
+      'Provider cost': toNumber(b.providerCost),
+      Margin: toNumber(b.margin),
+      Requests: b.requests,
+    })) ?? [];
+  const models =
+    u?.byModel.buckets.map((b) => ({
+      model: b.key || 'manual charges',
+      Requests: b.requests,
+      'Prompt tokens': b.promptTokens,
+      'Completion tokens': b.completionTokens,
+    })) ?? [];
+  return (
+    <div className="stack">
+      <PageHeader
+        title="Overview"
+        subtitle={`${paywall.name} · completed charges by UTC day`}
+        actions={
+          <div className="segmented" role="group" aria-label="Range">
+            {RANGES.map(([d, label]) => (
+              <button key={d} type="button" aria-pressed={days === d} onClick={() => setDays(d)}>
+                {label}
+              </button>
+            ))}
+          </div>
+        }
+      />
+      <ErrorBanner message={errorMessage(error)} />
+      {!u && fetching && <Loading />}
+      {totals && (
+        <div className="grid-4" aria-label="Totals">
+          <Stat label="Revenue" value={totals.revenue} sub="charged to users" />
+          <Stat label="Provider cost" value={totals.providerCost} sub="tokens at cost prices" />
+          <Stat label="Margin" value={totals.margin} sub="revenue − provider cost" />
+          <div className="card stat">
+            <span className="label">Requests</span>
+            <span className="value" data-testid="total-requests">
+              {integer(totals.requests)}
+            </span>
+            <span className="sub">
+              {integer(totals.promptTokens)} prompt · {integer(totals.completionTokens)} completion tokens
+            </span>
+          </div>
+        </div>
+      )}
+      {u && (
+        <>
+          <Card
+            title="Revenue, provider cost and margin per day"
+            actions={<span className="legend-note">USDC</span>}
+          >
+            {totals!.requests === 0 ? (
+              <Empty>No completed charges in this range yet.</Empty>
+            ) : (
+              <div className="chart" role="img" aria-label="Revenue, provider cost and margin per day">
+                <ResponsiveContainer width="100%" height="100%">
+                  <ComposedChart data={series} margin={{ top: 8, right: 8, left: 0, bottom: 0 }}>
+                    <CartesianGrid stroke="#eef0f3" vertical={false} />
+                    <XAxis
+                      dataKey="day"
+                      tick={{ fontSize: 11, fill: '#7a8394' }}
+                      tickLine={false}
+                      axisLine={{ stroke: '#e3e6eb' }}
+                      minTickGap={16}
+                    />
+                    <YAxis
+                      tickFormatter={axisMoney}
+                      tick={{ fontSize: 11, fill: '#7a8394' }}
+                      tickLine={false}
+                      axisLine={false}
+                      width={56}
+                    />
+                    <Tooltip formatter={(v) => money(Number(v))} />
+                    <Legend wrapperStyle={{ fontSize: 12 }} />
+                    <Bar
+                      dataKey="Revenue"
+                      fill="#2f5bd3"
+                      radius={[3, 3, 0, 0]}
+                      maxBarSize={28}
+                      isAnimationActive={false}
+                    />
+                    <Bar
+                      dataKey="Provider cost"
+                      fill="#f79009"
+                      radius={[3, 3, 0, 0]}
+                      maxBarSize={28}
+                      isAnimationActive={false}
+                    />
+                    <Line
+                      dataKey="Margin"
+                      stroke="#12b76a"
+                      strokeWidth={2}
+                      dot={false}
+                      type="monotone"
+                      isAnimationActive={false}
+                    />
+                  </ComposedChart>
+                </ResponsiveContainer>
+              </div>
+            )}
+          </Card>
+          <div className="grid-2">
+            <Card title="Requests and tokens per model">
+              {models.length === 0 ? (
+                <Empty>No usage yet.</Empty>
+              ) : (
+                <>
+                  <div className="chart-sm" role="img" aria-label="Requests and tokens per model">
+                    <ResponsiveContainer width="100%" height="100%">
+                      <BarChart data={models} margin={{ top: 8, right: 8, left: 0, bottom: 0 }}>
+                        <CartesianGrid stroke="#eef0f3" vertical={false} />
+                        <XAxis
+                          dataKey="model"
+                          tick={{ fontSize: 11, fill: '#7a8394' }}
+                          tickLine={false}
+                          axisLine={{ stroke: '#e3e6eb' }}
+                        />
+                        <YAxis
+                          yAxisId="t"
+                          tickFormatter={axisCount}
+                          tick={{ fontSize: 11, fill: '#7a8394' }}
+                          tickLine={false}
+                          axisLine={false}
+                          width={48}
+                        />
+                        <YAxis
+                          yAxisId="r"
+                          orientation="right"
+                          tickFormatter={axisCount}
+                          tick={{ fontSize: 11, fill: '#7a8394' }}
+                          tickLine={false}
+                          axisLine={false}
+                          width={40}
+                        />
+                        <Tooltip formatter={(v) => integer(Number(v))} />
+                        <Legend wrapperStyle={{ fontSize: 12 }} />
+                        <Bar
+                          yAxisId="t"
+                          dataKey="Prompt tokens"
+                          stackId="tok"
+                          fill="#7a9cf0"
+                          isAnimationActive={false}
+                        />
+                        <Bar
+                          yAxisId="t"
+                          dataKey="Completion tokens"
+                          stackId="tok"
+                          fill="#2f5bd3"
+                          radius={[3, 3, 0, 0]}
+                          isAnimationActive={false}
+                        />
+                        <Bar
+                          yAxisId="r"
+                          dataKey="Requests"
+                          fill="#12b76a"
+                          radius={[3, 3, 0, 0]}
+                          isAnimationActive={false}
+                        />
+                      </BarChart>
+                    </ResponsiveContainer>
+                  </div>
+                  <BucketTable buckets={u.byModel.buckets} label="Model" manual="manual charges" />
+                </>
+              )}
+            </Card>
+            <Card title="Top users">
+              {u.byUser.buckets.length === 0 ? (
+                <Empty>No paying users in this range yet.</Empty>
+              ) : (
+                <BucketTable buckets={u.byUser.buckets} label="User" />
+              )}
+            </Card>
+          </div>
+        </>
+      )}
+    </div>
+  );
+}
+
+function Stat(props: { label: string; value: string; sub: string }) {
+  return (
+    <div className="card stat">
+      <span className="label">{props.label}</span>
+      <span className="value" title={`${props.value} USDC`}>
+        {usdc(props.value, 2)} <span className="unit">USDC</span>
+      </span>
+      <span className="sub">
+        <Money value={props.value} /> · {props.sub}
+      </span>
+    </div>
+  );
+}
+
+function BucketTable(props: { buckets: Bucket[]; label: string; manual?: string }) {
+  return (
+    <div className="table-wrap">
+      <table aria-label={`${props.label}s`}>
+        <thead>
+          <tr>
+            <th>{props.label}</th>
+            <th className="num">Requests</th>
+            <th className="num">Tokens</th>
+            <th className="num">Revenue</th>
+            <th className="num">Margin</th>
+          </tr>
+        </thead>
+        <tbody>
+          {props.buckets.map((b) => (
+            <tr key={b.userId ?? b.key}>
+              <td className={props.manual ? 'mono' : undefined}>{b.key || props.manual}</td>
+              <td className="num">{integer(b.requests)}</td>
+              <td className="num">{integer(b.promptTokens + b.completionTokens)}</td>
+              <td className="num">
+                <Money value={b.revenue} />
+              </td>
+              <td className="num">
+                <Money value={b.margin} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}

@@ -1,0 +1,255 @@
+import type { Database, Sql } from '../../db/database.js';
+import { invalid } from '../../shared/errors.js';
+
+export type UsageGroupBy = 'DAY' | 'MODEL' | 'USER';
+
+export interface UsageRow {
+  /** DAY: `YYYY-MM-DD` (UTC); MODEL: the model id ('' for manual charges); USER: the external id. */
+  key: string;
+  /** USER: the end user's id. */
+  userId: string | null;
+  requests: number;
+  revenueRaw: bigint;
+  costRaw: bigint;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+export interface UsageReport {
+  from: string;
+  to: string;
+  groupBy: UsageGroupBy;
+  totals: UsageRow;
+  buckets: UsageRow[];
+}
+
+/** At most this many days per query (a little over two years). */
+export const MAX_USAGE_DAYS = 800;
+/** A day is rolled up once it has been over for this long (settlements in flight have committed). */
+const SETTLE_MARGIN = `interval '10 minutes'`;
+
+const DATE = /^\d{4}-\d{2}-\d{2}$/;
+const dayNumber = (s: string, name: string): number => {
+  const t = DATE.test(s) ? Date.parse(`${s}T00:00:00Z`) : NaN;
+  if (!Number.isFinite(t) || new Date(t).toISOString().slice(0, 10) !== s)
+    throw invalid(`${name} must be a date YYYY-MM-DD`, name);
+  return t / 86_400_000;
+};
+
+/** Token-cost of a group at the model's configured cost prices (pico-USDC per token), rounded up to raw units. */
+const COST = (pt: string, ct: string) =>
+  `ceil((${pt}::numeric * coalesce(mp.prompt_pico, 0) + ${ct}::numeric * coalesce(mp.completion_pico, 0)) / 1000000)::bigint`;
+
+/**
+ * Revenue, provider cost, margin, requests and tokens of a paywall's completed charges, aggregated in SQL
+ * by UTC day, model or end user. Days that are over are read from daily roll-ups (written here, lazily, the
+ * first time a query needs them); the rest from `charge` through a covering partial index. Provider cost
+ * is the tokens at the model's configured cost prices (no markup, no request price).
+ */
+export class UsageService {
+  constructor(private readonly db: Database) {}
+
+  async usage(
+    paywallId: string,
+    from: string,
+    to: string,
+    groupBy: UsageGroupBy,
+    limit: number,
+  ): Promise<UsageReport> {
+    const f = dayNumber(from, 'from');
+    const t = dayNumber(to, 'to');
+    if (t < f) throw invalid('to must not be before from', 'to');
+    if (t - f + 1 > MAX_USAGE_DAYS) throw invalid(`at most ${MAX_USAGE_DAYS} days per query`, 'to');
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+      throw invalid('limit must be 1 to 1000', 'limit');
+    const rolledThrough = await this.rollUp(paywallId);
+    // Rolled-up days: [from, min(to, rolledThrough)]; raw charges: settled from max(from, rolledThrough+1).
+    const params = [paywallId, from, to, rolledThrough];
+    const rawWhere = `c.paywall_id = $1 and c.status = 'completed'
+        and c.settled_at >= (greatest($2::date, coalesce($4::date + 1, $2::date)))::timestamp at time zone 'UTC'
+        and c.settled_at < ($3::date + 1)::timestamp at time zone 'UTC'`;
+    const rolledWhere = `r.paywall_id = $1 and r.day >= $2::date and r.day <= least($3::date, $4::date)`;
+    let rows: any[];
+    if (groupBy === 'USER') {
+      // Rolled-up part per user: running total at min(to, rolledThrough) minus running total before from.
+      const cum = (cmp: string, bound: string) => `left join lateral (
+             select requests, revenue_raw, cost_raw, prompt_tokens, completion_tokens from usage_day_user c
+              where c.paywall_id = $1 and c.end_user_id = u.id and c.day ${cmp} ${bound}
+              order by c.day desc limit 1) `;
+      rows = await this.db.query(
+        `with raw as (
+           select c.user_id, coalesce(c.model, '') as model, count(*) as requests, sum(c.amount_raw) as revenue,
+                  sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct
+             from charge c where ${rawWhere} group by 1, 2
+         ), combined as (
+           select raw.user_id, raw.requests, raw.revenue, ${COST('raw.pt', 'raw.ct')} as cost, raw.pt, raw.ct
+             from raw left join model_price mp on mp.paywall_id = $1 and mp.model_id = raw.model
+           union all
+           select u.id, coalesce(hi.requests, 0) - coalesce(lo.requests, 0),
+                  coalesce(hi.revenue_raw, 0) - coalesce(lo.revenue_raw, 0),
+                  coalesce(hi.cost_raw, 0) - coalesce(lo.cost_raw, 0),
+                  coalesce(hi.prompt_tokens, 0) - coalesce(lo.prompt_tokens, 0),
+                  coalesce(hi.completion_tokens, 0) - coalesce(lo.completion_tokens, 0)
+             from end_user u
+             ${cum('<=', 'least($3::date, $4::date)')} hi on true
+             ${cum('<', '$2::date')} lo on true
+            where u.paywall_id = $1 and $4::date >= $2::date and hi.requests is not null
+         ), grouped as (
+           select user_id, sum(requests) as requests, sum(revenue) as revenue, sum(cost) as cost,
+                  sum(pt) as pt, sum(ct) as ct
+             from combined group by user_id having sum(requests) > 0
+         ), totals as (
+           select sum(requests) as requests, sum(revenue) as revenue, sum(cost) as cost, sum(pt) as pt, sum(ct) as ct
+             from grouped
+         )
+         select * from (
+           select g.user_id, u.external_id as key, g.requests::text, g.revenue::text, g.cost::text, g.pt::text,
+                  g.ct::text, false as total
+             from grouped g join end_user u on u.id = g.user_id
+            order by g.revenue desc, u.external_id limit ${limit}
+         ) top
+         union all
+         select null, '', coalesce(requests, 0)::text, coalesce(revenue, 0)::text, coalesce(cost, 0)::text,
+                coalesce(pt, 0)::text, coalesce(ct, 0)::text, true from totals`,
+        params,
+      );
+    } else {
+      const key = groupBy === 'DAY' ? 'day' : 'model';
+      rows = await this.db.query(
+        `with raw as (
+           select (c.settled_at at time zone 'UTC')::date as day, coalesce(c.model, '') as model, count(*) as requests,
+                  sum(c.amount_raw) as revenue, sum(coalesce(c.prompt_tokens, 0)) as pt,
+                  sum(coalesce(c.completion_tokens, 0)) as ct
+             from charge c where ${rawWhere} group by 1, 2
+         ), combined as (
+           select raw.day, raw.model, raw.requests, raw.revenue, ${COST('raw.pt', 'raw.ct')} as cost, raw.pt, raw.ct
+             from raw left join model_price mp on mp.paywall_id = $1 and mp.model_id = raw.model
+           union all
+           select r.day, r.model, r.requests, r.revenue_raw, r.cost_raw, r.prompt_tokens, r.completion_tokens
+             from usage_day_model r where ${rolledWhere}
+         )
+         select ${key === 'day' ? `to_char(day, 'YYYY-MM-DD')` : 'model'} as key, null as user_id,
+                sum(requests)::text as requests, sum(revenue)::text as revenue, sum(cost)::text as cost,
+                sum(pt)::text as pt, sum(ct)::text as ct, false as total
+           from combined group by 1
+         union all
+         select '', null, coalesce(sum(requests), 0)::text, coalesce(sum(revenue), 0)::text,
+                coalesce(sum(cost), 0)::text, coalesce(sum(pt), 0)::text, coalesce(sum(ct), 0)::text, true
+           from combined`,
+        params,
+      );
+    }
+    const toRow = (r: any): UsageRow => ({
+      key: r.key,
+      userId: r.user_id ?? null,
+      requests: Number(r.requests),
+      revenueRaw: BigInt(r.revenue),
+      costRaw: BigInt(r.cost),
+      promptTokens: Number(r.pt),
+      completionTokens: Number(r.ct),
+    });
+    const totals = toRow(rows.find((r) => r.total));
+    let buckets = rows.filter((r) => !r.total).map(toRow);
+    if (groupBy === 'DAY') {
+      // Every day of the range, zeros included (a chart's x axis).
+      const byDay = new Map(buckets.map((b) => [b.key, b]));
+      buckets = [];
+      for (let d = f; d <= t; d++) {
+        const key = new Date(d * 86_400_000).toISOString().slice(0, 10);
+        buckets.push(byDay.get(key) ?? { ...zero(), key });
+      }
+    } else if (groupBy === 'MODEL') {
+      buckets.sort((a, b) =>
+        a.revenueRaw === b.revenueRaw ? a.key.localeCompare(b.key) : a.revenueRaw > b.revenueRaw ? -1 : 1,
+      );
+      buckets = buckets.slice(0, limit);
+    }
+    return { from, to, groupBy, totals, buckets };
+  }
+
+  /**
+   * Rolls up every day of the paywall that is over and not rolled up yet, once (concurrent callers wait
+   * on the paywall's `usage_rollup` row). Returns the last rolled-up day, or null when there is none.
+   */
+  async rollUp(paywallId: string): Promise<string | null> {
+    const [state] = await this.db.query<{ through: string | null; closed: string }>(
+      `select (select to_char(rolled_through, 'YYYY-MM-DD') from usage_rollup where paywall_id = $1) as through,
+              to_char(((now() at time zone 'UTC') - ${SETTLE_MARGIN})::date - 1, 'YYYY-MM-DD') as closed`,
+      [paywallId],
+    );
+    if (state.through !== null && state.through >= state.closed) return state.through;
+    return this.db.transaction(async (tx) => {
+      await tx.query(
+        `insert into usage_rollup (paywall_id, rolled_through)
+         select $1, coalesce(min((settled_at at time zone 'UTC')::date) - 1, $2::date)
+           from charge where paywall_id = $1 and status = 'completed'
+         on conflict (paywall_id) do nothing`,
+        [paywallId, state.closed],
+      );
+      const [locked] = await tx.query<{ through: string }>(
+        `select to_char(rolled_through, 'YYYY-MM-DD') as through from usage_rollup where paywall_id = $1 for update`,
+        [paywallId],
+      );
+      if (locked.through >= state.closed) return locked.through;
+      await this.rollDays(tx, paywallId, locked.through, state.closed);
+      await tx.query(
+        `update usage_rollup set rolled_through = $2::date, updated_at = now() where paywall_id = $1`,
+        [paywallId, state.closed],
+      );
+      return state.closed;
+    });
+  }
+
+  /** Roll-up rows for the days after `after` up to and including `through`. */
+  private async rollDays(tx: Sql, paywallId: string, after: string, through: string): Promise<void> {
+    const where = `c.paywall_id = $1 and c.status = 'completed'
+        and c.settled_at >= ($2::date + 1)::timestamp at time zone 'UTC'
+        and c.settled_at < ($3::date + 1)::timestamp at time zone 'UTC'`;
+    await tx.query(
+      `insert into usage_day_model (paywall_id, day, model, requests, revenue_raw, cost_raw, prompt_tokens, completion_tokens)
+       select $1, g.day, g.model, g.requests, g.revenue, ${COST('g.pt', 'g.ct')}, g.pt, g.ct
+         from (select (c.settled_at at time zone 'UTC')::date as day, coalesce(c.model, '') as model,
+                      count(*) as requests, sum(c.amount_raw) as revenue,
+                      sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct
+                 from charge c where ${where} group by 1, 2) g
+         left join model_price mp on mp.paywall_id = $1 and mp.model_id = g.model
+       on conflict do nothing`,
+      [paywallId, after, through],
+    );
+    // Running totals: the user's latest row before these days plus the days' sums in order.
+    await tx.query(
+      `insert into usage_day_user (paywall_id, end_user_id, day, requests, revenue_raw, cost_raw, prompt_tokens, completion_tokens)
+       select $1, d.user_id, d.day,
+              coalesce(prev.requests, 0) + sum(d.requests) over w,
+              coalesce(prev.revenue_raw, 0) + sum(d.revenue) over w,
+              coalesce(prev.cost_raw, 0) + sum(d.cost) over w,
+              coalesce(prev.prompt_tokens, 0) + sum(d.pt) over w,
+              coalesce(prev.completion_tokens, 0) + sum(d.ct) over w
+         from (select g.day, g.user_id, sum(g.requests) as requests, sum(g.revenue) as revenue,
+                      sum(${COST('g.pt', 'g.ct')}) as cost, sum(g.pt) as pt, sum(g.ct) as ct
+                 from (select (c.settled_at at time zone 'UTC')::date as day, c.user_id, coalesce(c.model, '') as model,
+                              count(*) as requests, sum(c.amount_raw) as revenue,
+                              sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct
+                         from charge c where ${where} group by 1, 2, 3) g
+                 left join model_price mp on mp.paywall_id = $1 and mp.model_id = g.model
+                group by g.day, g.user_id) d
+         left join lateral (
+           select p.requests, p.revenue_raw, p.cost_raw, p.prompt_tokens, p.completion_tokens from usage_day_user p
+            where p.paywall_id = $1 and p.end_user_id = d.user_id and p.day <= $2::date
+            order by p.day desc limit 1) prev on true
+       window w as (partition by d.user_id order by d.day)
+       on conflict do nothing`,
+      [paywallId, after, through],
+    );
+  }
+}
+
+const zero = (): UsageRow => ({
+  key: '',
+  userId: null,
+  requests: 0,
+  revenueRaw: 0n,
+  costRaw: 0n,
+  promptTokens: 0,
+  completionTokens: 0,
+});

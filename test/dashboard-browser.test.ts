@@ -1,0 +1,380 @@
+import { execSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { launchBrowser, screenshot } from './helpers/browser.js';
+import { FakeUpstream } from './helpers/fake-upstream.js';
+import { WebhookReceiver } from './helpers/webhook-receiver.js';
+import { DASHBOARD_DIR } from '../src/pages/dashboard.router.js';
+
+// Generous waits on visible text (a loaded 2-core machine), never sleeps.
+const WAIT = { timeout: 30_000 };
+const MODEL = 'gpt-test';
+
+let t: TestApp;
+let fake: FakeUpstream;
+let hooks: WebhookReceiver;
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+/** A second tab of the same browser: the Live feed stays open there while the first tab works. */
+let live: Page;
+let apiKey = '';
+let paywallId = '';
+let hookFails = true;
+
+beforeAll(async () => {
+  // npm ci builds the dashboard (prepare); a checkout that skipped it builds it here once.
+  if (!existsSync(`${DASHBOARD_DIR}/index.html`)) execSync('npm run build:dashboard', { stdio: 'inherit' });
+  fake = await FakeUpstream.start();
+  hooks = await WebhookReceiver.start();
+  // The receiver refuses (400: no retries) until the test lets it succeed, then the redelivery lands.
+  hooks.respond(() =>
+    hookFails ? { status: 400, body: '{"error":"not ready"}' } : { status: 200, body: 'ok' },
+  );
+  t = await startTestApp();
+  // Another paywall of the same owner: listed for the owner, never shown to the new paywall's API key.
+  await t.createPaywall('DEFAULT', 'Acme Support Bot');
+  browser = await launchBrowser();
+  context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  page = await context.newPage();
+  page.on('dialog', (d) => void d.accept());
+  live = await context.newPage();
+  // Script errors of the app fail loudly in the output.
+  for (const p of [page, live]) {
+    p.on('pageerror', (e) => console.error(`page error: ${e.message}`));
+    p.on('console', (m) => m.type() === 'error' && console.error(`console error: ${m.text()}`));
+  }
+  // The tab in front gets animation frames (Playwright's "stable" check needs them); the other is throttled.
+  await page.bringToFront();
+}, 120_000);
+
+afterAll(async () => {
+  await context?.close();
+  await browser?.close();
+  await t?.close();
+  await fake?.close();
+  await hooks?.close();
+});
+
+// A failed wait leaves a screenshot of what the page showed (test/screenshots/dashboard-failed-*.png).
+let failures = 0;
+async function shot<T>(p: Page, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    await screenshot(p, `dashboard-failed-${++failures}`).catch(() => undefined);
+    throw e;
+  }
+}
+
+const url = (path = '') => `${t.url}/dashboard${path}`;
+
+async function signIn(p: Page, token: string): Promise<void> {
+  await p.goto(url());
+  await p.getByLabel('Token').fill(token);
+  await p.getByRole('button', { name: 'Sign in' }).click();
+}
+
+async function nav(p: Page, name: string): Promise<void> {
+  await p.getByRole('navigation', { name: 'Paywall' }).getByRole('link', { name }).click();
+  await p.getByRole('heading', { level: 1, name }).waitFor(WAIT);
+}
+
+/** Money as the dashboard shows it: grouped thousands, 6 decimals. */
+const shown = (raw: bigint | string) => {
+  const s = (Number(raw) / 1e6).toFixed(6);
+  const [int, frac] = s.split('.');
+  return `${int.replace(/\B(?=(\d{3})+(?!\d))/g, ',')}.${frac}`;
+};
+
+/** Clicks Refresh and waits for the GraphQL answer it asked for. */
+async function refresh(): Promise<void> {
+  const answered = page.waitForResponse((r) => r.url().endsWith('/graphql'), WAIT);
+  await page.getByRole('button', { name: 'Refresh' }).click();
+  await answered;
+}
+
+describe('the dashboard in Chromium', () => {
+  it('serves the app with its CSP, a no-cache page, immutable assets and an SPA fallback', async () => {
+    const res = await fetch(url('/p/some/route'));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('cache-control')).toBe('no-cache');
+    expect(res.headers.get('content-security-policy')).toContain("script-src 'self'");
+    const html = await res.text();
+    const asset = /src="(\/dashboard\/assets\/[^"]+\.js)"/.exec(html)![1];
+    const js = await fetch(`${t.url}${asset}`);
+    expect(js.status).toBe(200);
+    expect(js.headers.get('cache-control')).toContain('immutable');
+    expect((await fetch(`${t.url}/dashboard/assets/missing.js`)).status).toBe(404);
+  });
+
+  it('signs in with the owner token: the paywalls are listed by name; the token stays in the tab', async () => {
+    await page.goto(url());
+    await page.getByLabel('Token').fill('not-a-token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').getByText('not valid').waitFor(WAIT);
+    await screenshot(page, 'dashboard-sign-in');
+    await page.getByLabel('Token').fill(t.ownerToken);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('link', { name: 'Acme Support Bot' }).waitFor(WAIT);
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(2);
+    expect(await page.evaluate(() => localStorage.length)).toBe(0);
+  });
+
+  it('creates a paywall: the API key is shown once, with a copy button', async () => {
+    await page.getByLabel('Name', { exact: true }).fill('Inkwell Writer');
+    await page.getByRole('button', { name: 'Create paywall' }).click();
+    const key = page.locator('[data-secret]');
+    await key.waitFor(WAIT);
+    apiKey = (await key.innerText()).trim();
+    expect(apiKey.length).toBeGreaterThan(20);
+    await expect(page.getByRole('button', { name: 'Copy' }).isVisible()).resolves.toBe(true);
+    await page.getByRole('link', { name: 'Inkwell Writer' }).waitFor(WAIT);
+    await screenshot(page, 'dashboard-paywalls');
+    // The key works, and it is the new paywall's.
+    const me = await t.gql(apiKey, `{ paywall { id name } }`);
+    expect(me.data.paywall.name).toBe('Inkwell Writer');
+    paywallId = me.data.paywall.id;
+    await page.getByRole('button', { name: 'Done' }).click();
+    await expect(page.locator('[data-secret]').count()).resolves.toBe(0);
+  });
+
+  it('connects the provider and a webhook endpoint; prices a model, end-user price next to cost', async () => {
+    await page.getByRole('link', { name: 'Inkwell Writer' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor(WAIT);
+
+    await nav(page, 'Settings');
+    await page.getByLabel('Markup').fill('1.5');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await shot(page, () => page.getByText('Saved.').waitFor(WAIT));
+    await page.getByLabel('Provider base URL').fill(fake.baseUrl);
+    await page.getByLabel('Provider API key').fill('sk-upstream-provider-secret-0001');
+    await page.getByRole('button', { name: 'Connect provider' }).click();
+    await page.getByRole('button', { name: 'Replace provider' }).waitFor(WAIT);
+    await screenshot(page, 'dashboard-settings');
+
+    await nav(page, 'Webhooks');
+    await page.getByLabel('Endpoint URL').fill(hooks.url('/hook'));
+    await page.getByLabel('Events').fill('paywall.balance.*');
+    await page.getByRole('button', { name: 'Subscribe' }).click();
+    await page.getByRole('region', { name: 'Signing secret' }).waitFor(WAIT);
+    await page.getByRole('cell', { name: hooks.url('/hook') }).waitFor(WAIT);
+
+    await nav(page, 'Models & prices');
+    await page.getByText('No models priced yet').waitFor(WAIT);
+    await page.getByLabel('Model id').fill(MODEL);
+    await page.getByLabel('Prompt cost per token (USDC)').fill('0.000002');
+    await page.getByLabel('Completion cost per token (USDC)').fill('0.000005');
+    await page.getByLabel('Price per request (USDC)').fill('0.001');
+    await page.getByRole('button', { name: 'Save price' }).click();
+    const row = page.getByRole('table', { name: 'Model prices' }).getByRole('row').filter({ hasText: MODEL });
+    await row.waitFor(WAIT);
+    // Per million tokens: cost 2.00 → end-user 3.00 (markup 1.5); completion 5.00 → 7.50.
+    const cells = await row.getByRole('cell').allInnerTexts();
+    expect(cells.slice(1, 6)).toEqual(['2.00', '3.00', '5.00', '7.50', '0.001']);
+    await screenshot(page, 'dashboard-models');
+  });
+
+  it('deposits to a user: the Live tab shows it without reloading; the ledger shows it', async () => {
+    await live.bringToFront();
+    await signIn(live, t.ownerToken);
+    await live.getByRole('link', { name: 'Inkwell Writer' }).click();
+    await nav(live, 'Live');
+    await live.getByText('Waiting for events').waitFor(WAIT);
+    const liveUrl = live.url();
+    await page.bringToFront();
+
+    await nav(page, 'Users');
+    await page.getByText('No end users yet').waitFor(WAIT);
+    await page.getByLabel('User', { exact: true }).fill('alice');
+    await page.getByLabel('Amount (USDC)').fill('5');
+    await page.getByLabel('Idempotency key').fill('signup-alice');
+    await page.getByRole('button', { name: 'Deposit', exact: true }).click();
+    await page.getByText('deposited 5 USDC to alice; balance 5.000000 USDC').waitFor(WAIT);
+
+    // The feed (graphql-ws) got it; the tab never navigated.
+    const feed = live.getByRole('list', { name: 'Live events' });
+    await feed.getByText('paywall.balance.deposit.created').waitFor(WAIT);
+    await feed.getByText('user alice · amount 5.000000 USDC').waitFor(WAIT);
+    expect(live.url()).toBe(liveUrl);
+
+    // The same key again is a replay: nothing applied twice.
+    await page.getByLabel('Idempotency key').fill('signup-alice');
+    await page.getByLabel('Amount (USDC)').fill('5');
+    await page.getByRole('button', { name: 'Deposit', exact: true }).click();
+    await page.getByText('Replayed (same idempotency key)').waitFor(WAIT);
+
+    // A manual charge, then a chat request through the proxy with the key the dashboard showed.
+    await page.getByLabel('Amount (USDC)').fill('1.25');
+    await page.getByRole('button', { name: 'Charge', exact: true }).click();
+    await page.getByText('charged 1.25 USDC to alice; balance 3.750000 USDC').waitFor(WAIT);
+    const chat = await t.rest('POST', '/v1/chat/completions', {
+      token: apiKey,
+      body: { model: MODEL, user: 'alice', messages: [{ role: 'user', content: 'hi' }] },
+    });
+    expect(chat.status).toBe(200);
+    await feed.getByText('paywall.usage.charge.created').waitFor(WAIT);
+    await live.bringToFront();
+    await screenshot(live, 'dashboard-live');
+    await page.bringToFront();
+
+    // Ledger of alice: deposit, charge, usage; balance 5 − 1.25 − 0.0015855 (11×3 + 7×7.5 µUSDC + 0.001).
+    await page.getByRole('button', { name: 'Search' }).waitFor(WAIT);
+    await page.getByLabel('Find a user').fill('alice');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.getByRole('button', { name: 'alice', exact: true }).click();
+    const ledger = page.getByRole('table', { name: 'Ledger' });
+    await ledger.getByRole('cell', { name: 'usage', exact: true }).waitFor(WAIT);
+    const rows = await ledger.getByRole('row').allInnerTexts();
+    expect(rows.slice(1).map((r) => r.split('\t').slice(1).join(' '))).toEqual([
+      'usage −0.001086 3.748914',
+      'charge −1.250000 3.750000',
+      'deposit +5.000000 5.000000',
+    ]);
+    await expect(page.getByTestId('user-balance').innerText()).resolves.toBe('3.748914 USDC');
+    await screenshot(page, 'dashboard-users');
+  });
+
+  it('the overview chart and tables show the revenue, cost and margin of the day', async () => {
+    await nav(page, 'Overview');
+    await page.getByRole('button', { name: '7 days' }).click();
+    const totals = page.getByLabel('Totals');
+    await totals.getByText('1.251086').waitFor(WAIT);
+    // Revenue 1.25 + 0.001086; provider cost 11×0.000002 + 7×0.000005 = 0.000057; margin the difference.
+    await totals.getByText('0.000057').waitFor(WAIT);
+    await totals.getByText('1.251029').waitFor(WAIT);
+    await expect(page.getByTestId('total-requests').innerText()).resolves.toBe('2');
+    const models = page.getByRole('table', { name: 'Models' });
+    expect(await models.getByRole('row').filter({ hasText: MODEL }).innerText()).toMatch(
+      /gpt-test\s+1\s+18\s+0\.001086\s+0\.001029/,
+    );
+    expect(await page.getByRole('table', { name: 'Users' }).getByRole('row').nth(1).innerText()).toMatch(
+      /alice\s+2\s+18\s+1\.251086\s+1\.251029/,
+    );
+    // The chart has a bar for today (recharts draws one path per non-zero bar).
+    await page.locator('.recharts-bar-rectangle path').first().waitFor(WAIT);
+    await screenshot(page, 'dashboard-overview-today');
+  });
+
+  it('shows a failed webhook delivery with its response, and redelivers it', async () => {
+    await nav(page, 'Webhooks');
+    await page.getByLabel('Status').selectOption('error');
+    await page.getByLabel('Event type').fill('paywall.balance.deposit.created');
+    const deliveries = page.getByRole('table', { name: 'Deliveries' });
+    // The worker delivers in the background: refresh until the refusal is logged.
+    for (let i = 0; ; i++) {
+      if (await deliveries.getByText('error').count()) break;
+      if (i > 60) throw new Error('the failed delivery never showed');
+      await refresh();
+    }
+    await deliveries.getByRole('button', { name: 'Open' }).first().click();
+    await page.getByText('{"error":"not ready"}').waitFor(WAIT);
+    await screenshot(page, 'dashboard-webhooks');
+
+    hookFails = false;
+    await page.getByRole('button', { name: 'Redeliver' }).click();
+    await page.getByText('Redelivery queued').waitFor(WAIT);
+    await hooks.waitFor(
+      (all) =>
+        all.some(
+          (r) =>
+            r.body?.event?.type === 'paywall.balance.deposit.created' && r.body?.delivery?.attempts === 2,
+        ),
+      30_000,
+      'the redelivery',
+    );
+    await page.getByLabel('Status').selectOption('success');
+    for (let i = 0; ; i++) {
+      if (await deliveries.getByText('success').count()) break;
+      if (i > 60) throw new Error('the redelivered delivery never showed as success');
+      await refresh();
+    }
+    expect(await deliveries.getByRole('row').nth(1).innerText()).toMatch(
+      /paywall\.balance\.deposit\.created\s+success\s+2\s+200/,
+    );
+  });
+
+  it('a paywall API key sees only its paywall', async () => {
+    const other = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    try {
+      const p = await other.newPage();
+      await signIn(p, apiKey);
+      await p.getByRole('heading', { level: 1, name: 'Overview' }).waitFor(WAIT);
+      await p.getByText('Signed in with a paywall API key').waitFor(WAIT);
+      expect(await p.locator('#paywall-switch').innerText()).toBe('Inkwell Writer');
+      expect(await p.getByText('Acme Support Bot').count()).toBe(0);
+      expect(await p.getByRole('link', { name: 'All paywalls' }).count()).toBe(0);
+      // The all-paywalls page lists its own alone too.
+      await p.goto(url('/'));
+      await p.getByRole('heading', { level: 1, name: 'Overview' }).waitFor(WAIT);
+      expect(p.url()).toContain(`/dashboard/p/${paywallId}/overview`);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('a year of a busy paywall on the overview (roll-ups plus today), and the SHARED earnings page', async () => {
+    const demo = await t.createPaywall('SHARED', 'Orbit Research');
+    // 60 days of charges: 3 models, 40 users, growing traffic; settled in the past (rolled up) and today.
+    await t.db.query(
+      `insert into end_user (id, paywall_id, external_id)
+       select gen_random_uuid(), $1, 'user-' || lpad(g::text, 2, '0') from generate_series(1, 40) g`,
+      [demo.id],
+    );
+    await t.db.query(
+      `insert into model_price (paywall_id, model_id, prompt_pico, completion_pico)
+       values ($1, 'gpt-4o-mini', 150000, 600000), ($1, 'gpt-4o', 2500000, 10000000), ($1, 'llama-3-70b', 600000, 600000)`,
+      [demo.id],
+    );
+    // 9,000 charges over the last 90 days, denser towards today (a growing app); days before today are
+    // rolled up by the first usage query, today's are read from the charges.
+    await t.db.query(
+      `insert into charge (id, paywall_id, user_id, kind, status, amount_raw, model, prompt_tokens, completion_tokens, created_at, settled_at)
+       select gen_random_uuid(), $1, u.id, 'usage', 'completed',
+              (pt::bigint * m.p * 18 / 10 + ct::bigint * m.c * 18 / 10) / 1000000 + 200, m.id, pt, ct, at, at
+         from (select g, (300 + (g * 37) % 1700) as pt, (40 + (g * 53) % 460) as ct,
+                      now() - floor(90 * power(g / 9000.0, 1.7)) * interval '1 day' - ((g * 7) % 600) * interval '1 second' as at,
+                      (g * g) % 40 as ui, g % 3 as mi
+                 from generate_series(1, 9000) g) s
+         join (select id, row_number() over (order by external_id) - 1 as n from end_user where paywall_id = $1) u on u.n = s.ui
+         join (values (0, 'gpt-4o-mini', 150000, 600000), (1, 'gpt-4o', 2500000, 10000000), (2, 'llama-3-70b', 600000, 600000))
+              as m(n, id, p, c) on m.n = s.mi`,
+      [demo.id],
+    );
+    const [want] = await t.db.query<{ n: string; revenue: string }>(
+      `select count(*)::text as n, sum(amount_raw)::text as revenue from charge where paywall_id = $1 and settled_at >= (now() at time zone 'UTC')::date - 89`,
+      [demo.id],
+    );
+    await page.goto(url(`/p/${demo.id}/overview`));
+    await page.getByRole('button', { name: '90 days' }).click();
+    await page.getByTestId('total-requests').getByText(Number(want.n).toLocaleString('en-US')).waitFor(WAIT);
+    const revenue = shown(want.revenue);
+    await page.getByLabel('Totals').getByText(revenue).first().waitFor(WAIT);
+    await page.locator('.recharts-bar-rectangle path').nth(20).waitFor(WAIT);
+    const file = await screenshot(page, 'dashboard-overview');
+    mkdirSync(new URL('../docs/img/', import.meta.url), { recursive: true });
+    if (process.env.UPDATE_DOCS_SCREENSHOT)
+      copyFileSync(file, new URL('../docs/img/dashboard-overview.png', import.meta.url));
+
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.getByLabel('Totals').getByText(revenue).first().waitFor(WAIT);
+    await screenshot(page, 'dashboard-overview-phone');
+    await page.setViewportSize({ width: 1280, height: 860 });
+
+    await page.goto(url(`/p/${demo.id}/earnings`));
+    await page.getByRole('heading', { level: 1, name: 'Earnings' }).waitFor(WAIT);
+    await page.getByText('No withdrawals yet.').waitFor(WAIT);
+    await page.getByText('No earnings yet').waitFor(WAIT);
+    await screenshot(page, 'dashboard-earnings');
+
+    // SHARED: the users page also lists wallet connections.
+    await nav(page, 'Users');
+    await page.getByText('No wallet user has connected yet').waitFor(WAIT);
+    await page
+      .getByRole('button', { name: /^user-\d\d$/ })
+      .first()
+      .waitFor(WAIT);
+    await screenshot(page, 'dashboard-users-shared');
+  });
+});

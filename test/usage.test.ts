@@ -1,0 +1,138 @@
+import { startTestApp, type TestApp } from './helpers/app.js';
+
+let t: TestApp;
+let pw: { id: string; apiKey: string };
+
+const FIELDS = 'key userId requests revenue providerCost margin promptTokens completionTokens';
+const USAGE = `query($id: ID, $from: String!, $to: String!, $g: UsageGroupBy!, $limit: Int) {
+  paywall(id: $id) { usage(from: $from, to: $to, groupBy: $g, limit: $limit) { from to groupBy totals { ${FIELDS} } buckets { ${FIELDS} } } }
+}`;
+const day = (offset: number) => new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
+
+async function usage(
+  token: string,
+  from: string,
+  to: string,
+  g: string,
+  extra: Record<string, unknown> = {},
+) {
+  const r = await t.gql(token, USAGE, { from, to, g, ...extra });
+  if (r.errors) throw new Error(JSON.stringify(r.errors));
+  return r.data.paywall.usage;
+}
+
+/** A charge settled `daysAgo` days before now (UTC noon of that day, so the day is unambiguous). */
+async function charge(
+  user: string,
+  daysAgo: number,
+  amountRaw: number,
+  model: string | null,
+  pt = 0,
+  ct = 0,
+  status = 'completed',
+) {
+  await t.db.query(
+    `insert into charge (id, paywall_id, user_id, kind, status, amount_raw, model, prompt_tokens, completion_tokens, created_at, settled_at)
+     select gen_random_uuid(), $1, u.id, $2, $3, $4, $5, $6, $7, at, at
+       from end_user u, (select date_trunc('day', now() at time zone 'UTC') at time zone 'UTC' - $8::int * interval '1 day' + interval '1 minute' as at) a
+      where u.paywall_id = $1 and u.external_id = $9`,
+    [
+      pw.id,
+      model ? 'usage' : 'manual',
+      status,
+      amountRaw,
+      model,
+      model ? pt : null,
+      model ? ct : null,
+      daysAgo,
+      user,
+    ],
+  );
+}
+
+beforeAll(async () => {
+  t = await startTestApp();
+  pw = await t.createPaywall('DEFAULT', 'Usage');
+  await t.gql(
+    pw.apiKey,
+    `mutation { setModelPricing(input: {modelId: "m1", prompt: "0.000002", completion: "0.000005"}) { id } }`,
+  );
+  await t.db.query(
+    `insert into end_user (id, paywall_id, external_id) values (gen_random_uuid(), $1, 'ann'), (gen_random_uuid(), $1, 'bob')`,
+    [pw.id],
+  );
+  await charge('ann', 10, 1_000_000, 'm1', 100, 50); // cost 100×2 + 50×5 = 450 raw
+  await charge('ann', 3, 2_000_000, null); // manual
+  await charge('bob', 3, 500_000, 'm1', 1000, 0); // cost 2000
+  await charge('bob', 3, 9_999_999, 'm1', 10, 10, 'released'); // not counted
+  await charge('bob', 0, 250_000, 'm1', 10, 10); // today: cost 70
+}, 60_000);
+afterAll(async () => {
+  await t?.close();
+});
+
+describe('Paywall.usage', () => {
+  it('by day: every day of the range, revenue, provider cost and margin, past days rolled up', async () => {
+    const u = await usage(pw.apiKey, day(-12), day(0), 'DAY');
+    expect(u.buckets).toHaveLength(13);
+    expect(u.totals).toMatchObject({
+      requests: 4,
+      revenue: '3.750000',
+      providerCost: '0.002520',
+      margin: '3.747480',
+      promptTokens: 1110,
+      completionTokens: 60,
+    });
+    const byKey = Object.fromEntries(u.buckets.map((b: any) => [b.key, b]));
+    expect(byKey[day(-10)]).toMatchObject({ requests: 1, revenue: '1.000000', providerCost: '0.000450' });
+    expect(byKey[day(-3)]).toMatchObject({ requests: 2, revenue: '2.500000', providerCost: '0.002000' });
+    expect(byKey[day(0)]).toMatchObject({ requests: 1, revenue: '0.250000', providerCost: '0.000070' });
+    expect(byKey[day(-5)]).toMatchObject({ requests: 0, revenue: '0.000000' });
+    const [rolled] = await t.db.query(
+      `select rolled_through::text as d from usage_rollup where paywall_id = $1`,
+      [pw.id],
+    );
+    expect([day(-1), day(-2)]).toContain(rolled.d); // day(-2) in the first 10 minutes of a UTC day
+  });
+
+  it('a day rolled up and today read raw add up the same after more charges arrive today', async () => {
+    await charge('ann', 0, 100_000, 'm1', 1, 1);
+    const u = await usage(pw.apiKey, day(-3), day(0), 'DAY');
+    expect(u.totals).toMatchObject({ requests: 4, revenue: '2.850000' });
+  });
+
+  it('by model and by user (top users by revenue), ranges that cut the roll-ups', async () => {
+    const m = await usage(pw.apiKey, day(-12), day(0), 'MODEL');
+    expect(m.buckets.map((b: any) => [b.key, b.requests, b.revenue])).toEqual([
+      ['', 1, '2.000000'],
+      ['m1', 4, '1.850000'],
+    ]);
+    const all = await usage(pw.apiKey, day(-12), day(0), 'USER');
+    expect(all.buckets.map((b: any) => [b.key, b.requests, b.revenue, b.providerCost])).toEqual([
+      ['ann', 3, '3.100000', '0.000457'],
+      ['bob', 2, '0.750000', '0.002070'],
+    ]);
+    expect(all.totals.revenue).toBe('3.850000');
+    // From the day of ann's manual charge: her first charge is left out (running totals subtracted).
+    const cut = await usage(pw.apiKey, day(-3), day(-1), 'USER', { limit: 1 });
+    expect(cut.buckets.map((b: any) => [b.key, b.requests, b.revenue])).toEqual([['ann', 1, '2.000000']]);
+    expect(cut.totals).toMatchObject({ requests: 2, revenue: '2.500000' });
+  });
+
+  it('refuses bad ranges with a message naming the argument', async () => {
+    const bad = await t.gql(pw.apiKey, USAGE, { from: day(0), to: day(-1), g: 'DAY' });
+    expect(bad.errors?.[0].message).toMatch(/to must not be before from/);
+    const notDate = await t.gql(pw.apiKey, USAGE, { from: '2026-02-30', to: day(0), g: 'DAY' });
+    expect(notDate.errors?.[0].message).toMatch(/from must be a date/);
+    const long = await t.gql(pw.apiKey, USAGE, { from: day(-900), to: day(0), g: 'DAY' });
+    expect(long.errors?.[0].message).toMatch(/at most 800 days/);
+  });
+
+  it("an API key reads only its own paywall's usage; the owner reads any of theirs", async () => {
+    const other = await t.createPaywall('DEFAULT', 'Other');
+    const r = await t.gql(other.apiKey, USAGE, { id: pw.id, from: day(-1), to: day(0), g: 'DAY' });
+    expect(r.errors?.[0].extensions?.code).toBe('NOT_FOUND');
+    const owner = await t.gql(t.ownerToken, USAGE, { id: pw.id, from: day(-12), to: day(0), g: 'DAY' });
+    expect(owner.data.paywall.usage.totals.requests).toBe(5);
+  });
+});
