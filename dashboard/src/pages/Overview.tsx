@@ -170,7 +170,7 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
               </div>
             )}
           </Card>
-          <div className="grid-2">
+          <div className="grid-2 stack-below-wide">
             <Card title="Requests and tokens per model">
               {models.length === 0 ? (
                 <Empty>No usage yet.</Empty>
