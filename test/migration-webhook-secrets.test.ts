@@ -9,6 +9,7 @@ import { verifySignature } from '../src/modules/webhooks/signing.js';
 import { webhookSecretContext } from '../src/modules/webhooks/webhook-secrets.js';
 import { loadSecretBox } from '../src/shared/crypto.js';
 import { createLogger } from '../src/shared/logger.js';
+import { migrationsList } from '../migrations/index.js';
 import { createTestDatabase } from './helpers/database.js';
 import { WebhookReceiver } from './helpers/webhook-receiver.js';
 
@@ -20,6 +21,10 @@ import { WebhookReceiver } from './helpers/webhook-receiver.js';
  */
 const PREVIOUS = 'Migration20261123215114_wallet_stripe';
 const MIGRATION = 'Migration20261123233000_webhook_secrets';
+/** Migrating up from PREVIOUS applies this migration, then the ones written after it. */
+const UP_FROM_PREVIOUS = migrationsList
+  .map((m) => m.name)
+  .slice(migrationsList.findIndex((m) => m.name === MIGRATION));
 const SECRETS = {
   ENCRYPTION_KEY: 'migration-test-key-0123456789',
   DATA_DIR: mkdtempSync(join(tmpdir(), 'pp-sec-')),
@@ -82,7 +87,7 @@ describe('webhook secrets migration', () => {
   });
 
   it('encrypts every secret: no plaintext column, no plaintext anywhere in the rows', async () => {
-    expect(await db.migrate(SECRETS)).toEqual([MIGRATION]);
+    expect(await db.migrate(SECRETS)).toEqual(UP_FROM_PREVIOUS);
     const cols = await columns();
     expect(cols).not.toContain('secret');
     expect(cols).toEqual(expect.arrayContaining(['secret_ciphertext', 'secret_suffix']));
@@ -156,7 +161,7 @@ describe('webhook secrets migration', () => {
     expect(Object.fromEntries(rows.map((r) => [r.id, r.secret]))).toEqual(
       Object.fromEntries(subs.map((s) => [s.id, s.secret])),
     );
-    expect(await db.migrate(SECRETS)).toEqual([MIGRATION]);
+    expect(await db.migrate(SECRETS)).toEqual(UP_FROM_PREVIOUS);
     expect(await columns()).not.toContain('secret');
   });
 });
