@@ -174,13 +174,20 @@ const settleItem = (s: SettleInput, i: number) => ({
  * in id order (FOR NO KEY UPDATE: no deadlock between statements, and foreign-key checks of other
  * inserts are not blocked), and updated ONCE with the sum of its changes ("batched by account").
  *
- * Holds: the completion cap is computed from the very balance the update then changes, and at most one
- * hold per account is placed per statement (two end users sharing a wallet are one account): the
- * others come back with `retry` and join the next statement. A hold is computed against the free
- * balance before this statement's settlements (which only free money), so concurrent requests can
- * never reserve more than the free balance. A request whose user does not exist yet gets no row (the
- * caller creates the user and retries); one that cannot afford `min_cap` tokens, or whose user is not
- * connected (SHARED), gets its row with `held = false`.
+ * Holds: the completion cap is computed from the very balance the update then changes. Several holds
+ * of one account (a hot end user, or end users sharing a wallet) or of one end user share a statement:
+ * the first (lowest `i`) is decided against the balance and daily counters as locked; a later one is
+ * placed, at its full cap, when all the holds before it on the account and the user, each counted at its
+ * full cap (a running sum in `pre`), and itself fit the free balance and every daily limit; it is refused
+ * when the answer cannot depend on the ones before it (it cannot fit the free balance even alone and no
+ * daily limit applies, or a daily limit is already reached); otherwise it comes back with `retry` and is
+ * decided first in a later statement. So the holds of a statement never reserve more than the free
+ * balance (each later one only when the running sum fits), and the daily counters count every placed
+ * hold (aggregated per user in `hagg`/`magg`). A hold is computed against the free balance before this
+ * statement's settlements (which only free money), so concurrent requests can never reserve more than
+ * the free balance. A request whose user does not exist yet gets no row (the caller creates the user
+ * and retries); one that cannot afford `min_cap` tokens, or whose user is not connected (SHARED), gets
+ * its row with `held = false`.
  *
  * Settlements are idempotent: only a `held` charge is settled (a sweeper and a late finisher cannot
  * both settle it). The balance never goes negative: captured ≤ hold ≤ held_raw ≤ balance_raw. The
@@ -219,8 +226,7 @@ legs as (
 ),
 hu as (
   select hi.*, e.id as user_id, e.account_id, e.wallet_user_id,
-         (not hi.shared or (e.wallet_user_id is not null and e.account_id is not null)) as connected,
-         row_number() over (partition by e.account_id order by hi.i) as rk
+         (not hi.shared or (e.wallet_user_id is not null and e.account_id is not null)) as connected
     from hi join end_user e on e.paywall_id = hi.paywall_id and e.external_id = hi.external_id
    where e.paywall_id = any(array(select paywall_id from hi)) and e.external_id = any(array(select external_id from hi))
 ),
@@ -231,21 +237,6 @@ lk as (
                           union all select account_id from hu where connected))
    order by a.id
      for no key update
-),
-hr as (
-  -- Requests the API rate limit counts: every hold of this statement but those that come back to retry.
-  select hu.i, hu.paywall_id, hu.rate_window, hu.rate_limit,
-         row_number() over (partition by hu.paywall_id order by hu.i) as pos
-    from hu where hu.rate_limit is not null and not (hu.connected and hu.rk > 1)
-),
-rq as (
-  select paywall_id, max(rate_window) as w, count(*)::int as n from hr group by paywall_id
-),
-rw as (${RATE_WINDOW_UPSERT('select paywall_id, w, n from rq')}
-),
-rate as (
-  select hr.i, rw.count - rq.n + hr.pos as position, rw.count - rq.n + hr.pos > hr.rate_limit as over
-    from hr join rq on rq.paywall_id = hr.paywall_id join rw on rw.paywall_id = hr.paywall_id
 ),
 uk as (
   select x.end_user_id, x.day, x.requests, x.spend_raw, x.model_requests
@@ -259,22 +250,65 @@ pre as (
          case when uk.day = hu.day then uk.model_requests else '{}'::jsonb end as day_models,
          coalesce(case when uk.day = hu.day then uk.requests end, 0) as used_requests,
          coalesce(case when uk.day = hu.day then uk.spend_raw end, 0) as used_spend,
-         coalesce(case when uk.day = hu.day then (uk.model_requests->>hu.model)::int end, 0) as used_model
+         coalesce(case when uk.day = hu.day then (uk.model_requests->>hu.model)::int end, 0) as used_model,
+         -- Several holds of one account (or one end user) in a statement: their place among them, and the
+         -- running sum of what they would hold at their full cap.
+         row_number() over (partition by hu.account_id order by hu.i) as ark,
+         row_number() over (partition by hu.user_id order by hu.i) as urk,
+         row_number() over (partition by hu.user_id, hu.model order by hu.i) as mrk,
+         first_value(hu.day) over (partition by hu.user_id order by hu.i) as first_day,
+         sum(ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW})) over (partition by hu.account_id order by hu.i) as acct_full,
+         sum(ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW})) over (partition by hu.user_id order by hu.i) as user_full
     from hu left join lk on lk.id = hu.account_id left join uk on uk.end_user_id = hu.user_id
 ),
-lim as (
+lim0 as (
   select pre.*, least(acct_free, coalesce(spend_limit - used_spend, acct_free)) as free,
          case when req_limit is not null and used_requests >= req_limit then 'dailyRequestLimit'
               when model_limit is not null and used_model >= model_limit then 'modelDailyRequestLimit'
               when spend_limit is not null and used_spend >= spend_limit then 'dailySpendLimit' end as over
     from pre
 ),
+lim as (
+  select lim0.*,
+         -- The first hold of an account and of an end user is decided against the balance and counters as
+         -- locked. A later one is decided here only when the answer does not depend on the ones before it:
+         -- it is placed at its full cap when all of them (at their full cap) and it fit the free balance and
+         -- every daily limit; with no daily limit it is refused when it cannot fit even alone. Otherwise it
+         -- comes back with retry and is decided first in a later statement.
+         connected and (ark > 1 or urk > 1) and not coalesce(
+           (acct_full <= acct_free and day = first_day
+            and (spend_limit is null or used_spend + user_full <= spend_limit)
+            and (req_limit is null or used_requests + urk <= req_limit)
+            and (model_limit is null or used_model + mrk <= model_limit))
+           or (req_limit is null and model_limit is null and spend_limit is null
+               and fixed + min_cap * per_token > acct_free::numeric * ${SCALE_PER_RAW})
+           -- Or it is over a daily limit already, and no limit checked before that one applies.
+           or over = 'dailyRequestLimit' or (over = 'modelDailyRequestLimit' and req_limit is null)
+           or (over = 'dailySpendLimit' and req_limit is null and model_limit is null),
+           false) as retry
+    from lim0
+),
+hr as (
+  -- Requests the API rate limit counts: every hold of this statement but those that come back to retry.
+  select lim.i, lim.paywall_id, lim.rate_window, lim.rate_limit,
+         row_number() over (partition by lim.paywall_id order by lim.i) as pos
+    from lim where lim.rate_limit is not null and not lim.retry
+),
+rq as (
+  select paywall_id, max(rate_window) as w, count(*)::int as n from hr group by paywall_id
+),
+rw as (${RATE_WINDOW_UPSERT('select paywall_id, w, n from rq')}
+),
+rate as (
+  select hr.i, rw.count - rq.n + hr.pos as position, rw.count - rq.n + hr.pos > hr.rate_limit as over
+    from hr join rq on rq.paywall_id = hr.paywall_id join rw on rw.paywall_id = hr.paywall_id
+),
 calc as (
   select lim.i, lim.user_id as id, lim.account_id, lim.day, lim.model, lim.day_models,
          lim.used_requests, lim.used_spend, lim.used_model, rate.position as rate_position,
          coalesce(rate.over, false) as rate_over,
          case when lim.shared then lim.wallet_user_id else lim.user_id end as wallet_id,
-         lim.connected, lim.connected and lim.rk > 1 as retry,
+         lim.connected, lim.retry,
          lim.free, k.cap, lim.min_cap,
          ceil((lim.fixed + k.cap * lim.per_token) / ${SCALE_PER_RAW})::bigint as hold,
          -- A spend limit that leaves less than the smallest request is a limit, not a short balance.
@@ -292,16 +326,36 @@ ok as (
   select * from calc
    where connected and not retry and not rate_over and limit_hit is null and cap >= min_cap and hold <= free
 ),
+-- Per end user: its holds of this statement (all on one day: see lim) count once each; its settlements
+-- give back what their holds reserved beyond what they captured, on the day they were counted.
+hagg as (
+  select ok.id, min(ok.day) as day, count(*)::int as n, sum(ok.hold)::bigint as spend,
+         min(ok.used_requests) as used_requests, min(ok.used_spend) as used_spend,
+         (array_agg(ok.day_models))[1] as day_models
+    from ok group by ok.id
+),
+magg as (
+  select m.id, jsonb_object_agg(m.model, m.n) as models
+    from (select ok.id, ok.model, min(ok.used_model) + count(*)::int as n from ok group by ok.id, ok.model) m
+   group by m.id
+),
+sagg as (
+  select c.user_id as id, sum(c.captured - c.hold_raw)::bigint as adj
+    from c join uk on uk.end_user_id = c.user_id and uk.day = c.usage_day
+   group by c.user_id
+),
 cnt as (
   update usage_counter x
      set day = v.day, requests = v.requests, spend_raw = v.spend, model_requests = v.models
     from (
-      select ok.id, ok.day, ok.used_requests + 1 as requests, ok.used_spend + ok.hold as spend,
-             ok.day_models || jsonb_build_object(ok.model, ok.used_model + 1) as models
-        from ok
-      union all
-      select uk.end_user_id, uk.day, uk.requests, greatest(0, uk.spend_raw + c.captured - c.hold_raw), uk.model_requests
-        from c join uk on uk.end_user_id = c.user_id and uk.day = c.usage_day
+      select uk.end_user_id as id, coalesce(h.day, uk.day) as day,
+             coalesce(h.used_requests + h.n, uk.requests) as requests,
+             greatest(0, coalesce(h.used_spend + h.spend, uk.spend_raw)
+                         + case when coalesce(h.day, uk.day) = uk.day then coalesce(s.adj, 0) else 0 end) as spend,
+             coalesce(h.day_models || m.models, uk.model_requests) as models
+        from uk left join hagg h on h.id = uk.end_user_id left join magg m on m.id = uk.end_user_id
+             left join sagg s on s.id = uk.end_user_id
+       where h.id is not null or s.id is not null
     ) v
    where x.end_user_id = v.id
 ),
@@ -574,7 +628,7 @@ export async function sweepAbandonedHolds(
       await tx.query(RELEASE_SQL, [release]);
       await recordEvents(tx, releaseEvents);
     }
-    // The settlement statement takes at most one charge per end user and account (like a group-commit batch).
+    // The sweeper settles at most one charge per end user and account per statement (a rare path: kept simple).
     let rest = settle.map((input) => ({ input, row: rows.find((r) => r.id === input.chargeId)! }));
     while (rest.length > 0) {
       const seen = new Set<string>();
