@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Database, Sql } from '../../db/database.js';
 import { usdcDecimal } from '../../shared/money.js';
+import { EVENT_VERSION } from '../events/event-catalog.js';
 import { eventRows, recordEvents, type EventTrigger, type NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 
@@ -81,11 +82,60 @@ export interface ReserveResult {
   held: boolean;
 }
 
-const EVENT_COLUMNS = `id uuid, paywall_id uuid, owner_user_id uuid, type text, version text, trigger jsonb,
-  subject jsonb, data jsonb, metadata jsonb, ord int`;
+const EVENT_COLUMNS = `paywall_id uuid, owner_user_id uuid, type text, version text, trigger jsonb,
+  subject jsonb, data jsonb, metadata jsonb, ord int, d boolean, s boolean`;
 
-/** Event rows with their position, so a batch inserts each request's events in order. */
-const orderedEvents = (events: NewEvent[]) => eventRows(events).map((e, ord) => ({ ...e, ord }));
+/**
+ * The event rows of one operation (built by `buildEvent` and `eventRows`, the one home of payloads),
+ * shipped compactly: what every event of a request repeats is sent once per operation (`ev_owner`,
+ * `ev_trigger`) and left out of each event, and the statement puts it back (`EVENT_ROW`): the paywall
+ * and owner ids (top level and `data.paywallId` / `data.ownerUserId`), the trigger, the version, empty
+ * metadata and the subject's id when it is the charge's. Only values equal to what the statement puts
+ * back are left out, so the stored rows are the very rows `eventRows` builds (jsonb keeps no key order),
+ * but for the event id: a random UUID either way, drawn by the statement (gen_random_uuid) instead.
+ */
+function compactEvents(events: NewEvent[], paywallId: string, chargeId: string) {
+  const owner = events[0]?.ownerUserId ?? null;
+  const trigger = events[0]?.trigger ?? null;
+  const rows = eventRows(events).map((e, ord) => {
+    const out: Record<string, unknown> = { type: e.type, ord };
+    if (e.paywall_id !== paywallId) out.paywall_id = e.paywall_id;
+    if (e.owner_user_id !== owner) out.owner_user_id = e.owner_user_id;
+    if (e.version !== EVENT_VERSION) out.version = e.version;
+    if (e.trigger !== trigger) out.trigger = e.trigger;
+    const meta = e.metadata as Record<string, unknown>;
+    if (Object.keys(meta).length > 0) out.metadata = meta;
+    const { id: subjectId, ...subject } = e.subject as Record<string, unknown>;
+    if (subjectId === chargeId) {
+      out.subject = subject;
+      out.s = true;
+    } else out.subject = e.subject;
+    const { paywallId: dp, ownerUserId: downer, ...data } = e.data as Record<string, unknown>;
+    if (dp === e.paywall_id && downer === e.owner_user_id && dp !== undefined && downer !== undefined) {
+      out.data = data;
+      out.d = true;
+    } else out.data = e.data;
+    return out;
+  });
+  return { ev_owner: owner, ev_trigger: trigger, events: rows };
+}
+
+/**
+ * The event columns of `x` (a compact row) of operation `op` (its paywall_id, ev_owner, ev_trigger; `cid`
+ * its charge id), with `extra` merged into the data.
+ */
+const EVENT_ROW = (
+  op: string,
+  cid: string,
+  extra?: string,
+) => `gen_random_uuid(), coalesce(x.paywall_id, ${op}.paywall_id),
+    coalesce(x.owner_user_id, ${op}.ev_owner), x.type, coalesce(x.version, '${EVENT_VERSION}'),
+    coalesce(x.trigger, ${op}.ev_trigger),
+    case when x.s then x.subject || jsonb_build_object('id', ${cid}) else x.subject end,
+    case when x.d then jsonb_build_object('paywallId', coalesce(x.paywall_id, ${op}.paywall_id),
+                                          'ownerUserId', coalesce(x.owner_user_id, ${op}.ev_owner)) || x.data
+         else x.data end${extra ? ` || ${extra}` : ''},
+    coalesce(x.metadata, '{}'::jsonb)`;
 
 const holdItem = (h: ReserveInput, i: number) => ({
   i,
@@ -100,7 +150,7 @@ const holdItem = (h: ReserveInput, i: number) => ({
   model: h.model,
   stream: h.stream,
   metadata: { ...h.metadata, usageDay: h.day },
-  events: orderedEvents(h.events),
+  ...compactEvents(h.events, h.paywallId, h.chargeId),
   day: h.day,
   req_limit: h.requestLimit,
   spend_limit: h.spendLimitRaw?.toString() ?? null,
@@ -158,7 +208,7 @@ const settleItem = (s: SettleInput, i: number) => ({
   error_code: s.errorCode,
   ledger_id: s.ledgerEntryId,
   metadata: s.metadata,
-  events: orderedEvents(s.events),
+  ...compactEvents(s.events, s.paywallId, s.chargeId),
 });
 
 /**
@@ -198,13 +248,13 @@ const TICK_SQL = `
 with hi as (
   select * from jsonb_to_recordset($1::jsonb) as x(i int, charge_id uuid, paywall_id uuid, external_id text,
     shared boolean, fixed numeric, per_token numeric, max_cap bigint, min_cap bigint, model text,
-    stream boolean, metadata jsonb, events jsonb, day date, req_limit int, spend_limit bigint, model_limit int,
+    stream boolean, metadata jsonb, events jsonb, ev_owner uuid, ev_trigger jsonb, day date, req_limit int, spend_limit bigint, model_limit int,
     rate_limit int, rate_window timestamptz)
 ),
 si as (
   select * from jsonb_to_recordset($2::jsonb) as x(i int, charge_id uuid, paywall_id uuid, status text,
     captured bigint, earnings bigint, fee bigint, provider bigint, uncollected bigint, prompt_tokens int,
-    completion_tokens int, error_code text, ledger_id uuid, metadata jsonb, events jsonb)
+    completion_tokens int, error_code text, ledger_id uuid, metadata jsonb, events jsonb, ev_owner uuid, ev_trigger jsonb)
 ),
 c as (
   update charge ch
@@ -214,7 +264,7 @@ c as (
     from si it
    where ch.id = it.charge_id and ch.status = 'held'
   returning ch.id, ch.user_id, ch.account_id, ch.hold_raw, (ch.metadata->>'usageDay')::date as usage_day, it.i, it.captured, it.earnings, it.fee, it.provider,
-            it.paywall_id, it.ledger_id, it.metadata, it.events
+            it.paywall_id, it.ledger_id, it.metadata, it.events, it.ev_owner, it.ev_trigger
 ),
 legs as (
   select c.i, v.n, case when v.n = 1 then c.ledger_id else gen_random_uuid() end as id, v.kind, v.account,
@@ -384,8 +434,7 @@ ch as (
 ),
 hev as (
   insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
-  select x.id, x.paywall_id, x.owner_user_id, x.type, x.version, x.trigger, x.subject,
-         x.data || jsonb_build_object('walletUserId', ok.wallet_id), x.metadata
+  select ${EVENT_ROW('hi', 'hi.charge_id', "jsonb_build_object('walletUserId', ok.wallet_id)")}
     from ok join hi on hi.i = ok.i,
          jsonb_to_recordset(hi.events) as x(${EVENT_COLUMNS})
    order by ok.i, x.ord
@@ -400,7 +449,7 @@ tr as (
 ),
 sev as (
   insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
-  select x.id, x.paywall_id, x.owner_user_id, x.type, x.version, x.trigger, x.subject, x.data, x.metadata
+  select ${EVENT_ROW('c', 'c.id')}
     from c, jsonb_to_recordset(c.events) as x(${EVENT_COLUMNS})
    order by c.i, x.ord
 )
