@@ -7,6 +7,7 @@ import { Migration20261123213204_stripe } from './Migration20261123213204_stripe
 import { Migration20261123215114_wallet_stripe } from './Migration20261123215114_wallet_stripe.js';
 import { Migration20261123233000_webhook_secrets } from './Migration20261123233000_webhook_secrets.js';
 import { Migration20261123234348_usage } from './Migration20261123234348_usage.js';
+import { Migration20261124000000_event_fanout_statement } from './Migration20261124000000_event_fanout_statement.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -18,4 +19,8 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261123215114_wallet_stripe', class: Migration20261123215114_wallet_stripe },
   { name: 'Migration20261123233000_webhook_secrets', class: Migration20261123233000_webhook_secrets },
   { name: 'Migration20261123234348_usage', class: Migration20261123234348_usage },
+  {
+    name: 'Migration20261124000000_event_fanout_statement',
+    class: Migration20261124000000_event_fanout_statement,
+  },
 ];

@@ -1,5 +1,7 @@
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { expectLedgerProven, userAccount, userTransfers } from './helpers/ledger.js';
+import { FakeUpstream } from './helpers/fake-upstream.js';
+import { chargesOf, client, createProxyPaywall, deposit, MODEL, money } from './helpers/proxy-setup.js';
 
 /**
  * Money under concurrency. On PostgreSQL the requests really race (a pool of connections); on the
@@ -167,5 +169,56 @@ describe('one Idempotency-Key, many concurrent requests', () => {
     expect((await userAccount(t.db, pw.id, 'c'))!.balance).toBe('600000');
     await expectLedgerProven(t.db);
     expect(await count(`select count(*)::text as n from charge where paywall_id = $1`, [pw.id])).toBe(1);
+  });
+});
+
+describe('one hot end user (DEFAULT mode): many chats at once on one balance', () => {
+  const usdc = (raw: bigint) => `${raw / 1_000_000n}.${(raw % 1_000_000n).toString().padStart(6, '0')}`;
+
+  it('100 concurrent chats whose holds exactly exhaust the balance: exactly 10 held and charged, never overspent, counters exact', async () => {
+    const fake = await FakeUpstream.start();
+    try {
+      const pw = await createProxyPaywall(t, fake);
+      const ask = (user: string) =>
+        client(t, pw, user)
+          .chat.completions.create({
+            model: MODEL,
+            max_tokens: 20,
+            messages: [{ role: 'user', content: 'hi' }],
+          })
+          .then((r: any) => (r.paywall ? 'blocked' : 'ok'));
+      // The hold (at its full cap of 20 tokens) and the cost of one such request, measured on another user.
+      await deposit(t, pw, 'probe', '1');
+      expect(await ask('probe')).toBe('ok');
+      const [probe] = await chargesOf(t, pw, 'probe');
+      const hold = BigInt(probe.hold);
+      const cost = BigInt(probe.amount);
+      expect(probe.max_completion_tokens).toBe(20);
+      expect(cost < hold).toBe(true);
+      await deposit(t, pw, 'hot', usdc(10n * hold));
+      // Every hold is decided before the first settlement gives anything back.
+      fake.behavior = { delayMs: 1500 };
+      const results = await Promise.all(Array.from({ length: 100 }, () => ask('hot')));
+      fake.behavior = {};
+      expect(results.filter((r) => r === 'ok')).toHaveLength(10);
+      const left = 10n * hold - 10n * cost;
+      expect(await money(t, pw, 'hot')).toEqual({ balance: left, held: 0n, ledgerSum: left });
+      const charges = await chargesOf(t, pw, 'hot');
+      const completed = charges.filter((c) => c.status === 'completed');
+      expect(completed).toHaveLength(10);
+      for (const c of completed) expect(c).toMatchObject({ hold: hold.toString(), amount: cost.toString() });
+      expect(charges.filter((c) => c.status === 'held')).toHaveLength(0);
+      const [counter] = await t.db.query<any>(
+        `select x.requests, x.spend_raw::text as spend, x.model_requests
+           from usage_counter x join end_user u on u.id = x.end_user_id
+          where u.paywall_id = $1 and u.external_id = 'hot'`,
+        [pw.id],
+      );
+      expect(counter).toMatchObject({ requests: 10, spend: (10n * cost).toString() });
+      expect(counter.model_requests[MODEL] ?? JSON.parse(counter.model_requests)[MODEL]).toBe(10);
+      await expectLedgerProven(t.db);
+    } finally {
+      await fake.close();
+    }
   });
 });

@@ -208,6 +208,38 @@ describe('paywallEvents subscription (graphql-ws)', () => {
     expect(received.map((e) => e.data.i)).toEqual(events.map((e) => e.data.i));
     await expect(slow.next()).rejects.toThrow(/fell more than 1000 events behind/);
   });
+
+  it('one statement sends ONE notification for all its events (several paywalls); an owner subscriber gets them all in insertion order', async () => {
+    const a = await t.createPaywall();
+    const b = await t.createPaywall();
+    const [{ owner_id: ownerId }] = await t.db.query('select owner_id from paywall where id = $1', [a.id]);
+    const sub = await hub().subscribe({ kind: 'owner', ownerId, paywallId: null }, ['paywall.updated']);
+    const notices: string[] = [];
+    const unlisten = await t.db.listen('paywall_events', (payload) => notices.push(payload));
+    const events: NewEvent[] = Array.from({ length: 40 }, (_, i) => {
+      const pw = i % 3 === 0 ? b : a;
+      return {
+        paywallId: pw.id,
+        ownerUserId: ownerId,
+        type: i % 4 === 0 ? 'paywall.archived' : 'paywall.updated',
+        trigger: { source: 'system', actorType: 'system', actorId: 'test' },
+        subject: { type: 'paywall', id: pw.id },
+        data: { i },
+      };
+    });
+    await recordEvents(t.db, events);
+    const wanted = events.filter((e) => e.type === 'paywall.updated');
+    const received: LiveEvent[] = [];
+    for await (const e of sub) {
+      received.push(e);
+      if (received.length === wanted.length) break;
+    }
+    expect(received.map((e) => [e.paywallId, e.data.i])).toEqual(wanted.map((e) => [e.paywallId, e.data.i]));
+    await eventually(() => notices.length, 1);
+    unlisten();
+    expect(notices).toHaveLength(1);
+    expect(JSON.parse(notices[0]).map((g: { p: string }) => g.p)).toEqual([b.id, a.id]);
+  });
 });
 
 describe('connection limit', () => {

@@ -50,12 +50,16 @@ interface Subscriber {
   closed: boolean;
 }
 
-type Work = { kind: 'event'; id: string; paywallId: string } | { kind: 'changed'; paywallId: string };
+type Work = { kind: 'event'; seq: string; paywallId: string } | { kind: 'changed'; paywallId: string };
 
+/**
+ * One `paywall_events` notification: the events one statement recorded, by paywall (the `event_fanout`
+ * statement trigger): `p` the paywall, `s` the events' seq (`event.seq`) in order, `t` their distinct types.
+ */
 interface EventNotice {
-  id: string;
-  paywallId: string;
-  type: string;
+  p: string;
+  s: (number | string)[];
+  t: string[];
 }
 
 const hubs = new WeakMap<Database, LiveEventHub>();
@@ -66,9 +70,11 @@ const hubs = new WeakMap<Database, LiveEventHub>();
  * them after the recording transaction commits, so an event recorded through instance A reaches a
  * subscriber connected to instance B. On the embedded database NOTIFY is in-process, which is all there is.
  *
- * The NOTIFY carries only id, paywall and type; the row is fetched once per event, and only when some
- * subscriber wants it (scope and type checked first), in batches when events arrive in bursts. Work is
- * processed in notification order, so each subscriber sees events in the order they were committed.
+ * ONE NOTIFY per recording statement lists its events (seq) by paywall with their types; a row is fetched
+ * once per event, and only when some subscriber may want it (scope and type checked first), in batches
+ * when events arrive in bursts. Work is processed in notification order (and within one notification in
+ * seq order, the order the statement inserted them), so each subscriber sees events in the order they
+ * were committed.
  */
 export class LiveEventHub {
   private readonly byPaywall = new Map<string, Set<Subscriber>>();
@@ -275,18 +281,24 @@ export class LiveEventHub {
   }
 
   private onEvent(payload: string): void {
-    let notice: EventNotice;
+    let notice: EventNotice[];
     try {
-      notice = JSON.parse(payload) as EventNotice;
+      notice = JSON.parse(payload) as EventNotice[];
     } catch {
       return;
     }
-    if (typeof notice?.id !== 'string' || typeof notice.paywallId !== 'string') return;
-    const wanted = this.candidates(notice.paywallId, this.ownerOf.get(notice.paywallId)).some((s) =>
-      eventMatches(s.patterns, notice.type),
-    );
-    if (!wanted) return;
-    this.work.push({ kind: 'event', id: notice.id, paywallId: notice.paywallId });
+    if (!Array.isArray(notice)) return;
+    const wanted: { seq: string; paywallId: string }[] = [];
+    for (const g of notice) {
+      if (typeof g?.p !== 'string' || !Array.isArray(g.s) || !Array.isArray(g.t)) continue;
+      const subs = this.candidates(g.p, this.ownerOf.get(g.p));
+      if (!subs.some((s) => g.t.some((type) => eventMatches(s.patterns, type)))) continue;
+      for (const seq of g.s) wanted.push({ seq: String(seq), paywallId: g.p });
+    }
+    if (wanted.length === 0) return;
+    // One statement's events in the order it inserted them (groups are per paywall).
+    if (notice.length > 1) wanted.sort((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1));
+    for (const w of wanted) this.work.push({ kind: 'event', seq: w.seq, paywallId: w.paywallId });
     void this.drain();
   }
 
@@ -316,21 +328,22 @@ export class LiveEventHub {
   }
 
   private async process(batch: Work[]): Promise<void> {
-    const ids = batch.filter((w) => w.kind === 'event').map((w) => w.id);
-    const rows = ids.length
+    const seqs = batch.filter((w) => w.kind === 'event').map((w) => w.seq);
+    const rows = seqs.length
       ? await this.db.query(
-          `select id, paywall_id, owner_user_id, type, version, created_at, trigger, subject, data, metadata
-             from event where id = any($1::uuid[])`,
-          [ids],
+          `select seq::text as seq, id, paywall_id, owner_user_id, type, version, created_at, trigger, subject,
+                  data, metadata
+             from event where seq = any($1::bigint[])`,
+          [seqs],
         )
       : [];
-    const byId = new Map(rows.map((r) => [r.id as string, r]));
+    const bySeq = new Map(rows.map((r) => [r.seq as string, r]));
     for (const w of batch) {
       if (w.kind === 'changed') {
         await this.checkKeys(w.paywallId);
         continue;
       }
-      const r = byId.get(w.id);
+      const r = bySeq.get(w.seq);
       if (!r) continue;
       const event = toLiveEvent(r);
       if (this.ownerOf.size >= OWNER_CACHE_MAX) this.ownerOf.clear();

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Database, Sql } from '../../db/database.js';
 import { usdcDecimal } from '../../shared/money.js';
+import { EVENT_VERSION } from '../events/event-catalog.js';
 import { eventRows, recordEvents, type EventTrigger, type NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 
@@ -81,11 +82,60 @@ export interface ReserveResult {
   held: boolean;
 }
 
-const EVENT_COLUMNS = `id uuid, paywall_id uuid, owner_user_id uuid, type text, version text, trigger jsonb,
-  subject jsonb, data jsonb, metadata jsonb, ord int`;
+const EVENT_COLUMNS = `paywall_id uuid, owner_user_id uuid, type text, version text, trigger jsonb,
+  subject jsonb, data jsonb, metadata jsonb, ord int, d boolean, s boolean`;
 
-/** Event rows with their position, so a batch inserts each request's events in order. */
-const orderedEvents = (events: NewEvent[]) => eventRows(events).map((e, ord) => ({ ...e, ord }));
+/**
+ * The event rows of one operation (built by `buildEvent` and `eventRows`, the one home of payloads),
+ * shipped compactly: what every event of a request repeats is sent once per operation (`ev_owner`,
+ * `ev_trigger`) and left out of each event, and the statement puts it back (`EVENT_ROW`): the paywall
+ * and owner ids (top level and `data.paywallId` / `data.ownerUserId`), the trigger, the version, empty
+ * metadata and the subject's id when it is the charge's. Only values equal to what the statement puts
+ * back are left out, so the stored rows are the very rows `eventRows` builds (jsonb keeps no key order),
+ * but for the event id: a random UUID either way, drawn by the statement (gen_random_uuid) instead.
+ */
+function compactEvents(events: NewEvent[], paywallId: string, chargeId: string) {
+  const owner = events[0]?.ownerUserId ?? null;
+  const trigger = events[0]?.trigger ?? null;
+  const rows = eventRows(events).map((e, ord) => {
+    const out: Record<string, unknown> = { type: e.type, ord };
+    if (e.paywall_id !== paywallId) out.paywall_id = e.paywall_id;
+    if (e.owner_user_id !== owner) out.owner_user_id = e.owner_user_id;
+    if (e.version !== EVENT_VERSION) out.version = e.version;
+    if (e.trigger !== trigger) out.trigger = e.trigger;
+    const meta = e.metadata as Record<string, unknown>;
+    if (Object.keys(meta).length > 0) out.metadata = meta;
+    const { id: subjectId, ...subject } = e.subject as Record<string, unknown>;
+    if (subjectId === chargeId) {
+      out.subject = subject;
+      out.s = true;
+    } else out.subject = e.subject;
+    const { paywallId: dp, ownerUserId: downer, ...data } = e.data as Record<string, unknown>;
+    if (dp === e.paywall_id && downer === e.owner_user_id && dp !== undefined && downer !== undefined) {
+      out.data = data;
+      out.d = true;
+    } else out.data = e.data;
+    return out;
+  });
+  return { ev_owner: owner, ev_trigger: trigger, events: rows };
+}
+
+/**
+ * The event columns of `x` (a compact row) of operation `op` (its paywall_id, ev_owner, ev_trigger; `cid`
+ * its charge id), with `extra` merged into the data.
+ */
+const EVENT_ROW = (
+  op: string,
+  cid: string,
+  extra?: string,
+) => `gen_random_uuid(), coalesce(x.paywall_id, ${op}.paywall_id),
+    coalesce(x.owner_user_id, ${op}.ev_owner), x.type, coalesce(x.version, '${EVENT_VERSION}'),
+    coalesce(x.trigger, ${op}.ev_trigger),
+    case when x.s then x.subject || jsonb_build_object('id', ${cid}) else x.subject end,
+    case when x.d then jsonb_build_object('paywallId', coalesce(x.paywall_id, ${op}.paywall_id),
+                                          'ownerUserId', coalesce(x.owner_user_id, ${op}.ev_owner)) || x.data
+         else x.data end${extra ? ` || ${extra}` : ''},
+    coalesce(x.metadata, '{}'::jsonb)`;
 
 const holdItem = (h: ReserveInput, i: number) => ({
   i,
@@ -100,7 +150,7 @@ const holdItem = (h: ReserveInput, i: number) => ({
   model: h.model,
   stream: h.stream,
   metadata: { ...h.metadata, usageDay: h.day },
-  events: orderedEvents(h.events),
+  ...compactEvents(h.events, h.paywallId, h.chargeId),
   day: h.day,
   req_limit: h.requestLimit,
   spend_limit: h.spendLimitRaw?.toString() ?? null,
@@ -158,7 +208,7 @@ const settleItem = (s: SettleInput, i: number) => ({
   error_code: s.errorCode,
   ledger_id: s.ledgerEntryId,
   metadata: s.metadata,
-  events: orderedEvents(s.events),
+  ...compactEvents(s.events, s.paywallId, s.chargeId),
 });
 
 /**
@@ -174,13 +224,20 @@ const settleItem = (s: SettleInput, i: number) => ({
  * in id order (FOR NO KEY UPDATE: no deadlock between statements, and foreign-key checks of other
  * inserts are not blocked), and updated ONCE with the sum of its changes ("batched by account").
  *
- * Holds: the completion cap is computed from the very balance the update then changes, and at most one
- * hold per account is placed per statement (two end users sharing a wallet are one account): the
- * others come back with `retry` and join the next statement. A hold is computed against the free
- * balance before this statement's settlements (which only free money), so concurrent requests can
- * never reserve more than the free balance. A request whose user does not exist yet gets no row (the
- * caller creates the user and retries); one that cannot afford `min_cap` tokens, or whose user is not
- * connected (SHARED), gets its row with `held = false`.
+ * Holds: the completion cap is computed from the very balance the update then changes. Several holds
+ * of one account (a hot end user, or end users sharing a wallet) or of one end user share a statement:
+ * the first (lowest `i`) is decided against the balance and daily counters as locked; a later one is
+ * placed, at its full cap, when all the holds before it on the account and the user, each counted at its
+ * full cap (a running sum in `pre`), and itself fit the free balance and every daily limit; it is refused
+ * when the answer cannot depend on the ones before it (it cannot fit the free balance even alone and no
+ * daily limit applies, or a daily limit is already reached); otherwise it comes back with `retry` and is
+ * decided first in a later statement. So the holds of a statement never reserve more than the free
+ * balance (each later one only when the running sum fits), and the daily counters count every placed
+ * hold (aggregated per user in `hagg`/`magg`). A hold is computed against the free balance before this
+ * statement's settlements (which only free money), so concurrent requests can never reserve more than
+ * the free balance. A request whose user does not exist yet gets no row (the caller creates the user
+ * and retries); one that cannot afford `min_cap` tokens, or whose user is not connected (SHARED), gets
+ * its row with `held = false`.
  *
  * Settlements are idempotent: only a `held` charge is settled (a sweeper and a late finisher cannot
  * both settle it). The balance never goes negative: captured ≤ hold ≤ held_raw ≤ balance_raw. The
@@ -191,13 +248,13 @@ const TICK_SQL = `
 with hi as (
   select * from jsonb_to_recordset($1::jsonb) as x(i int, charge_id uuid, paywall_id uuid, external_id text,
     shared boolean, fixed numeric, per_token numeric, max_cap bigint, min_cap bigint, model text,
-    stream boolean, metadata jsonb, events jsonb, day date, req_limit int, spend_limit bigint, model_limit int,
+    stream boolean, metadata jsonb, events jsonb, ev_owner uuid, ev_trigger jsonb, day date, req_limit int, spend_limit bigint, model_limit int,
     rate_limit int, rate_window timestamptz)
 ),
 si as (
   select * from jsonb_to_recordset($2::jsonb) as x(i int, charge_id uuid, paywall_id uuid, status text,
     captured bigint, earnings bigint, fee bigint, provider bigint, uncollected bigint, prompt_tokens int,
-    completion_tokens int, error_code text, ledger_id uuid, metadata jsonb, events jsonb)
+    completion_tokens int, error_code text, ledger_id uuid, metadata jsonb, events jsonb, ev_owner uuid, ev_trigger jsonb)
 ),
 c as (
   update charge ch
@@ -207,7 +264,7 @@ c as (
     from si it
    where ch.id = it.charge_id and ch.status = 'held'
   returning ch.id, ch.user_id, ch.account_id, ch.hold_raw, (ch.metadata->>'usageDay')::date as usage_day, it.i, it.captured, it.earnings, it.fee, it.provider,
-            it.paywall_id, it.ledger_id, it.metadata, it.events
+            it.paywall_id, it.ledger_id, it.metadata, it.events, it.ev_owner, it.ev_trigger
 ),
 legs as (
   select c.i, v.n, case when v.n = 1 then c.ledger_id else gen_random_uuid() end as id, v.kind, v.account,
@@ -219,8 +276,7 @@ legs as (
 ),
 hu as (
   select hi.*, e.id as user_id, e.account_id, e.wallet_user_id,
-         (not hi.shared or (e.wallet_user_id is not null and e.account_id is not null)) as connected,
-         row_number() over (partition by e.account_id order by hi.i) as rk
+         (not hi.shared or (e.wallet_user_id is not null and e.account_id is not null)) as connected
     from hi join end_user e on e.paywall_id = hi.paywall_id and e.external_id = hi.external_id
    where e.paywall_id = any(array(select paywall_id from hi)) and e.external_id = any(array(select external_id from hi))
 ),
@@ -231,21 +287,6 @@ lk as (
                           union all select account_id from hu where connected))
    order by a.id
      for no key update
-),
-hr as (
-  -- Requests the API rate limit counts: every hold of this statement but those that come back to retry.
-  select hu.i, hu.paywall_id, hu.rate_window, hu.rate_limit,
-         row_number() over (partition by hu.paywall_id order by hu.i) as pos
-    from hu where hu.rate_limit is not null and not (hu.connected and hu.rk > 1)
-),
-rq as (
-  select paywall_id, max(rate_window) as w, count(*)::int as n from hr group by paywall_id
-),
-rw as (${RATE_WINDOW_UPSERT('select paywall_id, w, n from rq')}
-),
-rate as (
-  select hr.i, rw.count - rq.n + hr.pos as position, rw.count - rq.n + hr.pos > hr.rate_limit as over
-    from hr join rq on rq.paywall_id = hr.paywall_id join rw on rw.paywall_id = hr.paywall_id
 ),
 uk as (
   select x.end_user_id, x.day, x.requests, x.spend_raw, x.model_requests
@@ -259,22 +300,65 @@ pre as (
          case when uk.day = hu.day then uk.model_requests else '{}'::jsonb end as day_models,
          coalesce(case when uk.day = hu.day then uk.requests end, 0) as used_requests,
          coalesce(case when uk.day = hu.day then uk.spend_raw end, 0) as used_spend,
-         coalesce(case when uk.day = hu.day then (uk.model_requests->>hu.model)::int end, 0) as used_model
+         coalesce(case when uk.day = hu.day then (uk.model_requests->>hu.model)::int end, 0) as used_model,
+         -- Several holds of one account (or one end user) in a statement: their place among them, and the
+         -- running sum of what they would hold at their full cap.
+         row_number() over (partition by hu.account_id order by hu.i) as ark,
+         row_number() over (partition by hu.user_id order by hu.i) as urk,
+         row_number() over (partition by hu.user_id, hu.model order by hu.i) as mrk,
+         first_value(hu.day) over (partition by hu.user_id order by hu.i) as first_day,
+         sum(ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW})) over (partition by hu.account_id order by hu.i) as acct_full,
+         sum(ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW})) over (partition by hu.user_id order by hu.i) as user_full
     from hu left join lk on lk.id = hu.account_id left join uk on uk.end_user_id = hu.user_id
 ),
-lim as (
+lim0 as (
   select pre.*, least(acct_free, coalesce(spend_limit - used_spend, acct_free)) as free,
          case when req_limit is not null and used_requests >= req_limit then 'dailyRequestLimit'
               when model_limit is not null and used_model >= model_limit then 'modelDailyRequestLimit'
               when spend_limit is not null and used_spend >= spend_limit then 'dailySpendLimit' end as over
     from pre
 ),
+lim as (
+  select lim0.*,
+         -- The first hold of an account and of an end user is decided against the balance and counters as
+         -- locked. A later one is decided here only when the answer does not depend on the ones before it:
+         -- it is placed at its full cap when all of them (at their full cap) and it fit the free balance and
+         -- every daily limit; with no daily limit it is refused when it cannot fit even alone. Otherwise it
+         -- comes back with retry and is decided first in a later statement.
+         connected and (ark > 1 or urk > 1) and not coalesce(
+           (acct_full <= acct_free and day = first_day
+            and (spend_limit is null or used_spend + user_full <= spend_limit)
+            and (req_limit is null or used_requests + urk <= req_limit)
+            and (model_limit is null or used_model + mrk <= model_limit))
+           or (req_limit is null and model_limit is null and spend_limit is null
+               and fixed + min_cap * per_token > acct_free::numeric * ${SCALE_PER_RAW})
+           -- Or it is over a daily limit already, and no limit checked before that one applies.
+           or over = 'dailyRequestLimit' or (over = 'modelDailyRequestLimit' and req_limit is null)
+           or (over = 'dailySpendLimit' and req_limit is null and model_limit is null),
+           false) as retry
+    from lim0
+),
+hr as (
+  -- Requests the API rate limit counts: every hold of this statement but those that come back to retry.
+  select lim.i, lim.paywall_id, lim.rate_window, lim.rate_limit,
+         row_number() over (partition by lim.paywall_id order by lim.i) as pos
+    from lim where lim.rate_limit is not null and not lim.retry
+),
+rq as (
+  select paywall_id, max(rate_window) as w, count(*)::int as n from hr group by paywall_id
+),
+rw as (${RATE_WINDOW_UPSERT('select paywall_id, w, n from rq')}
+),
+rate as (
+  select hr.i, rw.count - rq.n + hr.pos as position, rw.count - rq.n + hr.pos > hr.rate_limit as over
+    from hr join rq on rq.paywall_id = hr.paywall_id join rw on rw.paywall_id = hr.paywall_id
+),
 calc as (
   select lim.i, lim.user_id as id, lim.account_id, lim.day, lim.model, lim.day_models,
          lim.used_requests, lim.used_spend, lim.used_model, rate.position as rate_position,
          coalesce(rate.over, false) as rate_over,
          case when lim.shared then lim.wallet_user_id else lim.user_id end as wallet_id,
-         lim.connected, lim.connected and lim.rk > 1 as retry,
+         lim.connected, lim.retry,
          lim.free, k.cap, lim.min_cap,
          ceil((lim.fixed + k.cap * lim.per_token) / ${SCALE_PER_RAW})::bigint as hold,
          -- A spend limit that leaves less than the smallest request is a limit, not a short balance.
@@ -292,16 +376,36 @@ ok as (
   select * from calc
    where connected and not retry and not rate_over and limit_hit is null and cap >= min_cap and hold <= free
 ),
+-- Per end user: its holds of this statement (all on one day: see lim) count once each; its settlements
+-- give back what their holds reserved beyond what they captured, on the day they were counted.
+hagg as (
+  select ok.id, min(ok.day) as day, count(*)::int as n, sum(ok.hold)::bigint as spend,
+         min(ok.used_requests) as used_requests, min(ok.used_spend) as used_spend,
+         (array_agg(ok.day_models))[1] as day_models
+    from ok group by ok.id
+),
+magg as (
+  select m.id, jsonb_object_agg(m.model, m.n) as models
+    from (select ok.id, ok.model, min(ok.used_model) + count(*)::int as n from ok group by ok.id, ok.model) m
+   group by m.id
+),
+sagg as (
+  select c.user_id as id, sum(c.captured - c.hold_raw)::bigint as adj
+    from c join uk on uk.end_user_id = c.user_id and uk.day = c.usage_day
+   group by c.user_id
+),
 cnt as (
   update usage_counter x
      set day = v.day, requests = v.requests, spend_raw = v.spend, model_requests = v.models
     from (
-      select ok.id, ok.day, ok.used_requests + 1 as requests, ok.used_spend + ok.hold as spend,
-             ok.day_models || jsonb_build_object(ok.model, ok.used_model + 1) as models
-        from ok
-      union all
-      select uk.end_user_id, uk.day, uk.requests, greatest(0, uk.spend_raw + c.captured - c.hold_raw), uk.model_requests
-        from c join uk on uk.end_user_id = c.user_id and uk.day = c.usage_day
+      select uk.end_user_id as id, coalesce(h.day, uk.day) as day,
+             coalesce(h.used_requests + h.n, uk.requests) as requests,
+             greatest(0, coalesce(h.used_spend + h.spend, uk.spend_raw)
+                         + case when coalesce(h.day, uk.day) = uk.day then coalesce(s.adj, 0) else 0 end) as spend,
+             coalesce(h.day_models || m.models, uk.model_requests) as models
+        from uk left join hagg h on h.id = uk.end_user_id left join magg m on m.id = uk.end_user_id
+             left join sagg s on s.id = uk.end_user_id
+       where h.id is not null or s.id is not null
     ) v
    where x.end_user_id = v.id
 ),
@@ -330,8 +434,7 @@ ch as (
 ),
 hev as (
   insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
-  select x.id, x.paywall_id, x.owner_user_id, x.type, x.version, x.trigger, x.subject,
-         x.data || jsonb_build_object('walletUserId', ok.wallet_id), x.metadata
+  select ${EVENT_ROW('hi', 'hi.charge_id', "jsonb_build_object('walletUserId', ok.wallet_id)")}
     from ok join hi on hi.i = ok.i,
          jsonb_to_recordset(hi.events) as x(${EVENT_COLUMNS})
    order by ok.i, x.ord
@@ -346,7 +449,7 @@ tr as (
 ),
 sev as (
   insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
-  select x.id, x.paywall_id, x.owner_user_id, x.type, x.version, x.trigger, x.subject, x.data, x.metadata
+  select ${EVENT_ROW('c', 'c.id')}
     from c, jsonb_to_recordset(c.events) as x(${EVENT_COLUMNS})
    order by c.i, x.ord
 )
@@ -574,7 +677,7 @@ export async function sweepAbandonedHolds(
       await tx.query(RELEASE_SQL, [release]);
       await recordEvents(tx, releaseEvents);
     }
-    // The settlement statement takes at most one charge per end user and account (like a group-commit batch).
+    // The sweeper settles at most one charge per end user and account per statement (a rare path: kept simple).
     let rest = settle.map((input) => ({ input, row: rows.find((r) => r.id === input.chargeId)! }));
     while (rest.length > 0) {
       const seen = new Set<string>();

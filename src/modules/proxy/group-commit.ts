@@ -3,8 +3,8 @@ import { isDatabaseUnavailable } from '../../db/db-errors.js';
 /**
  * Group commit: concurrent callers' operations run as ONE statement (one commit) instead of one each.
  * A batch starts as soon as none is running (after the current I/O phase), so an idle service adds no
- * noticeable latency; under load, the operations that arrive while a batch runs form the next one. At most one item per key per batch
- * (an end user: its row is then locked and updated once per statement); the others wait a turn.
+ * noticeable latency; under load, the operations that arrive while a batch runs form the next one. At most
+ * `perKey` items (1 by default) of one key per batch; the others wait a turn.
  *
  * A deadlock or serialization failure retries the batch; any other failure reruns its items one by
  * one, so one bad item fails alone. When the database is unavailable the batch and everything queued
@@ -19,14 +19,20 @@ export class GroupCommit<I, R> {
   constructor(
     private readonly run: (items: I[]) => Promise<R[]>,
     private readonly keyOf: (item: I) => string,
-    private readonly opts: { maxBatch?: number; concurrency?: number } = {},
+    private readonly opts: { maxBatch?: number; concurrency?: number; perKey?: number } = {},
   ) {}
 
   private scheduled = false;
 
-  submit(item: I): Promise<R> {
+  /**
+   * Queues an operation for the next batch. `first`: ahead of everything queued (an operation that a
+   * batch sent back to be decided first in the next one, so newer ones cannot keep overtaking it).
+   */
+  submit(item: I, first = false): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      this.queue.push({ item, key: this.keyOf(item), resolve, reject });
+      const q = { item, key: this.keyOf(item), resolve, reject };
+      if (first) this.queue.unshift(q);
+      else this.queue.push(q);
       this.schedule();
     });
   }
@@ -50,10 +56,12 @@ export class GroupCommit<I, R> {
       const max = this.opts.maxBatch ?? 100;
       const batch: typeof this.queue = [];
       const rest: typeof this.queue = [];
-      const keys = new Set<string>();
+      const perKey = this.opts.perKey ?? 1;
+      const keys = new Map<string, number>();
       for (const q of this.queue) {
-        if (batch.length < max && !keys.has(q.key)) {
-          keys.add(q.key);
+        const n = keys.get(q.key) ?? 0;
+        if (batch.length < max && n < perKey) {
+          keys.set(q.key, n + 1);
           batch.push(q);
         } else rest.push(q);
       }

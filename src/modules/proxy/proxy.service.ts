@@ -41,6 +41,12 @@ export const DEFAULT_MAX_COMPLETION_TOKENS = 4096;
 /** CONTRACT §5.3: below this affordable completion the user gets the top-up reply. */
 export const MIN_COMPLETION_TOKENS = 16;
 const SWEEP_INTERVAL_MS = 60_000;
+/**
+ * Ledger operations (holds and settlements) of one end user in one group-commit statement at most. The
+ * statement decides several holds of one balance at once when it covers them all; when it does not, the
+ * later ones come back to be decided first in the next statement. The bound keeps such a statement small.
+ */
+const LEDGER_OPS_PER_USER = 64;
 const SWEEP_MARGIN_MS = 5 * 60_000;
 /** A stream records what it produced on its hold at most this often (for the sweeper after a crash). */
 export const PROGRESS_INTERVAL_MS = 5_000;
@@ -158,7 +164,8 @@ export class ProxyService {
   progressIntervalMs = PROGRESS_INTERVAL_MS;
   /**
    * Holds and settlements of concurrent requests share one statement and one commit (GroupCommit,
-   * holds.ledgerTick); at most one operation per end user in each.
+   * holds.ledgerTick), several of one end user too (a hot user: see TICK_SQL for how its holds are
+   * decided against one balance).
    */
   private readonly ledger: GroupCommit<LedgerOp, ReserveResult | null | bigint | boolean>;
 
@@ -182,6 +189,7 @@ export class ProxyService {
         });
       },
       (op) => op.key,
+      { perKey: LEDGER_OPS_PER_USER },
     );
   }
 
@@ -333,13 +341,13 @@ export class ProxyService {
     // Hot path: one statement against an existing user; a first-time user is created, then retried.
     const userKey = `${paywall.id}\n${call.externalUserId}`;
     const reserve = async () => {
-      for (;;) {
-        const r = (await this.ledger.submit({
-          kind: 'hold',
-          key: userKey,
-          input: holdInput,
-        })) as ReserveResult | null;
-        // Another end user of the same wallet held in that statement: take the next one.
+      for (let again = false; ; again = true) {
+        const r = (await this.ledger.submit(
+          { kind: 'hold', key: userKey, input: holdInput },
+          again,
+        )) as ReserveResult | null;
+        // Holds before it on the same account or user in that statement left its answer open: it is
+        // decided first in the next statement (submitted ahead of the queue).
         if (!r?.retry) return r;
       }
     };

@@ -1,0 +1,139 @@
+import { randomUUID } from 'node:crypto';
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { expectLedgerProven } from './helpers/ledger.js';
+import { ledgerTick, type ReserveInput, type SettleInput } from '../src/modules/ledger/holds.js';
+import { buildEvent } from '../src/modules/events/event-payloads.js';
+import { eventRows, type NewEvent } from '../src/modules/events/event.service.js';
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await startTestApp();
+});
+afterAll(async () => {
+  await t.close();
+});
+
+/** The stored rows of the events of `subjectIds`, as eventRows shapes them (ids and times aside). */
+async function stored(paywallId: string, since: string) {
+  const rows = await t.db.query<any>(
+    `select paywall_id, owner_user_id, type, version, trigger, subject, data, metadata
+       from event where paywall_id = $1 and seq > $2 order by seq`,
+    [paywallId, since],
+  );
+  return rows.map((r) => ({
+    ...r,
+    trigger: json(r.trigger),
+    subject: json(r.subject),
+    data: json(r.data),
+    metadata: json(r.metadata),
+  }));
+}
+const json = (v: unknown) => (typeof v === 'string' ? JSON.parse(v) : v);
+const expected = (events: NewEvent[], extraData: Record<string, unknown> = {}) =>
+  eventRows(events).map(({ id: _id, ...e }) => ({ ...e, data: { ...(e.data as object), ...extraData } }));
+
+/**
+ * CONTRACT §7: consumers rely on exact event payloads. The ledger statement writes the events of holds
+ * and settlements (however it ships them to PostgreSQL): every stored row must be exactly the row
+ * `eventRows` builds from the events given, whatever they share or do not share.
+ */
+it('the ledger statement stores exactly the events it is given (hold and settlement, shared and odd envelopes)', async () => {
+  const pw = await t.createPaywall();
+  const [{ owner_id: ownerId }] = await t.db.query<any>('select owner_id from paywall where id = $1', [
+    pw.id,
+  ]);
+  await t.rest('POST', '/v1/user/balance/deposit', { token: pw.apiKey, body: { user: 'ev', amount: '1' } });
+  const [user] = await t.db.query<any>(
+    `select id from end_user where paywall_id = $1 and external_id = 'ev'`,
+    [pw.id],
+  );
+  const [{ seq: since }] = await t.db.query<any>(`select coalesce(max(seq), 0)::text as seq from event`);
+  const chargeId = randomUUID();
+  const paywall = { id: pw.id, ownerId };
+  const trigger = { source: 'proxy' as const, actorType: 'api_key' as const, actorId: pw.id };
+  const ctx = { paywall, trigger, subject: { type: 'request' as const, id: chargeId, externalId: 'ev' } };
+  const holdEvents: NewEvent[] = [
+    buildEvent('paywall.proxy.request.started', ctx, { requestId: chargeId, model: 'm', stream: true }),
+    buildEvent(
+      'paywall.usage.charge.deferred',
+      { ...ctx, metadata: { note: 'x', n: 1.5 } },
+      {
+        deferredRequestId: chargeId,
+        model: 'm',
+      },
+    ),
+    // Another trigger, another subject, a data without the paywall ids: each is stored as given.
+    {
+      paywallId: pw.id,
+      ownerUserId: ownerId,
+      type: 'paywall.request.blocked',
+      trigger: { source: 'system', actorType: 'system', actorId: 'test' },
+      subject: { type: 'end_user', id: user.id },
+      data: { reason: 'r', nested: { a: [1, 'b', null] } },
+    },
+  ];
+  const hold: ReserveInput = {
+    chargeId,
+    paywallId: pw.id,
+    externalUserId: 'ev',
+    requireConnected: false,
+    fixedScaled: 1000n * 10n ** 12n,
+    perTokenScaled: 0n,
+    maxCap: 10,
+    minCap: 1,
+    model: 'm',
+    stream: true,
+    metadata: {},
+    events: holdEvents,
+    day: '2026-11-23',
+    requestLimit: null,
+    spendLimitRaw: null,
+    modelRequestLimit: null,
+    rateLimit: null,
+    rateWindow: new Date(),
+  };
+  const r = await ledgerTick(t.db, [hold], []);
+  expect(r.holds[0]?.held).toBe(true);
+  expect(await stored(pw.id, since)).toEqual(expected(holdEvents, { walletUserId: user.id }));
+
+  const [{ seq: since2 }] = await t.db.query<any>(`select max(seq)::text as seq from event`);
+  const settleEvents: NewEvent[] = [
+    buildEvent('paywall.proxy.request.completed', ctx, {
+      requestId: chargeId,
+      walletUserId: user.id,
+      model: 'm',
+    }),
+    buildEvent(
+      'paywall.usage.charge.created',
+      { ...ctx, subject: { type: 'charge', id: chargeId, externalId: 'ev' } },
+      {
+        walletUserId: user.id,
+        activityId: chargeId,
+        model: 'm',
+        promptTokens: 1,
+        completionTokens: 2,
+        cost: '0.000500',
+      },
+    ),
+  ];
+  const settle: SettleInput = {
+    chargeId,
+    paywallId: pw.id,
+    status: 'completed',
+    capturedRaw: 500n,
+    earningsRaw: 500n,
+    feeRaw: 0n,
+    providerRaw: 0n,
+    uncollectedRaw: 0n,
+    promptTokens: 1,
+    completionTokens: 2,
+    errorCode: null,
+    ledgerEntryId: randomUUID(),
+    metadata: {},
+    events: settleEvents,
+  };
+  const s = await ledgerTick(t.db, [], [settle]);
+  expect(s.settlements[0]).toBe(true);
+  expect(await stored(pw.id, since2)).toEqual(expected(settleEvents));
+  await expectLedgerProven(t.db);
+});
