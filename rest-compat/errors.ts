@@ -41,10 +41,21 @@ export function httpStatusOf(code: ErrorCode): { status: number; type: string } 
   }
 }
 
-export function errorBody(e: DomainError): { status: number; body: OpenAIError } {
+/** The answer to a domain error: status, OpenAI error body and the headers that go with it. */
+export function errorBody(e: DomainError): {
+  status: number;
+  body: OpenAIError;
+  headers: Record<string, string>;
+} {
   const { status, type } = httpStatusOf(e.code);
   return {
     status,
+    headers:
+      e instanceof RateLimitError
+        ? rateHeaders(e.state)
+        : e.code === 'unavailable'
+          ? { 'retry-after': String(UNAVAILABLE_RETRY_AFTER_SECONDS) }
+          : {},
     body: {
       error: {
         message: e.message,
@@ -57,8 +68,6 @@ export function errorBody(e: DomainError): { status: number; body: OpenAIError }
 }
 
 export function sendError(res: Response, e: DomainError): void {
-  const { status, body } = errorBody(e);
-  if (e instanceof RateLimitError) res.set(rateHeaders(e.state));
-  if (e.code === 'unavailable') res.set('Retry-After', String(UNAVAILABLE_RETRY_AFTER_SECONDS));
-  res.status(status).json(body);
+  const { status, body, headers } = errorBody(e);
+  res.set(headers).status(status).json(body);
 }

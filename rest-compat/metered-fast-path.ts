@@ -5,9 +5,9 @@ import type { Services } from '../src/services.js';
 import type { Logger } from '../src/shared/logger.js';
 import { requestContext } from '../src/shared/logger.js';
 import type { Metrics } from '../src/shared/metrics.js';
-import { DomainError, invalid } from '../src/shared/errors.js';
+import { DomainError, databaseUnavailable, invalid } from '../src/shared/errors.js';
+import { isDatabaseUnavailable } from '../src/db/db-errors.js';
 import { withoutPathUser } from '../src/shared/route-label.js';
-import { RateLimitError, rateHeaders } from '../src/modules/limits/rate-limit.js';
 import { loopReason, VIA_HEADER, viaOf } from '../src/modules/proxy/upstream-client.js';
 import { errorBody } from './errors.js';
 import { userFrom } from './http.js';
@@ -80,8 +80,8 @@ function send(res: ServerResponse, status: number, body: unknown, headers?: Reco
 }
 
 function sendError(res: ServerResponse, e: DomainError): void {
-  const { status, body } = errorBody(e);
-  send(res, status, body, e instanceof RateLimitError ? rateHeaders(e.state) : undefined);
+  const { status, body, headers } = errorBody(e);
+  send(res, status, body, headers);
 }
 
 /**
@@ -127,6 +127,8 @@ export function meteredFastPath(
       logger().error({ err: cause, method: 'POST', route, url: withoutPathUser(m.path) }, msg);
     };
     const fail = (e: unknown) => {
+      // A database error that escaped the data layer's wrapping is still an outage, as in Express's handler.
+      if (!(e instanceof DomainError) && isDatabaseUnavailable(e)) e = databaseUnavailable(e);
       if (e instanceof DomainError && e.code !== 'internal') {
         if (!res.headersSent) return sendError(res, e);
         return void res.end();

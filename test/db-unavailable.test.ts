@@ -135,6 +135,23 @@ describe('a service whose database is unreachable', () => {
     expect(Date.now() - started).toBeLessThan(5000);
   });
 
+  test('the metered routes (served ahead of Express) answer the same 503 with Retry-After', async () => {
+    const chat = { model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] };
+    for (const [path, token] of [
+      ['/v1/chat/completions', apiKey],
+      ['/v1/u/alice/responses', apiKey],
+      ['/v1/chat/completions', `pk_live_${'u'.repeat(40)}`], // uncached: authentication reads the database
+    ] as const) {
+      const res = await post(path, token, { ...chat, user: 'alice', input: 'hi' });
+      expect({ path, status: res.status, retryAfter: res.headers.get('retry-after') }).toEqual({
+        path,
+        status: 503,
+        retryAfter: '2',
+      });
+      expect((await res.json()).error).toMatchObject({ type: 'api_error', code: 'database_unavailable' });
+    }
+  });
+
   test('REST: an uncached key (authentication reads the database) is a 503 too', async () => {
     const res = await fetch(`${base}/v1/models`, {
       headers: { authorization: `Bearer pk_live_${'u'.repeat(40)}` },
