@@ -17,7 +17,9 @@
  * Rows: for each scenario (chat JSON, chat SSE, Responses API JSON and SSE) and each concurrency, the bare
  * pass-through then the service, so each ratio compares two rows measured back to back; then the hot user
  * (every request debits the same balance). Each row is a warm-up, then the measurement on the same
- * connections.
+ * connections. Before the first row, every target serves each scenario's request for a few seconds at
+ * c=50 (BENCH_PRIME): a service that has been up for a while runs optimised code, so the rows measure
+ * that, not V8 compiling the request path (at c=1 a cold process spent more CPU on the JIT than on requests).
  *
  * Pinning (Linux, when `taskset` exists and the driver may use ≥ 2 CPUs): upstream, proxy (bare or service)
  * and the PostgreSQL backends of the bench database on the server CPU, the driver on the load CPU, like the
@@ -32,6 +34,7 @@
  *   DATABASE_URL         PostgreSQL server to create the scratch bench database on (unset: embedded PGlite)
  *   BENCH_SECONDS        measured seconds per row (5)
  *   BENCH_WARMUP         warm-up seconds per row, same connections (1)
+ *   BENCH_PRIME          seconds each target serves the scenarios' requests at c=50 before the first row (4)
  *   BENCH_CONCURRENCY    concurrencies (1,10,100)
  *   BENCH_HOT_CONCURRENCY  concurrency of the hot-user row (100)
  *   BENCH_SCENARIOS      chat-json,chat-sse,responses-json,responses-sse,hot (all by default)
@@ -46,6 +49,7 @@
  *   BENCH_PIN            0: no pinning (1); BENCH_SERVER_CPU / BENCH_LOAD_CPU pick the CPUs (first / last allowed)
  *   BENCH_OUT            where to write the report (bench/results/latest.md; "-" = nowhere)
  *   BENCH_LOG_LEVEL      the service's log level (silent)
+ *   BENCH_KEEP_DB        1: keep the service's scratch database (PostgreSQL) and print its URL
  *   BENCH_PROFILE        service | bare | upstream: a V8 CPU profile of that process, written under
  *                        $TMPDIR/paywall-proxy-bench when it exits (open it in Chrome DevTools)
  */
@@ -62,6 +66,7 @@ import { Pool } from 'undici';
 const env = process.env;
 const SECONDS = Number(env.BENCH_SECONDS ?? 5);
 const WARMUP_SECONDS = Number(env.BENCH_WARMUP ?? 1);
+const PRIME_SECONDS = Number(env.BENCH_PRIME ?? 4);
 const CONCURRENCY = (env.BENCH_CONCURRENCY ?? '1,10,100').split(',').map(Number);
 const HOT_CONCURRENCY = Number(env.BENCH_HOT_CONCURRENCY ?? 100);
 const SCENARIOS = (env.BENCH_SCENARIOS ?? 'chat-json,chat-sse,responses-json,responses-sse,hot')
@@ -336,7 +341,9 @@ async function runService(upstreamPort: number, sinkPort: number, withLimits: bo
     },
     async () => {
       await app.stop(2000).catch(() => undefined);
-      await drop();
+      // BENCH_KEEP_DB=1: leave the scratch database for EXPLAIN and statement experiments.
+      if (env.BENCH_KEEP_DB === '1' && url) console.log(`kept the bench database: ${url}`);
+      else await drop();
     },
   );
   process.send!({ ready: true, port: (app.server.address() as AddressInfo).port, apiKey } satisfies Ready);
@@ -745,6 +752,21 @@ async function runRow(s: Scenario, t: Target, c: number, upstream: ChildProcess,
   }
 }
 
+/**
+ * Brings a fresh target to steady state before its first row: each scenario's request for an equal share
+ * of PRIME_SECONDS at c=50 (what a service that has been up for a while has run). Counted in `served`.
+ */
+async function prime(t: Target, scenarios: Scenario[]): Promise<void> {
+  if (PRIME_SECONDS <= 0) return;
+  const pool = new Pool(`http://127.0.0.1:${t.port}`, { connections: 50, keepAliveTimeout: 30_000 });
+  try {
+    for (const s of scenarios)
+      t.served += (await load(pool, 50, requestOf(s, t), PRIME_SECONDS / scenarios.length)).served;
+  } finally {
+    await pool.close();
+  }
+}
+
 // ---------------------------------------------------------------- report: one table, goals
 
 const fmt = (n: number | undefined, d = 0) => (n !== undefined && Number.isFinite(n) ? n.toFixed(d) : '-');
@@ -1005,6 +1027,14 @@ async function driver(): Promise<number> {
     console.log(
       `${SECONDS} s per row (+${WARMUP_SECONDS} s warm-up), concurrency ${CONCURRENCY.join('/')}, scenarios ${SCENARIOS.join(', ')}\n`,
     );
+
+    process.stdout.write(`priming every target (${PRIME_SECONDS} s at c=50 over the scenarios)… `);
+    for (const t of targets)
+      await prime(
+        t,
+        SCENARIOS.map((k) => SCENARIO[k]),
+      );
+    console.log('done');
 
     const rows: Row[] = [];
     const run = async (s: Scenario, t: Target, c: number, bareRow?: Row) => {

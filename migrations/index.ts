@@ -8,6 +8,7 @@ import { Migration20261123215114_wallet_stripe } from './Migration20261123215114
 import { Migration20261123233000_webhook_secrets } from './Migration20261123233000_webhook_secrets.js';
 import { Migration20261123234348_usage } from './Migration20261123234348_usage.js';
 import { Migration20261124000000_event_fanout_statement } from './Migration20261124000000_event_fanout_statement.js';
+import { Migration20261124100000_event_matches_plpgsql } from './Migration20261124100000_event_matches_plpgsql.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -22,5 +23,9 @@ export const migrationsList: MigrationObject[] = [
   {
     name: 'Migration20261124000000_event_fanout_statement',
     class: Migration20261124000000_event_fanout_statement,
+  },
+  {
+    name: 'Migration20261124100000_event_matches_plpgsql',
+    class: Migration20261124100000_event_matches_plpgsql,
   },
 ];

@@ -137,3 +137,86 @@ it('the ledger statement stores exactly the events it is given (hold and settlem
   expect(await stored(pw.id, since2)).toEqual(expected(settleEvents));
   await expectLedgerProven(t.db);
 });
+
+/**
+ * The ledger statement comes in shapes, each its own prepared statement (holds only, settlements only,
+ * both; with or without the rate-limit part): every shape answers holds and settlements alike, to the raw
+ * unit, and a hold is decided against the free balance before the settlements of its own statement.
+ */
+it('every shape of the ledger statement (h, hr, s, hs, hsr) answers exactly, and the ledger adds up', async () => {
+  const pw = await t.createPaywall();
+  await t.rest('POST', '/v1/user/balance/deposit', { token: pw.apiKey, body: { user: 'sh', amount: '1' } });
+  const hold = (rateLimit: number | null): ReserveInput => ({
+    chargeId: randomUUID(),
+    paywallId: pw.id,
+    externalUserId: 'sh',
+    requireConnected: false,
+    fixedScaled: 1000n * 10n ** 12n,
+    perTokenScaled: 0n,
+    maxCap: 10,
+    minCap: 1,
+    model: 'm',
+    stream: false,
+    metadata: {},
+    events: [],
+    day: '2026-11-24',
+    requestLimit: null,
+    spendLimitRaw: null,
+    modelRequestLimit: null,
+    rateLimit,
+    rateWindow: new Date('2026-11-24T10:00:00Z'),
+  });
+  const settle = (h: ReserveInput, captured: bigint): SettleInput => ({
+    chargeId: h.chargeId,
+    paywallId: pw.id,
+    status: 'completed',
+    capturedRaw: captured,
+    earningsRaw: captured,
+    feeRaw: 0n,
+    providerRaw: 0n,
+    uncollectedRaw: 0n,
+    promptTokens: 1,
+    completionTokens: 1,
+    errorCode: null,
+    ledgerEntryId: randomUUID(),
+    metadata: {},
+    events: [],
+  });
+  const placed = (r: { holds: unknown[] }) =>
+    r.holds.map((x: any) => ({
+      held: x.held,
+      hold: x.holdRaw,
+      free: x.freeRaw,
+      cap: x.cap,
+      rate: x.ratePosition,
+    }));
+
+  const [a, b, c, d] = [hold(null), hold(5), hold(null), hold(5)];
+  // h: one hold, 1 USDC free.
+  expect(placed(await ledgerTick(t.db, [a], []))).toEqual([
+    { held: true, hold: 1000n, free: 1_000_000n, cap: 10, rate: null },
+  ]);
+  // hr: a rate-limited hold is the first request of its minute.
+  expect(placed(await ledgerTick(t.db, [b], []))).toEqual([
+    { held: true, hold: 1000n, free: 999_000n, cap: 10, rate: 1 },
+  ]);
+  // s: settling a for 400 leaves 1,000,000 − 400 − b's 1000 free.
+  expect(await ledgerTick(t.db, [], [settle(a, 400n)])).toEqual({
+    holds: [],
+    settlements: [true],
+    freeAfter: [998_600n],
+  });
+  // hs: c is decided on the balance before b's settlement; b's answer counts c as held.
+  const hs = await ledgerTick(t.db, [c], [settle(b, 1000n)]);
+  expect(placed(hs)).toEqual([{ held: true, hold: 1000n, free: 998_600n, cap: 10, rate: null }]);
+  expect(hs.settlements).toEqual([true]);
+  expect(hs.freeAfter).toEqual([997_600n]);
+  // hsr: d is the second request of the minute.
+  const hsr = await ledgerTick(t.db, [d], [settle(c, 0n)]);
+  expect(placed(hsr)).toEqual([{ held: true, hold: 1000n, free: 997_600n, cap: 10, rate: 2 }]);
+  expect(hsr.freeAfter).toEqual([997_600n]);
+  // Settling twice is refused; the last settlement leaves exactly 1 USDC − 400 − 1000 − 250.
+  expect((await ledgerTick(t.db, [], [settle(c, 0n)])).settlements).toEqual([false]);
+  expect((await ledgerTick(t.db, [], [settle(d, 250n)])).freeAfter).toEqual([998_350n]);
+  await expectLedgerProven(t.db);
+});

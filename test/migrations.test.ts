@@ -2,6 +2,7 @@ import { readdirSync } from 'node:fs';
 import type { Database } from '../src/db/database.js';
 import { migrationsList } from '../migrations/index.js';
 import { createTestDatabase } from './helpers/database.js';
+import { eventMatches } from '../src/modules/events/event-catalog.js';
 
 /**
  * Objects that hand-written migrations create and entities cannot declare (triggers, their functions,
@@ -117,5 +118,26 @@ describe('migrations (same list on PostgreSQL and PGlite; generated, reviewed, r
     expect(reapplied).toEqual(migrationsList.map((m) => m.name));
     expect(await tablesOf(db)).toEqual(tables);
     expect(await drift(db)).toEqual([]);
+  });
+
+  it('event_matches in the database agrees with eventMatches in the service, case by case', async () => {
+    const patterns = [
+      [],
+      ['*'],
+      ['paywall.proxy.request.started'],
+      ['paywall.proxy.*'],
+      ['paywall.*'],
+      ['paywall.usage.*', 'paywall.proxy.request.completed'],
+      ['paywall.proxy'],
+      ['paywall.proxy.request.started.*'],
+      ['paywall.prox*'],
+      ['.*'],
+    ];
+    const types = ['paywall.proxy.request.started', 'paywall.usage.charge.created', 'paywall.proxy', 'other'];
+    for (const p of patterns)
+      for (const t of types) {
+        const [row] = await db.query<{ m: boolean }>('select event_matches($1::text[], $2) as m', [p, t]);
+        expect({ p, t, m: row.m }).toEqual({ p, t, m: eventMatches(p, t) });
+      }
   });
 });

@@ -66,7 +66,7 @@ export function validateEventPatterns(patterns: unknown): string | null {
   return null;
 }
 
-/** Same rule as the SQL function event_matches (migrations). */
+/** Same rule as the database function event_matches (migrations). */
 export function eventMatches(patterns: readonly string[], type: string): boolean {
   return patterns.some(
     (p) => p === '*' || p === type || (p.endsWith('.*') && type.startsWith(p.slice(0, -1))),

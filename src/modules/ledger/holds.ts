@@ -211,6 +211,16 @@ const settleItem = (s: SettleInput, i: number) => ({
   ...compactEvents(s.events, s.paywallId, s.chargeId),
 });
 
+/** Which parts a tick statement carries (see tickSql). */
+export interface TickShape {
+  /** Holds to place ($1). */
+  h: boolean;
+  /** Settlements ($1, or $2 with holds). */
+  s: boolean;
+  /** Some hold counts against an API rate limit (the rate_window upsert). */
+  r: boolean;
+}
+
 /**
  * One statement settles the holds of finished requests and places the holds of new ones (group
  * commit of both kinds: every request needs one of each, so sharing the commit halves the commits and
@@ -243,16 +253,30 @@ const settleItem = (s: SettleInput, i: number) => ({
  * both settle it). The balance never goes negative: captured ≤ hold ≤ held_raw ≤ balance_raw. The
  * captured amount leaves the spending account as up to three transfers (earnings, fee, provider cost;
  * zero parts are not written).
+ *
+ * Shapes: PostgreSQL initialises the executor state of every node of a plan on each execution, which
+ * made the fixed cost of the full statement (~100 plan nodes) most of a batch of one. A batch of holds
+ * only, or of settlements only, or with no rate-limited hold, runs a statement without the parts it has
+ * no rows for (each shape is its own prepared statement). Same rules, same locks in the same order.
  */
-const TICK_SQL = `
-with hi as (
+export function tickSql({ h, s, r }: TickShape): string {
+  const both = h && s;
+  const union = (...parts: (string | false)[]) => parts.filter(Boolean).join(' union all ');
+  return `
+with ${
+    h
+      ? `hi as (
   select * from jsonb_to_recordset($1::jsonb) as x(i int, charge_id uuid, paywall_id uuid, external_id text,
     shared boolean, fixed numeric, per_token numeric, max_cap bigint, min_cap bigint, model text,
     stream boolean, metadata jsonb, events jsonb, ev_owner uuid, ev_trigger jsonb, day date, req_limit int, spend_limit bigint, model_limit int,
     rate_limit int, rate_window timestamptz)
-),
-si as (
-  select * from jsonb_to_recordset($2::jsonb) as x(i int, charge_id uuid, paywall_id uuid, status text,
+),`
+      : ''
+  }
+${
+  s
+    ? `si as (
+  select * from jsonb_to_recordset(${both ? '$2' : '$1'}::jsonb) as x(i int, charge_id uuid, paywall_id uuid, status text,
     captured bigint, earnings bigint, fee bigint, provider bigint, uncollected bigint, prompt_tokens int,
     completion_tokens int, error_code text, ledger_id uuid, metadata jsonb, events jsonb, ev_owner uuid, ev_trigger jsonb)
 ),
@@ -273,29 +297,38 @@ legs as (
                             (2, 'fee', '${FEES_ACCOUNT_ID}'::uuid, c.fee),
                             (3, 'provider_cost', '${PROVIDER_ACCOUNT_ID}'::uuid, c.provider)) v(n, kind, account, amount)
    where v.amount > 0
-),
-hu as (
+),`
+    : ''
+}
+${
+  h
+    ? `hu as (
   select hi.*, e.id as user_id, e.account_id, e.wallet_user_id,
          (not hi.shared or (e.wallet_user_id is not null and e.account_id is not null)) as connected
-    from hi join end_user e on e.paywall_id = hi.paywall_id and e.external_id = hi.external_id
-   where e.paywall_id = any(array(select paywall_id from hi)) and e.external_id = any(array(select external_id from hi))
-),
+    from hi cross join lateral (
+           select e.id, e.account_id, e.wallet_user_id from end_user e
+            where e.paywall_id = hi.paywall_id and e.external_id = hi.external_id offset 0) e
+),`
+    : ''
+}
 lk as (
   select a.id, a.balance_raw, a.held_raw
     from ledger_account a
-   where a.id = any(array(select account_id from c union all select account from legs
-                          union all select account_id from hu where connected))
+   where a.id = any(array(${union(s && 'select account_id from c union all select account from legs', h && 'select account_id from hu where connected')}))
    order by a.id
      for no key update
 ),
 uk as (
   select x.end_user_id, x.day, x.requests, x.spend_raw, x.model_requests
-    from usage_counter x
-   where x.end_user_id = any(array(select user_id from hu union all select user_id from c))
-   order by x.end_user_id
-     for no key update
+    from (select distinct k.id from (${union(h && 'select user_id as id from hu', s && 'select user_id as id from c')}) k
+           order by k.id) k
+         cross join lateral (
+           select x.end_user_id, x.day, x.requests, x.spend_raw, x.model_requests from usage_counter x
+            where x.end_user_id = k.id for no key update) x
 ),
-pre as (
+${
+  h
+    ? `pre as (
   select hu.*, coalesce(lk.balance_raw - lk.held_raw, 0) as acct_free,
          case when uk.day = hu.day then uk.model_requests else '{}'::jsonb end as day_models,
          coalesce(case when uk.day = hu.day then uk.requests end, 0) as used_requests,
@@ -338,7 +371,9 @@ lim as (
            false) as retry
     from lim0
 ),
-hr as (
+${
+  r
+    ? `hr as (
   -- Requests the API rate limit counts: every hold of this statement but those that come back to retry.
   select lim.i, lim.paywall_id, lim.rate_window, lim.rate_limit,
          row_number() over (partition by lim.paywall_id order by lim.i) as pos
@@ -352,11 +387,13 @@ rw as (${RATE_WINDOW_UPSERT('select paywall_id, w, n from rq')}
 rate as (
   select hr.i, rw.count - rq.n + hr.pos as position, rw.count - rq.n + hr.pos > hr.rate_limit as over
     from hr join rq on rq.paywall_id = hr.paywall_id join rw on rw.paywall_id = hr.paywall_id
-),
+),`
+    : ''
+}
 calc as (
   select lim.i, lim.user_id as id, lim.account_id, lim.day, lim.model, lim.day_models,
-         lim.used_requests, lim.used_spend, lim.used_model, rate.position as rate_position,
-         coalesce(rate.over, false) as rate_over,
+         lim.used_requests, lim.used_spend, lim.used_model, ${r ? 'rate.position' : 'null::int'} as rate_position,
+         ${r ? 'coalesce(rate.over, false)' : 'false'} as rate_over,
          case when lim.shared then lim.wallet_user_id else lim.user_id end as wallet_id,
          lim.connected, lim.retry,
          lim.free, k.cap, lim.min_cap,
@@ -364,7 +401,7 @@ calc as (
          -- A spend limit that leaves less than the smallest request is a limit, not a short balance.
          coalesce(lim.over, case when k.cap < lim.min_cap and lim.spend_limit is not null
                                   and lim.spend_limit - lim.used_spend < lim.acct_free then 'dailySpendLimit' end) as limit_hit
-    from lim left join rate on rate.i = lim.i,
+    from lim ${r ? 'left join rate on rate.i = lim.i' : ''},
     lateral (
       select case when lim.per_token = 0 then case when lim.fixed <= lim.free::numeric * ${SCALE_PER_RAW} then lim.max_cap else -1 end
              else greatest(-1, least(lim.max_cap::numeric,
@@ -388,33 +425,37 @@ magg as (
   select m.id, jsonb_object_agg(m.model, m.n) as models
     from (select ok.id, ok.model, min(ok.used_model) + count(*)::int as n from ok group by ok.id, ok.model) m
    group by m.id
-),
-sagg as (
+),`
+    : ''
+}
+${
+  s
+    ? `sagg as (
   select c.user_id as id, sum(c.captured - c.hold_raw)::bigint as adj
     from c join uk on uk.end_user_id = c.user_id and uk.day = c.usage_day
    group by c.user_id
-),
+),`
+    : ''
+}
 cnt as (
   update usage_counter x
      set day = v.day, requests = v.requests, spend_raw = v.spend, model_requests = v.models
     from (
-      select uk.end_user_id as id, coalesce(h.day, uk.day) as day,
-             coalesce(h.used_requests + h.n, uk.requests) as requests,
-             greatest(0, coalesce(h.used_spend + h.spend, uk.spend_raw)
-                         + case when coalesce(h.day, uk.day) = uk.day then coalesce(s.adj, 0) else 0 end) as spend,
-             coalesce(h.day_models || m.models, uk.model_requests) as models
-        from uk left join hagg h on h.id = uk.end_user_id left join magg m on m.id = uk.end_user_id
-             left join sagg s on s.id = uk.end_user_id
-       where h.id is not null or s.id is not null
+      select uk.end_user_id as id, ${h ? 'coalesce(h.day, uk.day)' : 'uk.day'} as day,
+             ${h ? 'coalesce(h.used_requests + h.n, uk.requests)' : 'uk.requests'} as requests,
+             greatest(0, ${h ? 'coalesce(h.used_spend + h.spend, uk.spend_raw)' : 'uk.spend_raw'}
+                         ${s ? `+ case when ${h ? 'coalesce(h.day, uk.day)' : 'uk.day'} = uk.day then coalesce(s.adj, 0) else 0 end` : ''}) as spend,
+             ${h ? 'coalesce(h.day_models || m.models, uk.model_requests)' : 'uk.model_requests'} as models
+        from uk ${h ? 'left join hagg h on h.id = uk.end_user_id left join magg m on m.id = uk.end_user_id' : ''}
+             ${s ? 'left join sagg s on s.id = uk.end_user_id' : ''}
+       where ${[h && 'h.id is not null', s && 's.id is not null'].filter(Boolean).join(' or ')}
     ) v
    where x.end_user_id = v.id
 ),
 delta as (
   select id, sum(held_delta)::bigint as held_delta, sum(balance_delta)::bigint as balance_delta
     from (
-      select ok.account_id as id, ok.hold as held_delta, 0::bigint as balance_delta from ok
-      union all select c.account_id, -c.hold_raw, -c.captured from c
-      union all select legs.account, 0, legs.amount from legs
+      ${union(h && 'select ok.account_id as id, ok.hold as held_delta, 0::bigint as balance_delta from ok', s && 'select c.account_id as id, -c.hold_raw as held_delta, -c.captured as balance_delta from c union all select legs.account, 0, legs.amount from legs')}
     ) d
    group by id
 ),
@@ -424,7 +465,9 @@ u as (
     from delta d join lk on lk.id = d.id
    where a.id = d.id
   returning a.id, a.balance_raw
-),
+)${
+    h
+      ? `,
 ch as (
   insert into charge (id, paywall_id, user_id, account_id, kind, status, hold_raw, model, max_completion_tokens,
                       stream, metadata, created_at)
@@ -438,7 +481,11 @@ hev as (
     from ok join hi on hi.i = ok.i,
          jsonb_to_recordset(hi.events) as x(${EVENT_COLUMNS})
    order by ok.i, x.ord
-),
+)`
+      : ''
+  }${
+    s
+      ? `,
 tr as (
   insert into transfer (id, kind, debit_account_id, credit_account_id, amount_raw, balance_after_raw, paywall_id,
                         end_user_id, charge_id, metadata, created_at)
@@ -452,19 +499,40 @@ sev as (
   select ${EVENT_ROW('c', 'c.id')}
     from c, jsonb_to_recordset(c.events) as x(${EVENT_COLUMNS})
    order by c.i, x.ord
-)
-select 'h' as kind, calc.i, calc.id, calc.wallet_id, calc.connected, calc.free::text as free,
+)`
+      : ''
+  }
+${union(
+  h &&
+    `select 'h' as kind, calc.i, calc.id, calc.wallet_id, calc.connected, calc.free::text as free,
        calc.cap::text as cap, calc.hold::text as hold, ok.i is not null as held, calc.retry, calc.limit_hit,
        calc.rate_position
-  from calc left join ok on ok.i = calc.i
-union all
-select 's', c.i, null, null, null,
+  from calc left join ok on ok.i = calc.i`,
+  s &&
+    `select 's' as kind, c.i, null::uuid as id, null::uuid as wallet_id, null::boolean as connected,
        (select (lk.balance_raw - lk.held_raw + coalesce(d.balance_delta, 0) - coalesce(d.held_delta, 0))::text
-          from lk left join delta d on d.id = lk.id where lk.id = c.account_id),
-       null, null, true, false, null, null from c`;
+          from lk left join delta d on d.id = lk.id where lk.id = c.account_id) as free,
+       null::text as cap, null::text as hold, true as held, false as retry, null::text as limit_hit,
+       null::bigint as rate_position from c`,
+)}`;
+}
+
+const tickStatements = new Map<string, { text: string; name: string }>();
+
+/** The prepared statement of a shape, built once (its name says its parts, e.g. proxy_ledger_tick_hs). */
+function tickStatement(shape: TickShape): { text: string; name: string } {
+  const key = `${shape.h ? 'h' : ''}${shape.s ? 's' : ''}${shape.h && shape.r ? 'r' : ''}`;
+  let st = tickStatements.get(key);
+  if (!st)
+    tickStatements.set(
+      key,
+      (st = { text: tickSql({ ...shape, r: shape.h && shape.r }), name: `proxy_ledger_tick_${key}` }),
+    );
+  return st;
+}
 
 /**
- * Places `holds` and settles `settlements` in one statement (see TICK_SQL). Per hold: the result (with
+ * Places `holds` and settles `settlements` in one statement (see tickSql). Per hold: the result (with
  * `retry` when another hold of the statement took its account), or null when the user does not exist;
  * per settlement: false when the charge was already settled, and the free balance of its account after
  * the statement (`freeAfter`).
@@ -474,11 +542,16 @@ export async function ledgerTick(
   holds: ReserveInput[],
   settlements: SettleInput[],
 ): Promise<{ holds: (ReserveResult | null)[]; settlements: boolean[]; freeAfter: (bigint | null)[] }> {
-  const rows = await sql.query(
-    TICK_SQL,
-    [JSON.stringify(holds.map(holdItem)), JSON.stringify(settlements.map(settleItem))],
-    'proxy_ledger_tick',
-  );
+  const shape = {
+    h: holds.length > 0,
+    s: settlements.length > 0,
+    r: holds.some((x) => x.rateLimit !== null),
+  };
+  const statement = tickStatement(shape);
+  const params: string[] = [];
+  if (shape.h) params.push(JSON.stringify(holds.map(holdItem)));
+  if (shape.s) params.push(JSON.stringify(settlements.map(settleItem)));
+  const rows = params.length ? await sql.query(statement.text, params, statement.name) : [];
   const out = {
     holds: holds.map((): ReserveResult | null => null),
     settlements: settlements.map(() => false),

@@ -164,7 +164,7 @@ export class ProxyService {
   progressIntervalMs = PROGRESS_INTERVAL_MS;
   /**
    * Holds and settlements of concurrent requests share one statement and one commit (GroupCommit,
-   * holds.ledgerTick), several of one end user too (a hot user: see TICK_SQL for how its holds are
+   * holds.ledgerTick), several of one end user too (a hot user: see holds.tickSql for how its holds are
    * decided against one balance).
    */
   private readonly ledger: GroupCommit<LedgerOp, ReserveResult | null | bigint | boolean>;
