@@ -1,4 +1,12 @@
-import { useEffect, useId, useState, type ReactNode } from 'react';
+import {
+  Fragment,
+  useEffect,
+  useId,
+  useState,
+  type CSSProperties,
+  type HTMLAttributes,
+  type ReactNode,
+} from 'react';
 import { dateTime, usdc } from './format';
 
 export function Card(props: {
@@ -226,5 +234,151 @@ export function Select(props: {
         </select>
       )}
     </Field>
+  );
+}
+
+/** One column of a DataTable: its header and what each row shows in it. */
+export interface Column<T> {
+  /** The header; none: an empty header cell (a column of row actions). */
+  head?: ReactNode;
+  /** Right-aligned figures: class "num" on the header and on the cells. */
+  num?: boolean;
+  /** Class of the cells (after "num"). */
+  className?: string;
+  style?: CSSProperties;
+  title?: (row: T) => string;
+  cell: (row: T) => ReactNode;
+}
+
+/**
+ * A table in its scrolling wrapper, with the states around it: `<Loading />` while `loading`, `empty`
+ * (when given) for no rows. Rows are clickable (class "clickable", "selected") when `onRowClick` is given;
+ * `children` go below the table, inside the wrapper.
+ */
+export function DataTable<T>(props: {
+  rows: readonly T[];
+  columns: Column<T>[];
+  rowKey: (row: T) => string;
+  label?: string;
+  loading?: boolean;
+  empty?: ReactNode;
+  onRowClick?: (row: T) => void;
+  selected?: (row: T) => boolean;
+  children?: ReactNode;
+}) {
+  const { columns, onRowClick } = props;
+  if (props.loading) return <Loading />;
+  if (props.empty !== undefined && props.rows.length === 0) return <Empty>{props.empty}</Empty>;
+  return (
+    <div className="table-wrap">
+      <table aria-label={props.label}>
+        <thead>
+          <tr>
+            {columns.map((c, i) => (
+              <th key={i} className={c.num ? 'num' : undefined}>
+                {c.head}
+              </th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {props.rows.map((row) => (
+            <tr
+              key={props.rowKey(row)}
+              className={onRowClick ? `clickable ${props.selected?.(row) ? 'selected' : ''}` : undefined}
+              onClick={onRowClick && (() => onRowClick(row))}
+            >
+              {columns.map((c, i) => (
+                <td
+                  key={i}
+                  className={[c.num && 'num', c.className].filter(Boolean).join(' ') || undefined}
+                  style={c.style}
+                  title={c.title?.(row)}
+                >
+                  {c.cell(row)}
+                </td>
+              ))}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {props.children}
+    </div>
+  );
+}
+
+/** A definition list of label and value pairs; the third item is the value cell's attributes. */
+export function KeyValues(props: {
+  items: readonly (readonly [label: string, value: ReactNode, dd?: HTMLAttributes<HTMLElement>])[];
+  style?: CSSProperties;
+}) {
+  return (
+    <dl className="kv" style={props.style}>
+      {props.items.map(([label, value, dd]) => (
+        <Fragment key={label}>
+          <dt>{label}</dt>
+          <dd {...dd}>{value}</dd>
+        </Fragment>
+      ))}
+    </dl>
+  );
+}
+
+/** The state of a form of text inputs: its values, and `set(name)`, an onChange for one of them. */
+export function useForm<F extends Record<string, string>>(initial: F | (() => F), onEdit?: () => void) {
+  const [values, setValues] = useState<F>(initial);
+  const set = (name: keyof F) => (v: string) => {
+    setValues((prev) => ({ ...prev, [name]: v }));
+    onEdit?.();
+  };
+  return { values, setValues, set };
+}
+
+/** One input of a FormFields layout: Field's props, or a Select when it has options. */
+export interface FieldSpec<K extends string> {
+  name: K;
+  label: string;
+  hint?: ReactNode;
+  type?: string;
+  placeholder?: string;
+  required?: boolean;
+  autoFocus?: boolean;
+  inputMode?: 'decimal' | 'numeric' | 'text';
+  options?: { value: string; label: string }[];
+}
+
+/**
+ * The labelled inputs of a form, bound to `values` and `set` (see useForm). A layout item is one input on
+ * a line of its own, or an array: inputs side by side in a row. `false` items are left out (conditional).
+ */
+export function FormFields<K extends string>(props: {
+  values: Record<K, string>;
+  set: (name: K) => (v: string) => void;
+  layout: readonly (FieldSpec<K> | false | readonly (FieldSpec<K> | false)[])[];
+}) {
+  const input = ({ name, options, ...field }: FieldSpec<K>) =>
+    options ? (
+      <Select
+        key={name}
+        label={field.label}
+        value={props.values[name]}
+        onChange={props.set(name)}
+        options={options}
+      />
+    ) : (
+      <Field key={name} {...field} value={props.values[name]} onChange={props.set(name)} />
+    );
+  return (
+    <>
+      {props.layout.map((item, i) =>
+        Array.isArray(item) ? (
+          <div className="row" key={i}>
+            {item.map((f) => f && input(f))}
+          </div>
+        ) : (
+          item && input(item as FieldSpec<K>)
+        ),
+      )}
+    </>
   );
 }
