@@ -307,6 +307,90 @@ export function DataTable<T>(props: {
   );
 }
 
+/** A column of USDC amounts. */
+export const moneyColumn = <T,>(
+  head: string,
+  value: (row: T) => string | null | undefined,
+  opts: { signed?: boolean } = {},
+): Column<T> => ({ head, num: true, cell: (row) => <Money value={value(row)} signed={opts.signed} /> });
+
+/** A column of timestamps. */
+export const timeColumn = <T,>(
+  head: string,
+  value: (row: T) => string | null | undefined,
+  opts: { dateOnly?: boolean } = {},
+): Column<T> => ({ head, cell: (row) => <Time value={value(row)} dateOnly={opts.dateOnly} /> });
+
+export interface PageInfo {
+  hasNextPage: boolean;
+  endCursor: string | null;
+}
+
+/** Cursor paging of a connection: the stack of `after` cursors walked so far. */
+export interface Pages {
+  after: string | null;
+  first: boolean;
+  back(): void;
+  forward(cursor: string | null): void;
+  reset(): void;
+}
+
+export function usePages(): Pages {
+  const [cursors, setCursors] = useState<(string | null)[]>([null]);
+  return {
+    after: cursors[cursors.length - 1],
+    first: cursors.length <= 1,
+    back: () => setCursors(cursors.slice(0, -1)),
+    forward: (cursor) => setCursors([...cursors, cursor]),
+    reset: () => setCursors([null]),
+  };
+}
+
+/** Back and forward buttons of a paged list; nothing when there is a single page. */
+export function Pager(props: {
+  pages: Pages;
+  pageInfo: PageInfo | null | undefined;
+  labels?: readonly [back: string, forward: string];
+}) {
+  const { pages, pageInfo } = props;
+  const [back, forward] = props.labels ?? ['Newer', 'Older'];
+  if (pages.first && !pageInfo?.hasNextPage) return null;
+  return (
+    <div className="row" style={{ marginTop: 10 }}>
+      <Button className="btn-sm" disabled={pages.first} onClick={pages.back}>
+        {back}
+      </Button>
+      <Button
+        className="btn-sm"
+        disabled={!pageInfo?.hasNextPage}
+        onClick={() => pages.forward(pageInfo!.endCursor)}
+      >
+        {forward}
+      </Button>
+    </div>
+  );
+}
+
+/** A headline figure: label, value, an optional line below; `card` makes it a card of its own. */
+export function Stat(props: {
+  label: ReactNode;
+  children: ReactNode;
+  sub?: ReactNode;
+  card?: boolean;
+  title?: string;
+  testId?: string;
+}) {
+  return (
+    <div className={props.card ? 'card stat' : 'stat'}>
+      <span className="label">{props.label}</span>
+      <span className="value" title={props.title} data-testid={props.testId}>
+        {props.children}
+      </span>
+      {props.sub !== undefined && <span className="sub">{props.sub}</span>}
+    </div>
+  );
+}
+
 /** A definition list of label and value pairs; the third item is the value cell's attributes. */
 export function KeyValues(props: {
   items: readonly (readonly [label: string, value: ReactNode, dd?: HTMLAttributes<HTMLElement>])[];
