@@ -408,6 +408,19 @@ export function KeyValues(props: {
   );
 }
 
+/** A small button that opens and closes a row's details (aria-expanded). */
+export function ToggleButton(props: {
+  open: boolean;
+  onToggle: () => void;
+  labels: readonly [closed: string, open: string];
+}) {
+  return (
+    <Button className="btn-sm" variant="ghost" aria-expanded={props.open} onClick={props.onToggle}>
+      {props.open ? props.labels[1] : props.labels[0]}
+    </Button>
+  );
+}
+
 /** The state of a form of text inputs: its values, and `set(name)`, an onChange for one of them. */
 export function useForm<F extends Record<string, string>>(initial: F | (() => F), onEdit?: () => void) {
   const [values, setValues] = useState<F>(initial);
