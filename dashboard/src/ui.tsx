@@ -1,4 +1,12 @@
-import { useEffect, useId, useState, type ReactNode } from 'react';
+import {
+  Fragment,
+  useEffect,
+  useId,
+  useState,
+  type CSSProperties,
+  type HTMLAttributes,
+  type ReactNode,
+} from 'react';
 import { dateTime, usdc } from './format';
 
 export function Card(props: {
@@ -226,5 +234,248 @@ export function Select(props: {
         </select>
       )}
     </Field>
+  );
+}
+
+/** One column of a DataTable: its header and what each row shows in it. */
+export interface Column<T> {
+  /** The header; none: an empty header cell (a column of row actions). */
+  head?: ReactNode;
+  /** Right-aligned figures: class "num" on the header and on the cells. */
+  num?: boolean;
+  /** Class of the cells (after "num"). */
+  className?: string;
+  style?: CSSProperties;
+  title?: (row: T) => string;
+  cell: (row: T) => ReactNode;
+}
+
+/**
+ * A table in its scrolling wrapper, with the states around it: `<Loading />` while `loading`, `empty`
+ * (when given) for no rows. Rows are clickable (class "clickable", "selected") when `onRowClick` is given;
+ * `children` go below the table, inside the wrapper.
+ */
+export function DataTable<T>(props: {
+  rows: readonly T[];
+  columns: Column<T>[];
+  rowKey: (row: T) => string;
+  label?: string;
+  loading?: boolean;
+  empty?: ReactNode;
+  onRowClick?: (row: T) => void;
+  selected?: (row: T) => boolean;
+  children?: ReactNode;
+}) {
+  const { columns, onRowClick } = props;
+  if (props.loading) return <Loading />;
+  if (props.empty !== undefined && props.rows.length === 0) return <Empty>{props.empty}</Empty>;
+  return (
+    <div className="table-wrap">
+      <table aria-label={props.label}>
+        <thead>
+          <tr>
+            {columns.map((c, i) => (
+              <th key={i} className={c.num ? 'num' : undefined}>
+                {c.head}
+              </th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {props.rows.map((row) => (
+            <tr
+              key={props.rowKey(row)}
+              className={onRowClick ? `clickable ${props.selected?.(row) ? 'selected' : ''}` : undefined}
+              onClick={onRowClick && (() => onRowClick(row))}
+            >
+              {columns.map((c, i) => (
+                <td
+                  key={i}
+                  className={[c.num && 'num', c.className].filter(Boolean).join(' ') || undefined}
+                  style={c.style}
+                  title={c.title?.(row)}
+                >
+                  {c.cell(row)}
+                </td>
+              ))}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {props.children}
+    </div>
+  );
+}
+
+/** A column of USDC amounts. */
+export const moneyColumn = <T,>(
+  head: string,
+  value: (row: T) => string | null | undefined,
+  opts: { signed?: boolean } = {},
+): Column<T> => ({ head, num: true, cell: (row) => <Money value={value(row)} signed={opts.signed} /> });
+
+/** A column of timestamps. */
+export const timeColumn = <T,>(
+  head: string,
+  value: (row: T) => string | null | undefined,
+  opts: { dateOnly?: boolean } = {},
+): Column<T> => ({ head, cell: (row) => <Time value={value(row)} dateOnly={opts.dateOnly} /> });
+
+export interface PageInfo {
+  hasNextPage: boolean;
+  endCursor: string | null;
+}
+
+/** Cursor paging of a connection: the stack of `after` cursors walked so far. */
+export interface Pages {
+  after: string | null;
+  first: boolean;
+  back(): void;
+  forward(cursor: string | null): void;
+  reset(): void;
+}
+
+export function usePages(): Pages {
+  const [cursors, setCursors] = useState<(string | null)[]>([null]);
+  return {
+    after: cursors[cursors.length - 1],
+    first: cursors.length <= 1,
+    back: () => setCursors(cursors.slice(0, -1)),
+    forward: (cursor) => setCursors([...cursors, cursor]),
+    reset: () => setCursors([null]),
+  };
+}
+
+/** Back and forward buttons of a paged list; nothing when there is a single page. */
+export function Pager(props: {
+  pages: Pages;
+  pageInfo: PageInfo | null | undefined;
+  labels?: readonly [back: string, forward: string];
+}) {
+  const { pages, pageInfo } = props;
+  const [back, forward] = props.labels ?? ['Newer', 'Older'];
+  if (pages.first && !pageInfo?.hasNextPage) return null;
+  return (
+    <div className="row" style={{ marginTop: 10 }}>
+      <Button className="btn-sm" disabled={pages.first} onClick={pages.back}>
+        {back}
+      </Button>
+      <Button
+        className="btn-sm"
+        disabled={!pageInfo?.hasNextPage}
+        onClick={() => pages.forward(pageInfo!.endCursor)}
+      >
+        {forward}
+      </Button>
+    </div>
+  );
+}
+
+/** A headline figure: label, value, an optional line below; `card` makes it a card of its own. */
+export function Stat(props: {
+  label: ReactNode;
+  children: ReactNode;
+  sub?: ReactNode;
+  card?: boolean;
+  title?: string;
+  testId?: string;
+}) {
+  return (
+    <div className={props.card ? 'card stat' : 'stat'}>
+      <span className="label">{props.label}</span>
+      <span className="value" title={props.title} data-testid={props.testId}>
+        {props.children}
+      </span>
+      {props.sub !== undefined && <span className="sub">{props.sub}</span>}
+    </div>
+  );
+}
+
+/** A definition list of label and value pairs; the third item is the value cell's attributes. */
+export function KeyValues(props: {
+  items: readonly (readonly [label: string, value: ReactNode, dd?: HTMLAttributes<HTMLElement>])[];
+  style?: CSSProperties;
+}) {
+  return (
+    <dl className="kv" style={props.style}>
+      {props.items.map(([label, value, dd]) => (
+        <Fragment key={label}>
+          <dt>{label}</dt>
+          <dd {...dd}>{value}</dd>
+        </Fragment>
+      ))}
+    </dl>
+  );
+}
+
+/** A small button that opens and closes a row's details (aria-expanded). */
+export function ToggleButton(props: {
+  open: boolean;
+  onToggle: () => void;
+  labels: readonly [closed: string, open: string];
+}) {
+  return (
+    <Button className="btn-sm" variant="ghost" aria-expanded={props.open} onClick={props.onToggle}>
+      {props.open ? props.labels[1] : props.labels[0]}
+    </Button>
+  );
+}
+
+/** The state of a form of text inputs: its values, and `set(name)`, an onChange for one of them. */
+export function useForm<F extends Record<string, string>>(initial: F | (() => F), onEdit?: () => void) {
+  const [values, setValues] = useState<F>(initial);
+  const set = (name: keyof F) => (v: string) => {
+    setValues((prev) => ({ ...prev, [name]: v }));
+    onEdit?.();
+  };
+  return { values, setValues, set };
+}
+
+/** One input of a FormFields layout: Field's props, or a Select when it has options. */
+export interface FieldSpec<K extends string> {
+  name: K;
+  label: string;
+  hint?: ReactNode;
+  type?: string;
+  placeholder?: string;
+  required?: boolean;
+  autoFocus?: boolean;
+  inputMode?: 'decimal' | 'numeric' | 'text';
+  options?: { value: string; label: string }[];
+}
+
+/**
+ * The labelled inputs of a form, bound to `values` and `set` (see useForm). A layout item is one input on
+ * a line of its own, or an array: inputs side by side in a row. `false` items are left out (conditional).
+ */
+export function FormFields<K extends string>(props: {
+  values: Record<K, string>;
+  set: (name: K) => (v: string) => void;
+  layout: readonly (FieldSpec<K> | false | readonly (FieldSpec<K> | false)[])[];
+}) {
+  const input = ({ name, options, ...field }: FieldSpec<K>) =>
+    options ? (
+      <Select
+        key={name}
+        label={field.label}
+        value={props.values[name]}
+        onChange={props.set(name)}
+        options={options}
+      />
+    ) : (
+      <Field key={name} {...field} value={props.values[name]} onChange={props.set(name)} />
+    );
+  return (
+    <>
+      {props.layout.map((item, i) =>
+        Array.isArray(item) ? (
+          <div className="row" key={i}>
+            {item.map((f) => f && input(f))}
+          </div>
+        ) : (
+          item && input(item as FieldSpec<K>)
+        ),
+      )}
+    </>
   );
 }

@@ -1,8 +1,7 @@
-import { useState } from 'react';
 import { useQuery } from 'urql';
 import { errorMessage } from '../api';
 import type { PaywallSummary } from '../session';
-import { Badge, Button, Card, Empty, ErrorBanner, Loading, Time } from '../ui';
+import { Badge, Card, DataTable, ErrorBanner, Pager, timeColumn, usePages, type PageInfo } from '../ui';
 
 interface Connection {
   id: string;
@@ -24,71 +23,35 @@ const CONNECTIONS = `query Connections($id: ID, $after: String) {
 
 /** SHARED mode: which wallet users authorized this paywall (newest first, revoked ones included). */
 export function Connections({ paywall }: { paywall: PaywallSummary }) {
-  const [cursors, setCursors] = useState<(string | null)[]>([null]);
+  const pages = usePages();
   const [{ data, fetching, error }] = useQuery<{
     paywall: {
-      connections: {
-        edges: { node: Connection }[];
-        pageInfo: { hasNextPage: boolean; endCursor: string | null };
-      };
+      connections: { edges: { node: Connection }[]; pageInfo: PageInfo };
     };
-  }>({ query: CONNECTIONS, variables: { id: paywall.id, after: cursors[cursors.length - 1] } });
+  }>({ query: CONNECTIONS, variables: { id: paywall.id, after: pages.after } });
   const list = data?.paywall.connections;
   return (
     <Card title="Wallet connections">
       <ErrorBanner message={errorMessage(error)} />
-      {!data && fetching ? (
-        <Loading />
-      ) : !list?.edges.length ? (
-        <Empty>No wallet user has connected yet: users get a connect link on their first request.</Empty>
-      ) : (
-        <div className="table-wrap">
-          <table aria-label="Wallet connections">
-            <thead>
-              <tr>
-                <th>User</th>
-                <th>Status</th>
-                <th>Connected</th>
-                <th>Revoked</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.edges.map(({ node: c }) => (
-                <tr key={c.id}>
-                  <td title={`wallet user ${c.walletUserId}`}>{c.externalUserId}</td>
-                  <td>
-                    <Badge tone={c.status === 'ACTIVE' ? 'good' : 'neutral'}>{c.status.toLowerCase()}</Badge>
-                  </td>
-                  <td>
-                    <Time value={c.connectedAt} />
-                  </td>
-                  <td>
-                    <Time value={c.revokedAt} />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-      {(cursors.length > 1 || list?.pageInfo.hasNextPage) && (
-        <div className="row" style={{ marginTop: 10 }}>
-          <Button
-            className="btn-sm"
-            disabled={cursors.length <= 1}
-            onClick={() => setCursors(cursors.slice(0, -1))}
-          >
-            Newer
-          </Button>
-          <Button
-            className="btn-sm"
-            disabled={!list?.pageInfo.hasNextPage}
-            onClick={() => setCursors([...cursors, list!.pageInfo.endCursor])}
-          >
-            Older
-          </Button>
-        </div>
-      )}
+      <DataTable
+        label="Wallet connections"
+        rows={list?.edges.map((e) => e.node) ?? []}
+        rowKey={(c) => c.id}
+        loading={!data && fetching}
+        empty="No wallet user has connected yet: users get a connect link on their first request."
+        columns={[
+          { head: 'User', title: (c) => `wallet user ${c.walletUserId}`, cell: (c) => c.externalUserId },
+          {
+            head: 'Status',
+            cell: (c) => (
+              <Badge tone={c.status === 'ACTIVE' ? 'good' : 'neutral'}>{c.status.toLowerCase()}</Badge>
+            ),
+          },
+          timeColumn('Connected', (c: Connection) => c.connectedAt),
+          timeColumn('Revoked', (c: Connection) => c.revokedAt),
+        ]}
+      />
+      <Pager pages={pages} pageInfo={list?.pageInfo} />
     </Card>
   );
 }

@@ -1,9 +1,31 @@
-import { useState, type FormEvent } from 'react';
+import { type FormEvent } from 'react';
 import { useMutation, useQuery } from 'urql';
 import { errorMessage } from '../api';
 import type { PaywallSummary } from '../session';
-import { Badge, Button, Card, Empty, ErrorBanner, Field, Loading, Money, PageHeader, Time } from '../ui';
+import {
+  Badge,
+  Button,
+  Card,
+  DataTable,
+  ErrorBanner,
+  FormFields,
+  Loading,
+  Money,
+  moneyColumn,
+  PageHeader,
+  Stat,
+  Time,
+  timeColumn,
+  useForm,
+} from '../ui';
 
+interface Movement {
+  id: string;
+  kind: string;
+  amount: string;
+  model: string | null;
+  createdAt: string;
+}
 interface Withdrawal {
   id: string;
   amount: string;
@@ -32,15 +54,11 @@ export function EarningsPage({ paywall }: { paywall: PaywallSummary }) {
     paywall: {
       earnings: { available: string; pending: string; withdrawn: string; fees: string };
       withdrawals: { edges: { node: Withdrawal }[] };
-      earningsHistory: {
-        edges: {
-          node: { id: string; kind: string; amount: string; model: string | null; createdAt: string };
-        }[];
-      };
+      earningsHistory: { edges: { node: Movement }[] };
     };
   }>({ query: EARNINGS, variables: { id: paywall.id } });
-  const [amount, setAmount] = useState('');
-  const [destination, setDestination] = useState('');
+  const { values, setValues, set } = useForm({ amount: '', destination: '' });
+  const { amount, destination } = values;
   const [rState, request] = useMutation(REQUEST);
   const [cState, cancel] = useMutation(CANCEL);
   const reload = () => refetch({ requestPolicy: 'network-only' });
@@ -50,7 +68,7 @@ export function EarningsPage({ paywall }: { paywall: PaywallSummary }) {
       input: { paywallId: paywall.id, amount: amount.trim(), destination: destination.trim() },
     });
     if (r.data) {
-      setAmount('');
+      setValues((v) => ({ ...v, amount: '' }));
       reload();
     }
   };
@@ -70,13 +88,9 @@ export function EarningsPage({ paywall }: { paywall: PaywallSummary }) {
               ['Platform fees', e.fees],
             ] as const
           ).map(([label, v]) => (
-            <div className="card stat" key={label}>
-              <span className="label">{label}</span>
-              <span className="value">
-                <Money value={v} />
-              </span>
-              <span className="sub">USDC</span>
-            </div>
+            <Stat card key={label} label={label} sub="USDC">
+              <Money value={v} />
+            </Stat>
           ))}
         </div>
       )}
@@ -84,13 +98,18 @@ export function EarningsPage({ paywall }: { paywall: PaywallSummary }) {
         <Card title="Request a withdrawal">
           <ErrorBanner message={errorMessage(rState.error)} />
           <form className="stack" onSubmit={submit}>
-            <Field label="Amount (USDC)" value={amount} onChange={setAmount} inputMode="decimal" required />
-            <Field
-              label="Destination"
-              value={destination}
-              onChange={setDestination}
-              required
-              hint="A bank reference or an address; the operator pays it out."
+            <FormFields
+              values={values}
+              set={set}
+              layout={[
+                { name: 'amount', label: 'Amount (USDC)', inputMode: 'decimal', required: true },
+                {
+                  name: 'destination',
+                  label: 'Destination',
+                  required: true,
+                  hint: 'A bank reference or an address; the operator pays it out.',
+                },
+              ]}
             />
             <div>
               <Button type="submit" variant="primary" busy={rState.fetching}>
@@ -100,88 +119,60 @@ export function EarningsPage({ paywall }: { paywall: PaywallSummary }) {
           </form>
         </Card>
         <Card title="Withdrawals">
-          {!data?.paywall.withdrawals.edges.length ? (
-            <Empty>No withdrawals yet.</Empty>
-          ) : (
-            <div className="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th>Requested</th>
-                    <th className="num">Amount</th>
-                    <th>Status</th>
-                    <th />
-                  </tr>
-                </thead>
-                <tbody>
-                  {data.paywall.withdrawals.edges.map(({ node: w }) => (
-                    <tr key={w.id}>
-                      <td>
-                        <Time value={w.createdAt} />
-                        <div className="muted">{w.destination}</div>
-                      </td>
-                      <td className="num">
-                        <Money value={w.amount} />
-                      </td>
-                      <td>
-                        <Badge tone={tone(w.status)}>{w.status}</Badge>
-                        {w.failureReason && <div className="muted">{w.failureReason}</div>}
-                      </td>
-                      <td className="actions">
-                        {w.status === 'PENDING' && (
-                          <Button
-                            className="btn-sm"
-                            busy={cState.fetching}
-                            onClick={async () => (
-                              await cancel({ paywallId: paywall.id, id: w.id }),
-                              reload()
-                            )}
-                          >
-                            Cancel
-                          </Button>
-                        )}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )}
+          <DataTable
+            rows={data?.paywall.withdrawals.edges.map((e) => e.node) ?? []}
+            rowKey={(w) => w.id}
+            empty="No withdrawals yet."
+            columns={[
+              {
+                head: 'Requested',
+                cell: (w) => (
+                  <>
+                    <Time value={w.createdAt} />
+                    <div className="muted">{w.destination}</div>
+                  </>
+                ),
+              },
+              moneyColumn('Amount', (w: Withdrawal) => w.amount),
+              {
+                head: 'Status',
+                cell: (w) => (
+                  <>
+                    <Badge tone={tone(w.status)}>{w.status}</Badge>
+                    {w.failureReason && <div className="muted">{w.failureReason}</div>}
+                  </>
+                ),
+              },
+              {
+                className: 'actions',
+                cell: (w) =>
+                  w.status === 'PENDING' && (
+                    <Button
+                      className="btn-sm"
+                      busy={cState.fetching}
+                      onClick={async () => (await cancel({ paywallId: paywall.id, id: w.id }), reload())}
+                    >
+                      Cancel
+                    </Button>
+                  ),
+              },
+            ]}
+          />
         </Card>
       </div>
       <Card title="Recent movements">
-        {!data?.paywall.earningsHistory.edges.length ? (
-          <Empty>No earnings yet: charges of connected wallet users land here, less the platform fee.</Empty>
-        ) : (
-          <div className="table-wrap">
-            <table aria-label="Earnings movements">
-              <thead>
-                <tr>
-                  <th>When</th>
-                  <th>Kind</th>
-                  <th>Model</th>
-                  <th className="num">Amount</th>
-                </tr>
-              </thead>
-              <tbody>
-                {data.paywall.earningsHistory.edges.map(({ node: m }) => (
-                  <tr key={m.id}>
-                    <td>
-                      <Time value={m.createdAt} />
-                    </td>
-                    <td>
-                      <Badge>{m.kind.replace('_', ' ')}</Badge>
-                    </td>
-                    <td className="mono">{m.model ?? '—'}</td>
-                    <td className="num">
-                      <Money value={m.amount} signed />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <DataTable
+          label="Earnings movements"
+          rows={data?.paywall.earningsHistory.edges.map((e) => e.node) ?? []}
+          rowKey={(m) => m.id}
+          empty="No earnings yet: charges of connected wallet users land here, less the platform fee."
+          columns={[
+            timeColumn('When', (m: Movement) => m.createdAt),
+            { head: 'Kind', cell: (m) => <Badge>{m.kind.replace('_', ' ')}</Badge> },
+            { head: 'Model', className: 'mono', cell: (m) => m.model ?? '—' },
+            moneyColumn('Amount', (m: Movement) => m.amount, { signed: true }),
+          ]}
+        />
       </Card>
     </div>
   );

@@ -3,7 +3,7 @@ import { useSubscription } from 'urql';
 import { errorMessage } from '../api';
 import { time, usdc } from '../format';
 import type { PaywallSummary } from '../session';
-import { Badge, Button, Card, Empty, ErrorBanner, Json, PageHeader, Select } from '../ui';
+import { Badge, Button, Card, Empty, ErrorBanner, Json, PageHeader, Select, ToggleButton } from '../ui';
 
 interface LiveEvent {
   id: string;
@@ -101,14 +101,11 @@ export function LivePage({ paywall }: { paywall: PaywallSummary }) {
                   <div className="summary">{summary(e)}</div>
                   {open === e.id && <Json value={e} />}
                 </div>
-                <Button
-                  className="btn-sm"
-                  variant="ghost"
-                  aria-expanded={open === e.id}
-                  onClick={() => setOpen(open === e.id ? null : e.id)}
-                >
-                  {open === e.id ? 'Hide' : 'Details'}
-                </Button>
+                <ToggleButton
+                  open={open === e.id}
+                  onToggle={() => setOpen(open === e.id ? null : e.id)}
+                  labels={['Details', 'Hide']}
+                />
               </li>
             ))}
           </ul>

@@ -2,7 +2,18 @@ import { useState, type FormEvent } from 'react';
 import { useMutation, useQuery } from 'urql';
 import { errorMessage } from '../api';
 import type { PaywallSummary } from '../session';
-import { Badge, Button, Card, Empty, ErrorBanner, Field, Loading, Notice, PageHeader } from '../ui';
+import {
+  Badge,
+  Button,
+  Card,
+  DataTable,
+  ErrorBanner,
+  FormFields,
+  Notice,
+  PageHeader,
+  useForm,
+  type Column,
+} from '../ui';
 
 interface Model {
   id: string;
@@ -26,6 +37,14 @@ const perMillion = (perToken: string) => {
   return n.toLocaleString(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 6 });
 };
 
+/** A column of per-token prices shown per million tokens (the exact price on hover); bold: an end-user price. */
+const perToken = (head: string, value: (m: Model) => string, bold = false): Column<Model> => ({
+  head,
+  num: true,
+  title: (m) => `${value(m)} USDC per token`,
+  cell: (m) => (bold ? <strong>{perMillion(value(m))}</strong> : perMillion(value(m))),
+});
+
 const blank = {
   modelId: '',
   displayName: '',
@@ -40,11 +59,10 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
     query: MODELS,
     variables: { id: paywall.id },
   });
-  const [f, setF] = useState(blank);
+  const { values: f, setValues: setF, set } = useForm(blank);
   const [saved, setSaved] = useState<string | null>(null);
   const [setState, setPrice] = useMutation(SET);
   const [removeState, remove] = useMutation(REMOVE);
-  const set = (k: keyof typeof blank) => (v: string) => setF({ ...f, [k]: v });
   const edit = (m: Model) =>
     setF({
       modelId: m.id,
@@ -86,72 +104,56 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
       />
       <Card title="Models">
         <ErrorBanner message={errorMessage(error) ?? errorMessage(removeState.error)} />
-        {!data && fetching ? (
-          <Loading />
-        ) : !data?.models.length ? (
-          <Empty>No models priced yet: add one below.</Empty>
-        ) : (
-          <div className="table-wrap">
-            <table aria-label="Model prices">
-              <thead>
-                <tr>
-                  <th>Model</th>
-                  <th className="num">Prompt cost</th>
-                  <th className="num">Prompt price</th>
-                  <th className="num">Completion cost</th>
-                  <th className="num">Completion price</th>
-                  <th className="num">Per request</th>
-                  <th />
-                </tr>
-              </thead>
-              <tbody>
-                {data.models.map((m) => (
-                  <tr key={m.id}>
-                    <td>
-                      <div className="mono">{m.id}</div>
-                      {m.displayName !== m.id && <div className="muted">{m.displayName}</div>}
-                      {m.builtinProvider && <Badge tone="info">built-in</Badge>}
-                    </td>
-                    <td className="num" title={`${m.costPricing.prompt} USDC per token`}>
-                      {perMillion(m.costPricing.prompt)}
-                    </td>
-                    <td className="num" title={`${m.pricing.prompt} USDC per token`}>
-                      <strong>{perMillion(m.pricing.prompt)}</strong>
-                    </td>
-                    <td className="num" title={`${m.costPricing.completion} USDC per token`}>
-                      {perMillion(m.costPricing.completion)}
-                    </td>
-                    <td className="num" title={`${m.pricing.completion} USDC per token`}>
-                      <strong>{perMillion(m.pricing.completion)}</strong>
-                    </td>
-                    <td className="num">{m.pricing.request}</td>
-                    <td className="actions">
-                      <Button className="btn-sm" onClick={() => edit(m)} aria-label={`Edit ${m.id}`}>
-                        Edit
-                      </Button>
-                      <Button
-                        className="btn-sm"
-                        variant="danger"
-                        aria-label={`Remove ${m.id}`}
-                        onClick={async () => {
-                          if (!confirm(`Stop selling ${m.id}?`)) return;
-                          await remove({ id: paywall.id, modelId: m.id });
-                          refetch({ requestPolicy: 'network-only' });
-                        }}
-                      >
-                        Remove
-                      </Button>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-            <p className="legend-note">
-              Token prices in USDC per million tokens (hover for the per-token price); bold: what end users
-              pay.
-            </p>
-          </div>
-        )}
+        <DataTable
+          label="Model prices"
+          rows={data?.models ?? []}
+          rowKey={(m) => m.id}
+          loading={!data && fetching}
+          empty="No models priced yet: add one below."
+          columns={[
+            {
+              head: 'Model',
+              cell: (m) => (
+                <>
+                  <div className="mono">{m.id}</div>
+                  {m.displayName !== m.id && <div className="muted">{m.displayName}</div>}
+                  {m.builtinProvider && <Badge tone="info">built-in</Badge>}
+                </>
+              ),
+            },
+            perToken('Prompt cost', (m) => m.costPricing.prompt),
+            perToken('Prompt price', (m) => m.pricing.prompt, true),
+            perToken('Completion cost', (m) => m.costPricing.completion),
+            perToken('Completion price', (m) => m.pricing.completion, true),
+            { head: 'Per request', num: true, cell: (m) => m.pricing.request },
+            {
+              className: 'actions',
+              cell: (m) => (
+                <>
+                  <Button className="btn-sm" onClick={() => edit(m)} aria-label={`Edit ${m.id}`}>
+                    Edit
+                  </Button>
+                  <Button
+                    className="btn-sm"
+                    variant="danger"
+                    aria-label={`Remove ${m.id}`}
+                    onClick={async () => {
+                      if (!confirm(`Stop selling ${m.id}?`)) return;
+                      await remove({ id: paywall.id, modelId: m.id });
+                      refetch({ requestPolicy: 'network-only' });
+                    }}
+                  >
+                    Remove
+                  </Button>
+                </>
+              ),
+            },
+          ]}
+        >
+          <p className="legend-note">
+            Token prices in USDC per million tokens (hover for the per-token price); bold: what end users pay.
+          </p>
+        </DataTable>
       </Card>
       <Card
         title={
@@ -161,51 +163,42 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
         <ErrorBanner message={errorMessage(setState.error)} />
         {saved && <Notice tone="success">{saved}</Notice>}
         <form className="stack" onSubmit={submit}>
-          <div className="row">
-            <Field
-              label="Model id"
-              value={f.modelId}
-              onChange={set('modelId')}
-              placeholder="gpt-4o-mini"
-              required
-            />
-            <Field
-              label="Display name"
-              value={f.displayName}
-              onChange={set('displayName')}
-              placeholder="optional"
-            />
-          </div>
-          <div className="row">
-            <Field
-              label="Prompt cost per token (USDC)"
-              value={f.prompt}
-              onChange={set('prompt')}
-              inputMode="decimal"
-              placeholder="0.00000015"
-            />
-            <Field
-              label="Completion cost per token (USDC)"
-              value={f.completion}
-              onChange={set('completion')}
-              inputMode="decimal"
-              placeholder="0.0000006"
-            />
-            <Field
-              label="Price per request (USDC)"
-              value={f.request}
-              onChange={set('request')}
-              inputMode="decimal"
-              placeholder="0"
-            />
-            <Field
-              label="Max completion tokens"
-              value={f.maxCompletionTokens}
-              onChange={set('maxCompletionTokens')}
-              inputMode="numeric"
-              placeholder="4096"
-            />
-          </div>
+          <FormFields
+            values={f}
+            set={set}
+            layout={[
+              [
+                { name: 'modelId', label: 'Model id', placeholder: 'gpt-4o-mini', required: true },
+                { name: 'displayName', label: 'Display name', placeholder: 'optional' },
+              ],
+              [
+                {
+                  name: 'prompt',
+                  label: 'Prompt cost per token (USDC)',
+                  inputMode: 'decimal',
+                  placeholder: '0.00000015',
+                },
+                {
+                  name: 'completion',
+                  label: 'Completion cost per token (USDC)',
+                  inputMode: 'decimal',
+                  placeholder: '0.0000006',
+                },
+                {
+                  name: 'request',
+                  label: 'Price per request (USDC)',
+                  inputMode: 'decimal',
+                  placeholder: '0',
+                },
+                {
+                  name: 'maxCompletionTokens',
+                  label: 'Max completion tokens',
+                  inputMode: 'numeric',
+                  placeholder: '4096',
+                },
+              ],
+            ]}
+          />
           <div className="row">
             <Button type="submit" variant="primary" busy={setState.fetching}>
               Save price

@@ -15,7 +15,7 @@ import {
 import { errorMessage } from '../api';
 import { integer, shortDay, toNumber, usdc, utcDay } from '../format';
 import type { PaywallSummary } from '../session';
-import { Card, Empty, ErrorBanner, Loading, Money, PageHeader } from '../ui';
+import { Card, DataTable, Empty, ErrorBanner, Loading, Money, moneyColumn, PageHeader, Stat } from '../ui';
 
 interface Bucket {
   key: string;
@@ -57,6 +57,15 @@ const money = (v: number) => `${v.toLocaleString(undefined, { maximumFractionDig
 const axisMoney = (v: number) => (Math.abs(v) >= 1000 ? `${(v / 1000).toFixed(1)}k` : `${+v.toFixed(4)}`);
 const axisCount = (v: number) =>
   v >= 1e6 ? `${(v / 1e6).toFixed(1)}M` : v >= 1000 ? `${(v / 1000).toFixed(1)}k` : `${v}`;
+
+// What both charts share: margins, grid, axis looks, legend, rounded bar tops, no animation.
+const CHART_MARGIN = { top: 8, right: 8, left: 0, bottom: 0 };
+const TICK = { fontSize: 11, fill: '#7a8394' };
+const X_AXIS = { tick: TICK, tickLine: false, axisLine: { stroke: '#e3e6eb' } };
+const Y_AXIS = { tick: TICK, tickLine: false, axisLine: false };
+const GRID_STROKE = '#eef0f3';
+const LEGEND_STYLE = { fontSize: 12 };
+const ROUNDED_BAR = { radius: [3, 3, 0, 0] as [number, number, number, number], isAnimationActive: false };
 
 export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
   const [days, setDays] = useState<number>(30);
@@ -100,18 +109,21 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
       {!u && fetching && <Loading />}
       {totals && (
         <div className="grid-4" aria-label="Totals">
-          <Stat label="Revenue" value={totals.revenue} sub="charged to users" />
-          <Stat label="Provider cost" value={totals.providerCost} sub="tokens at cost prices" />
-          <Stat label="Margin" value={totals.margin} sub="revenue − provider cost" />
-          <div className="card stat">
-            <span className="label">Requests</span>
-            <span className="value" data-testid="total-requests">
-              {integer(totals.requests)}
-            </span>
-            <span className="sub">
-              {integer(totals.promptTokens)} prompt · {integer(totals.completionTokens)} completion tokens
-            </span>
-          </div>
+          <MoneyStat label="Revenue" value={totals.revenue} sub="charged to users" />
+          <MoneyStat label="Provider cost" value={totals.providerCost} sub="tokens at cost prices" />
+          <MoneyStat label="Margin" value={totals.margin} sub="revenue − provider cost" />
+          <Stat
+            card
+            label="Requests"
+            testId="total-requests"
+            sub={
+              <>
+                {integer(totals.promptTokens)} prompt · {integer(totals.completionTokens)} completion tokens
+              </>
+            }
+          >
+            {integer(totals.requests)}
+          </Stat>
         </div>
       )}
       {u && (
@@ -125,38 +137,14 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
             ) : (
               <div className="chart" role="img" aria-label="Revenue, provider cost and margin per day">
                 <ResponsiveContainer width="100%" height="100%">
-                  <ComposedChart data={series} margin={{ top: 8, right: 8, left: 0, bottom: 0 }}>
-                    <CartesianGrid stroke="#eef0f3" vertical={false} />
-                    <XAxis
-                      dataKey="day"
-                      tick={{ fontSize: 11, fill: '#7a8394' }}
-                      tickLine={false}
-                      axisLine={{ stroke: '#e3e6eb' }}
-                      minTickGap={16}
-                    />
-                    <YAxis
-                      tickFormatter={axisMoney}
-                      tick={{ fontSize: 11, fill: '#7a8394' }}
-                      tickLine={false}
-                      axisLine={false}
-                      width={56}
-                    />
+                  <ComposedChart data={series} margin={CHART_MARGIN}>
+                    <CartesianGrid stroke={GRID_STROKE} vertical={false} />
+                    <XAxis dataKey="day" {...X_AXIS} minTickGap={16} />
+                    <YAxis tickFormatter={axisMoney} {...Y_AXIS} width={56} />
                     <Tooltip formatter={(v) => money(Number(v))} />
-                    <Legend wrapperStyle={{ fontSize: 12 }} />
-                    <Bar
-                      dataKey="Revenue"
-                      fill="#2f5bd3"
-                      radius={[3, 3, 0, 0]}
-                      maxBarSize={28}
-                      isAnimationActive={false}
-                    />
-                    <Bar
-                      dataKey="Provider cost"
-                      fill="#f79009"
-                      radius={[3, 3, 0, 0]}
-                      maxBarSize={28}
-                      isAnimationActive={false}
-                    />
+                    <Legend wrapperStyle={LEGEND_STYLE} />
+                    <Bar dataKey="Revenue" fill="#2f5bd3" {...ROUNDED_BAR} maxBarSize={28} />
+                    <Bar dataKey="Provider cost" fill="#f79009" {...ROUNDED_BAR} maxBarSize={28} />
                     <Line
                       dataKey="Margin"
                       stroke="#12b76a"
@@ -178,33 +166,19 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
                 <>
                   <div className="chart-sm" role="img" aria-label="Requests and tokens per model">
                     <ResponsiveContainer width="100%" height="100%">
-                      <BarChart data={models} margin={{ top: 8, right: 8, left: 0, bottom: 0 }}>
-                        <CartesianGrid stroke="#eef0f3" vertical={false} />
-                        <XAxis
-                          dataKey="model"
-                          tick={{ fontSize: 11, fill: '#7a8394' }}
-                          tickLine={false}
-                          axisLine={{ stroke: '#e3e6eb' }}
-                        />
-                        <YAxis
-                          yAxisId="t"
-                          tickFormatter={axisCount}
-                          tick={{ fontSize: 11, fill: '#7a8394' }}
-                          tickLine={false}
-                          axisLine={false}
-                          width={48}
-                        />
+                      <BarChart data={models} margin={CHART_MARGIN}>
+                        <CartesianGrid stroke={GRID_STROKE} vertical={false} />
+                        <XAxis dataKey="model" {...X_AXIS} />
+                        <YAxis yAxisId="t" tickFormatter={axisCount} {...Y_AXIS} width={48} />
                         <YAxis
                           yAxisId="r"
                           orientation="right"
                           tickFormatter={axisCount}
-                          tick={{ fontSize: 11, fill: '#7a8394' }}
-                          tickLine={false}
-                          axisLine={false}
+                          {...Y_AXIS}
                           width={40}
                         />
                         <Tooltip formatter={(v) => integer(Number(v))} />
-                        <Legend wrapperStyle={{ fontSize: 12 }} />
+                        <Legend wrapperStyle={LEGEND_STYLE} />
                         <Bar
                           yAxisId="t"
                           dataKey="Prompt tokens"
@@ -217,16 +191,9 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
                           dataKey="Completion tokens"
                           stackId="tok"
                           fill="#2f5bd3"
-                          radius={[3, 3, 0, 0]}
-                          isAnimationActive={false}
+                          {...ROUNDED_BAR}
                         />
-                        <Bar
-                          yAxisId="r"
-                          dataKey="Requests"
-                          fill="#12b76a"
-                          radius={[3, 3, 0, 0]}
-                          isAnimationActive={false}
-                        />
+                        <Bar yAxisId="r" dataKey="Requests" fill="#12b76a" {...ROUNDED_BAR} />
                       </BarChart>
                     </ResponsiveContainer>
                   </div>
@@ -235,11 +202,11 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
               )}
             </Card>
             <Card title="Top users">
-              {u.byUser.buckets.length === 0 ? (
-                <Empty>No paying users in this range yet.</Empty>
-              ) : (
-                <BucketTable buckets={u.byUser.buckets} label="User" />
-              )}
+              <BucketTable
+                buckets={u.byUser.buckets}
+                label="User"
+                empty="No paying users in this range yet."
+              />
             </Card>
           </div>
         </>
@@ -248,49 +215,42 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
   );
 }
 
-function Stat(props: { label: string; value: string; sub: string }) {
+/** A USDC total: rounded to cents in large type, exact below. */
+function MoneyStat(props: { label: string; value: string; sub: string }) {
   return (
-    <div className="card stat">
-      <span className="label">{props.label}</span>
-      <span className="value" title={`${props.value} USDC`}>
-        {usdc(props.value, 2)} <span className="unit">USDC</span>
-      </span>
-      <span className="sub">
-        <Money value={props.value} /> · {props.sub}
-      </span>
-    </div>
+    <Stat
+      card
+      label={props.label}
+      title={`${props.value} USDC`}
+      sub={
+        <>
+          <Money value={props.value} /> · {props.sub}
+        </>
+      }
+    >
+      {usdc(props.value, 2)} <span className="unit">USDC</span>
+    </Stat>
   );
 }
 
-function BucketTable(props: { buckets: Bucket[]; label: string; manual?: string }) {
+function BucketTable(props: { buckets: Bucket[]; label: string; manual?: string; empty?: string }) {
   return (
-    <div className="table-wrap">
-      <table aria-label={`${props.label}s`}>
-        <thead>
-          <tr>
-            <th>{props.label}</th>
-            <th className="num">Requests</th>
-            <th className="num">Tokens</th>
-            <th className="num">Revenue</th>
-            <th className="num">Margin</th>
-          </tr>
-        </thead>
-        <tbody>
-          {props.buckets.map((b) => (
-            <tr key={b.userId ?? b.key}>
-              <td className={props.manual ? 'mono' : undefined}>{b.key || props.manual}</td>
-              <td className="num">{integer(b.requests)}</td>
-              <td className="num">{integer(b.promptTokens + b.completionTokens)}</td>
-              <td className="num">
-                <Money value={b.revenue} />
-              </td>
-              <td className="num">
-                <Money value={b.margin} />
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <DataTable
+      label={`${props.label}s`}
+      rows={props.buckets}
+      rowKey={(b) => b.userId ?? b.key}
+      empty={props.empty}
+      columns={[
+        {
+          head: props.label,
+          className: props.manual ? 'mono' : undefined,
+          cell: (b) => b.key || props.manual,
+        },
+        { head: 'Requests', num: true, cell: (b) => integer(b.requests) },
+        { head: 'Tokens', num: true, cell: (b) => integer(b.promptTokens + b.completionTokens) },
+        moneyColumn('Revenue', (b: Bucket) => b.revenue),
+        moneyColumn('Margin', (b: Bucket) => b.margin),
+      ]}
+    />
   );
 }

@@ -3,7 +3,18 @@ import { useMutation, type CombinedError } from 'urql';
 import { errorMessage } from '../api';
 import { Link } from '../router';
 import type { PaywallSummary } from '../session';
-import { Badge, Button, Card, Empty, ErrorBanner, Field, PageHeader, SecretOnce, Select, Time } from '../ui';
+import {
+  Badge,
+  Button,
+  Card,
+  DataTable,
+  ErrorBanner,
+  FormFields,
+  PageHeader,
+  SecretOnce,
+  timeColumn,
+  useForm,
+} from '../ui';
 
 type Row = PaywallSummary & { apiKeyLastFour: string; createdAt: string };
 
@@ -14,9 +25,8 @@ const ROTATE = `mutation RotateKey($id: ID) { rotatePaywallSecret(paywallId: $id
 const ARCHIVE = `mutation Archive($id: ID) { archivePaywall(paywallId: $id) { id archivedAt } }`;
 
 export function PaywallsPage(props: { paywalls: Row[]; error?: CombinedError; refetch: () => void }) {
-  const [name, setName] = useState('');
-  const [mode, setMode] = useState('DEFAULT');
-  const [description, setDescription] = useState('');
+  const { values, setValues, set } = useForm({ name: '', mode: 'DEFAULT', description: '' });
+  const { name, mode, description } = values;
   const [secret, setSecret] = useState<{ title: string; key: string } | null>(null);
   const [createState, create] = useMutation(CREATE);
   const [rotateState, rotate] = useMutation(ROTATE);
@@ -33,8 +43,7 @@ export function PaywallsPage(props: { paywalls: Row[]; error?: CombinedError; re
         title: `API key of ${r.data.createPaywall.paywall.name}`,
         key: r.data.createPaywall.apiKey,
       });
-      setName('');
-      setDescription('');
+      setValues((v) => ({ ...v, name: '', description: '' }));
       props.refetch();
     }
   };
@@ -49,107 +58,94 @@ export function PaywallsPage(props: { paywalls: Row[]; error?: CombinedError; re
       <ErrorBanner message={errorMessage(props.error) ?? actionError} />
       {secret && <SecretOnce title={secret.title} secret={secret.key} onDone={() => setSecret(null)} />}
       <Card title="Your paywalls">
-        {props.paywalls.length === 0 ? (
-          <Empty>No paywalls yet. Create the first one below.</Empty>
-        ) : (
-          <div className="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>Name</th>
-                  <th>Mode</th>
-                  <th>API key</th>
-                  <th>Created</th>
-                  <th>Status</th>
-                  <th />
-                </tr>
-              </thead>
-              <tbody>
-                {[...active, ...archived].map((p) => (
-                  <tr key={p.id}>
-                    <td>
-                      <Link to={`/p/${p.id}/overview`}>{p.name}</Link>
-                    </td>
-                    <td>
-                      <Badge tone={p.mode === 'SHARED' ? 'info' : 'neutral'}>{p.mode}</Badge>
-                    </td>
-                    <td className="mono">••••{p.apiKeyLastFour}</td>
-                    <td>
-                      <Time value={p.createdAt} />
-                    </td>
-                    <td>{p.archivedAt ? <Badge>Archived</Badge> : <Badge tone="good">Active</Badge>}</td>
-                    <td className="actions">
-                      {!p.archivedAt && (
-                        <>
-                          <Button
-                            className="btn-sm"
-                            busy={rotateState.fetching}
-                            aria-label={`Rotate the key of ${p.name}`}
-                            onClick={async () => {
-                              if (
-                                !confirm(
-                                  `Rotate the API key of “${p.name}”? The current key stops working at once.`,
-                                )
-                              )
-                                return;
-                              const r = await rotate({ id: p.id });
-                              setActionError(errorMessage(r.error));
-                              if (r.data)
-                                setSecret({
-                                  title: `New API key of ${p.name}`,
-                                  key: r.data.rotatePaywallSecret.apiKey,
-                                });
-                            }}
-                          >
-                            Rotate key
-                          </Button>
-                          <Button
-                            className="btn-sm"
-                            variant="danger"
-                            busy={archiveState.fetching}
-                            aria-label={`Archive ${p.name}`}
-                            onClick={async () => {
-                              if (
-                                !confirm(`Archive “${p.name}”? Its API key stops working; the data is kept.`)
-                              )
-                                return;
-                              const r = await archive({ id: p.id });
-                              setActionError(errorMessage(r.error));
-                              props.refetch();
-                            }}
-                          >
-                            Archive
-                          </Button>
-                        </>
-                      )}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <DataTable
+          rows={[...active, ...archived]}
+          rowKey={(p) => p.id}
+          empty="No paywalls yet. Create the first one below."
+          columns={[
+            { head: 'Name', cell: (p) => <Link to={`/p/${p.id}/overview`}>{p.name}</Link> },
+            {
+              head: 'Mode',
+              cell: (p) => <Badge tone={p.mode === 'SHARED' ? 'info' : 'neutral'}>{p.mode}</Badge>,
+            },
+            { head: 'API key', className: 'mono', cell: (p) => `••••${p.apiKeyLastFour}` },
+            timeColumn('Created', (p: Row) => p.createdAt),
+            {
+              head: 'Status',
+              cell: (p) => (p.archivedAt ? <Badge>Archived</Badge> : <Badge tone="good">Active</Badge>),
+            },
+            {
+              className: 'actions',
+              cell: (p) =>
+                !p.archivedAt && (
+                  <>
+                    <Button
+                      className="btn-sm"
+                      busy={rotateState.fetching}
+                      aria-label={`Rotate the key of ${p.name}`}
+                      onClick={async () => {
+                        if (
+                          !confirm(
+                            `Rotate the API key of “${p.name}”? The current key stops working at once.`,
+                          )
+                        )
+                          return;
+                        const r = await rotate({ id: p.id });
+                        setActionError(errorMessage(r.error));
+                        if (r.data)
+                          setSecret({
+                            title: `New API key of ${p.name}`,
+                            key: r.data.rotatePaywallSecret.apiKey,
+                          });
+                      }}
+                    >
+                      Rotate key
+                    </Button>
+                    <Button
+                      className="btn-sm"
+                      variant="danger"
+                      busy={archiveState.fetching}
+                      aria-label={`Archive ${p.name}`}
+                      onClick={async () => {
+                        if (!confirm(`Archive “${p.name}”? Its API key stops working; the data is kept.`))
+                          return;
+                        const r = await archive({ id: p.id });
+                        setActionError(errorMessage(r.error));
+                        props.refetch();
+                      }}
+                    >
+                      Archive
+                    </Button>
+                  </>
+                ),
+            },
+          ]}
+        />
       </Card>
       <Card title="New paywall">
         <form onSubmit={submit} className="stack">
           <ErrorBanner message={errorMessage(createState.error)} />
-          <div className="row">
-            <Field label="Name" value={name} onChange={setName} required placeholder="My AI app" />
-            <Select
-              label="Wallet mode"
-              value={mode}
-              onChange={setMode}
-              options={[
-                { value: 'DEFAULT', label: 'DEFAULT — you fund balances' },
-                { value: 'SHARED', label: 'SHARED — hosted user wallet' },
-              ]}
-            />
-          </div>
-          <Field
-            label="Description"
-            value={description}
-            onChange={setDescription}
-            hint="Shown to wallet users on the consent page (SHARED)."
+          <FormFields
+            values={values}
+            set={set}
+            layout={[
+              [
+                { name: 'name', label: 'Name', required: true, placeholder: 'My AI app' },
+                {
+                  name: 'mode',
+                  label: 'Wallet mode',
+                  options: [
+                    { value: 'DEFAULT', label: 'DEFAULT — you fund balances' },
+                    { value: 'SHARED', label: 'SHARED — hosted user wallet' },
+                  ],
+                },
+              ],
+              {
+                name: 'description',
+                label: 'Description',
+                hint: 'Shown to wallet users on the consent page (SHARED).',
+              },
+            ]}
           />
           <div>
             <Button type="submit" variant="primary" busy={createState.fetching}>

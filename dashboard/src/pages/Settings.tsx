@@ -2,7 +2,19 @@ import { useState, type FormEvent } from 'react';
 import { useMutation, useQuery } from 'urql';
 import { errorMessage } from '../api';
 import type { PaywallSummary } from '../session';
-import { Badge, Button, Card, ErrorBanner, Field, Loading, Notice, PageHeader, Time } from '../ui';
+import {
+  Badge,
+  Button,
+  Card,
+  ErrorBanner,
+  FormFields,
+  KeyValues,
+  Loading,
+  Notice,
+  PageHeader,
+  Time,
+  useForm,
+} from '../ui';
 
 interface Settings {
   id: string;
@@ -53,20 +65,22 @@ const orNull = (s: string) => (s.trim() === '' ? null : s.trim());
 const plain = (money: string) => money.replace(/\.?0+$/, '') || '0';
 
 function General({ p }: { p: Settings }) {
-  const [f, setF] = useState({
-    name: p.name,
-    description: p.description ?? '',
-    markup: p.markup,
-    trialCredits: plain(p.trialCredits),
-    dailyRequestLimit: p.dailyRequestLimit?.toString() ?? '',
-    dailySpendLimit: p.dailySpendLimit ? plain(p.dailySpendLimit) : '',
-    topupUrl: p.topupUrl ?? '',
-    connectMessageTemplate: p.connectMessageTemplate ?? '',
-    topupMessageTemplate: p.topupMessageTemplate ?? '',
-  });
   const [saved, setSaved] = useState(false);
+  const { values: f, set } = useForm(
+    () => ({
+      name: p.name,
+      description: p.description ?? '',
+      markup: p.markup,
+      trialCredits: plain(p.trialCredits),
+      dailyRequestLimit: p.dailyRequestLimit?.toString() ?? '',
+      dailySpendLimit: p.dailySpendLimit ? plain(p.dailySpendLimit) : '',
+      topupUrl: p.topupUrl ?? '',
+      connectMessageTemplate: p.connectMessageTemplate ?? '',
+      topupMessageTemplate: p.topupMessageTemplate ?? '',
+    }),
+    () => setSaved(false),
+  );
   const [state, update] = useMutation(UPDATE);
-  const set = (k: keyof typeof f) => (v: string) => (setF({ ...f, [k]: v }), setSaved(false));
   const submit = async (e: FormEvent) => {
     e.preventDefault();
     // Only what changed: the paywall.updated event then names exactly those fields.
@@ -103,70 +117,60 @@ function General({ p }: { p: Settings }) {
       <ErrorBanner message={errorMessage(state.error)} />
       {saved && <Notice tone="success">Saved.</Notice>}
       <form className="stack" onSubmit={submit}>
-        <div className="row">
-          <Field label="Name" value={f.name} onChange={set('name')} required />
-          <Field
-            label="Markup"
-            value={f.markup}
-            onChange={set('markup')}
-            inputMode="decimal"
-            hint="Token cost × markup = end-user price (e.g. 1.5)."
-          />
-        </div>
-        <Field
-          label="Description"
-          value={f.description}
-          onChange={set('description')}
-          hint="Shown to wallet users on the consent page."
+        <FormFields
+          values={f}
+          set={set}
+          layout={[
+            [
+              { name: 'name', label: 'Name', required: true },
+              {
+                name: 'markup',
+                label: 'Markup',
+                inputMode: 'decimal',
+                hint: 'Token cost × markup = end-user price (e.g. 1.5).',
+              },
+            ],
+            { name: 'description', label: 'Description', hint: 'Shown to wallet users on the consent page.' },
+            [
+              p.mode === 'DEFAULT' && {
+                name: 'trialCredits',
+                label: 'Trial credits (USDC)',
+                inputMode: 'decimal',
+                hint: 'Granted to each new user; 0 = off.',
+              },
+              {
+                name: 'dailyRequestLimit',
+                label: 'Daily requests per user',
+                inputMode: 'numeric',
+                hint: 'Empty = no limit.',
+              },
+              {
+                name: 'dailySpendLimit',
+                label: 'Daily spend per user (USDC)',
+                inputMode: 'decimal',
+                hint: 'Empty = no limit.',
+              },
+            ],
+            p.mode === 'DEFAULT' && {
+              name: 'topupUrl',
+              label: 'Top-up URL',
+              placeholder: 'https://your-app.example/billing',
+              hint: 'Where users without balance are sent (unless Stripe is connected).',
+            },
+            [
+              {
+                name: 'connectMessageTemplate',
+                label: 'Connect message',
+                hint: 'Blocked-reply text for unconnected users; must contain {url}.',
+              },
+              {
+                name: 'topupMessageTemplate',
+                label: 'Top-up message',
+                hint: 'Blocked-reply text for short balances; must contain {url}.',
+              },
+            ],
+          ]}
         />
-        <div className="row">
-          {p.mode === 'DEFAULT' && (
-            <Field
-              label="Trial credits (USDC)"
-              value={f.trialCredits}
-              onChange={set('trialCredits')}
-              inputMode="decimal"
-              hint="Granted to each new user; 0 = off."
-            />
-          )}
-          <Field
-            label="Daily requests per user"
-            value={f.dailyRequestLimit}
-            onChange={set('dailyRequestLimit')}
-            inputMode="numeric"
-            hint="Empty = no limit."
-          />
-          <Field
-            label="Daily spend per user (USDC)"
-            value={f.dailySpendLimit}
-            onChange={set('dailySpendLimit')}
-            inputMode="decimal"
-            hint="Empty = no limit."
-          />
-        </div>
-        {p.mode === 'DEFAULT' && (
-          <Field
-            label="Top-up URL"
-            value={f.topupUrl}
-            onChange={set('topupUrl')}
-            placeholder="https://your-app.example/billing"
-            hint="Where users without balance are sent (unless Stripe is connected)."
-          />
-        )}
-        <div className="row">
-          <Field
-            label="Connect message"
-            value={f.connectMessageTemplate}
-            onChange={set('connectMessageTemplate')}
-            hint="Blocked-reply text for unconnected users; must contain {url}."
-          />
-          <Field
-            label="Top-up message"
-            value={f.topupMessageTemplate}
-            onChange={set('topupMessageTemplate')}
-            hint="Blocked-reply text for short balances; must contain {url}."
-          />
-        </div>
         <div>
           <Button type="submit" variant="primary" busy={state.fetching}>
             Save settings
@@ -178,8 +182,10 @@ function General({ p }: { p: Settings }) {
 }
 
 function Provider({ p }: { p: Settings }) {
-  const [baseUrl, setBaseUrl] = useState(p.provider?.baseUrl ?? 'https://api.openai.com/v1');
-  const [apiKey, setApiKey] = useState('');
+  const { values, setValues, set } = useForm({
+    baseUrl: p.provider?.baseUrl ?? 'https://api.openai.com/v1',
+    apiKey: '',
+  });
   const [cState, connect] = useMutation(CONNECT_PROVIDER);
   const [dState, disconnect] = useMutation(DISCONNECT_PROVIDER);
   return (
@@ -197,35 +203,38 @@ function Provider({ p }: { p: Settings }) {
     >
       <ErrorBanner message={errorMessage(cState.error) ?? errorMessage(dState.error)} />
       {p.provider && (
-        <dl className="kv" style={{ marginBottom: 12 }}>
-          <dt>Base URL</dt>
-          <dd className="mono">{p.provider.baseUrl}</dd>
-          <dt>Key</dt>
-          <dd className="mono">••••{p.provider.apiKeyLastFour}</dd>
-          <dt>Connected</dt>
-          <dd>
-            <Time value={p.provider.connectedAt} />
-          </dd>
-        </dl>
+        <KeyValues
+          style={{ marginBottom: 12 }}
+          items={[
+            ['Base URL', p.provider.baseUrl, { className: 'mono' }],
+            ['Key', `••••${p.provider.apiKeyLastFour}`, { className: 'mono' }],
+            ['Connected', <Time value={p.provider.connectedAt} />],
+          ]}
+        />
       )}
       <form
         className="stack"
         onSubmit={async (e) => {
           e.preventDefault();
           const r = await connect({
-            input: { paywallId: p.id, baseUrl: baseUrl.trim(), apiKey: apiKey.trim() },
+            input: { paywallId: p.id, baseUrl: values.baseUrl.trim(), apiKey: values.apiKey.trim() },
           });
-          if (!r.error) setApiKey('');
+          if (!r.error) setValues((v) => ({ ...v, apiKey: '' }));
         }}
       >
-        <Field label="Provider base URL" value={baseUrl} onChange={setBaseUrl} required />
-        <Field
-          label="Provider API key"
-          type="password"
-          value={apiKey}
-          onChange={setApiKey}
-          required
-          hint="Stored encrypted; never shown again."
+        <FormFields
+          values={values}
+          set={set}
+          layout={[
+            { name: 'baseUrl', label: 'Provider base URL', required: true },
+            {
+              name: 'apiKey',
+              label: 'Provider API key',
+              type: 'password',
+              required: true,
+              hint: 'Stored encrypted; never shown again.',
+            },
+          ]}
         />
         <div className="row">
           <Button type="submit" variant="primary" busy={cState.fetching}>
@@ -250,10 +259,10 @@ function Provider({ p }: { p: Settings }) {
 }
 
 function Stripe({ p }: { p: Settings }) {
-  const [secretKey, setSecretKey] = useState('');
-  const [amounts, setAmounts] = useState(
-    p.stripe.topupAmounts.length ? p.stripe.topupAmounts.join(', ') : '5, 10, 20',
-  );
+  const { values, setValues, set } = useForm({
+    secretKey: '',
+    amounts: p.stripe.topupAmounts.length ? p.stripe.topupAmounts.join(', ') : '5, 10, 20',
+  });
   const [cState, connect] = useMutation(CONNECT_STRIPE);
   const [rState, rotate] = useMutation(ROTATE_STRIPE);
   const [dState, disconnect] = useMutation(DISCONNECT_STRIPE);
@@ -266,12 +275,13 @@ function Stripe({ p }: { p: Settings }) {
         message={errorMessage(cState.error) ?? errorMessage(rState.error) ?? errorMessage(dState.error)}
       />
       {p.stripe.connected && (
-        <dl className="kv" style={{ marginBottom: 12 }}>
-          <dt>Webhook endpoint</dt>
-          <dd className="mono">{p.stripe.webhookId}</dd>
-          <dt>Amounts</dt>
-          <dd>{p.stripe.topupAmounts.map((a) => `${a} USD`).join(' · ')}</dd>
-        </dl>
+        <KeyValues
+          style={{ marginBottom: 12 }}
+          items={[
+            ['Webhook endpoint', p.stripe.webhookId, { className: 'mono' }],
+            ['Amounts', p.stripe.topupAmounts.map((a) => `${a} USD`).join(' · ')],
+          ]}
+        />
       )}
       <form
         className="stack"
@@ -280,30 +290,34 @@ function Stripe({ p }: { p: Settings }) {
           const r = await connect({
             input: {
               paywallId: p.id,
-              secretKey: secretKey.trim(),
-              topupAmounts: amounts
+              secretKey: values.secretKey.trim(),
+              topupAmounts: values.amounts
                 .split(',')
                 .map((s) => s.trim())
                 .filter(Boolean),
             },
           });
-          if (!r.error) setSecretKey('');
+          if (!r.error) setValues((v) => ({ ...v, secretKey: '' }));
         }}
       >
-        <Field
-          label="Stripe secret key"
-          type="password"
-          value={secretKey}
-          onChange={setSecretKey}
-          required
-          placeholder="sk_live_… or rk_live_…"
-          hint="Stored encrypted; never shown again."
-        />
-        <Field
-          label="Top-up amounts (USD)"
-          value={amounts}
-          onChange={setAmounts}
-          hint="Comma-separated, offered as buttons on the hosted top-up page."
+        <FormFields
+          values={values}
+          set={set}
+          layout={[
+            {
+              name: 'secretKey',
+              label: 'Stripe secret key',
+              type: 'password',
+              required: true,
+              placeholder: 'sk_live_… or rk_live_…',
+              hint: 'Stored encrypted; never shown again.',
+            },
+            {
+              name: 'amounts',
+              label: 'Top-up amounts (USD)',
+              hint: 'Comma-separated, offered as buttons on the hosted top-up page.',
+            },
+          ]}
         />
         <div className="row">
           <Button type="submit" variant="primary" busy={cState.fetching}>

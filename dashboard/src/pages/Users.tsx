@@ -8,14 +8,22 @@ import {
   Badge,
   Button,
   Card,
+  DataTable,
   Empty,
   ErrorBanner,
   Field,
+  FormFields,
   Loading,
   Money,
+  moneyColumn,
   Notice,
   PageHeader,
-  Time,
+  Pager,
+  Stat,
+  timeColumn,
+  useForm,
+  usePages,
+  type PageInfo,
 } from '../ui';
 
 interface EndUser {
@@ -34,16 +42,16 @@ const USERS = `query Users($id: ID, $after: String) {
 const FIND = `query FindUser($id: ID, $externalId: String!) { user(paywallId: $id, externalId: $externalId) { ${USER_FIELDS} } }`;
 
 export function UsersPage({ paywall }: { paywall: PaywallSummary }) {
-  const [cursors, setCursors] = useState<(string | null)[]>([null]);
+  const pages = usePages();
   const [search, setSearch] = useState('');
   const [searched, setSearched] = useState<string | null>(null);
   const [selected, setSelected] = useState<string | null>(null);
   const [version, setVersion] = useState(0);
   const [list, refetchList] = useQuery<{
-    users: { edges: { node: EndUser }[]; pageInfo: { hasNextPage: boolean; endCursor: string | null } };
+    users: { edges: { node: EndUser }[]; pageInfo: PageInfo };
   }>({
     query: USERS,
-    variables: { id: paywall.id, after: cursors[cursors.length - 1] },
+    variables: { id: paywall.id, after: pages.after },
   });
   const [found] = useQuery<{ user: EndUser | null }>({
     query: FIND,
@@ -92,77 +100,39 @@ export function UsersPage({ paywall }: { paywall: PaywallSummary }) {
           }
         >
           <ErrorBanner message={errorMessage(searched ? found.error : list.error)} />
-          {(searched ? found.fetching && !found.data : list.fetching && !list.data) ? (
-            <Loading />
-          ) : users.length === 0 ? (
-            <Empty>
-              {searched
+          <DataTable
+            rows={users}
+            rowKey={(u) => u.id}
+            loading={searched ? found.fetching && !found.data : list.fetching && !list.data}
+            empty={
+              searched
                 ? `No user “${searched}” on this paywall.`
-                : 'No end users yet: they appear on their first request or deposit.'}
-            </Empty>
-          ) : (
-            <div className="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th>User</th>
-                    <th className="num">Balance</th>
-                    <th className="num">Held</th>
-                    <th>Since</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {users.map((u) => (
-                    <tr
-                      key={u.id}
-                      className={`clickable ${selected === u.externalId ? 'selected' : ''}`}
-                      onClick={() => select(u.externalId)}
-                    >
-                      <td>
-                        <button
-                          type="button"
-                          className="btn btn-ghost btn-sm"
-                          onClick={(e) => {
-                            e.stopPropagation();
-                            select(u.externalId);
-                          }}
-                        >
-                          {u.externalId}
-                        </button>
-                      </td>
-                      <td className="num">
-                        <Money value={u.balanceFormatted} />
-                      </td>
-                      <td className="num">
-                        <Money value={u.held} />
-                      </td>
-                      <td>
-                        <Time value={u.createdAt} dateOnly />
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )}
-          {!searched && (cursors.length > 1 || page?.hasNextPage) && (
-            <div className="row" style={{ marginTop: 10 }}>
-              <Button
-                className="btn-sm"
-                disabled={cursors.length <= 1}
-                onClick={() => setCursors(cursors.slice(0, -1))}
-              >
-                Previous
-              </Button>
-              <Button
-                className="btn-sm"
-                disabled={!page?.hasNextPage}
-                onClick={() => setCursors([...cursors, page!.endCursor])}
-              >
-                Next
-              </Button>
-            </div>
-          )}
+                : 'No end users yet: they appear on their first request or deposit.'
+            }
+            onRowClick={(u) => select(u.externalId)}
+            selected={(u) => selected === u.externalId}
+            columns={[
+              {
+                head: 'User',
+                cell: (u) => (
+                  <button
+                    type="button"
+                    className="btn btn-ghost btn-sm"
+                    onClick={(e) => {
+                      e.stopPropagation();
+                      select(u.externalId);
+                    }}
+                  >
+                    {u.externalId}
+                  </button>
+                ),
+              },
+              moneyColumn('Balance', (u: EndUser) => u.balanceFormatted),
+              moneyColumn('Held', (u: EndUser) => u.held),
+              timeColumn('Since', (u: EndUser) => u.createdAt, { dateOnly: true }),
+            ]}
+          />
+          {!searched && <Pager pages={pages} pageInfo={page} labels={['Previous', 'Next']} />}
         </Card>
         <div className="stack">
           <MoneyForms
@@ -184,14 +154,21 @@ const CHARGE = `mutation Charge($input: ChargeInput!) {
 }`;
 
 function MoneyForms(props: { paywall: PaywallSummary; user: string | null; onDone: (user: string) => void }) {
-  const [user, setUser] = useState(props.user ?? '');
+  const {
+    values: f,
+    setValues,
+    set,
+  } = useForm(() => ({
+    user: props.user ?? '',
+    amount: '',
+    key: newIdempotencyKey(),
+  }));
+  const { user, amount, key } = f;
   const [lastUser, setLastUser] = useState(props.user);
   if (props.user !== lastUser) {
     setLastUser(props.user);
-    if (props.user) setUser(props.user);
+    if (props.user) setValues({ ...f, user: props.user });
   }
-  const [amount, setAmount] = useState('');
-  const [key, setKey] = useState(newIdempotencyKey);
   const [note, setNote] = useState<{ tone: 'success' | 'warn'; text: string } | null>(null);
   const [depositState, deposit] = useMutation(DEPOSIT);
   const [chargeState, charge] = useMutation(CHARGE);
@@ -227,7 +204,8 @@ function MoneyForms(props: { paywall: PaywallSummary; user: string | null; onDon
         );
       }
     }
-    setKey(newIdempotencyKey());
+    const next = newIdempotencyKey();
+    setValues((v) => ({ ...v, key: next }));
     props.onDone(user.trim());
   };
   return (
@@ -244,22 +222,26 @@ function MoneyForms(props: { paywall: PaywallSummary; user: string | null; onDon
           void run('deposit');
         }}
       >
-        <div className="row">
-          <Field label="User" value={user} onChange={setUser} placeholder="external id" required />
-          <Field
-            label="Amount (USDC)"
-            value={amount}
-            onChange={setAmount}
-            inputMode="decimal"
-            placeholder="5.00"
-            required
-          />
-        </div>
-        <Field
-          label="Idempotency key"
-          value={key}
-          onChange={setKey}
-          hint="Sending the same key again replays the first answer; nothing is applied twice."
+        <FormFields
+          values={f}
+          set={set}
+          layout={[
+            [
+              { name: 'user', label: 'User', placeholder: 'external id', required: true },
+              {
+                name: 'amount',
+                label: 'Amount (USDC)',
+                inputMode: 'decimal',
+                placeholder: '5.00',
+                required: true,
+              },
+            ],
+            {
+              name: 'key',
+              label: 'Idempotency key',
+              hint: 'Sending the same key again replays the first answer; nothing is applied twice.',
+            },
+          ]}
         />
         <div className="row">
           <Button
@@ -300,20 +282,17 @@ const DETAIL = `query UserDetail($id: ID, $externalId: String!, $after: String) 
 }`;
 
 function UserDetail(props: { paywall: PaywallSummary; externalId: string }) {
-  const [cursors, setCursors] = useState<(string | null)[]>([null]);
+  const pages = usePages();
   const [{ data, fetching, error }] = useQuery<{
     user:
       | (EndUser & {
           connectedAt: string | null;
-          ledgerEntries: {
-            edges: { node: LedgerEntry }[];
-            pageInfo: { hasNextPage: boolean; endCursor: string | null };
-          };
+          ledgerEntries: { edges: { node: LedgerEntry }[]; pageInfo: PageInfo };
         })
       | null;
   }>({
     query: DETAIL,
-    variables: { id: props.paywall.id, externalId: props.externalId, after: cursors[cursors.length - 1] },
+    variables: { id: props.paywall.id, externalId: props.externalId, after: pages.after },
   });
   const u = data?.user;
   return (
@@ -329,73 +308,31 @@ function UserDetail(props: { paywall: PaywallSummary; externalId: string }) {
       {u && (
         <div className="stack">
           <div className="grid-2">
-            <div className="stat">
-              <span className="label">Balance</span>
-              <span className="value" data-testid="user-balance">
-                <Money value={u.balanceFormatted} unit />
-              </span>
-            </div>
-            <div className="stat">
-              <span className="label">Held</span>
-              <span className="value">
-                <Money value={u.held} unit />
-              </span>
-            </div>
+            <Stat label="Balance" testId="user-balance">
+              <Money value={u.balanceFormatted} unit />
+            </Stat>
+            <Stat label="Held">
+              <Money value={u.held} unit />
+            </Stat>
           </div>
           <div>
             <h3>Ledger</h3>
-            {u.ledgerEntries.edges.length === 0 ? (
-              <Empty>No ledger entries.</Empty>
-            ) : (
-              <div className="table-wrap">
-                <table aria-label="Ledger">
-                  <thead>
-                    <tr>
-                      <th>When</th>
-                      <th>Kind</th>
-                      <th className="num">Amount</th>
-                      <th className="num">Balance after</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {u.ledgerEntries.edges.map(({ node: e }) => (
-                      <tr key={e.id}>
-                        <td>
-                          <Time value={e.createdAt} />
-                        </td>
-                        <td>
-                          <Badge tone={e.amount.startsWith('-') ? 'neutral' : 'good'}>{e.kind}</Badge>
-                        </td>
-                        <td className="num">
-                          <Money value={e.amount} signed />
-                        </td>
-                        <td className="num">
-                          <Money value={e.balanceAfter} />
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-            )}
-            {(cursors.length > 1 || u.ledgerEntries.pageInfo.hasNextPage) && (
-              <div className="row" style={{ marginTop: 10 }}>
-                <Button
-                  className="btn-sm"
-                  disabled={cursors.length <= 1}
-                  onClick={() => setCursors(cursors.slice(0, -1))}
-                >
-                  Newer
-                </Button>
-                <Button
-                  className="btn-sm"
-                  disabled={!u.ledgerEntries.pageInfo.hasNextPage}
-                  onClick={() => setCursors([...cursors, u.ledgerEntries.pageInfo.endCursor])}
-                >
-                  Older
-                </Button>
-              </div>
-            )}
+            <DataTable
+              label="Ledger"
+              rows={u.ledgerEntries.edges.map((e) => e.node)}
+              rowKey={(e) => e.id}
+              empty="No ledger entries."
+              columns={[
+                timeColumn('When', (e: LedgerEntry) => e.createdAt),
+                {
+                  head: 'Kind',
+                  cell: (e) => <Badge tone={e.amount.startsWith('-') ? 'neutral' : 'good'}>{e.kind}</Badge>,
+                },
+                moneyColumn('Amount', (e: LedgerEntry) => e.amount, { signed: true }),
+                moneyColumn('Balance after', (e: LedgerEntry) => e.balanceAfter),
+              ]}
+            />
+            <Pager pages={pages} pageInfo={u.ledgerEntries.pageInfo} />
           </div>
         </div>
       )}

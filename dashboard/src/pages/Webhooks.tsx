@@ -6,15 +6,22 @@ import {
   Badge,
   Button,
   Card,
+  DataTable,
   Empty,
   ErrorBanner,
-  Field,
+  FormFields,
   Json,
-  Loading,
+  KeyValues,
+  Notice,
   PageHeader,
+  Pager,
   SecretOnce,
-  Select,
   Time,
+  timeColumn,
+  ToggleButton,
+  useForm,
+  usePages,
+  type PageInfo,
 } from '../ui';
 
 interface Sub {
@@ -68,13 +75,12 @@ export function WebhooksPage({ paywall }: { paywall: PaywallSummary }) {
     query: SUBS,
     variables: { id: paywall.id },
   });
-  const [status, setStatus] = useState('');
-  const [eventType, setEventType] = useState('');
-  const [subscriptionId, setSubscriptionId] = useState('');
-  const [cursors, setCursors] = useState<(string | null)[]>([null]);
+  const pages = usePages();
+  const filters = useForm({ status: '', eventType: '', subscriptionId: '' }, pages.reset);
+  const { status, eventType, subscriptionId } = filters.values;
   const [selected, setSelected] = useState<string | null>(null);
   const [deliveries, refetchDeliveries] = useQuery<{
-    webhookDeliveries: { nodes: Delivery[]; pageInfo: { hasNextPage: boolean; endCursor: string | null } };
+    webhookDeliveries: { nodes: Delivery[]; pageInfo: PageInfo };
   }>({
     query: DELIVERIES,
     variables: {
@@ -82,7 +88,7 @@ export function WebhooksPage({ paywall }: { paywall: PaywallSummary }) {
       status: status || null,
       eventType: eventType.trim() || null,
       subscriptionId: subscriptionId || null,
-      after: cursors[cursors.length - 1],
+      after: pages.after,
     },
     requestPolicy: 'cache-and-network',
   });
@@ -94,7 +100,6 @@ export function WebhooksPage({ paywall }: { paywall: PaywallSummary }) {
   const list = deliveries.data?.webhookDeliveries.nodes ?? [];
   const current = list.find((d) => d.id === selected) ?? null;
   const refresh = () => refetchDeliveries({ requestPolicy: 'network-only' });
-  const resetPages = () => setCursors([null]);
   return (
     <div className="stack">
       <PageHeader
@@ -105,53 +110,46 @@ export function WebhooksPage({ paywall }: { paywall: PaywallSummary }) {
       <NewSubscription paywall={paywall} onCreated={() => refetchSubs({ requestPolicy: 'network-only' })} />
       <Card title="Subscriptions">
         <ErrorBanner message={errorMessage(subs.error)} />
-        {!subs.data && subs.fetching ? (
-          <Loading />
-        ) : !subs.data?.webhookSubscriptions.length ? (
-          <Empty>No subscriptions yet.</Empty>
-        ) : (
-          <div className="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>URL</th>
-                  <th>Events</th>
-                  <th>Status</th>
-                  <th className="num">Failures in a row</th>
-                  <th>Last delivered</th>
-                  <th />
-                </tr>
-              </thead>
-              <tbody>
-                {subs.data.webhookSubscriptions.map((s) => (
-                  <tr key={s.id}>
-                    <td className="mono" style={{ wordBreak: 'break-all' }}>
-                      {s.url}
-                      {s.description && <div className="muted">{s.description}</div>}
-                    </td>
-                    <td className="mono">{s.events.join(', ')}</td>
-                    <td>{s.isActive ? <Badge tone="good">Active</Badge> : <Badge>Inactive</Badge>}</td>
-                    <td className="num">{s.consecutiveFailures}</td>
-                    <td>
-                      <Time value={s.lastDeliveredAt} />
-                    </td>
-                    <td className="actions">
-                      <Button
-                        className="btn-sm"
-                        onClick={async () => {
-                          const r = await (s.isActive ? deactivate({ id: s.id }) : reactivate({ id: s.id }));
-                          setActionError(errorMessage(r.error));
-                        }}
-                      >
-                        {s.isActive ? 'Deactivate' : 'Reactivate'}
-                      </Button>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <DataTable
+          rows={subs.data?.webhookSubscriptions ?? []}
+          rowKey={(s) => s.id}
+          loading={!subs.data && subs.fetching}
+          empty="No subscriptions yet."
+          columns={[
+            {
+              head: 'URL',
+              className: 'mono',
+              style: { wordBreak: 'break-all' },
+              cell: (s) => (
+                <>
+                  {s.url}
+                  {s.description && <div className="muted">{s.description}</div>}
+                </>
+              ),
+            },
+            { head: 'Events', className: 'mono', cell: (s) => s.events.join(', ') },
+            {
+              head: 'Status',
+              cell: (s) => (s.isActive ? <Badge tone="good">Active</Badge> : <Badge>Inactive</Badge>),
+            },
+            { head: 'Failures in a row', num: true, cell: (s) => s.consecutiveFailures },
+            timeColumn('Last delivered', (s: Sub) => s.lastDeliveredAt),
+            {
+              className: 'actions',
+              cell: (s) => (
+                <Button
+                  className="btn-sm"
+                  onClick={async () => {
+                    const r = await (s.isActive ? deactivate({ id: s.id }) : reactivate({ id: s.id }));
+                    setActionError(errorMessage(r.error));
+                  }}
+                >
+                  {s.isActive ? 'Deactivate' : 'Reactivate'}
+                </Button>
+              ),
+            },
+          ]}
+        />
       </Card>
       <Card
         title="Delivery log"
@@ -162,108 +160,66 @@ export function WebhooksPage({ paywall }: { paywall: PaywallSummary }) {
         }
       >
         <div className="row" style={{ marginBottom: 12 }}>
-          <Select
-            label="Status"
-            value={status}
-            onChange={(v) => (setStatus(v), resetPages())}
-            options={[
-              { value: '', label: 'Any status' },
-              { value: 'pending', label: 'Pending' },
-              { value: 'success', label: 'Success' },
-              { value: 'error', label: 'Error' },
-            ]}
-          />
-          <Field
-            label="Event type"
-            value={eventType}
-            onChange={(v) => (setEventType(v), resetPages())}
-            placeholder="paywall.balance.deposit.created"
-          />
-          <Select
-            label="Subscription"
-            value={subscriptionId}
-            onChange={(v) => (setSubscriptionId(v), resetPages())}
-            options={[
-              { value: '', label: 'All subscriptions' },
-              ...(subs.data?.webhookSubscriptions ?? []).map((s) => ({ value: s.id, label: s.url })),
+          <FormFields
+            values={filters.values}
+            set={filters.set}
+            layout={[
+              {
+                name: 'status',
+                label: 'Status',
+                options: [
+                  { value: '', label: 'Any status' },
+                  { value: 'pending', label: 'Pending' },
+                  { value: 'success', label: 'Success' },
+                  { value: 'error', label: 'Error' },
+                ],
+              },
+              { name: 'eventType', label: 'Event type', placeholder: 'paywall.balance.deposit.created' },
+              {
+                name: 'subscriptionId',
+                label: 'Subscription',
+                options: [
+                  { value: '', label: 'All subscriptions' },
+                  ...(subs.data?.webhookSubscriptions ?? []).map((s) => ({ value: s.id, label: s.url })),
+                ],
+              },
             ]}
           />
         </div>
         <ErrorBanner message={errorMessage(deliveries.error)} />
-        {note && (
-          <div className="banner banner-success" role="status">
-            {note}
-          </div>
-        )}
-        {!deliveries.data && deliveries.fetching ? (
-          <Loading />
-        ) : list.length === 0 ? (
-          <Empty>No deliveries match.</Empty>
-        ) : (
-          <div className="table-wrap">
-            <table aria-label="Deliveries">
-              <thead>
-                <tr>
-                  <th>Created</th>
-                  <th>Event</th>
-                  <th>Status</th>
-                  <th className="num">Attempts</th>
-                  <th className="num">Response</th>
-                  <th className="num">Latency</th>
-                  <th />
-                </tr>
-              </thead>
-              <tbody>
-                {list.map((d) => (
-                  <tr
-                    key={d.id}
-                    className={`clickable ${selected === d.id ? 'selected' : ''}`}
-                    onClick={() => setSelected(d.id)}
-                  >
-                    <td>
-                      <Time value={d.createdAt} />
-                    </td>
-                    <td className="mono">{d.eventType}</td>
-                    <td>
-                      <Badge tone={statusTone(d.status)}>{d.status}</Badge>
-                    </td>
-                    <td className="num">{d.attempts}</td>
-                    <td className="num">{d.responseStatus ?? '—'}</td>
-                    <td className="num">{d.responseLatencyMs != null ? `${d.responseLatencyMs} ms` : '—'}</td>
-                    <td className="actions">
-                      <Button
-                        className="btn-sm"
-                        variant="ghost"
-                        aria-expanded={selected === d.id}
-                        onClick={() => setSelected(selected === d.id ? null : d.id)}
-                      >
-                        {selected === d.id ? 'Close' : 'Open'}
-                      </Button>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
-        {(cursors.length > 1 || deliveries.data?.webhookDeliveries.pageInfo.hasNextPage) && (
-          <div className="row" style={{ marginTop: 10 }}>
-            <Button
-              className="btn-sm"
-              disabled={cursors.length <= 1}
-              onClick={() => setCursors(cursors.slice(0, -1))}
-            >
-              Newer
-            </Button>
-            <Button
-              className="btn-sm"
-              disabled={!deliveries.data?.webhookDeliveries.pageInfo.hasNextPage}
-              onClick={() => setCursors([...cursors, deliveries.data!.webhookDeliveries.pageInfo.endCursor])}
-            >
-              Older
-            </Button>
-          </div>
-        )}
+        {note && <Notice tone="success">{note}</Notice>}
+        <DataTable
+          label="Deliveries"
+          rows={list}
+          rowKey={(d) => d.id}
+          loading={!deliveries.data && deliveries.fetching}
+          empty="No deliveries match."
+          onRowClick={(d) => setSelected(d.id)}
+          selected={(d) => selected === d.id}
+          columns={[
+            timeColumn('Created', (d: Delivery) => d.createdAt),
+            { head: 'Event', className: 'mono', cell: (d) => d.eventType },
+            { head: 'Status', cell: (d) => <Badge tone={statusTone(d.status)}>{d.status}</Badge> },
+            { head: 'Attempts', num: true, cell: (d) => d.attempts },
+            { head: 'Response', num: true, cell: (d) => d.responseStatus ?? '—' },
+            {
+              head: 'Latency',
+              num: true,
+              cell: (d) => (d.responseLatencyMs != null ? `${d.responseLatencyMs} ms` : '—'),
+            },
+            {
+              className: 'actions',
+              cell: (d) => (
+                <ToggleButton
+                  open={selected === d.id}
+                  onToggle={() => setSelected(selected === d.id ? null : d.id)}
+                  labels={['Open', 'Close']}
+                />
+              ),
+            },
+          ]}
+        />
+        <Pager pages={pages} pageInfo={deliveries.data?.webhookDeliveries.pageInfo} />
       </Card>
       {current && (
         <Card
@@ -292,28 +248,16 @@ export function WebhooksPage({ paywall }: { paywall: PaywallSummary }) {
           }
         >
           <div className="grid-2">
-            <dl className="kv">
-              <dt>Status</dt>
-              <dd>
-                <Badge tone={statusTone(current.status)}>{current.status}</Badge>
-              </dd>
-              <dt>Attempts</dt>
-              <dd className="num" style={{ textAlign: 'left' }}>
-                {current.attempts}
-              </dd>
-              <dt>Next attempt</dt>
-              <dd>
-                <Time value={current.nextAttemptAt} />
-              </dd>
-              <dt>Response status</dt>
-              <dd>{current.responseStatus ?? '—'}</dd>
-              <dt>Last error</dt>
-              <dd>{current.lastError ?? '—'}</dd>
-              <dt>Updated</dt>
-              <dd>
-                <Time value={current.updatedAt} />
-              </dd>
-            </dl>
+            <KeyValues
+              items={[
+                ['Status', <Badge tone={statusTone(current.status)}>{current.status}</Badge>],
+                ['Attempts', current.attempts, { className: 'num', style: { textAlign: 'left' } }],
+                ['Next attempt', <Time value={current.nextAttemptAt} />],
+                ['Response status', current.responseStatus ?? '—'],
+                ['Last error', current.lastError ?? '—'],
+                ['Updated', <Time value={current.updatedAt} />],
+              ]}
+            />
             <div>
               <h3>Response body</h3>
               {current.responseBody ? (
@@ -332,9 +276,8 @@ export function WebhooksPage({ paywall }: { paywall: PaywallSummary }) {
 }
 
 function NewSubscription(props: { paywall: PaywallSummary; onCreated: () => void }) {
-  const [url, setUrl] = useState('');
-  const [events, setEvents] = useState('*');
-  const [description, setDescription] = useState('');
+  const { values, setValues, set } = useForm({ url: '', events: '*', description: '' });
+  const { url, events, description } = values;
   const [secret, setSecret] = useState<string | null>(null);
   const [state, create] = useMutation(CREATE);
   const submit = async (e: FormEvent) => {
@@ -352,8 +295,7 @@ function NewSubscription(props: { paywall: PaywallSummary; onCreated: () => void
     });
     if (r.data) {
       setSecret(r.data.createWebhookSubscription.secret);
-      setUrl('');
-      setDescription('');
+      setValues((v) => ({ ...v, url: '', description: '' }));
       props.onCreated();
     }
   };
@@ -362,22 +304,26 @@ function NewSubscription(props: { paywall: PaywallSummary; onCreated: () => void
       {secret && <SecretOnce title="Signing secret" secret={secret} onDone={() => setSecret(null)} />}
       <ErrorBanner message={errorMessage(state.error)} />
       <form onSubmit={submit} className="stack">
-        <div className="row">
-          <Field
-            label="Endpoint URL"
-            value={url}
-            onChange={setUrl}
-            placeholder="https://example.com/webhooks"
-            required
-          />
-          <Field
-            label="Events"
-            value={events}
-            onChange={setEvents}
-            hint="Comma-separated names, prefix.* families, or * alone."
-          />
-        </div>
-        <Field label="Description (optional)" value={description} onChange={setDescription} />
+        <FormFields
+          values={values}
+          set={set}
+          layout={[
+            [
+              {
+                name: 'url',
+                label: 'Endpoint URL',
+                placeholder: 'https://example.com/webhooks',
+                required: true,
+              },
+              {
+                name: 'events',
+                label: 'Events',
+                hint: 'Comma-separated names, prefix.* families, or * alone.',
+              },
+            ],
+            { name: 'description', label: 'Description (optional)' },
+          ]}
+        />
         <div>
           <Button type="submit" variant="primary" busy={state.fetching}>
             Subscribe
