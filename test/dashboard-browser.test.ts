@@ -271,6 +271,11 @@ describe('the dashboard in Chromium', () => {
     await deliveries.getByRole('button', { name: 'Open' }).first().click();
     await page.getByText('{"error":"not ready"}').waitFor(WAIT);
     await screenshot(page, 'dashboard-webhooks');
+    // Close closes (the click must not reach the row, which would open it again); Open opens it again.
+    await deliveries.getByRole('button', { name: 'Close' }).click();
+    await page.getByText('{"error":"not ready"}').waitFor({ ...WAIT, state: 'hidden' });
+    await deliveries.getByRole('button', { name: 'Open' }).first().click();
+    await page.getByText('{"error":"not ready"}').waitFor(WAIT);
 
     hookFails = false;
     await page.getByRole('button', { name: 'Redeliver' }).click();

@@ -415,7 +415,16 @@ export function ToggleButton(props: {
   labels: readonly [closed: string, open: string];
 }) {
   return (
-    <Button className="btn-sm" variant="ghost" aria-expanded={props.open} onClick={props.onToggle}>
+    <Button
+      className="btn-sm"
+      variant="ghost"
+      aria-expanded={props.open}
+      onClick={(e) => {
+        // Its own action: inside a clickable table row, the row must not take the click too.
+        e.stopPropagation();
+        props.onToggle();
+      }}
+    >
       {props.open ? props.labels[1] : props.labels[0]}
     </Button>
   );
