@@ -28,7 +28,8 @@
  * server's shared processes (WAL writer, checkpointer, …) are not touched: the server may be shared.
  *
  * CPU per request per process: process.cpuUsage() of each Node process; for PostgreSQL, utime + stime from
- * /proc/<pid>/stat of the bench database's backends (PGlite runs inside the service: counted there).
+ * /proc/<pid>/stat of the bench database's backends (PGlite runs inside the service: counted there). On a
+ * virtual machine, each row also shows the CPU steal during it (/proc/stat), so a noisy row can be told apart.
  *
  * Environment:
  *   DATABASE_URL         PostgreSQL server to create the scratch bench database on (unset: embedded PGlite)
@@ -723,6 +724,25 @@ interface Row {
   cpu: Record<string, number>;
   /** The bare pass-through's row of the same scenario (chat JSON for the hot user) and concurrency. */
   bare?: Row;
+  /** CPU time the hypervisor gave to others during the measurement, % of all CPU time (/proc/stat). */
+  steal: number;
+}
+
+/** /proc/stat's all-CPU counters (user … steal), or null off Linux. */
+function cpuTimes(): number[] | null {
+  try {
+    return readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number);
+  } catch {
+    return null;
+  }
+}
+
+/** Steal between two cpuTimes readings, in % of the CPU time that passed (NaN when unknown). */
+function stealPercent(before: number[] | null, after: number[] | null): number {
+  if (!before || !after) return NaN;
+  const d = after.map((v, i) => v - before[i]);
+  const total = d.reduce((a, b) => a + b, 0);
+  return total > 0 ? (100 * d[7]) / total : NaN;
 }
 
 /** One row: warm-up and measurement on the same `c` connections, CPU of every process in between. */
@@ -737,7 +757,9 @@ async function runRow(s: Scenario, t: Target, c: number, upstream: ChildProcess,
     pin.postgres(backends);
     const procs = { proxy: t.child, upstream };
     const before = await cpuSample(procs, backends);
+    const times = cpuTimes();
     const r = await load(pool, c, req, SECONDS);
+    const steal = stealPercent(times, cpuTimes());
     const after = await cpuSample(procs, await backendsOf());
     t.served += warm.served + r.served;
     const cpu = Object.fromEntries(
@@ -746,7 +768,7 @@ async function runRow(s: Scenario, t: Target, c: number, upstream: ChildProcess,
         r.requests ? Math.max(0, ms) / r.requests : NaN,
       ]),
     );
-    return { scenario: s, target: t, c, r, cpu };
+    return { scenario: s, target: t, c, r, cpu, steal };
   } finally {
     await pool.close();
   }
@@ -794,6 +816,7 @@ function table(rows: Row[]): string {
     'proxy+PG',
     'upstream',
     'driver',
+    'steal %',
   ];
   const cells = rows.map((row) => {
     const { r, cpu } = row;
@@ -815,6 +838,7 @@ function table(rows: Row[]): string {
       fmt(cpu.proxy + (cpu.postgres ?? 0), 3),
       fmt(cpu.upstream, 3),
       fmt(cpu.driver, 3),
+      fmt(row.steal, 0),
     ];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
@@ -1045,7 +1069,9 @@ async function driver(): Promise<number> {
       const cpu = Object.entries(row.cpu)
         .map(([k, v]) => `${k} ${fmt(v, 3)}`)
         .join(', ');
-      console.log(`${fmt(row.r.rps)} req/s, p50 ${fmt(row.r.p50, 2)} ms (CPU ms/req: ${cpu})`);
+      console.log(
+        `${fmt(row.r.rps)} req/s, p50 ${fmt(row.r.p50, 2)} ms (CPU ms/req: ${cpu}; steal ${fmt(row.steal, 0)} %)`,
+      );
       if (row.r.errors) console.log(`    ${row.r.errors} errors, first: ${row.r.firstError}`);
       return row;
     };
@@ -1096,7 +1122,9 @@ async function driver(): Promise<number> {
         '# npm run bench — latest',
         '',
         'Written by `npm run bench` (bench/run.ts). Ratios and added latencies are against the bare pass-through',
-        'row of the same scenario and concurrency, measured just before; CPU is per request, per process.',
+        'row of the same scenario and concurrency, measured just before; CPU is per request, per process. "steal %":',
+        'CPU time the hypervisor gave to other guests during the row (/proc/stat); rows with much of it are slower',
+        'than the machine is, and their ratios compare unequal conditions.',
         '',
         ...machine(info.database, pin),
         '',

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { startTestApp, type TestApp } from './helpers/app.js';
-import { expectLedgerProven } from './helpers/ledger.js';
-import { ledgerTick, type ReserveInput, type SettleInput } from '../src/modules/ledger/holds.js';
+import { expectLedgerProven, testHold, testSettlement } from './helpers/ledger.js';
+import { ledgerTick, type ReserveInput } from '../src/modules/ledger/holds.js';
 import { buildEvent } from '../src/modules/events/event-payloads.js';
 import { eventRows, type NewEvent } from '../src/modules/events/event.service.js';
 
@@ -72,26 +72,7 @@ it('the ledger statement stores exactly the events it is given (hold and settlem
       data: { reason: 'r', nested: { a: [1, 'b', null] } },
     },
   ];
-  const hold: ReserveInput = {
-    chargeId,
-    paywallId: pw.id,
-    externalUserId: 'ev',
-    requireConnected: false,
-    fixedScaled: 1000n * 10n ** 12n,
-    perTokenScaled: 0n,
-    maxCap: 10,
-    minCap: 1,
-    model: 'm',
-    stream: true,
-    metadata: {},
-    events: holdEvents,
-    day: '2026-11-23',
-    requestLimit: null,
-    spendLimitRaw: null,
-    modelRequestLimit: null,
-    rateLimit: null,
-    rateWindow: new Date(),
-  };
+  const hold = testHold(pw.id, 'ev', { chargeId, stream: true, events: holdEvents });
   const r = await ledgerTick(t.db, [hold], []);
   expect(r.holds[0]?.held).toBe(true);
   expect(await stored(pw.id, since)).toEqual(expected(holdEvents, { walletUserId: user.id }));
@@ -116,22 +97,7 @@ it('the ledger statement stores exactly the events it is given (hold and settlem
       },
     ),
   ];
-  const settle: SettleInput = {
-    chargeId,
-    paywallId: pw.id,
-    status: 'completed',
-    capturedRaw: 500n,
-    earningsRaw: 500n,
-    feeRaw: 0n,
-    providerRaw: 0n,
-    uncollectedRaw: 0n,
-    promptTokens: 1,
-    completionTokens: 2,
-    errorCode: null,
-    ledgerEntryId: randomUUID(),
-    metadata: {},
-    events: settleEvents,
-  };
+  const settle = testSettlement(hold, 500n, { completionTokens: 2, events: settleEvents });
   const s = await ledgerTick(t.db, [], [settle]);
   expect(s.settlements[0]).toBe(true);
   expect(await stored(pw.id, since2)).toEqual(expected(settleEvents));
@@ -146,42 +112,9 @@ it('the ledger statement stores exactly the events it is given (hold and settlem
 it('every shape of the ledger statement (h, hr, s, hs, hsr) answers exactly, and the ledger adds up', async () => {
   const pw = await t.createPaywall();
   await t.rest('POST', '/v1/user/balance/deposit', { token: pw.apiKey, body: { user: 'sh', amount: '1' } });
-  const hold = (rateLimit: number | null): ReserveInput => ({
-    chargeId: randomUUID(),
-    paywallId: pw.id,
-    externalUserId: 'sh',
-    requireConnected: false,
-    fixedScaled: 1000n * 10n ** 12n,
-    perTokenScaled: 0n,
-    maxCap: 10,
-    minCap: 1,
-    model: 'm',
-    stream: false,
-    metadata: {},
-    events: [],
-    day: '2026-11-24',
-    requestLimit: null,
-    spendLimitRaw: null,
-    modelRequestLimit: null,
-    rateLimit,
-    rateWindow: new Date('2026-11-24T10:00:00Z'),
-  });
-  const settle = (h: ReserveInput, captured: bigint): SettleInput => ({
-    chargeId: h.chargeId,
-    paywallId: pw.id,
-    status: 'completed',
-    capturedRaw: captured,
-    earningsRaw: captured,
-    feeRaw: 0n,
-    providerRaw: 0n,
-    uncollectedRaw: 0n,
-    promptTokens: 1,
-    completionTokens: 1,
-    errorCode: null,
-    ledgerEntryId: randomUUID(),
-    metadata: {},
-    events: [],
-  });
+  const hold = (rateLimit: number | null) =>
+    testHold(pw.id, 'sh', { rateLimit, day: '2026-11-24', rateWindow: new Date('2026-11-24T10:00:00Z') });
+  const settle = (h: ReserveInput, captured: bigint) => testSettlement(h, captured);
   const placed = (r: { holds: unknown[] }) =>
     r.holds.map((x: any) => ({
       held: x.held,

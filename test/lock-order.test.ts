@@ -1,6 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import { startTestApp, type TestApp } from './helpers/app.js';
-import { expectLedgerProven } from './helpers/ledger.js';
+import { expectLedgerProven, testHold, testSettlement } from './helpers/ledger.js';
 import { ledgerTick } from '../src/modules/ledger/holds.js';
 
 let t: TestApp;
@@ -42,56 +41,12 @@ it('a manual charge racing a chat settlement of the same account never deadlocks
   }
   const errors: string[] = [];
   for (let round = 0; round < 100; round++) {
-    const chargeId = randomUUID();
-    const hold = await ledgerTick(
-      t.db,
-      [
-        {
-          chargeId,
-          paywallId: pw.id,
-          externalUserId: user,
-          requireConnected: false,
-          fixedScaled: 1000n * 10n ** 12n,
-          perTokenScaled: 0n,
-          maxCap: 10,
-          minCap: 1,
-          model: 'm',
-          stream: false,
-          metadata: {},
-          events: [],
-          day: '2026-11-23',
-          requestLimit: null,
-          spendLimitRaw: null,
-          modelRequestLimit: null,
-          rateLimit: null,
-          rateWindow: new Date(),
-        },
-      ],
-      [],
-    );
+    const input = testHold(pw.id, user);
+    const hold = await ledgerTick(t.db, [input], []);
     expect(hold.holds[0]?.held).toBe(true);
-    const settle = ledgerTick(
-      t.db,
-      [],
-      [
-        {
-          chargeId,
-          paywallId: pw.id,
-          status: 'completed',
-          capturedRaw: 500n,
-          earningsRaw: 500n,
-          feeRaw: 0n,
-          providerRaw: 0n,
-          uncollectedRaw: 0n,
-          promptTokens: 1,
-          completionTokens: 1,
-          errorCode: null,
-          ledgerEntryId: randomUUID(),
-          metadata: {},
-          events: [],
-        },
-      ],
-    ).catch((e) => errors.push(`tick: ${e.code} ${e.message}`));
+    const settle = ledgerTick(t.db, [], [testSettlement(input, 500n)]).catch((e) =>
+      errors.push(`tick: ${e.code} ${e.message}`),
+    );
     const charge = t.app.services.ledger
       .charge({ kind: 'apiKey', paywall: info }, { user, amount: '0.0001' })
       .catch((e: any) => errors.push(`charge: ${e.code ?? e.cause?.code} ${e.message}`));

@@ -1,5 +1,61 @@
+import { randomUUID } from 'node:crypto';
 import type { Database } from '../../src/db/database.js';
 import { proveLedger } from '../../src/modules/ledger/accounts.js';
+import type { ReserveInput, SettleInput } from '../../src/modules/ledger/holds.js';
+
+/** A hold for tests that drive the ledger statement directly: 1000 raw per request, no per-token price, no limits. */
+export function testHold(
+  paywallId: string,
+  externalUserId: string,
+  over: Partial<ReserveInput> = {},
+): ReserveInput {
+  return {
+    chargeId: randomUUID(),
+    paywallId,
+    externalUserId,
+    requireConnected: false,
+    fixedScaled: 1000n * 10n ** 12n,
+    perTokenScaled: 0n,
+    maxCap: 10,
+    minCap: 1,
+    model: 'm',
+    stream: false,
+    metadata: {},
+    events: [],
+    day: '2026-11-23',
+    requestLimit: null,
+    spendLimitRaw: null,
+    modelRequestLimit: null,
+    rateLimit: null,
+    rateWindow: new Date(),
+    ...over,
+  };
+}
+
+/** The settlement of `hold` capturing `capturedRaw`, all of it earnings. */
+export function testSettlement(
+  hold: ReserveInput,
+  capturedRaw: bigint,
+  over: Partial<SettleInput> = {},
+): SettleInput {
+  return {
+    chargeId: hold.chargeId,
+    paywallId: hold.paywallId,
+    status: 'completed',
+    capturedRaw,
+    earningsRaw: capturedRaw,
+    feeRaw: 0n,
+    providerRaw: 0n,
+    uncollectedRaw: 0n,
+    promptTokens: 1,
+    completionTokens: 1,
+    errorCode: null,
+    ledgerEntryId: randomUUID(),
+    metadata: {},
+    events: [],
+    ...over,
+  };
+}
 
 /** An end user with the account it spends (balance/held 0 when it has none). */
 export async function userAccount(
