@@ -226,9 +226,10 @@ export interface TickShape {
  * commit of both kinds: every request needs one of each, so sharing the commit halves the commits and
  * the WAL flushes that NOTIFY serialises).
  *
- * Rows are looked up by `= any(array(…))` of the batch's keys, so the planner probes the indexes
- * (jsonb_to_recordset is estimated at 100 rows: with `in (…)`/joins it scans end_user, ledger_account
- * and usage_counter whole, a cost that grows with the number of users).
+ * Rows are found by index probes: end users and usage counters by `lateral` subqueries per key (a
+ * generic plan, the one a prepared statement keeps, chose to scan both tables whole for `= any(array(…))`
+ * of unknown length, a cost that grows with the number of users), ledger accounts by `= any(array(…))`
+ * of the batch's ids (a bitmap probe of the primary key).
  *
  * Every account the statement touches (spending accounts, earnings, fees, provider) is locked first,
  * in id order (FOR NO KEY UPDATE: no deadlock between statements, and foreign-key checks of other
