@@ -106,10 +106,11 @@ it('the ledger statement stores exactly the events it is given (hold and settlem
 
 /**
  * The ledger statement comes in shapes, each its own prepared statement (holds only, settlements only,
- * both; with or without the rate-limit part): every shape answers holds and settlements alike, to the raw
- * unit, and a hold is decided against the free balance before the settlements of its own statement.
+ * both; with or without the rate-limit part; one hold or several): every shape answers holds and
+ * settlements alike, to the raw unit, and a hold is decided against the free balance before the
+ * settlements of its own statement.
  */
-it('every shape of the ledger statement (h, hr, s, hs, hsr) answers exactly, and the ledger adds up', async () => {
+it('every shape of the ledger statement (h, hr, s, hs, hsr; one hold or two) answers exactly, and the ledger adds up', async () => {
   const pw = await t.createPaywall();
   await t.rest('POST', '/v1/user/balance/deposit', { token: pw.apiKey, body: { user: 'sh', amount: '1' } });
   const hold = (rateLimit: number | null) =>
@@ -151,5 +152,21 @@ it('every shape of the ledger statement (h, hr, s, hs, hsr) answers exactly, and
   // Settling twice is refused; the last settlement leaves exactly 1 USDC − 400 − 1000 − 250.
   expect((await ledgerTick(t.db, [], [settle(c, 0n)])).settlements).toEqual([false]);
   expect((await ledgerTick(t.db, [], [settle(d, 250n)])).freeAfter).toEqual([998_350n]);
+  // Two holds of one user in one statement (the shape with running sums; the ones above hold one each):
+  // both fit at their full cap, both see the free balance as locked, and the daily counter counts two.
+  const [e, f] = [hold(null), hold(5)];
+  expect(placed(await ledgerTick(t.db, [e, f], []))).toEqual([
+    { held: true, hold: 1000n, free: 998_350n, cap: 10, rate: null },
+    { held: true, hold: 1000n, free: 998_350n, cap: 10, rate: 3 },
+  ]);
+  expect((await ledgerTick(t.db, [], [settle(e, 0n), settle(f, 0n)])).freeAfter).toEqual([
+    998_350n,
+    998_350n,
+  ]);
+  const [counter] = await t.db.query<{ requests: number }>(
+    `select requests from usage_counter where end_user_id = (select id from end_user where paywall_id = $1 and external_id = 'sh')`,
+    [pw.id],
+  );
+  expect(counter.requests).toBe(6);
   await expectLedgerProven(t.db);
 });

@@ -219,6 +219,8 @@ export interface TickShape {
   s: boolean;
   /** Some hold counts against an API rate limit (the rate_window upsert). */
   r: boolean;
+  /** Exactly one hold: it is the first of its account and its user, so no running sums (window functions). */
+  o?: boolean;
 }
 
 /**
@@ -260,7 +262,7 @@ export interface TickShape {
  * only, or of settlements only, or with no rate-limited hold, runs a statement without the parts it has
  * no rows for (each shape is its own prepared statement). Same rules, same locks in the same order.
  */
-export function tickSql({ h, s, r }: TickShape): string {
+export function tickSql({ h, s, r, o = false }: TickShape): string {
   const both = h && s;
   const union = (...parts: (string | false)[]) => parts.filter(Boolean).join(' union all ');
   return `
@@ -337,12 +339,18 @@ ${
          coalesce(case when uk.day = hu.day then (uk.model_requests->>hu.model)::int end, 0) as used_model,
          -- Several holds of one account (or one end user) in a statement: their place among them, and the
          -- running sum of what they would hold at their full cap.
-         row_number() over (partition by hu.account_id order by hu.i) as ark,
+         ${
+           o
+             ? `1::bigint as ark, 1::bigint as urk, 1::bigint as mrk, hu.day as first_day,
+         ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW}) as acct_full,
+         ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW}) as user_full`
+             : `row_number() over (partition by hu.account_id order by hu.i) as ark,
          row_number() over (partition by hu.user_id order by hu.i) as urk,
          row_number() over (partition by hu.user_id, hu.model order by hu.i) as mrk,
          first_value(hu.day) over (partition by hu.user_id order by hu.i) as first_day,
          sum(ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW})) over (partition by hu.account_id order by hu.i) as acct_full,
-         sum(ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW})) over (partition by hu.user_id order by hu.i) as user_full
+         sum(ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW})) over (partition by hu.user_id order by hu.i) as user_full`
+         }
     from hu left join lk on lk.id = hu.account_id left join uk on uk.end_user_id = hu.user_id
 ),
 lim0 as (
@@ -522,13 +530,11 @@ const tickStatements = new Map<string, { text: string; name: string }>();
 
 /** The prepared statement of a shape, built once (its name says its parts, e.g. proxy_ledger_tick_hs). */
 function tickStatement(shape: TickShape): { text: string; name: string } {
-  const key = `${shape.h ? 'h' : ''}${shape.s ? 's' : ''}${shape.h && shape.r ? 'r' : ''}`;
+  const [r, o] = [shape.h && shape.r, shape.h && !!shape.o];
+  const key = `${shape.h ? 'h' : ''}${shape.s ? 's' : ''}${r ? 'r' : ''}${o ? 'o' : ''}`;
   let st = tickStatements.get(key);
   if (!st)
-    tickStatements.set(
-      key,
-      (st = { text: tickSql({ ...shape, r: shape.h && shape.r }), name: `proxy_ledger_tick_${key}` }),
-    );
+    tickStatements.set(key, (st = { text: tickSql({ ...shape, r, o }), name: `proxy_ledger_tick_${key}` }));
   return st;
 }
 
@@ -547,6 +553,7 @@ export async function ledgerTick(
     h: holds.length > 0,
     s: settlements.length > 0,
     r: holds.some((x) => x.rateLimit !== null),
+    o: holds.length === 1,
   };
   const statement = tickStatement(shape);
   const params: string[] = [];
