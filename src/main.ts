@@ -8,13 +8,7 @@ import { createLogger } from './shared/logger.js';
 const config = loadConfig();
 const log = createLogger(config.LOG_LEVEL);
 
-const db = await Database.open({
-  url: config.DATABASE_URL,
-  dataDir: config.DATA_DIR,
-  statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
-  acquireTimeoutMs: config.DATABASE_ACQUIRE_TIMEOUT_MS,
-  log,
-});
+const db = await Database.openForService(config, log);
 log.info(
   { database: db.kind === 'postgres' ? 'postgresql' : `embedded PGlite at ${config.DATA_DIR}` },
   'database opened',

@@ -17,13 +17,7 @@ if (!config.DATABASE_URL) {
   // The embedded database is one process's files: a second process cannot open it alongside the API.
   log.warn('no DATABASE_URL: the embedded database can only be used by one process at a time');
 }
-const db = await Database.open({
-  url: config.DATABASE_URL,
-  dataDir: config.DATA_DIR,
-  statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
-  acquireTimeoutMs: config.DATABASE_ACQUIRE_TIMEOUT_MS,
-  log,
-});
+const db = await Database.openForService(config, log);
 // Idempotent: normally the API has migrated already, but the worker must not run against an older schema.
 const applied = await db.migrate(config);
 if (applied.length) log.info({ migrations: applied }, 'migrations applied');

@@ -12,6 +12,7 @@ import { migrationsList } from '../../migrations/index.js';
 import { withMigrationSecrets, type SecretsConfig } from './migration-secrets.js';
 import { unavailableOr } from './db-errors.js';
 import type { Logger } from '../shared/logger.js';
+import type { Config } from '../config.js';
 
 /** Anything raw SQL with `$n` parameters can run on: the pool, or an open transaction. */
 export interface Sql {
@@ -103,6 +104,17 @@ export class Database {
 
   static async open(opts: DatabaseOptions): Promise<Database> {
     return new Database(await Database.init(opts, true), opts);
+  }
+
+  /** The database of a long-running process (the API, the worker): where the config says, with its timeouts. */
+  static openForService(config: Config, log: Logger): Promise<Database> {
+    return Database.open({
+      url: config.DATABASE_URL,
+      dataDir: config.DATA_DIR,
+      statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+      acquireTimeoutMs: config.DATABASE_ACQUIRE_TIMEOUT_MS,
+      log,
+    });
   }
 
   private static async init(opts: DatabaseOptions, bounded: boolean): Promise<MikroORM> {
