@@ -9,6 +9,7 @@ import { Migration20261123233000_webhook_secrets } from './Migration202611232330
 import { Migration20261123234348_usage } from './Migration20261123234348_usage.js';
 import { Migration20261124000000_event_fanout_statement } from './Migration20261124000000_event_fanout_statement.js';
 import { Migration20261124100000_event_matches_plpgsql } from './Migration20261124100000_event_matches_plpgsql.js';
+import { Migration20261124200000_request_path_writes } from './Migration20261124200000_request_path_writes.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -28,4 +29,5 @@ export const migrationsList: MigrationObject[] = [
     name: 'Migration20261124100000_event_matches_plpgsql',
     class: Migration20261124100000_event_matches_plpgsql,
   },
+  { name: 'Migration20261124200000_request_path_writes', class: Migration20261124200000_request_path_writes },
 ];

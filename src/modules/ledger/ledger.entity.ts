@@ -15,7 +15,9 @@ export type ChargeStatus = (typeof CHARGE_STATUSES)[number];
 export const ChargeSchema = defineEntity({
   name: 'Charge',
   tableName: 'charge',
-  indexes: [{ properties: ['user', 'createdAt'] }, { properties: ['status', 'createdAt'] }],
+  // No (status, created_at) index: open holds and completed usage have partial indexes of their own
+  // (migrations), and every index is one more entry written by each request's hold and settlement.
+  indexes: [{ properties: ['user', 'createdAt'] }],
   properties: {
     id: p.uuid().primary(),
     paywall: () => p.manyToOne(Paywall).mapToPk(),
