@@ -175,6 +175,11 @@ const ConfigSchema = z.object({
   DATABASE_STATEMENT_TIMEOUT_MS: intFrom(10000, 100),
   /** PostgreSQL: longest wait for a pool connection (a new connection's connect included); then 503. */
   DATABASE_ACQUIRE_TIMEOUT_MS: intFrom(5000, 100),
+  /**
+   * Where nothing autovacuums (embedded PGlite, or PostgreSQL with `autovacuum = off`): the API vacuums and
+   * analyses its tables this often (src/db/maintenance.ts). 0 = never. Ignored where autovacuum is on.
+   */
+  DATABASE_VACUUM_INTERVAL_MS: intFrom(60000, 0),
   PUBLIC_BASE_URL: z.string().url().optional(),
   BOOTSTRAP_OWNER_TOKEN: z
     .string()

@@ -1,6 +1,7 @@
 import type { Config } from './config.js';
 import { systemClock, type Clock } from './shared/clock.js';
 import type { Database } from './db/database.js';
+import { DatabaseMaintenance } from './db/maintenance.js';
 import type { Logger } from './shared/logger.js';
 import type { Metrics } from './shared/metrics.js';
 import { OwnerService } from './modules/owners/owner.service.js';
@@ -31,6 +32,8 @@ export interface Services {
   db: Database;
   log: Logger;
   metrics: Metrics;
+  /** VACUUM (ANALYZE) where the database has no autovacuum (PGlite, or autovacuum = off). */
+  maintenance: DatabaseMaintenance;
   owners: OwnerService;
   paywalls: PaywallService;
   providers: ProviderService;
@@ -58,6 +61,7 @@ interface Lifecycle {
 
 export function createServices(config: Config, db: Database, log: Logger, metrics: Metrics): Services {
   const s = { config, db, log, metrics, clock: systemClock() } as Services;
+  s.maintenance = new DatabaseMaintenance(db, log, config.DATABASE_VACUUM_INTERVAL_MS);
   s.owners = new OwnerService(db);
   s.paywalls = new PaywallService(db, {
     builtinNeedsMarkup: (paywall) => s.providers.builtinNeedsMarkup(paywall),
@@ -80,7 +84,17 @@ export function createServices(config: Config, db: Database, log: Logger, metric
 }
 
 const lifecycles = (s: Services): Lifecycle[] =>
-  [s.paywalls, s.providers, s.users, s.ledger, s.catalog, s.proxy, s.webhooks, s.signIn] as Lifecycle[];
+  [
+    s.maintenance,
+    s.paywalls,
+    s.providers,
+    s.users,
+    s.ledger,
+    s.catalog,
+    s.proxy,
+    s.webhooks,
+    s.signIn,
+  ] as Lifecycle[];
 
 /** Starts background parts (cache-invalidation listeners, the webhook worker) of every service that has them. */
 export async function startServices(s: Services): Promise<void> {
