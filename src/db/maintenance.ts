@@ -19,12 +19,17 @@ export class DatabaseMaintenance {
   private timer?: NodeJS.Timeout;
   private running?: Promise<unknown>;
 
+  private readonly log: Logger;
+
   constructor(
     private readonly db: Database,
-    private readonly log: Logger,
+    log: Logger,
     /** Milliseconds between rounds; 0 = never. */
     private readonly intervalMs: number,
-  ) {}
+  ) {
+    // A background part: its lines name it (they are written outside any request).
+    this.log = log.child({ component: 'db-maintenance' });
+  }
 
   /** True when no autovacuum looks after this database: PGlite, or PostgreSQL with `autovacuum = off`. */
   async needed(): Promise<boolean> {
