@@ -5,11 +5,12 @@ import type { Database } from './database.js';
  * VACUUM (ANALYZE) of our tables when nothing else does it: embedded PGlite runs no autovacuum, and a
  * PostgreSQL server may have it switched off (`autovacuum = off`; this machine's has).
  *
- * Why it matters on the request path: every settlement leaves a dead `charge` version, and a hold's
- * settlement finds it among the open holds (`charge_open_holds_index`, whose dead entries only VACUUM
- * removes). Measured with bench/tick.js on PostgreSQL with autovacuum off: a one-operation ledger
- * statement went from 0.49 to 0.67 ms of backend CPU in 20,000 requests, and back to 0.49 after one
- * VACUUM ANALYZE. ANALYZE also refreshes the statistics the prepared statements' plans are made from.
+ * Why: every settlement leaves a dead `charge` row version (half the table's rows after a bench run),
+ * every balance change a dead `ledger_account` / `usage_counter` version, and `charge_open_holds_index`
+ * keeps an entry for every hold ever placed; only VACUUM removes them, so tables and indexes only grow.
+ * ANALYZE gives the planner statistics, and its invalidation makes the prepared statements plan again for
+ * the tables as they are now. (Before the settlement found its charge by primary key, a one-operation
+ * ledger statement went from 0.49 to 0.67 ms of backend CPU within 20,000 requests without it.)
  *
  * One table per statement, `SKIP_LOCKED` (another instance vacuuming the same table is skipped, not
  * waited for); a failure is logged and the next round tries again. Where the server autovacuums, this
