@@ -12,6 +12,10 @@ import type { Database } from './database.js';
  * the tables as they are now. (Before the settlement found its charge by primary key, a one-operation
  * ledger statement went from 0.49 to 0.67 ms of backend CPU within 20,000 requests without it.)
  *
+ * Each round VACUUMs every table (cheap when little changed: the visibility map lets it skip the pages
+ * nothing touched; 0.07 s for the whole bench database after 66,000 requests) and ANALYZEs only the
+ * tables whose row count moved by more than 10 % (+50 rows) since this process last analysed them, as
+ * autovacuum would (ANALYZE samples up to 30,000 rows a table: 0.56 s for that database every time).
  * One table per statement, `SKIP_LOCKED` (another instance vacuuming the same table is skipped, not
  * waited for); a failure is logged and the next round tries again. Where the server autovacuums, this
  * does nothing.
@@ -56,20 +60,35 @@ export class DatabaseMaintenance {
     await this.running;
   }
 
-  /** One round: VACUUM (ANALYZE) each of our tables; returns the tables vacuumed. */
-  async runOnce(): Promise<string[]> {
+  /** Row counts (pg_class.reltuples) of the tables as this process last analysed them. */
+  private readonly analysedAt = new Map<string, number>();
+
+  /** One round: VACUUM each of our tables, ANALYZE those whose row count moved; returns what it did. */
+  async runOnce(): Promise<{ vacuumed: string[]; analysed: string[] }> {
     const tables = await this.db.query<{ t: string }>(
       `select tablename as t from pg_tables where schemaname = current_schema() order by 1`,
     );
-    const done: string[] = [];
+    const out = { vacuumed: [] as string[], analysed: [] as string[] };
     for (const { t } of tables) {
+      const name = `"${t.replaceAll('"', '""')}"`;
       try {
-        await this.db.query(`vacuum (analyze, skip_locked) "${t.replaceAll('"', '""')}"`);
-        done.push(t);
+        await this.db.query(`vacuum (skip_locked) ${name}`);
+        out.vacuumed.push(t);
+        // VACUUM has just set reltuples to the live row count.
+        const [{ rows }] = await this.db.query<{ rows: number }>(
+          `select greatest(reltuples, 0)::float8 as rows from pg_class where oid = $1::regclass`,
+          [name],
+        );
+        const last = this.analysedAt.get(t);
+        if (last === undefined || Math.abs(rows - last) > 50 + 0.1 * last) {
+          await this.db.query(`analyze (skip_locked) ${name}`);
+          this.analysedAt.set(t, rows);
+          out.analysed.push(t);
+        }
       } catch (err) {
         this.log.warn({ err, table: t }, 'vacuum failed');
       }
     }
-    return done;
+    return out;
   }
 }
