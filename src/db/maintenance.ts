@@ -23,7 +23,8 @@ import type { Database } from './database.js';
 export class DatabaseMaintenance {
   private timer?: NodeJS.Timeout;
   private running?: Promise<unknown>;
-
+  /** Row counts (pg_class.reltuples) of the tables as this process last analysed them. */
+  private readonly analysedAt = new Map<string, number>();
   private readonly log: Logger;
 
   constructor(
@@ -59,9 +60,6 @@ export class DatabaseMaintenance {
     clearInterval(this.timer);
     await this.running;
   }
-
-  /** Row counts (pg_class.reltuples) of the tables as this process last analysed them. */
-  private readonly analysedAt = new Map<string, number>();
 
   /** One round: VACUUM each of our tables, ANALYZE those whose row count moved; returns what it did. */
   async runOnce(): Promise<{ vacuumed: string[]; analysed: string[] }> {
