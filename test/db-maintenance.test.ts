@@ -79,6 +79,14 @@ describe('database maintenance (VACUUM ANALYZE where nothing autovacuums)', () =
     else expect((await stats()).vacuums).toBe(before); // the server's autovacuum looks after it
   });
 
+  it('stop() during a round ends it after the table it is on', async () => {
+    const m = new DatabaseMaintenance(db, log, 60_000);
+    const round = m.runOnce();
+    await m.stop();
+    const { vacuumed } = await round;
+    expect(vacuumed.length).toBeLessThanOrEqual(1);
+  });
+
   it('does nothing when the interval is 0', async () => {
     const m = new DatabaseMaintenance(db, log, 0);
     const before = (await stats()).vacuums;

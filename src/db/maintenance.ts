@@ -23,6 +23,7 @@ import type { Database } from './database.js';
 export class DatabaseMaintenance {
   private timer?: NodeJS.Timeout;
   private running?: Promise<unknown>;
+  private stopped = false;
   /** Row counts (pg_class.reltuples) of the tables as this process last analysed them. */
   private readonly analysedAt = new Map<string, number>();
   private readonly log: Logger;
@@ -56,7 +57,9 @@ export class DatabaseMaintenance {
     this.timer.unref();
   }
 
+  /** Stops the timer; a round under way ends after the table it is on. */
   async stop(): Promise<void> {
+    this.stopped = true;
     clearInterval(this.timer);
     await this.running;
   }
@@ -68,6 +71,7 @@ export class DatabaseMaintenance {
     );
     const out = { vacuumed: [] as string[], analysed: [] as string[] };
     for (const { t } of tables) {
+      if (this.stopped) break;
       const name = `"${t.replaceAll('"', '""')}"`;
       try {
         await this.db.query(`vacuum (skip_locked) ${name}`);
