@@ -485,7 +485,7 @@ u as (
      set held_raw = a.held_raw + d.held_delta, balance_raw = a.balance_raw + d.balance_delta
     from delta d join lk on lk.id = d.id
    where a.id = d.id
-  returning a.id, a.balance_raw
+  returning a.id, a.balance_raw, a.held_raw
 )${
     h
       ? `,
@@ -531,10 +531,10 @@ ${union(
   from calc left join ok on ok.i = calc.i`,
   s &&
     `select 's' as kind, c.i, null::uuid as id, null::uuid as wallet_id, null::boolean as connected,
-       (select (lk.balance_raw - lk.held_raw + coalesce(d.balance_delta, 0) - coalesce(d.held_delta, 0))::text
-          from lk left join delta d on d.id = lk.id where lk.id = c.account_id) as free,
+       -- The account as updated by u (every settlement's account is in it: its hold is released).
+       (u.balance_raw - u.held_raw)::text as free,
        null::text as cap, null::text as hold, true as held, false as retry, null::text as limit_hit,
-       null::bigint as rate_position from c`,
+       null::bigint as rate_position from c left join u on u.id = c.account_id`,
 )}`;
 }
 
