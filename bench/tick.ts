@@ -130,10 +130,10 @@ async function round(pairs: number): Promise<{ ns: number; statements: number; w
     const holds = Array.from({ length: BATCH }, () => hold(users[next++ % users.length]));
     const placed = await ledgerTick(db, holds, []);
     statements++;
-    const settle = holds.flatMap((h, i) => {
+    const settle = holds.map((h, i) => {
       const r = placed.holds[i];
       if (!r?.held) throw new Error(`hold not placed: ${JSON.stringify(r)}`);
-      return [settlement(h, r.walletUserId)];
+      return settlement(h, r.walletUserId);
     });
     const settled = await ledgerTick(db, [], settle);
     if (!settled.settlements.every(Boolean)) throw new Error('settlement refused');

@@ -32,7 +32,7 @@ export interface Services {
   db: Database;
   log: Logger;
   metrics: Metrics;
-  /** VACUUM (ANALYZE) where the database has no autovacuum (PGlite, or autovacuum = off). */
+  /** VACUUM and ANALYZE where the database has no autovacuum (PGlite, or autovacuum = off). */
   maintenance: DatabaseMaintenance;
   owners: OwnerService;
   paywalls: PaywallService;

@@ -2,7 +2,7 @@ import type { Logger } from '../shared/logger.js';
 import type { Database } from './database.js';
 
 /**
- * VACUUM (ANALYZE) of our tables when nothing else does it: embedded PGlite runs no autovacuum, and a
+ * VACUUM (and ANALYZE where needed) of our tables when nothing else does it: embedded PGlite runs no autovacuum, and a
  * PostgreSQL server may have it switched off (`autovacuum = off`; this machine's has).
  *
  * Why: every settlement leaves a dead `charge` row version (half the table's rows after a bench run),
