@@ -857,7 +857,21 @@ interface Goal {
   measured: (row: Row) => number;
   unit: string;
   ok: (v: number) => boolean;
+  /** A throughput goal: at least this ratio of the bare pass-through's req/s. */
+  minRatio?: number;
+  /** A latency goal: at most this many ms added to the bare pass-through's p50. */
+  maxAddedMs?: number;
 }
+
+/** A throughput goal: at least `r` times the bare pass-through's req/s. */
+const atLeastOfBare = (r: number) => ({ measured: ratio, unit: 'x', ok: (v: number) => v >= r, minRatio: r });
+/** A latency goal: at most `ms` added to the bare pass-through's p50. */
+const addedAtMost = (ms: number) => ({
+  measured: addedP50,
+  unit: ' ms',
+  ok: (v: number) => v <= ms,
+  maxAddedMs: ms,
+});
 
 /** Issue 11's goals; the Responses API must meet the same ones. */
 function goalsOf(): Goal[] {
@@ -871,25 +885,19 @@ function goalsOf(): Goal[] {
         text: `${tag} non-streaming c=100 ≥ 0.5x bare`,
         scenario: json,
         c: 100,
-        measured: ratio,
-        unit: 'x',
-        ok: (v) => v >= 0.5,
+        ...atLeastOfBare(0.5),
       },
       {
         text: `${tag} non-streaming c=10 ≥ 0.35x bare`,
         scenario: json,
         c: 10,
-        measured: ratio,
-        unit: 'x',
-        ok: (v) => v >= 0.35,
+        ...atLeastOfBare(0.35),
       },
       {
         text: `${tag} non-streaming c=10 added p50 ≤ 2 ms`,
         scenario: json,
         c: 10,
-        measured: addedP50,
-        unit: ' ms',
-        ok: (v) => v <= 2,
+        ...addedAtMost(2),
       },
       {
         text: `${tag} non-streaming c=10 p99 ≤ 10 ms`,
@@ -911,17 +919,13 @@ function goalsOf(): Goal[] {
         text: `${tag} streaming c=100 ≥ 0.6x bare`,
         scenario: sse,
         c: 100,
-        measured: ratio,
-        unit: 'x',
-        ok: (v) => v >= 0.6,
+        ...atLeastOfBare(0.6),
       },
       {
         text: `${tag} c=1 added p50 ≤ 1 ms`,
         scenario: json,
         c: 1,
-        measured: addedP50,
-        unit: ' ms',
-        ok: (v) => v <= 1,
+        ...addedAtMost(1),
       },
     );
   }
@@ -936,16 +940,52 @@ function goalsOf(): Goal[] {
   return out;
 }
 
+/** The service row a goal reads. */
+const goalRow = (rows: Row[], g: Goal, serviceName: string) =>
+  rows.find((r) => r.target.name === serviceName && r.scenario === SCENARIO[g.scenario] && r.c === g.c);
+
 function goalLines(rows: Row[], serviceName: string): string[] {
   return goalsOf().map((g) => {
-    const row = rows.find(
-      (r) => r.target.name === serviceName && r.scenario === SCENARIO[g.scenario] && r.c === g.c,
-    );
+    const row = goalRow(rows, g, serviceName);
     if (!row) return `- [n/a] ${g.text}: not run`;
     const v = g.measured(row);
     const shown = g.unit === 'x' ? `${fmt(v, 2)}x` : `${fmt(v, g.unit === ' req/s' ? 0 : 2)}${g.unit}`;
     return `- [${Number.isFinite(v) && g.ok(v) ? 'PASS' : 'FAIL'}] ${g.text}: ${shown}`;
   });
+}
+
+/** Server-core CPU per request of a row: the proxy (bare or service), PostgreSQL and the upstream, all on that core. */
+const coreCpu = (row: Row) => row.cpu.proxy + (row.cpu.postgres ?? 0) + row.cpu.upstream;
+
+/**
+ * How far each goal is, in CPU of the server core (issue 11 asks for the measured distance). With upstream,
+ * proxy and PostgreSQL pinned to one core, a throughput ratio R is reached only when the service's request
+ * costs that core at most 1/R times what the bare pass-through's does. At c=1 nothing overlaps, so what the
+ * service and PostgreSQL add in CPU is a floor of what they add in latency.
+ */
+function distanceLines(rows: Row[], serviceName: string): string[] {
+  const out: string[] = [];
+  const split = (row: Row) =>
+    `service ${fmt(row.cpu.proxy, 3)}, PostgreSQL ${fmt(row.cpu.postgres, 3)}, upstream ${fmt(row.cpu.upstream, 3)}`;
+  for (const g of goalsOf()) {
+    const row = goalRow(rows, g, serviceName);
+    if (!row?.bare) continue;
+    if (g.minRatio) {
+      const budget = coreCpu(row.bare) / g.minRatio;
+      out.push(
+        `- ${g.text}: needs ≤ ${fmt(budget, 3)} ms of server-core CPU per request (bare: ${fmt(coreCpu(row.bare), 3)}); ` +
+          `measured ${fmt(coreCpu(row), 3)} (${split(row)}), ${fmt(coreCpu(row) / budget, 1)}x the budget`,
+      );
+    } else if (g.maxAddedMs !== undefined && g.c === 1) {
+      // Only one request at a time: its parts run one after another, so added CPU is added latency.
+      out.push(
+        `- ${g.text}: the service, PostgreSQL and the upstream add ${fmt(coreCpu(row) - coreCpu(row.bare), 3)} ms of CPU per ` +
+          `request in sequence (${split(row)}; bare: proxy ${fmt(row.bare.cpu.proxy, 3)}, upstream ${fmt(row.bare.cpu.upstream, 3)})` +
+          ` against ${g.maxAddedMs} ms allowed`,
+      );
+    }
+  }
+  return out;
 }
 
 /** Rows where the load driver's own core was (nearly) full: they may measure the driver, not the target. */
@@ -1114,6 +1154,10 @@ async function driver(): Promise<number> {
     console.log(ledger.join('\n'));
     const goals = goalLines(rows, 'service');
     console.log(`\ngoals (issue 11):\n${goals.join('\n')}`);
+    // The budget arithmetic holds only with upstream, proxy and PostgreSQL sharing one pinned core.
+    const distance = pin.enabled ? distanceLines(rows, 'service') : [];
+    if (distance.length)
+      console.log(`\ndistance to the goals (server-core CPU per request, ms):\n${distance.join('\n')}`);
     const bound = driverBound(rows);
     if (bound.length) console.log(`\n${bound.join('\n')}`);
 
@@ -1132,6 +1176,18 @@ async function driver(): Promise<number> {
         '',
         ...goals,
         '',
+        ...(distance.length
+          ? [
+              '## Distance to the goals',
+              '',
+              'Server-core CPU per request (ms), from the rows below: upstream, proxy and PostgreSQL share that core, so a',
+              'throughput goal of R x bare needs the request to cost it at most 1/R of the bare one. What is left and why:',
+              '`docs/performance.md` (profiles; `bench/ablate.ts` measures the ledger statement without each of its parts).',
+              '',
+              ...distance,
+              '',
+            ]
+          : []),
         '## Results',
         '',
         tableText,
