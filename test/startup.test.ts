@@ -69,14 +69,18 @@ interface Running {
 
 const running = new Set<ChildProcess>();
 
-async function startService(env: Record<string, string>): Promise<Running> {
+/**
+ * `viaNpm`: as a user types it, `npm start` (its prestart build skipped with --ignore-scripts: `npm test`
+ * built dist/ already, and other test files read it), so that signals go through npm and its shell.
+ */
+async function startService(env: Record<string, string>, viaNpm = false): Promise<Running> {
   if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run \`npm run build\` (npm test does it)`);
   const childEnv: Record<string, string | undefined> = { ...process.env };
   for (const k of CONFIG_VARS) delete childEnv[k];
   const port = await freePort();
   Object.assign(childEnv, { PORT: String(port) }, env);
   const started = Date.now();
-  const proc = spawn(process.execPath, [MAIN], {
+  const proc = spawn(viaNpm ? 'npm' : process.execPath, viaNpm ? ['start', '--ignore-scripts'] : [MAIN], {
     cwd: ROOT,
     env: childEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -261,6 +265,52 @@ describe('npm start on a fresh clone (CONTRACT §1)', () => {
       rmSync(dataDir, { recursive: true, force: true });
     }
   }, 120_000);
+
+  it('a SIGTERM to `npm start` reaches the service: it shuts down gracefully and frees its port', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'pp-startup-npm-'));
+    try {
+      const s = await startService({ DATA_DIR: dataDir }, true);
+      // npm forwards SIGTERM to its script's shell; only a shell that exec'ed the service passes it on.
+      expect(await stopService(s)).toMatchObject({ code: 0 });
+      expect(s.stdout()).toMatch(/"msg":"stopped"/);
+      const stillThere = await fetch(`${s.url}/healthz`).then(
+        () => true,
+        () => false,
+      );
+      expect(stillThere).toBe(false);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('a SIGTERM to `npm run worker` reaches the webhook worker: it stops gracefully', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'pp-startup-worker-'));
+    const env: Record<string, string | undefined> = { ...process.env };
+    for (const k of CONFIG_VARS) delete env[k];
+    const proc = spawn('npm', ['run', 'worker', '--ignore-scripts'], {
+      cwd: ROOT,
+      env: { ...env, DATA_DIR: dataDir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    running.add(proc);
+    let out = '';
+    proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
+    proc.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
+    const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+    try {
+      const started = Date.now();
+      while (!out.includes('webhook worker started')) {
+        if (Date.now() - started > HEALTHY_WITHIN_MS) throw new Error(`the worker did not start:\n${out}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      proc.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      expect(out).toMatch(/"msg":"webhook worker stopped"/);
+    } finally {
+      running.delete(proc);
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
 
   if (process.env.DATABASE_URL) {
     it('real PostgreSQL through DATABASE_URL: same behaviour on a fresh database', async () => {
