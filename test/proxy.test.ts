@@ -15,7 +15,7 @@ import {
   PROVIDER_KEY,
   type ProxyPaywall,
 } from './helpers/proxy-setup.js';
-import { chatCost } from '../src/shared/money.js';
+import { chatCost, formatUsdc } from '../src/shared/money.js';
 
 let t: TestApp;
 let fake: FakeUpstream;
@@ -248,6 +248,42 @@ describe('holds and caps', () => {
     expect(r.body.max_completion_tokens).toBe(50);
     expect(r.body.max_tokens).toBeUndefined();
     expect((await money(t, pw, 'gina')).balance).toBe(1_000_000n - 1086n);
+    await expectLedgerProven(t.db);
+  });
+
+  it('answers the top-up message when the balance affords fewer than 16 completion tokens, even for a smaller client cap', async () => {
+    // CONTRACT §5.3: "When the free balance cannot afford even 16 completion tokens, the reply is the top-up
+    // message" — whatever the client's cap. The prompt estimate of these messages, from a funded request:
+    await deposit(t, pw, 'cap-probe', '1');
+    await client(t, pw, 'cap-probe').chat.completions.create({ model: MODEL, messages: hi, max_tokens: 5 });
+    const estimate = (await chargesOf(t, pw, 'cap-probe'))[0].metadata.promptEstimate as number;
+    fake.reset();
+
+    // 15 tokens affordable: refused although the client asked for 5.
+    await deposit(t, pw, 'cap-15', formatUsdc(chatCost(PRICE, MARKUP, estimate, 15)));
+    const refused = await client(t, pw, 'cap-15').chat.completions.create({
+      model: MODEL,
+      messages: hi,
+      max_tokens: 5,
+    });
+    expect((refused as any).paywall.reason).toBe('insufficient_balance');
+    expect(refused.choices[0].message.content).toContain('/topup/');
+    expect(fake.chatRequests).toHaveLength(0);
+    expect(await chargesOf(t, pw, 'cap-15')).toEqual([]);
+
+    // Exactly 16 affordable: forwarded with the client's 5, held for 5.
+    await deposit(t, pw, 'cap-16', formatUsdc(chatCost(PRICE, MARKUP, estimate, 16)));
+    fake.behavior = { usage: { prompt_tokens: estimate, completion_tokens: 5 } };
+    const served = await client(t, pw, 'cap-16').chat.completions.create({
+      model: MODEL,
+      messages: hi,
+      max_tokens: 5,
+    });
+    expect((served as any).paywall).toBeUndefined();
+    expect(fake.chatRequests[0].body.max_tokens).toBe(5);
+    const [charge] = await chargesOf(t, pw, 'cap-16');
+    expect(BigInt(charge.hold)).toBe(chatCost(PRICE, MARKUP, estimate, 5));
+    expect(BigInt(charge.amount)).toBe(chatCost(PRICE, MARKUP, estimate, 5));
     await expectLedgerProven(t.db);
   });
 

@@ -40,7 +40,10 @@ export interface ReserveInput {
   perTokenScaled: bigint;
   /** The completion cap before the balance is considered: min(client max, model max). */
   maxCap: number;
-  /** Below this affordable cap the request is refused (16 tokens, or less when the client asked for less). */
+  /**
+   * When the free balance cannot afford this many completion tokens the request is refused (16; CONTRACT §5.3),
+   * also when the client asked for fewer.
+   */
   minCap: number;
   model: string;
   stream: boolean;
@@ -75,7 +78,7 @@ export interface ReserveResult {
   connected: boolean;
   /** Free balance seen under the row lock (before this hold). */
   freeRaw: bigint;
-  /** Completion cap per choice the balance affords (≤ maxCap; < minCap when refused). */
+  /** Completion cap per choice the balance affords (≤ maxCap; refused when the balance cannot afford minCap tokens). */
   cap: number;
   holdRaw: bigint;
   /** True when the hold was placed (charge row inserted, held_raw raised). */
@@ -417,22 +420,23 @@ calc as (
          ${r ? 'coalesce(rate.over, false)' : 'false'} as rate_over,
          case when lim.shared then lim.wallet_user_id else lim.user_id end as wallet_id,
          lim.connected, lim.retry,
-         lim.free, k.cap, lim.min_cap,
+         lim.free, k.cap, k.affords_min,
          ceil((lim.fixed + k.cap * lim.per_token) / ${SCALE_PER_RAW})::bigint as hold,
          -- A spend limit that leaves less than the smallest request is a limit, not a short balance.
-         coalesce(lim.over, case when k.cap < lim.min_cap and lim.spend_limit is not null
+         coalesce(lim.over, case when not k.affords_min and lim.spend_limit is not null
                                   and lim.spend_limit - lim.used_spend < lim.acct_free then 'dailySpendLimit' end) as limit_hit
     from lim ${r ? 'left join rate on rate.i = lim.i' : ''},
     lateral (
       select case when lim.per_token = 0 then case when lim.fixed <= lim.free::numeric * ${SCALE_PER_RAW} then lim.max_cap else -1 end
              else greatest(-1, least(lim.max_cap::numeric,
                     floor((lim.free::numeric * ${SCALE_PER_RAW} - lim.fixed) / lim.per_token)))::bigint
-             end as cap
+             end as cap,
+           lim.fixed + lim.min_cap * lim.per_token <= lim.free::numeric * ${SCALE_PER_RAW} as affords_min
     ) k
 ),
 ok as (
   select * from calc
-   where connected and not retry and not rate_over and limit_hit is null and cap >= min_cap and hold <= free
+   where connected and not retry and not rate_over and limit_hit is null and affords_min and hold <= free
 ),
 -- Per end user: its holds of this statement (all on one day: see lim) count once each; its settlements
 -- give back what their holds reserved beyond what they captured, on the day they were counted.

@@ -292,7 +292,6 @@ export class ProxyService {
     const promptEstimate = req.promptEstimate;
     const modelMax = price.maxCompletionTokens ?? DEFAULT_MAX_COMPLETION_TOKENS;
     const maxCap = Math.min(req.clientMaxTokens ?? modelMax, modelMax);
-    const minCap = Math.min(MIN_COMPLETION_TOKENS, maxCap);
     const chargeId = randomUUID();
     const trigger: EventTrigger = call.trigger ?? {
       source: 'proxy',
@@ -326,7 +325,7 @@ export class ProxyService {
       fixedScaled: price.requestPico * PPM + markup * BigInt(promptEstimate) * price.promptPico,
       perTokenScaled: markup * price.completionPico * BigInt(req.n),
       maxCap,
-      minCap,
+      minCap: MIN_COMPLETION_TOKENS,
       model: req.model,
       stream: req.stream,
       metadata: { promptEstimate, choices: req.n },
@@ -367,7 +366,10 @@ export class ProxyService {
           ? 'rate_limited'
           : 'insufficient_balance';
       const needed =
-        (holdInput.fixedScaled + BigInt(minCap) * holdInput.perTokenScaled + SCALE_PER_RAW - 1n) /
+        (holdInput.fixedScaled +
+          BigInt(MIN_COMPLETION_TOKENS) * holdInput.perTokenScaled +
+          SCALE_PER_RAW -
+          1n) /
         SCALE_PER_RAW;
       return this.blocked(fmt, call, req, hold, reason, chargeId, trigger, needed, now, price, sink);
     }
