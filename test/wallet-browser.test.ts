@@ -5,6 +5,7 @@ import { launchBrowser, screenshot } from './helpers/browser.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { client, createProxyPaywall, MODEL, type ProxyPaywall } from './helpers/proxy-setup.js';
 import { parseDecimal } from '../src/shared/money.js';
+import { usdcText } from '../src/pages/components.js';
 
 let t: TestApp;
 let smtp: SmtpCatcher;
@@ -20,7 +21,8 @@ const EMAIL = 'zoe@example.com';
 beforeAll(async () => {
   smtp = await startSmtpCatcher();
   fake = await FakeUpstream.start();
-  t = await startTestApp({ SMTP_URL: smtp.url, WALLET_TEST_FUNDS: 'true' });
+  // A platform fee: every charge leaves the wallet in two transfers (earnings and fee), shown as one row.
+  t = await startTestApp({ SMTP_URL: smtp.url, WALLET_TEST_FUNDS: 'true', PLATFORM_FEE_BPS: '250' });
   pw = await createProxyPaywall(t, fake, { mode: 'SHARED' });
   await t.gql(t.ownerToken, `mutation($i: UpdatePaywallInput!) { updatePaywall(input: $i) { id } }`, {
     i: {
@@ -102,16 +104,43 @@ describe('the hosted wallet in Chromium', () => {
     expect(await balanceRaw()).toBe(before - cost);
     expect(fake.requests.length).toBe(1);
 
+    const manual = await t.rest('POST', '/v1/user/charge', {
+      token: pw.apiKey,
+      body: { user: USER, amount: '0.3', metadata: { description: 'Chapter export' } },
+    });
+    expect(manual.body).toMatchObject({ success: true });
+
     await page.reload();
-    const activity = await page.locator('table').innerText();
-    expect(activity).toContain(MODEL);
-    expect(activity).toContain('Inkwell Writer');
-    expect(activity).toContain('Test funds');
+    // One row per movement, with what the user paid: not the paywall's and the platform's shares.
+    const rows = (await page.locator('table tbody tr').allInnerTexts()).map((r) =>
+      r.split('\t').map((c) => c.trim()),
+    );
+    expect(rows.map((r) => r.slice(1))).toEqual([
+      ['Inkwell Writer', 'Chapter export', '−0.30 USDC'],
+      ['Inkwell Writer', MODEL, usdcText(-cost)],
+      ['—', 'Test funds', '+25.00 USDC'],
+    ]);
+    expect(await page.getByTestId('balance').innerText()).toBe(usdcText(25_000_000n - cost - 300_000n));
     await screenshot(page, 'wallet');
+
+    // On a phone the amounts stay on screen (no column scrolled out of view).
+    await page.setViewportSize({ width: 390, height: 800 });
+    await page.reload();
+    for (const cell of await page.locator('table tbody td.num').all()) {
+      const box = (await cell.boundingBox())!;
+      expect(box.x).toBeGreaterThanOrEqual(0);
+      expect(box.x + box.width).toBeLessThanOrEqual(390);
+    }
+    await screenshot(page, 'wallet-phone');
+    await page.setViewportSize({ width: 1024, height: 800 });
+    await page.reload();
   });
 
   it('Disconnect revokes: the API hands out a connect link again', async () => {
-    await page.getByRole('button', { name: 'Disconnect' }).click();
+    // Named exactly "Disconnect" (CONTRACT §8); the app's name is its description.
+    const disconnect = page.getByRole('button', { name: 'Disconnect', exact: true });
+    expect(await disconnect.getAttribute('aria-describedby')).toBeTruthy();
+    await disconnect.click();
     await page.getByText('The app was disconnected').waitFor();
     expect(await page.locator('main').innerText()).toContain('No apps are connected');
     const after = await connectStatus();

@@ -73,6 +73,16 @@ th{font-weight:600;color:var(--muted);border-top:none;font-size:.85rem;text-tran
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .in-amt{color:var(--ok-text)}
 .table-wrap{overflow-x:auto}
+@media (max-width:600px){
+table.activity thead{display:none}
+table.activity tr{display:grid;grid-template-columns:1fr auto;grid-template-areas:"item amt" "app date";column-gap:.75rem;border-top:1px solid #eef0f3;padding:.5rem 0}
+table.activity tr:first-child{border-top:none}
+table.activity td{border:none;padding:.1rem 0}
+table.activity td.item{grid-area:item;overflow-wrap:anywhere}
+table.activity td.num{grid-area:amt}
+table.activity td.app{grid-area:app;color:var(--muted);font-size:.85rem}
+table.activity td.date{grid-area:date;color:var(--muted);font-size:.85rem;text-align:right}
+}
 footer.foot.narrow{max-width:30rem}
 footer.foot{max-width:46rem;margin:0 auto;padding:0 1.25rem 2rem;color:var(--muted);font-size:.85rem}
 `;

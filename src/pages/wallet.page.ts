@@ -42,13 +42,14 @@ export function WalletPage(props: {
                 (a) =>
                   html`<li key=${a.connectionId}>
                     <div>
-                      <span class="app-name">${a.paywallName}</span><br /><span class="muted"
+                      <span class="app-name" id=${`app-${a.connectionId}`}>${a.paywallName}</span><br /><span
+                        class="muted"
                         >Connected since ${dayText(a.connectedAt)}</span
                       >
                     </div>
                     <form method="post" action=${`/wallet/connections/${a.connectionId}/disconnect`}>
                       <${CsrfField} page=${props.page} />
-                      <button type="submit" class="danger" aria-label=${`Disconnect ${a.paywallName}`}>
+                      <button type="submit" class="danger" aria-describedby=${`app-${a.connectionId}`}>
                         Disconnect
                       </button>
                     </form>
@@ -62,7 +63,7 @@ export function WalletPage(props: {
         w.activity.length === 0
           ? html`<p class="muted">No activity yet.</p>`
           : html`<div class="table-wrap">
-              <table>
+              <table class="activity">
                 <thead>
                   <tr>
                     <th scope="col">Date</th>
@@ -75,9 +76,9 @@ export function WalletPage(props: {
                   ${w.activity.map(
                     (a) =>
                       html`<tr key=${a.id}>
-                        <td>${dateText(a.createdAt)}</td>
-                        <td>${a.app ?? '—'}</td>
-                        <td>${a.description}</td>
+                        <td class="date">${dateText(a.createdAt)}</td>
+                        <td class="app">${a.app ?? '—'}</td>
+                        <td class="item">${a.description}</td>
                         <td class=${a.amountRaw > 0n ? 'num in-amt' : 'num'}>
                           ${a.amountRaw > 0n ? '+' : ''}${usdcText(a.amountRaw)}
                         </td>

@@ -38,8 +38,13 @@ export interface WalletOverview {
   activity: ActivityRow[];
 }
 
+/** The legs of one charge (transfer kinds): shown as one activity row of the charge's amount. */
+const CHARGE_LEG_KINDS = ['usage', 'charge', 'fee', 'provider_cost'].map((k) => `'${k}'`).join(', ');
+
+/** Labels by charge kind (`manual`, `usage`), else by transfer kind. */
 const KIND_LABELS: Record<string, string> = {
   deposit: 'Deposit',
+  manual: 'Charge',
   charge: 'Charge',
   usage: 'Usage',
   refund: 'Refund',
@@ -60,15 +65,30 @@ export class WalletService {
         where c.wallet_user_id = $1 and c.revoked_at is null order by c.created_at desc`,
       [walletUser.id],
     );
+    // One row per charge: a charge leaves the wallet as up to three transfers (the paywall's earnings, the
+    // platform fee, the built-in provider's cost), but the user paid one amount, the charge's. The window
+    // holds at least ACTIVITY_ROWS charges (three legs at most each); the amount comes from the charge row,
+    // so a charge whose older legs fall outside the window still shows in full.
     const activity = await this.s.db.query(
-      `select t.id, t.created_at, t.kind, t.amount_raw::text as amount_raw, t.credit_account_id = $1 as incoming,
-              p.name as app, ch.model, coalesce(t.metadata->>'description', ch.metadata->>'description') as description,
-              t.metadata->>'source' as source
-         from transfer t
-         left join paywall p on p.id = t.paywall_id
-         left join charge ch on ch.id = t.charge_id
-        where t.debit_account_id = $1 or t.credit_account_id = $1
-        order by t.seq desc limit $2`,
+      `with w as (
+         select t.seq, t.id, t.created_at, t.kind, t.amount_raw, t.credit_account_id, t.paywall_id, t.charge_id,
+                t.metadata, case when t.charge_id is not null and t.kind in (${CHARGE_LEG_KINDS})
+                                 then t.charge_id else t.id end as entry
+           from transfer t
+          where t.debit_account_id = $1 or t.credit_account_id = $1
+          order by t.seq desc limit $2::int * 3
+       ), g as (
+         select distinct on (entry) * from w order by entry, seq desc
+       )
+       select g.entry as id, g.created_at, g.kind, ch.kind as charge_kind,
+              (case when g.entry = g.charge_id then ch.amount_raw else g.amount_raw end)::text as amount_raw,
+              g.credit_account_id = $1 as incoming, p.name as app, ch.model,
+              coalesce(g.metadata->>'description', ch.metadata->>'description') as description,
+              g.metadata->>'source' as source
+         from g
+         left join paywall p on p.id = g.paywall_id
+         left join charge ch on ch.id = g.charge_id
+        order by g.seq desc limit $2`,
       [walletUser.accountId, ACTIVITY_ROWS],
     );
     const balance = BigInt(acct?.balance_raw ?? 0);
@@ -94,7 +114,7 @@ export class WalletService {
             ? 'Test funds'
             : r.source === 'stripe'
               ? 'Card top-up'
-              : (KIND_LABELS[r.kind] ?? String(r.kind).replace(/_/g, ' '))),
+              : (KIND_LABELS[r.charge_kind ?? r.kind] ?? String(r.kind).replace(/_/g, ' '))),
         amountRaw: r.incoming ? BigInt(r.amount_raw) : -BigInt(r.amount_raw),
       })),
     };
