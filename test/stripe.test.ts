@@ -205,6 +205,37 @@ describe('Stripe top-ups (CONTRACT §9)', () => {
     await expectLedgerProven(t.db);
   });
 
+  it('a signed event that names nothing creditable answers 200 (Stripe stops retrying) and credits nothing', async () => {
+    const pw = await connected();
+    const send = async (session: any) => {
+      const p = checkoutEvent('checkout.session.completed', session, 'paid');
+      return (await post(pw.id, p, signStripe(p, pw.endpoint.secret))).status;
+    };
+    const metadata = (user: string) => ({ paywallId: pw.id, user });
+    // No session id: "once per Checkout Session" has nothing to hold on to.
+    expect(
+      await send({ id: undefined, amount_total: 100, currency: 'usd', metadata: metadata('nina') }),
+    ).toBe(200);
+    expect(await send({ id: '', amount_total: 100, currency: 'usd', metadata: metadata('nina') })).toBe(200);
+    // A user id the API would refuse (a control character).
+    expect(
+      await send({ id: 'cs_test_nul', amount_total: 100, currency: 'usd', metadata: metadata('ni\u0000na') }),
+    ).toBe(200);
+    // Not USD: the hosted page sells USD only, and no rate is known for anything else.
+    const { session } = await checkout(pw.id, 'nina', '5');
+    expect(await send({ ...session, currency: 'eur' })).toBe(200);
+    expect(
+      await send({ id: 'cs_test_jpy', amount_total: 500, currency: 'jpy', metadata: metadata('nina') }),
+    ).toBe(200);
+
+    expect(await t.db.query(`select 1 from transfer where paywall_id = $1`, [pw.id])).toEqual([]);
+    expect(await eventsOf(pw.id, 'paywall.balance.deposit.created')).toHaveLength(0);
+    // The same session in USD is still credited once.
+    expect(await send(session)).toBe(200);
+    expect((await userAccount(t.db, pw.id, 'nina'))!.balance).toBe('5000000');
+    await expectLedgerProven(t.db);
+  });
+
   it('an unpaid session credits only on async_payment_succeeded; async_payment_failed marks it failed', async () => {
     const pw = await connected();
     const { session } = await checkout(pw.id, 'dave', '20');

@@ -98,6 +98,15 @@ export const isConnected = (paywall: PaywallInfo, u: { walletUserId: string | nu
 export const walletUserIdOf = (paywall: PaywallInfo, u: { id: string; walletUserId: string | null }) =>
   paywall.mode === 'DEFAULT' ? u.id : u.walletUserId;
 
+/** The identifier when {@link checkExternalId} accepts it, else null (for input that is not a request's). */
+export function validExternalId(externalId: unknown): string | null {
+  try {
+    return checkExternalId(externalId);
+  } catch {
+    return null;
+  }
+}
+
 /** Validates an end-user identifier given to a service (REST already checked it in `userOf`). */
 export function checkExternalId(externalId: unknown): string {
   if (typeof externalId !== 'string' || externalId.trim() === '')

@@ -109,7 +109,9 @@ export function createStripeGateway(apiBase: string | undefined): StripeGateway 
     },
     verifyEvent(rawBody, signature, endpointSecret) {
       const event = verifier.webhooks.constructEvent(rawBody, signature, endpointSecret);
-      const obj = event.type.startsWith('checkout.session.') ? (event.data.object as any) : null;
+      const data = event.type.startsWith('checkout.session.') ? (event.data?.object as any) : null;
+      // A signed event whose session has no id cannot be credited once per session: it is not a session.
+      const obj = data && typeof data.id === 'string' && data.id !== '' ? data : null;
       return {
         id: event.id,
         type: event.type,

@@ -14,7 +14,7 @@ import {
 import { buildEvent } from '../../events/event-payloads.js';
 import { WORLD_ACCOUNT_ID } from '../../ledger/accounts.js';
 import type { Auth, PaywallInfo } from '../../paywalls/paywall-info.js';
-import { checkExternalId, triggerOf, walletUserIdOf } from '../../users/user.service.js';
+import { checkExternalId, triggerOf, validExternalId, walletUserIdOf } from '../../users/user.service.js';
 import { createStripeGateway, type StripeGateway, type VerifiedStripeEvent } from './stripe-gateway.js';
 
 const INTEGRATION_KEY = 'stripe';
@@ -552,19 +552,15 @@ export class StripeService {
       endUserId = mine.end_user_id;
     } else {
       const amount = session.amountTotal;
-      if (session.metadata.paywallId !== paywall.id || !session.metadata.user || !amount || amount <= 0) {
+      const externalId = validExternalId(session.metadata.user);
+      if (session.metadata.paywallId !== paywall.id || !externalId || !amount || amount <= 0) {
         this.s.log.warn(
           { paywallId: paywall.id, sessionId: session.id },
           'Stripe session names no end user of this paywall; ignored',
         );
         return null;
       }
-      const user = await this.s.users.ensureUser(
-        tx,
-        paywall,
-        checkExternalId(session.metadata.user),
-        STRIPE_TRIGGER,
-      );
+      const user = await this.s.users.ensureUser(tx, paywall, externalId, STRIPE_TRIGGER);
       await tx.query(
         `insert into stripe_checkout (session_id, paywall_id, end_user_id, status, amount_cents)
          values ($1, $2, $3, 'open', $4) on conflict (session_id) do nothing`,
@@ -678,6 +674,14 @@ export class StripeService {
   private async credit(tx: Sql, session: StripeSession, target: CreditTarget): Promise<void> {
     const cents = session.amountTotal;
     if (!cents || cents <= 0) return;
+    // The hosted pages only sell USD (1 cent = 10,000 raw units); any other currency has no rate here.
+    if (session.currency !== 'usd') {
+      this.s.log.warn(
+        { sessionId: session.id, currency: session.currency },
+        'Stripe session is not in USD; not credited',
+      );
+      return;
+    }
     const amountRaw = BigInt(cents) * RAW_PER_CENT;
     const transferId = randomUUID();
     const events = target.events(amountRaw, transferId);
