@@ -1,4 +1,5 @@
 import type { Response } from 'express';
+import type { Duplex } from 'node:stream';
 import { DomainError, UNAVAILABLE_RETRY_AFTER_SECONDS, type ErrorCode } from '../src/shared/errors.js';
 import { RateLimitError, rateHeaders } from '../src/modules/limits/rate-limit.js';
 
@@ -70,4 +71,28 @@ export function errorBody(e: DomainError): {
 export function sendError(res: Response, e: DomainError): void {
   const { status, body, headers } = errorBody(e);
   res.set(headers).status(status).json(body);
+}
+
+/**
+ * Node's HTTP parser refuses some requests before any route runs (headers over 16 KiB, malformed HTTP, a
+ * request not sent in time) and by default answers them with an empty body. The same status, with the
+ * OpenAI error body every other non-2xx REST answer has (CONTRACT §4); the connection is closed after it.
+ */
+export function answerParserError(err: Error & { code?: string }, socket: Duplex): void {
+  const pending = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (err.code === 'ECONNRESET' || !socket.writable || pending?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  const [status, reason, code, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'Request Header Fields Too Large', 'headers_too_large', 'The request headers exceed 16 KiB.']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'Request Timeout', 'request_timeout', 'The request was not received in time.']
+        : [400, 'Bad Request', 'invalid_http', 'The request is not valid HTTP/1.1.'];
+  const body = JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code } });
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `Connection: close\r\n\r\n${body}`,
+  );
 }

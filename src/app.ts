@@ -31,7 +31,7 @@ import { isDatabaseUnavailable } from './db/db-errors.js';
 import { safeEqual, sha256Hex } from './shared/ids.js';
 import { createRestRouter } from '../rest-compat/router.js';
 import { meteredFastPath } from '../rest-compat/metered-fast-path.js';
-import { sendError } from '../rest-compat/errors.js';
+import { answerParserError, sendError } from '../rest-compat/errors.js';
 import { createPagesRouter } from './pages/pages.router.js';
 import { createDashboardRouter } from './pages/dashboard.router.js';
 import { createStripeWebhookRouter } from './modules/payments/stripe/stripe.router.js';
@@ -67,6 +67,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
   const schema = await getSchema();
   const app = express();
   const server = createServer(app);
+  server.on('clientError', answerParserError);
   // The metered routes first, on plain node:http (rest-compat/metered-fast-path.ts); the rest is Express.
   const metered = meteredFastPath(services, log, metrics);
   // Express's own entry point (`app(req, res)` calls `app.handle`): the server's listener stays the app.

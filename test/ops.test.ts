@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
 /** Collects the service's JSON log lines (pino writes one line per call). */
@@ -170,6 +171,28 @@ describe('REST error conventions (CONTRACT §4)', () => {
     });
     expect(limit.status).not.toBe(413);
     expect(limit.body.error.code).not.toBe('request_too_large');
+  });
+
+  it("what Node's HTTP parser refuses has the OpenAI error body too: 431 for headers over 16 KiB, 400 for bad HTTP", async () => {
+    const big = await fetch(`${t.url}/v1/user/balance?user=${'a'.repeat(20_000)}`, {
+      headers: { authorization: `Bearer ${paywall.apiKey}` },
+    });
+    expect(big.status).toBe(431);
+    expect(big.headers.get('content-type')).toBe('application/json');
+    expect(await big.json()).toEqual(openAiError('invalid_request_error', 'headers_too_large'));
+
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(new URL(t.url).port), '127.0.0.1', () =>
+        socket.write('NOT HTTP\r\n\r\n'),
+      );
+      let got = '';
+      socket.setEncoding('utf8').on('data', (d: string) => (got += d));
+      socket.on('end', () => resolve(got)).on('error', reject);
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toEqual(
+      openAiError('invalid_request_error', 'invalid_http'),
+    );
   });
 
   it('never answers with a stack trace', async () => {
