@@ -71,6 +71,7 @@ export function userFrom(
   if (bodyUser !== undefined && bodyUser !== null && typeof bodyUser !== 'string')
     throw new DomainError('invalid_request', 'user must be a string', 'user');
   const given = header ?? (bodyUser as string | undefined) ?? query;
+  if (pathUser === '') throw missingUser();
   if (pathUser !== undefined) {
     for (const other of [header, bodyUser as string | undefined, query])
       if (other !== undefined && other !== pathUser)
@@ -82,15 +83,17 @@ export function userFrom(
         );
     return checkUser(pathUser);
   }
-  if (given === undefined || given.trim() === '')
-    throw new DomainError(
-      'missing_user',
-      'No end user given: set the `user` body field, the `user` query parameter, the X-Paywall-User header, or name the user in the path (/v1/u/{user}/…).',
-      'user',
-      'missing_user',
-    );
+  if (given === undefined || given.trim() === '') throw missingUser();
   return checkUser(given);
 }
+
+const missingUser = () =>
+  new DomainError(
+    'missing_user',
+    'No end user given: set the `user` body field, the `user` query parameter, the X-Paywall-User header, or name the user in the path (/v1/u/{user}/…).',
+    'user',
+    'missing_user',
+  );
 
 /** The same rule as every service applies (printable, well-formed, at most 256 characters). */
 const checkUser = (user: string): string => checkExternalId(user);

@@ -23,7 +23,7 @@ import { sseSink } from './chat.routes.js';
  * which applies its full rules (413, 415-as-400, inflation, URI errors) as before.
  */
 
-const PATH = /^\/v1(?:\/u\/([^/]+))?\/(chat\/completions|responses)\/?$/;
+const PATH = /^\/v1(?:\/u\/([^/]*))?\/(chat\/completions|responses)\/?$/;
 const JSON_TYPE = /^application\/json\s*(?:;\s*charset\s*=\s*(?:utf-8|"utf-8")\s*)?$/i;
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 const REQUEST_ID = /^[\w.-]{1,128}$/;

@@ -27,7 +27,7 @@ function rateLimit(services: Services) {
     }
   };
 }
-const CHAT_PATH = /^(\/u\/[^/]+)?\/(chat\/completions|responses)\/?$/;
+const CHAT_PATH = /^(\/u\/[^/]*)?\/(chat\/completions|responses)\/?$/;
 
 /**
  * The REST compatibility layer under `/v1`: OpenAI-style routes and `/v1/user/*`, each mapped onto the
@@ -51,6 +51,14 @@ export function createRestRouter(services: Services): Router {
     },
     routes,
   );
+  // `/v1/u//…`: a path naming an empty user is the route without it, with no user given (400 missing_user).
+  v1.use((req, _res, next) => {
+    if (req.url.startsWith('/u//')) {
+      req.pathUser = '';
+      req.url = req.url.slice('/u/'.length);
+    }
+    next();
+  });
   v1.use(routes);
   v1.use((req, res) =>
     sendError(

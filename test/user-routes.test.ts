@@ -487,6 +487,26 @@ describe('GET /v1/user/balance, /balance/topup, /connect, /disconnect', () => {
 });
 
 describe('the user in the path: /v1/u/{user}/user/*', () => {
+  it('an empty path user (/v1/u//…) is 400 missing_user on every route, chat included, and changes nothing', async () => {
+    const pw = await t.createPaywall();
+    for (const [method, path, body] of [
+      ['GET', '/v1/u//user/balance', undefined],
+      ['POST', '/v1/u//user/balance/deposit', { amount: '1' }],
+      ['POST', '/v1/u//user/charge', { amount: '1' }],
+      ['POST', '/v1/u//chat/completions', { model: 'm', messages: [{ role: 'user', content: 'hi' }] }],
+      ['POST', '/v1/u//responses', { model: 'm', input: 'hi', user: 'bob' }],
+    ] as const) {
+      const r = await t.rest(method, path, { token: pw.apiKey, body });
+      expect({ path, status: r.status, code: r.body.error?.code, param: r.body.error?.param }).toEqual({
+        path,
+        status: 400,
+        code: 'missing_user',
+        param: 'user',
+      });
+    }
+    expect(await t.db.query('select 1 from end_user where paywall_id = $1', [pw.id])).toEqual([]);
+  });
+
   it('names the user; a header or body user that disagrees is a 400', async () => {
     const pw = await t.createPaywall();
     const d = await t.rest('POST', '/v1/u/alice/user/balance/deposit', {
