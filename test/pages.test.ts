@@ -20,6 +20,15 @@ describe('hosted pages behind the links the API hands out', () => {
     const html = await res.text();
     expect(html).toContain('Acme &lt;b&gt;AI&lt;/b&gt;');
     expect(html).not.toContain('<b>AI</b>');
+    // The tab icon is inline: no request for /favicon.ico (a 404 in every browser console).
+    expect(html).toMatch(/<link rel="icon" href="data:image\/svg\+xml,/);
+  });
+
+  it("a SHARED app's top-up page is the hosted wallet's: /topup/{id} answers 303 to /wallet/topup", async () => {
+    const pw = await t.createPaywall('SHARED', 'Shared shop');
+    const res = await fetch(`${t.url}/topup/${pw.id}?user=bob`, { redirect: 'manual' });
+    expect(res.status).toBe(303);
+    expect(res.headers.get('location')).toBe('/wallet/topup');
   });
 
   it('the SHARED-mode connect link leads to the wallet sign-in; unknown or archived paywalls are 404', async () => {

@@ -11,6 +11,14 @@ export interface LayoutProps {
   children?: Children;
 }
 
+/** The brand mark as the tab icon (a data: URL, allowed by the pages' img-src; no /favicon.ico request). */
+const ICON =
+  'data:image/svg+xml,' +
+  encodeURIComponent(
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="8" fill="#1d4ed8"/>' +
+      '<text x="16" y="22" font-family="system-ui,sans-serif" font-size="17" font-weight="700" fill="#fff" text-anchor="middle">P</text></svg>',
+  );
+
 /** The frame of every hosted page: header with the brand (and sign-out when signed in), one `<main>`. */
 export function Layout({ title, page, narrow, wallet = true, children }: LayoutProps) {
   const session = page?.session ?? null;
@@ -21,6 +29,7 @@ export function Layout({ title, page, narrow, wallet = true, children }: LayoutP
       <meta name="robots" content="noindex" />
       <title>${title} · Paywall Proxy</title>
       <link rel="stylesheet" href="/assets/pages.css" />
+      <link rel="icon" href=${ICON} />
     </head>
     <body>
       <a class="skip" href="#content">Skip to content</a>

@@ -313,8 +313,10 @@ export function createPagesRouter(s: Services): Router {
             wallet: false,
           }),
         );
+      // A SHARED app's users pay into their hosted wallet, not into this app.
+      if (p.mode === 'SHARED') return res.redirect(303, '/wallet/topup');
       const user = typeof req.query.user === 'string' ? req.query.user : null;
-      const amounts = p.mode === 'DEFAULT' ? await s.stripe.topupAmounts(p.id) : null;
+      const amounts = await s.stripe.topupAmounts(p.id);
       const state = req.query.checkout;
       send(
         res,
