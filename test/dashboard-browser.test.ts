@@ -4,6 +4,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { launchBrowser, screenshot } from './helpers/browser.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
+import { connectShared, type ProxyPaywall } from './helpers/proxy-setup.js';
 import { WebhookReceiver } from './helpers/webhook-receiver.js';
 import { DASHBOARD_DIR } from '../src/pages/dashboard.router.js';
 
@@ -371,11 +372,38 @@ describe('the dashboard in Chromium', () => {
     await page.getByRole('heading', { level: 1, name: 'Earnings' }).waitFor(WAIT);
     await page.getByText('No withdrawals yet.').waitFor(WAIT);
     await page.getByText('No earnings yet').waitFor(WAIT);
+
+    // A wallet user pays 2 USDC; the developer asks for 0.5 of it: the PENDING row's Cancel button is
+    // inside its card at this width (1100 px), and cancels.
+    await connectShared(t, demo as unknown as ProxyPaywall, 'user-01', 5_000_000n);
+    const charged = await t.rest('POST', '/v1/user/charge', {
+      token: demo.apiKey,
+      body: { user: 'user-01', amount: '2' },
+    });
+    expect(charged.body).toMatchObject({ success: true });
+    const asked = await t.gql(
+      demo.apiKey,
+      `mutation($i: RequestWithdrawalInput!) { requestWithdrawal(input: $i) { status } }`,
+      { i: { amount: '0.5', destination: 'acct_123' } },
+    );
+    expect(asked.data.requestWithdrawal.status).toBe('PENDING');
+    await page.setViewportSize({ width: 1100, height: 860 });
+    await page.reload();
+    const cancel = page.getByRole('button', { name: 'Cancel', exact: true });
+    await cancel.waitFor(WAIT);
+    const card = (await page.locator('.card', { hasText: 'Withdrawals' }).last().boundingBox())!;
+    const button = (await cancel.boundingBox())!;
+    expect(button.x + button.width).toBeLessThanOrEqual(card.x + card.width);
     await screenshot(page, 'dashboard-earnings');
+    await cancel.click();
+    await page.getByText('CANCELED').waitFor(WAIT);
+    await page.setViewportSize({ width: 1280, height: 860 });
 
     // SHARED: the users page also lists wallet connections.
     await nav(page, 'Users');
-    await page.getByText('No wallet user has connected yet').waitFor(WAIT);
+    const connections = page.getByRole('table', { name: 'Wallet connections' });
+    await connections.getByRole('cell', { name: 'user-01' }).waitFor(WAIT);
+    expect(await connections.getByRole('cell', { name: 'active' }).count()).toBe(1);
     await page
       .getByRole('button', { name: /^user-\d\d$/ })
       .first()

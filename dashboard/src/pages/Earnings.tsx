@@ -136,25 +136,24 @@ export function EarningsPage({ paywall }: { paywall: PaywallSummary }) {
               moneyColumn('Amount', (w: Withdrawal) => w.amount),
               {
                 head: 'Status',
+                // The cancel button under the badge, not in a column of its own: the card is half the page.
                 cell: (w) => (
                   <>
                     <Badge tone={tone(w.status)}>{w.status}</Badge>
                     {w.failureReason && <div className="muted">{w.failureReason}</div>}
+                    {w.status === 'PENDING' && (
+                      <div className="cell-action">
+                        <Button
+                          className="btn-sm"
+                          busy={cState.fetching}
+                          onClick={async () => (await cancel({ paywallId: paywall.id, id: w.id }), reload())}
+                        >
+                          Cancel
+                        </Button>
+                      </div>
+                    )}
                   </>
                 ),
-              },
-              {
-                className: 'actions',
-                cell: (w) =>
-                  w.status === 'PENDING' && (
-                    <Button
-                      className="btn-sm"
-                      busy={cState.fetching}
-                      onClick={async () => (await cancel({ paywallId: paywall.id, id: w.id }), reload())}
-                    >
-                      Cancel
-                    </Button>
-                  ),
               },
             ]}
           />
