@@ -19,9 +19,9 @@ const LIST = new Operation(`query($status: String) { webhookSubscriptions(status
 const GET = new Operation(`query($id: ID!) { webhookSubscription(id: $id) { ${SUB} } }`);
 const DEACTIVATE = new Operation(`mutation($id: ID!) { deactivateWebhookSubscription(id: $id) { ${SUB} } }`);
 const LOGS = new Operation(
-  `query($subscriptionId: ID, $status: String, $eventType: String, $first: Int) {
-     webhookDeliveries(subscriptionId: $subscriptionId, status: $status, eventType: $eventType, first: $first) {
-       nodes { ${ENTRY} } } }`,
+  `query($subscriptionId: ID, $status: String, $eventType: String, $first: Int, $after: String) {
+     webhookDeliveries(subscriptionId: $subscriptionId, status: $status, eventType: $eventType, first: $first, after: $after) {
+       nodes { ${ENTRY} } pageInfo { hasNextPage endCursor } } }`,
 );
 
 const CREATE_FIELDS = new Set(['url', 'events', 'description', 'customHeaders', 'secret']);
@@ -33,7 +33,7 @@ function queryParam(req: Request, name: string): string | undefined {
   throw new DomainError('invalid_request', `${name} must be given once, as a string`, name);
 }
 
-/** `limit`: an integer from 1 to 100, default 20 (spec "Limits"). */
+/** `limit`: an integer from 1 to 100 (spec "Limits"; logs default to 20). */
 function limitParam(req: Request): number | undefined {
   const v = queryParam(req, 'limit');
   if (v === undefined) return undefined;
@@ -66,8 +66,11 @@ export function webhooksRoutes(services: Services): Router {
   r.get(
     '/webhooks/subscriptions',
     route(async (req, res) => {
+      // All of them by default (at most 100 active); `limit` takes the newest ones.
+      const limit = limitParam(req) ?? Infinity;
       const data = await LIST.run(restContext(req, services), { status: queryParam(req, 'status') });
-      res.json({ object: 'list', data: data.webhookSubscriptions });
+      const all = data.webhookSubscriptions as unknown[];
+      res.json({ object: 'list', data: all.slice(0, limit), has_more: all.length > limit });
     }),
   );
   r.get(
@@ -92,8 +95,16 @@ export function webhooksRoutes(services: Services): Router {
         status: queryParam(req, 'status'),
         eventType: queryParam(req, 'eventType'),
         first: limitParam(req),
+        after: queryParam(req, 'after'),
       });
-      res.json({ object: 'list', data: data.webhookDeliveries.nodes });
+      const { nodes, pageInfo } = data.webhookDeliveries;
+      // Older entries: the same query with `after` = `next_cursor` (GraphQL's endCursor).
+      res.json({
+        object: 'list',
+        data: nodes,
+        has_more: pageInfo.hasNextPage,
+        next_cursor: pageInfo.hasNextPage ? pageInfo.endCursor : null,
+      });
     }),
   );
   return r;

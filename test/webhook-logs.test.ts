@@ -217,6 +217,20 @@ describe('delivery logs (GET /v1/webhooks/logs)', () => {
     );
     expect(dflt.body.data.map((e: any) => e.eventId)).toEqual(events.map((e) => e.id));
     expect((await logs(busy, '?limit=100')).body.data).toHaveLength(22);
+    expect((await logs(busy, '?limit=100')).body).toMatchObject({ has_more: false, next_cursor: null });
+
+    // Older entries over REST: `after` = the previous page's `next_cursor`, newest first, no repeats.
+    expect(dflt.body.has_more).toBe(true);
+    const rest = await logs(busy, `?after=${encodeURIComponent(dflt.body.next_cursor)}`);
+    expect(rest.body).toMatchObject({ object: 'list', has_more: false, next_cursor: null });
+    expect([...dflt.body.data, ...rest.body.data].map((e: any) => e.id)).toEqual(
+      (await logs(busy, '?limit=100')).body.data.map((e: any) => e.id),
+    );
+    const badCursor = await logs(busy, '?after=not-a-cursor');
+    expect({ status: badCursor.status, param: badCursor.body.error?.param }).toEqual({
+      status: 400,
+      param: 'after',
+    });
 
     for (const bad of ['101', '0', '-1', '1.5', 'abc', '', '1e2']) {
       const r = await logs(busy, `?limit=${bad}`);

@@ -241,6 +241,18 @@ describe('reading and deactivating subscriptions', () => {
     expect(inactive.body.data.map((s: any) => s.id)).toEqual([a.id]);
     const both = await t.rest('GET', '/v1/webhooks/subscriptions', { token: pw.apiKey });
     expect(both.body.data).toHaveLength(2);
+    expect(both.body.has_more).toBe(false);
+    const first = await t.rest('GET', '/v1/webhooks/subscriptions?limit=1', { token: pw.apiKey });
+    expect(first.body).toMatchObject({ object: 'list', has_more: true });
+    expect(first.body.data.map((s: any) => s.id)).toEqual([both.body.data[0].id]);
+    for (const bad of ['101', '0', 'x']) {
+      const r = await t.rest('GET', `/v1/webhooks/subscriptions?limit=${bad}`, { token: pw.apiKey });
+      expect({ bad, status: r.status, param: r.body.error?.param }).toEqual({
+        bad,
+        status: 400,
+        param: 'limit',
+      });
+    }
 
     for (const bad of ['bogus', 'ACTIVE', '']) {
       const r = await t.rest('GET', `/v1/webhooks/subscriptions?status=${bad}`, { token: pw.apiKey });
