@@ -435,6 +435,36 @@ describe('errors', () => {
     await expectLedgerProven(t.db);
   });
 
+  it("gives a provider 4xx without an OpenAI body one typed by its status, and passes the provider's Retry-After", async () => {
+    await deposit(t, pw, 'nora', '1');
+    const post = () =>
+      fetch(`${t.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${pw.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: MODEL, messages: hi, user: 'nora' }),
+      });
+    for (const [status, type] of [
+      [401, 'authentication_error'],
+      [403, 'permission_error'],
+      [404, 'not_found_error'],
+      [422, 'invalid_request_error'],
+    ] as const) {
+      fake.next({ status, errorText: '<html><body>Not here</body></html>' });
+      const r = await post();
+      expect({ status: r.status, error: (await r.json()).error }).toEqual({
+        status,
+        error: { message: expect.any(String), type, param: null, code: 'upstream_error' },
+      });
+    }
+    fake.next({ status: 429, errorHeaders: { 'retry-after': '7' } });
+    const limited = await post();
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('retry-after')).toBe('7');
+    expect((await limited.json()).error.message).toBe('fake upstream error 429');
+    expect(await money(t, pw, 'nora')).toMatchObject({ balance: 1_000_000n, held: 0n });
+    await expectLedgerProven(t.db);
+  });
+
   it('turns an upstream 500 into a 502 upstream_error and charges nothing', async () => {
     await deposit(t, pw, 'mia', '1');
     fake.next({ status: 500 });

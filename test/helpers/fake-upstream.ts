@@ -10,6 +10,10 @@ export interface FakeBehavior {
   /** Answer this HTTP status with an OpenAI error body (`errorBody` to override). */
   status?: number;
   errorBody?: unknown;
+  /** The error answer as raw text (e.g. a proxy's HTML page) instead of a JSON body. */
+  errorText?: string;
+  /** Extra headers of the error answer (e.g. `retry-after`). */
+  errorHeaders?: Record<string, string>;
   /** Wait before answering (headers). */
   delayMs?: number;
   /** Wait between SSE chunks. */
@@ -136,7 +140,12 @@ export class FakeUpstream {
     const b: FakeBehavior = { ...DEFAULT_BEHAVIOR, ...this.behavior, ...(this.queue.shift() ?? {}) };
     if (b.delayMs) await sleep(b.delayMs);
     if (b.status && b.status >= 400) {
-      res.writeHead(b.status, { 'content-type': 'application/json' });
+      if (b.errorText !== undefined) {
+        res.writeHead(b.status, { 'content-type': 'text/html', ...b.errorHeaders });
+        res.end(b.errorText);
+        return;
+      }
+      res.writeHead(b.status, { 'content-type': 'application/json', ...b.errorHeaders });
       res.end(
         JSON.stringify(
           b.errorBody ?? {

@@ -128,6 +128,14 @@ const isTimeout = (e: unknown): boolean => {
   return code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
 };
 
+/** OpenAI's error `type` for a provider status, when the provider's answer has no error body of its own. */
+const UPSTREAM_ERROR_TYPES: Record<number, string> = {
+  401: 'authentication_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  429: 'rate_limit_error',
+};
+
 const isObject = (v: unknown): v is Record<string, any> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -451,7 +459,12 @@ export class ProxyService {
    * A provider error status: 4xx passed through (CONTRACT §4); 5xx, and anything else that is not a 2xx
    * (a 3xx: redirects are never followed, nor handed to the client), → 502; nothing charged.
    */
-  private async rejected(f: Flight, status: number, text: string): Promise<ChatJson> {
+  private async rejected(
+    f: Flight,
+    status: number,
+    text: string,
+    retryAfter: string | null,
+  ): Promise<ChatJson> {
     const passThrough = status >= 400 && status < 500;
     await this.settle(f, 'failed', passThrough ? `upstream_${status}` : 'upstream_error', null);
     if (!passThrough) throw upstreamError(`the provider answered HTTP ${status}`);
@@ -461,16 +474,22 @@ export class ProxyService {
     } catch {
       body = null;
     }
+    // A provider 4xx without OpenAI's error body gets one, typed by its status as ours are (CONTRACT §4).
     if (!isObject(body) || !isObject(body.error))
       body = {
         error: {
           message: `The model provider refused the request (HTTP ${status}).`,
-          type: 'invalid_request_error',
+          type: UPSTREAM_ERROR_TYPES[status] ?? 'invalid_request_error',
           param: null,
           code: 'upstream_error',
         },
       };
-    return { status, body: body as Record<string, any> };
+    // The provider's own back-off (a 429 or 503 says when to retry): SDKs wait for it.
+    return {
+      status,
+      body: body as Record<string, any>,
+      headers: retryAfter === null ? {} : { 'retry-after': retryAfter },
+    };
   }
 
   private async forwardJson(f: Flight): Promise<ChatJson> {
@@ -481,7 +500,7 @@ export class ProxyService {
     } catch (e) {
       throw await this.failedBeforeOutput(f, e);
     }
-    if (res.status < 200 || res.status >= 300) return this.rejected(f, res.status, text);
+    if (res.status < 200 || res.status >= 300) return this.rejected(f, res.status, text, res.retryAfter);
     let json: unknown;
     try {
       json = JSON.parse(text);
@@ -515,7 +534,7 @@ export class ProxyService {
         /* the status says enough */
       }
       // Nothing was sent yet: the error is a plain JSON answer (the SDK raises it as an APIError).
-      return this.rejected(f, res.status, text);
+      return this.rejected(f, res.status, text, res.retryAfter);
     }
     sink.open();
     const relay = f.fmt.relay(f.req);

@@ -17,6 +17,8 @@ export interface UpstreamResponse {
   contentType: string;
   /** The announced `content-length`, or null. */
   contentLength: number | null;
+  /** The provider's `retry-after` (passed on with a refusal), or null. */
+  retryAfter: string | null;
   body: Dispatcher.ResponseData['body'];
 }
 
@@ -98,10 +100,12 @@ export async function postUpstream(
     : await undiciRequest(origin + path, options);
   const ct = res.headers['content-type'];
   const cl = Number(res.headers['content-length']);
+  const retryAfter = res.headers['retry-after'];
   return {
     status: res.statusCode,
     contentType: (Array.isArray(ct) ? ct[0] : ct) ?? '',
     contentLength: Number.isSafeInteger(cl) && cl >= 0 ? cl : null,
+    retryAfter: typeof retryAfter === 'string' ? retryAfter : null,
     body: res.body,
   };
 }
