@@ -49,9 +49,7 @@ export function toDomainError(e: GraphQLError): DomainError {
     const code = param === 'amount' ? 'invalid_amount' : undefined;
     return new DomainError(
       param === 'amount' ? 'invalid_amount' : 'invalid_request',
-      param
-        ? `invalid value for ${param}: ${e.message.replace(/^Variable "\$\w+" got invalid value /, '')}`
-        : e.message,
+      param ? coercionMessage(param, e.message) : e.message,
       param,
       code,
     );
@@ -60,4 +58,16 @@ export function toDomainError(e: GraphQLError): DomainError {
   const err = new DomainError('internal', 'Internal server error');
   (err as any).cause = e.originalError;
   return err;
+}
+
+/** A REST client's words for GraphQL's coercion errors (no variable paths or GraphQL type names). */
+function coercionMessage(param: string, graphqlMessage: string): string {
+  if (/not to be null|was not provided/.test(graphqlMessage)) return `${param} is required.`;
+  if (/is not defined by type/.test(graphqlMessage)) return `Unknown parameter: ${param}.`;
+  const kind = /(String|Int|Float|Boolean) cannot represent/.exec(graphqlMessage)?.[1];
+  if (kind === 'String') return `${param} must be a string.`;
+  if (kind === 'Int') return `${param} must be an integer.`;
+  if (kind === 'Float') return `${param} must be a number.`;
+  if (kind === 'Boolean') return `${param} must be true or false.`;
+  return `invalid value for ${param}: ${graphqlMessage.replace(/^Variable "\$\w+" got invalid value /, '')}`;
 }

@@ -130,6 +130,25 @@ describe('POST /v1/user/balance/deposit', () => {
     await expectLedgerProven(t.db);
   });
 
+  it("says what is wrong with a field in the REST client's words, not GraphQL's", async () => {
+    const pw = await t.createPaywall();
+    const cases: [string, unknown, string][] = [
+      ['/v1/user/charge', { user: 'ann' }, 'amount is required.'],
+      ['/v1/user/charge', { user: 'ann', amount: 1 }, 'amount must be a string.'],
+      ['/v1/user/balance/deposit', { user: 'ann', amount: true }, 'amount must be a string.'],
+      ['/v1/webhooks/subscriptions', { events: ['*'] }, 'url is required.'],
+    ];
+    for (const [path, body, message] of cases) {
+      const r = await t.rest('POST', path, { token: pw.apiKey, body });
+      expect({ path, status: r.status, message: r.body.error.message }).toEqual({
+        path,
+        status: 400,
+        message,
+      });
+      expect(r.body.error.message).not.toMatch(/Variable|input\.|String!/);
+    }
+  });
+
   it('needs a user: none given is 400 missing_user; the header wins over the body', async () => {
     const pw = await t.createPaywall();
     for (const body of [{ amount: '1' }, { amount: '1', user: '' }, { amount: '1', user: '   ' }]) {
