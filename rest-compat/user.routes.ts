@@ -2,6 +2,7 @@ import { Router, type Request, type Response } from 'express';
 import type { AppContext } from '../src/graphql/context.js';
 import type { Services } from '../src/services.js';
 import { Operation } from './graphql-bridge.js';
+import { triggerOf } from '../src/modules/users/user.service.js';
 import { jsonObject, restContext, route, userOf } from './http.js';
 
 const DEPOSIT = new Operation(`mutation($input: DepositInput!) {
@@ -75,8 +76,10 @@ export function userRoutes(services: Services): Router {
   r.get(
     '/user/balance',
     route(async (req, res) => {
-      const { user } = await BALANCE.run(restContext(req, services), { user: userOf(req) });
-      // An unknown user has a zero balance; reading it does not create them.
+      const ctx = restContext(req, services);
+      const externalId = userOf(req);
+      await services.users.sightOnRead(req.paywall!, externalId, triggerOf(ctx.auth!, 'rest'));
+      const { user } = await BALANCE.run(ctx, { user: externalId });
       res.json(user ?? { balance: '0', balanceFormatted: '0.000000' });
     }),
   );

@@ -358,6 +358,22 @@ describe('POST /v1/user/charge', () => {
 });
 
 describe('GET /v1/user/balance, /balance/topup, /connect, /disconnect', () => {
+  it('balance with trial credits: the first read is a first sight, granting them once', async () => {
+    const pw = await t.createPaywall();
+    await t.gql(pw.apiKey, `mutation { updatePaywall(input: {trialCredits: "0.25"}) { id } }`);
+    for (let i = 0; i < 2; i++) {
+      const r = await t.rest('GET', '/v1/user/balance?user=newbie', { token: pw.apiKey });
+      expect(r.body).toEqual({ balance: '250000', balanceFormatted: '0.250000' });
+    }
+    const granted = await t.db.query<any>(`select data from event where paywall_id = $1 and type = $2`, [
+      pw.id,
+      'paywall.balance.trial.granted',
+    ]);
+    expect(granted).toHaveLength(1);
+    expect(granted[0].data.credits).toBe('0.25');
+    await expectLedgerProven(t.db);
+  });
+
   it('balance: the free balance; an unknown user reads 0 and is not created', async () => {
     const pw = await t.createPaywall();
     const unknown = await t.rest('GET', '/v1/user/balance?user=ghost', { token: pw.apiKey });

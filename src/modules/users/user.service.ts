@@ -228,6 +228,16 @@ export class UserService {
   }
 
   /** The end user, or null. Reads never create users. */
+  /**
+   * A balance read (REST `GET /v1/user/balance`) is a first sight when being seen carries money: with
+   * trial credits (DEFAULT mode) an unknown user is created and granted them, so the read shows what they
+   * can spend. Otherwise reading creates nothing (an unknown user reads "0").
+   */
+  async sightOnRead(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<void> {
+    if (paywall.mode !== 'DEFAULT' || paywall.trialCreditsRaw <= 0n) return;
+    await this.ensureUser(this.s.db, paywall, externalId, trigger);
+  }
+
   async findUser(paywallId: string, externalId: string): Promise<EndUserRow | null> {
     return this.select(this.s.db, paywallId, externalId);
   }
