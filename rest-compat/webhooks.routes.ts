@@ -8,9 +8,9 @@ import { jsonObject, restContext, route } from './http.js';
 const SUB = `id paywallId url events isActive description customHeaders createdAt updatedAt
   secretSuffix createdBy consecutiveFailures lastDeliveredAt`;
 const SUB_WITH_SECRET = SUB.replace('updatedAt', 'updatedAt secret');
-/** CONTRACT §4 "Log entries". */
+/** CONTRACT §4 "Log entries", and `lastError` (why an attempt got no answer: timeout, refused address…). */
 const ENTRY = `id subscriptionId eventId eventType status attempts nextAttemptAt responseStatus responseLatencyMs
-  responseBody createdAt updatedAt event`;
+  responseBody lastError createdAt updatedAt event`;
 
 const CREATE = new Operation(
   `mutation($input: CreateWebhookSubscriptionInput!) { createWebhookSubscription(input: $input) { ${SUB_WITH_SECRET} } }`,

@@ -20,6 +20,7 @@ const ENTRY_KEYS = [
   'responseStatus',
   'responseLatencyMs',
   'responseBody',
+  'lastError',
   'createdAt',
   'updatedAt',
   'event',
@@ -127,6 +128,7 @@ describe('delivery logs (GET /v1/webhooks/logs)', () => {
       responseStatus: null,
       responseLatencyMs: null,
       responseBody: null,
+      lastError: null,
       createdAt: new Date(row.created_at).toISOString(),
       updatedAt: new Date(row.updated_at).toISOString(),
       nextAttemptAt: new Date(row.next_attempt_at).toISOString(),
@@ -195,6 +197,18 @@ describe('delivery logs (GET /v1/webhooks/logs)', () => {
     expect(Buffer.byteLength(e.responseBody)).toBeLessThanOrEqual(4096);
     expect(e.responseBody).toBe('a'.repeat(4095)); // the 2-byte "é" that would cross 4096 is left out whole
     expect(e.event).toEqual(target.event);
+    // Why an attempt got no answer (a refused address, say) is in lastError: responseStatus says nothing then.
+    await t.db.query(`update webhook_delivery set status = 'error', last_error = $2 where id = $1`, [
+      target.id,
+      'refused: 127.0.0.1 is not a public address',
+    ]);
+    expect((await logs(pw, '?status=error')).body.data[0]).toMatchObject({
+      id: target.id,
+      lastError: 'refused: 127.0.0.1 is not a public address',
+    });
+    await t.db.query(`update webhook_delivery set status = 'success', last_error = null where id = $1`, [
+      target.id,
+    ]);
     const stillPending = await logs(pw, '?status=pending');
     expect(stillPending.body.data.map((x: any) => x.id)).not.toContain(target.id);
     expect(stillPending.body.data).toHaveLength(4);
