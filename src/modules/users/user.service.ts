@@ -227,7 +227,6 @@ export class UserService {
     return rows.length ? toUserRow(rows[0]) : null;
   }
 
-  /** The end user, or null. Reads never create users. */
   /**
    * A balance read (REST `GET /v1/user/balance`) is a first sight when being seen carries money: with
    * trial credits (DEFAULT mode) an unknown user is created and granted them, so the read shows what they
@@ -238,6 +237,7 @@ export class UserService {
     await this.ensureUser(this.s.db, paywall, externalId, trigger);
   }
 
+  /** The end user, or null. Never creates one. */
   async findUser(paywallId: string, externalId: string): Promise<EndUserRow | null> {
     return this.select(this.s.db, paywallId, externalId);
   }
