@@ -270,20 +270,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
   const apollo = new ApolloServer<AppContext>({
     schema,
     ...armor,
-    plugins: [
-      ...armor.plugins,
-      introspectionNeedsCredential,
-      unauthenticatedTo401,
-      {
-        async serverWillStart() {
-          return {
-            async drainServer() {
-              await wsCleanup.dispose();
-            },
-          };
-        },
-      },
-    ],
+    plugins: [...armor.plugins, introspectionNeedsCredential, unauthenticatedTo401],
     validationRules: armor.validationRules,
     parseOptions: { maxTokens: GRAPHQL_LIMITS.maxTokens },
     formatError: formatGraphQLError,
@@ -383,9 +370,16 @@ export async function createApp(deps: AppDeps): Promise<App> {
       stopping = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
+      // Live subscribers are told to go now (1001 "Going away"; they reconnect to another instance): an
+      // upgraded socket is not an HTTP connection, so closeAllConnections never cuts it, and one left open
+      // would hold server.close() open for ever.
+      const wsClosed = Promise.resolve(wsCleanup.dispose()).catch(() => undefined);
       // After the grace period, cut what is still open (streams have been settled by then or are aborted now).
-      const timer = setTimeout(() => server.closeAllConnections(), graceMs);
-      await closed;
+      const timer = setTimeout(() => {
+        server.closeAllConnections();
+        for (const socket of wsServer.clients) socket.terminate();
+      }, graceMs);
+      await Promise.all([closed, wsClosed]);
       clearTimeout(timer);
       await apollo.stop().catch(() => undefined);
       await stopServices(services);
