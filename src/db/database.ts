@@ -51,9 +51,13 @@ export interface DatabaseOptions {
 
 type Listener = (payload: string) => void;
 
-/** LISTEN reconnect backoff: 200 ms doubling to at most 5 s, each delay jittered to 50–100 %. */
+/**
+ * LISTEN reconnect backoff: 200 ms doubling to at most 1 s, each delay jittered to 50–100 %. The cap is
+ * how long after PostgreSQL is back notifications may still be missed (stale caches, live events not
+ * delivered): one connection per process tries at most once a second, which costs nothing.
+ */
 const RECONNECT_BASE_MS = 200;
-const RECONNECT_CAP_MS = 5000;
+const RECONNECT_CAP_MS = 1000;
 /** The LISTEN connection runs `select 1` this often: a connection that died silently is noticed. */
 const LISTEN_HEARTBEAT_MS = 15_000;
 /** Client-side margin over statement_timeout, so a live server cancels first and keeps the connection. */
