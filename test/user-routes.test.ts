@@ -262,6 +262,7 @@ describe('POST /v1/user/charge', () => {
       success: false,
       message: `Insufficient balance: 0.5 USDC available, 0.500001 USDC requested. Top up here: ${url}`,
       url,
+      errorCode: 'insufficient_balance',
     });
     const s = await snapshot(pw, 'dora');
     expect(s.user.balance).toBe('500000');
