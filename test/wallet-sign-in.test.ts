@@ -669,6 +669,14 @@ describe('mail and configuration', () => {
     expect(c.WALLET_TEST_FUNDS).toBe(false);
     expect(loadConfig({ WALLET_TEST_FUNDS: 'true' }).WALLET_TEST_FUNDS).toBe(true);
   });
+
+  it('SHARED_MAX_MANUAL_CHARGE: USDC decimal, default 5, parsed to raw units; anything else stops the start', () => {
+    expect(loadConfig({}).SHARED_MAX_MANUAL_CHARGE).toBe(5_000_000n);
+    expect(loadConfig({ SHARED_MAX_MANUAL_CHARGE: '' }).SHARED_MAX_MANUAL_CHARGE).toBe(5_000_000n);
+    expect(loadConfig({ SHARED_MAX_MANUAL_CHARGE: '12.345678' }).SHARED_MAX_MANUAL_CHARGE).toBe(12_345_678n);
+    for (const bad of ['0', '-1', 'abc', '1e3', '0.0000001'])
+      expect(() => loadConfig({ SHARED_MAX_MANUAL_CHARGE: bad })).toThrow(/SHARED_MAX_MANUAL_CHARGE/);
+  });
 });
 
 describe('housekeeping', () => {
