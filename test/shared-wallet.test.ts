@@ -256,7 +256,10 @@ describe('what a SHARED app may do and see', () => {
     expect(seen.data.user.charges.edges).toEqual([]);
     expect(seen.data.user.balance).toBe(String(10_000_000n - 1_000_000n - CHAT_COST));
     // A's events (and so its webhooks and live subscriptions) carry nothing of B's activity.
-    const aEvents = await t.db.query(`select type, data::text as data, metadata::text as meta from event where paywall_id = $1`, [a.id]);
+    const aEvents = await t.db.query(
+      `select type, data::text as data, metadata::text as meta from event where paywall_id = $1`,
+      [a.id],
+    );
     for (const e of aEvents) {
       expect(e.data).not.toContain(bChargeId);
       expect(e.data).not.toContain(b.id);
@@ -265,7 +268,10 @@ describe('what a SHARED app may do and see', () => {
     const aUser = aEvents.filter((e) => e.data.includes('vis-a')).map((e) => e.type);
     expect(aUser).toEqual(['paywall.authorization.requested']);
     // B's own view has both of its charges.
-    const bSeen = await t.gql(b.apiKey, `{ user(externalId: "vis-b") { charges { edges { node { id kind } } } } }`);
+    const bSeen = await t.gql(
+      b.apiKey,
+      `{ user(externalId: "vis-b") { charges { edges { node { id kind } } } } }`,
+    );
     expect(bSeen.data.user.charges.edges.map((e: any) => e.node.kind).sort()).toEqual(['manual', 'usage']);
     await expectLedgerProven(t.db);
   });

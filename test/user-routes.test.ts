@@ -481,7 +481,9 @@ describe('GET /v1/user/balance, /balance/topup, /connect, /disconnect', () => {
     expect(stored).toHaveLength(1);
     expect(new URL(first.body.url).searchParams.get('request')).toBe(stored[0].id);
     // Handing it out again starts its 24 hours anew.
-    expect(new Date(stored[0].expires_at).getTime()).toBeGreaterThanOrEqual(new Date(before.expires_at).getTime());
+    expect(new Date(stored[0].expires_at).getTime()).toBeGreaterThanOrEqual(
+      new Date(before.expires_at).getTime(),
+    );
     const requested = await eventsOf(shared, 'paywall.authorization.requested');
     expect(requested.map((e) => e.data.requestId)).toEqual([stored[0].id]);
 

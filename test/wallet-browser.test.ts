@@ -156,7 +156,9 @@ describe('the hosted wallet in Chromium', () => {
     expect(await disconnect.getAttribute('aria-describedby')).toBeTruthy();
     await disconnect.click();
     await page.getByRole('heading', { name: 'Disconnect Inkwell Writer?' }).waitFor();
-    expect(await page.locator('main').innerText()).toContain('It will no longer be able to charge your wallet.');
+    expect(await page.locator('main').innerText()).toContain(
+      'It will no longer be able to charge your wallet.',
+    );
     await screenshot(page, 'disconnect-confirm');
     await page.getByRole('link', { name: 'Cancel' }).click();
     await page.getByRole('heading', { name: 'Your wallet' }).waitFor();

@@ -229,9 +229,9 @@ describe('wallet sign-in (e-mailed one-time code)', () => {
     const drive = client();
     await drive.get('/wallet/sign-in');
     for (let i = 0; i < 5; i++)
-      expect(
-        (await drive.post('/wallet/sign-in/code', { email, code: String(100000 + i) })).html,
-      ).toContain('No code is waiting');
+      expect((await drive.post('/wallet/sign-in/code', { email, code: String(100000 + i) })).html).toContain(
+        'No code is waiting',
+      );
 
     const owner = client();
     const answer = await sendCode(owner, email);

@@ -28,8 +28,8 @@ export function ConsentPage(props: { page: PageContext; request: ConsentRequest;
       <ul class="perms">
         <li>Charge your wallet for the AI usage you make in ${r.paywallName}, at its published prices.</li>
         <li>
-          Make single charges of up to <strong>${usdcText(props.maxChargeRaw)}</strong> each, for other
-          things it sells.
+          Make single charges of up to <strong>${usdcText(props.maxChargeRaw)}</strong> each, for other things
+          it sells.
         </li>
         <li>See your wallet's balance, so it can tell you when to top up.</li>
       </ul>

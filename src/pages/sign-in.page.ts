@@ -50,8 +50,8 @@ export function CodeStep(props: {
     ${
       props.sent &&
       html`<p class="lead" data-testid="sent">
-        If this address can sign in, we sent a 6-digit code to <strong>${props.email}</strong>. It works
-        once, for 10 minutes, and only in this browser.
+        If this address can sign in, we sent a 6-digit code to <strong>${props.email}</strong>. It works once,
+        for 10 minutes, and only in this browser.
       </p>`
     }
     ${props.error && html`<${Alert} kind="error">${props.error}<//>`}

@@ -99,7 +99,7 @@ export class ChargePayload {
   @Field(() => String, {
     nullable: true,
     description:
-      '`insufficient_balance`, `not_connected`, or `charge_limit_exceeded` (SHARED: above the operator\'s cap on one manual charge).',
+      "`insufficient_balance`, `not_connected`, or `charge_limit_exceeded` (SHARED: above the operator's cap on one manual charge).",
   })
   errorCode!: string | null;
   @Field(() => ChargeType) charge!: ChargeType;

@@ -350,7 +350,8 @@ export class UserService {
     trigger: EventTrigger,
   ): Promise<{ url: string; requestId: string; event: NewEvent | null }> {
     // Reuse-or-create must be serialised per end user: outside a transaction, open one for it.
-    if (sql === this.s.db) return this.s.db.transaction((tx) => this.connectRequest(tx, paywall, user, trigger));
+    if (sql === this.s.db)
+      return this.s.db.transaction((tx) => this.connectRequest(tx, paywall, user, trigger));
     await sql.query(`select pg_advisory_xact_lock(hashtextextended('connect_request:' || $1::text, 0))`, [
       user.id,
     ]);

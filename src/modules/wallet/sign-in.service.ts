@@ -165,7 +165,10 @@ export class SignInService {
         counts.by_email >= SIGN_IN.perAddress ||
         counts.by_ip >= SIGN_IN.perIp
       ) {
-        this.s.log.info({ byEmail: counts.by_email, byIp: counts.by_ip }, 'sign-in code held back by a limit');
+        this.s.log.info(
+          { byEmail: counts.by_email, byIp: counts.by_ip },
+          'sign-in code held back by a limit',
+        );
         return false;
       }
       await tx.query(
