@@ -227,6 +227,34 @@ describe('what a SHARED app may do and see', () => {
     await expectLedgerProven(t.db);
   });
 
+  it('blocked chats of an unconnected user hand out one pending link: one request row, one requested event', async () => {
+    const ask = async () => {
+      const c = await client(t, a, 'blocked-twice').chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'hi' }],
+      });
+      return (c as any).paywall as { reason: string; url: string };
+    };
+    const first = await ask();
+    const second = await ask();
+    expect(first.reason).toBe('not_connected');
+    expect(second.url).toBe(first.url);
+    const connect = await t.rest('GET', '/v1/user/connect?user=blocked-twice', { token: a.apiKey });
+    expect(connect.body.url).toBe(first.url);
+    const rows = await t.db.query(
+      `select r.id from connect_request r join end_user e on e.id = r.end_user_id
+        where r.paywall_id = $1 and e.external_id = 'blocked-twice'`,
+      [a.id],
+    );
+    expect(rows).toHaveLength(1);
+    const types = await t.db.query(
+      `select type from event where paywall_id = $1 and subject->>'externalId' = 'blocked-twice' order by seq`,
+      [a.id],
+    );
+    expect(types.filter((e) => e.type === 'paywall.authorization.requested')).toHaveLength(1);
+    expect(types.filter((e) => e.type === 'paywall.request.blocked')).toHaveLength(2);
+  });
+
   it("an app sees the wallet's free balance, never another app's charges, ledger, metadata or events", async () => {
     const wallet = await createWallet(t.db, { fundRaw: 10_000_000n });
     await connect(a, 'vis-a', wallet);
