@@ -1,4 +1,4 @@
-import { randomInt, randomUUID } from 'node:crypto';
+import { randomBytes, randomInt, randomUUID } from 'node:crypto';
 import type { Sql } from '../../db/database.js';
 import { DomainError } from '../../shared/errors.js';
 import { safeEqual } from '../../shared/ids.js';
@@ -160,30 +160,31 @@ export class SignInService {
                   where ip = $2 and created_at > now() - make_interval(mins => $3))::int as by_ip`,
         [email, clientIp, SIGN_IN.limitWindowMinutes],
       );
-      if (
-        counts.by_email_ip >= SIGN_IN.perAddressAndIp ||
-        counts.by_email >= SIGN_IN.perAddress ||
-        counts.by_ip >= SIGN_IN.perIp
-      ) {
+      const allowed =
+        counts.by_email_ip < SIGN_IN.perAddressAndIp &&
+        counts.by_email < SIGN_IN.perAddress &&
+        counts.by_ip < SIGN_IN.perIp;
+      if (!allowed)
         this.s.log.info(
           { byEmail: counts.by_email, byIp: counts.by_ip },
           'sign-in code held back by a limit',
         );
-        return false;
-      }
+      // A held-back request is recorded too, with a code nobody knows: limits count requests, and a code
+      // typed after it gets the same answers ("not right", tries left) as after a real send.
       await tx.query(
-        `insert into wallet_sign_in (id, email, code_hash, challenge_hash, ip, attempts, expires_at, created_at)
-         values ($1, $2, $3, $4, $5, 0, now() + make_interval(mins => $6), now())`,
+        `insert into wallet_sign_in (id, email, code_hash, challenge_hash, ip, attempts, sent, expires_at, created_at)
+         values ($1, $2, $3, $4, $5, 0, $6, now() + make_interval(mins => $7), now())`,
         [
           randomUUID(),
           email,
-          this.secrets.codeHash(email, code),
+          allowed ? this.secrets.codeHash(email, code) : randomBytes(32).toString('hex'),
           tokenHash(token),
           clientIp,
+          allowed,
           SIGN_IN.codeTtlMinutes,
         ],
       );
-      return true;
+      return allowed;
     });
     if (sent)
       this.s.mailer

@@ -30,6 +30,8 @@ export const WalletSignInSchema = defineEntity({
     email: p.string().length(254),
     codeHash: p.string().length(64),
     challengeHash: p.string().length(64).nullable(),
+    /** False when a send limit held the request back (its code was never e-mailed, nor known). */
+    sent: p.boolean().default(true),
     ip: p.string().length(64),
     attempts: p.integer().default(0),
     expiresAt: p.datetime(),
