@@ -170,7 +170,10 @@ export class SignInService {
           'sign-in code held back by a limit',
         );
       // A held-back request is recorded too, with a code nobody knows: limits count requests, and a code
-      // typed after it gets the same answers ("not right", tries left) as after a real send.
+      // typed after it gets the same answers ("not right", tries left) as after a real send. Only up to
+      // twice the per-network limit, so one network cannot grow the table without bound (beyond that,
+      // what differs tells a flooder only about their own flood, never about the address).
+      if (!allowed && counts.by_ip >= 2 * SIGN_IN.perIp) return false;
       await tx.query(
         `insert into wallet_sign_in (id, email, code_hash, challenge_hash, ip, attempts, sent, expires_at, created_at)
          values ($1, $2, $3, $4, $5, 0, $6, now() + make_interval(mins => $7), now())`,
