@@ -221,7 +221,7 @@ export function createPagesRouter(s: Services): Router {
           page: req.page,
           kind: 'ok',
           title: `${out.paywallName} is connected`,
-          message: `${out.paywallName} can now charge your wallet for the AI usage you make in it, and single charges of up to ${usdcText(s.config.SHARED_MAX_MANUAL_CHARGE)}. You can disconnect it at any time from your wallet.`,
+          message: `${out.paywallName} can now charge your wallet for the AI usage you make in it, and make single charges of up to ${usdcText(s.config.SHARED_MAX_MANUAL_CHARGE)}. You can disconnect it at any time from your wallet.`,
           link: { href: '/wallet', text: 'Go to your wallet' },
         }),
       );
