@@ -9,7 +9,7 @@ const DEPOSIT = new Operation(`mutation($input: DepositInput!) {
   deposit(input: $input) { balance balanceFormatted }
 }`);
 const CHARGE = new Operation(`mutation($input: ChargeInput!) {
-  charge(input: $input) { success message url }
+  charge(input: $input) { success message url errorCode }
 }`);
 const BALANCE = new Operation(
   `query($user: String!) { user(externalId: $user) { balance balanceFormatted } }`,

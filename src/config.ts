@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PRICE_DECIMALS, parseDecimal } from './shared/money.js';
+import { PRICE_DECIMALS, parseAmount, parseDecimal } from './shared/money.js';
 
 const bool = z
   .enum(['true', 'false', '1', '0', ''])
@@ -262,6 +262,23 @@ const ConfigSchema = z.object({
   MAIL_FROM: z.string().min(3).optional().default('Paywall Proxy <no-reply@localhost>'),
   /** Development and tests only: the wallet's top-up page credits test funds at once. Never the default. */
   WALLET_TEST_FUNDS: bool,
+  /**
+   * The most one manual charge may take from a wallet (SHARED paywalls), in USDC; default 5. Larger
+   * charges are refused (`success: false`, `charge_limit_exceeded`). Parsed to raw units (10⁻⁶ USDC).
+   */
+  SHARED_MAX_MANUAL_CHARGE: z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      const raw = parseAmount(v === undefined || v === '' ? '5' : v);
+      if (raw === null)
+        ctx.addIssue({
+          code: 'custom',
+          message:
+            'SHARED_MAX_MANUAL_CHARGE must be a USDC decimal string > 0 with at most 6 fraction digits (e.g. "5")',
+        });
+      return raw ?? 0n;
+    }),
   /**
    * Where the `stripe` package sends API calls (default: Stripe's own, https://api.stripe.com). Tests
    * point it at a fake Stripe on loopback.

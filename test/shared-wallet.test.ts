@@ -171,6 +171,140 @@ describe('one wallet, two apps', () => {
   });
 });
 
+describe('what a SHARED app may do and see', () => {
+  it('one manual charge is capped (SHARED_MAX_MANUAL_CHARGE, default 5 USDC): over it, success false and nothing moves', async () => {
+    expect(t.config.SHARED_MAX_MANUAL_CHARGE).toBe(5_000_000n);
+    const wallet = await createWallet(t.db, { fundRaw: 20_000_000n });
+    await connect(a, 'cap', wallet);
+    const charge = (amount: string) =>
+      t.rest('POST', '/v1/user/charge', { token: a.apiKey, body: { user: 'cap', amount } });
+    const over = await charge('5.000001');
+    expect(over.status).toBe(200);
+    expect(over.body).toEqual({
+      success: false,
+      message:
+        'A single manual charge of a shared-wallet user is limited to 5 USDC; 5.000001 USDC was requested. Nothing was charged.',
+      url: null,
+      errorCode: 'charge_limit_exceeded',
+    });
+    expect(await balanceOf(a, 'cap')).toBe(20_000_000n);
+    const failed = await t.db.query(
+      `select c.status, c.error_code, c.amount_raw::text as amount from charge c join end_user u on u.id = c.user_id
+        where u.external_id = 'cap' and c.paywall_id = $1`,
+      [a.id],
+    );
+    expect(failed).toEqual([{ status: 'failed', error_code: 'charge_limit_exceeded', amount: '5000001' }]);
+    const ev = await t.db.query(
+      `select type, data from event where paywall_id = $1 and subject->>'externalId' = 'cap' order by seq`,
+      [a.id],
+    );
+    expect(ev.map((e) => e.type)).toEqual([
+      'paywall.authorization.requested',
+      'paywall.balance.charge.failed',
+    ]);
+    expect(ev[1].data).toMatchObject({ amount: '5.000001', errorCode: 'charge_limit_exceeded' });
+    // GraphQL says the same.
+    const g = await t.gql(
+      a.apiKey,
+      `mutation { charge(input: {user: "cap", amount: "6"}) { success errorCode url balance } }`,
+    );
+    expect(g.data.charge).toEqual({
+      success: false,
+      errorCode: 'charge_limit_exceeded',
+      url: null,
+      balance: '20000000',
+    });
+    // At the cap it goes through; the operator may raise it.
+    expect((await charge('5')).body).toEqual({ success: true, message: 'Charged 5 USDC.' });
+    const cap = t.config.SHARED_MAX_MANUAL_CHARGE;
+    t.config.SHARED_MAX_MANUAL_CHARGE = 6_000_000n;
+    try {
+      expect((await charge('6')).body).toMatchObject({ success: true });
+    } finally {
+      t.config.SHARED_MAX_MANUAL_CHARGE = cap;
+    }
+    expect(await balanceOf(a, 'cap')).toBe(9_000_000n);
+    await expectLedgerProven(t.db);
+  });
+
+  it('blocked chats of an unconnected user hand out one pending link: one request row, one requested event', async () => {
+    const ask = async () => {
+      const c = await client(t, a, 'blocked-twice').chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'hi' }],
+      });
+      return (c as any).paywall as { reason: string; url: string };
+    };
+    const first = await ask();
+    const second = await ask();
+    expect(first.reason).toBe('not_connected');
+    expect(second.url).toBe(first.url);
+    const connect = await t.rest('GET', '/v1/user/connect?user=blocked-twice', { token: a.apiKey });
+    expect(connect.body.url).toBe(first.url);
+    const rows = await t.db.query(
+      `select r.id from connect_request r join end_user e on e.id = r.end_user_id
+        where r.paywall_id = $1 and e.external_id = 'blocked-twice'`,
+      [a.id],
+    );
+    expect(rows).toHaveLength(1);
+    const types = await t.db.query(
+      `select type from event where paywall_id = $1 and subject->>'externalId' = 'blocked-twice' order by seq`,
+      [a.id],
+    );
+    expect(types.filter((e) => e.type === 'paywall.authorization.requested')).toHaveLength(1);
+    expect(types.filter((e) => e.type === 'paywall.request.blocked')).toHaveLength(2);
+  });
+
+  it("an app sees the wallet's free balance, never another app's charges, ledger, metadata or events", async () => {
+    const wallet = await createWallet(t.db, { fundRaw: 10_000_000n });
+    await connect(a, 'vis-a', wallet);
+    await connect(b, 'vis-b', wallet);
+    const byB = await t.gql(
+      b.apiKey,
+      `mutation { charge(input: {user: "vis-b", amount: "1", metadata: {note: "only-for-b"}}) { success charge { id } } }`,
+    );
+    expect(byB.data.charge.success).toBe(true);
+    const bChargeId = byB.data.charge.charge.id;
+    const chat = await client(t, b, 'vis-b').chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    expect(chat.choices[0].message.content).toBeTruthy();
+
+    // The one number shared by every app of the wallet: its free balance.
+    expect(await balanceOf(a, 'vis-a')).toBe(10_000_000n - 1_000_000n - CHAT_COST);
+    // A's view of its user lists nothing of B's.
+    const seen = await t.gql(
+      a.apiKey,
+      `{ user(externalId: "vis-a") { balance held ledgerEntries { edges { node { id kind amount chargeId } } }
+           charges { edges { node { id kind amount metadata } } } } }`,
+    );
+    expect(seen.errors).toBeUndefined();
+    expect(seen.data.user.ledgerEntries.edges).toEqual([]);
+    expect(seen.data.user.charges.edges).toEqual([]);
+    expect(seen.data.user.balance).toBe(String(10_000_000n - 1_000_000n - CHAT_COST));
+    // A's events (and so its webhooks and live subscriptions) carry nothing of B's activity.
+    const aEvents = await t.db.query(
+      `select type, data::text as data, metadata::text as meta from event where paywall_id = $1`,
+      [a.id],
+    );
+    for (const e of aEvents) {
+      expect(e.data).not.toContain(bChargeId);
+      expect(e.data).not.toContain(b.id);
+      expect(e.meta ?? '').not.toContain('only-for-b');
+    }
+    const aUser = aEvents.filter((e) => e.data.includes('vis-a')).map((e) => e.type);
+    expect(aUser).toEqual(['paywall.authorization.requested']);
+    // B's own view has both of its charges.
+    const bSeen = await t.gql(
+      b.apiKey,
+      `{ user(externalId: "vis-b") { charges { edges { node { id kind } } } } }`,
+    );
+    expect(bSeen.data.user.charges.edges.map((e: any) => e.node.kind).sort()).toEqual(['manual', 'usage']);
+    await expectLedgerProven(t.db);
+  });
+});
+
 describe('withdrawals', () => {
   const q = `mutation($i: RequestWithdrawalInput!) { requestWithdrawal(input: $i) { id amount destination status } }`;
 

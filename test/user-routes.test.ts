@@ -262,6 +262,7 @@ describe('POST /v1/user/charge', () => {
       success: false,
       message: `Insufficient balance: 0.5 USDC available, 0.500001 USDC requested. Top up here: ${url}`,
       url,
+      errorCode: 'insufficient_balance',
     });
     const s = await snapshot(pw, 'dora');
     expect(s.user.balance).toBe('500000');
@@ -459,6 +460,46 @@ describe('GET /v1/user/balance, /balance/topup, /connect, /disconnect', () => {
       connected: true,
       connectedUser: { paywallKeyId: shared.id, userId: wallet.walletUserId, externalUserId: 'hal' },
     });
+  });
+
+  it('connect: one pending link per user, handed out again (one row, one requested event) until decided or expired', async () => {
+    const shared = await t.createPaywall('SHARED');
+    const rows = () =>
+      t.db.query<any>(
+        `select r.id, r.status, r.expires_at from connect_request r join end_user e on e.id = r.end_user_id
+          where r.paywall_id = $1 and e.external_id = 'rey' order by r.created_at`,
+        [shared.id],
+      );
+    const first = await t.rest('GET', '/v1/user/connect?user=rey', { token: shared.apiKey });
+    const [before] = await rows();
+    const second = await t.rest('GET', '/v1/user/connect?user=rey', { token: shared.apiKey });
+    expect(second.body.url).toBe(first.body.url);
+    // A refused charge hands out the same link too.
+    const refused = await charge(shared, { user: 'rey', amount: '0.1' });
+    expect(refused.body).toMatchObject({ success: false, errorCode: 'not_connected', url: first.body.url });
+    const stored = await rows();
+    expect(stored).toHaveLength(1);
+    expect(new URL(first.body.url).searchParams.get('request')).toBe(stored[0].id);
+    // Handing it out again starts its 24 hours anew.
+    expect(new Date(stored[0].expires_at).getTime()).toBeGreaterThanOrEqual(
+      new Date(before.expires_at).getTime(),
+    );
+    const requested = await eventsOf(shared, 'paywall.authorization.requested');
+    expect(requested.map((e) => e.data.requestId)).toEqual([stored[0].id]);
+
+    // Once it expired (or was decided), the next call makes a new request and says so again.
+    await t.db.query(`update connect_request set expires_at = now() - interval '1 second' where id = $1`, [
+      stored[0].id,
+    ]);
+    const third = await t.rest('GET', '/v1/user/connect?user=rey', { token: shared.apiKey });
+    expect(third.body.url).not.toBe(first.body.url);
+    expect(await rows()).toHaveLength(2);
+    expect(await eventsOf(shared, 'paywall.authorization.requested')).toHaveLength(2);
+    // Concurrent first calls of another user converge on one request.
+    const urls = await Promise.all(
+      Array.from({ length: 5 }, () => t.rest('GET', '/v1/user/connect?user=rin', { token: shared.apiKey })),
+    );
+    expect(new Set(urls.map((u) => u.body.url)).size).toBe(1);
   });
 
   it('disconnect: DEFAULT changes nothing (success false); SHARED revokes and says whether it did', async () => {

@@ -66,6 +66,10 @@ describe('the hosted wallet in Chromium', () => {
     await page.getByLabel('Email').fill(EMAIL);
     await page.getByRole('button', { name: 'Send code' }).click();
     await page.getByLabel('Code').waitFor();
+    // One answer whether or not a code went out: it says nothing about the address.
+    expect(await page.getByTestId('sent').innerText()).toBe(
+      `If this address can sign in, we sent a 6-digit code to ${EMAIL}. It works once, for 10 minutes, and only in this browser.`,
+    );
     await screenshot(page, 'sign-in-code');
     await page.getByLabel('Code').fill(await smtp.waitForCode(EMAIL));
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -74,6 +78,16 @@ describe('the hosted wallet in Chromium', () => {
     expect(await page.getByRole('heading', { level: 1 }).innerText()).toContain('Inkwell Writer');
     expect(await page.content()).toContain('Drafts, edits and summarises your documents.');
     await expect(page.getByRole('button', { name: 'Decline' }).isVisible()).resolves.toBe(true);
+    // Exactly what the app may do, with the operator's cap on one manual charge.
+    const perms = (await page.locator('ul.perms li').allInnerTexts()).map((l) => l.trim());
+    expect(perms).toEqual([
+      'Charge your wallet for the AI usage you make in Inkwell Writer, at its published prices.',
+      'Make single charges of up to 5.00 USDC each, for other things it sells.',
+      "See your wallet's balance, so it can tell you when to top up.",
+      'Withdraw your funds or move them anywhere but its own charges.',
+      'See your e-mail address, which other apps you use, or what you do in them.',
+    ]);
+    expect(await page.getByRole('heading', { name: 'It can never' }).isVisible()).toBe(true);
     await screenshot(page, 'consent');
     await page.getByRole('button', { name: 'Approve' }).click();
     await page.getByText('is connected').first().waitFor();
@@ -136,11 +150,24 @@ describe('the hosted wallet in Chromium', () => {
     await page.reload();
   });
 
-  it('Disconnect revokes: the API hands out a connect link again', async () => {
+  it('Disconnect asks first (Cancel keeps the app), then revokes: the API hands out a connect link again', async () => {
     // Named exactly "Disconnect" (CONTRACT §8); the app's name is its description.
     const disconnect = page.getByRole('button', { name: 'Disconnect', exact: true });
     expect(await disconnect.getAttribute('aria-describedby')).toBeTruthy();
     await disconnect.click();
+    await page.getByRole('heading', { name: 'Disconnect Inkwell Writer?' }).waitFor();
+    expect(await page.locator('main').innerText()).toContain(
+      'It will no longer be able to charge your wallet.',
+    );
+    await screenshot(page, 'disconnect-confirm');
+    await page.getByRole('link', { name: 'Cancel' }).click();
+    await page.getByRole('heading', { name: 'Your wallet' }).waitFor();
+    expect(await page.locator('ul.apps').innerText()).toContain('Inkwell Writer');
+    expect((await connectStatus()).connected).toBe(true);
+
+    await page.getByRole('button', { name: 'Disconnect', exact: true }).click();
+    await page.getByRole('heading', { name: 'Disconnect Inkwell Writer?' }).waitFor();
+    await page.getByRole('button', { name: 'Disconnect', exact: true }).click();
     await page.getByText('The app was disconnected').waitFor();
     expect(await page.locator('main').innerText()).toContain('No apps are connected');
     const after = await connectStatus();

@@ -80,8 +80,13 @@ describe('wallet sign-in (e-mailed one-time code)', () => {
     const code = /\b(\d{6})\b/.exec(mail.text)![1];
     expect(mail.text).toContain(code);
 
+    const challenge = c.cookies.get('pp_sign_in')!;
+    const challengeCookie = sent.headers.getSetCookie().find((l) => l.startsWith('pp_sign_in='))!;
+    expect(challengeCookie).toMatch(/HttpOnly/i);
+    expect(challengeCookie).toMatch(/Path=\/wallet\/sign-in/i);
     const ok = await c.post('/wallet/sign-in/code', { email: 'once@example.com', code });
     expect(ok.status).toBe(303);
+    expect(c.cookies.has('pp_sign_in')).toBe(false); // the challenge ends with the sign-in
     expect(ok.location).toBe('/wallet');
     const setCookie = ok.headers.getSetCookie().find((l) => l.startsWith('pp_wallet_session='))!;
     expect(setCookie).toMatch(/HttpOnly/i);
@@ -97,6 +102,12 @@ describe('wallet sign-in (e-mailed one-time code)', () => {
     expect(again.status).toBe(403); // no CSRF token: refused before anything is checked
     const other = client();
     await other.get('/wallet/sign-in');
+    // Another browser cannot use the code at all: it is bound to the browser that asked for it.
+    const elsewhere = await other.post('/wallet/sign-in/code', { email: 'once@example.com', code });
+    expect(elsewhere.status).toBe(400);
+    expect(elsewhere.html).toContain('No code is waiting for this address in this browser');
+    // Even with the asking browser's challenge cookie replayed, the code works once.
+    other.cookies.set('pp_sign_in', challenge);
     const reused = await other.post('/wallet/sign-in/code', { email: 'once@example.com', code });
     expect(reused.status).toBe(400);
     expect(reused.html).toContain('already used');
@@ -159,23 +170,128 @@ describe('wallet sign-in (e-mailed one-time code)', () => {
     expect(c.cookies.has('pp_wallet_session')).toBe(false);
   });
 
-  it('limits codes per address and per IP (429, no e-mail sent)', async () => {
+  it('limits codes per address and network, per address and per network, with one uniform answer', async () => {
+    /** Codes that went out (a held-back request is recorded with `sent = false` and a code nobody knows). */
+    const rowsOf = async (email: string) =>
+      (
+        await t.db.query(`select count(*)::int as n from wallet_sign_in where email = $1 and sent`, [email])
+      )[0].n;
     const c = client();
     const email = 'many@example.com';
-    for (let i = 0; i < 5; i++) expect((await sendCode(c, email)).status).toBe(200);
-    const before = smtp.messages.length;
+    const answers: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const r = await sendCode(c, email);
+      expect(r.status).toBe(200);
+      answers.push(r.html);
+      await smtp.waitForCode(email);
+    }
+    // The sixth from the same network is held back, and the answer is the very same page.
     const sixth = await sendCode(c, email);
-    expect(sixth.status).toBe(429);
-    expect(sixth.html).toContain('Too many codes');
-    // A new client network still cannot exceed the per-address limit.
-    expect((await sendCode(client(), email)).status).toBe(429);
+    expect(sixth.status).toBe(200);
+    expect(sixth.html).toBe(answers[4]);
+    expect(sixth.html).toContain('If this address can sign in, we sent a 6-digit code to');
+    expect(await rowsOf(email)).toBe(5);
+    // Another network still gets a code for the address.
+    const elsewhere = client();
+    expect((await sendCode(elsewhere, email)).status).toBe(200);
+    const real = await smtp.waitForCode(email);
+    expect(await rowsOf(email)).toBe(6);
+    const wrongFor = (code: string) => (code === '000000' ? '111111' : '000000');
+    const afterSend = await elsewhere.post('/wallet/sign-in/code', { email, code: wrongFor(real) });
+    expect(afterSend.html).toContain('That code is not right. 4 tries left.');
 
+    // All networks together: at most 30 codes per address in 15 minutes.
+    const flooded = 'flood@example.com';
+    for (let i = 0; i < 6; i++) for (let j = 0; j < 5; j++) await sendCode(client(), flooded);
+    expect(await rowsOf(flooded)).toBe(30);
+    const lateClient = client();
+    const late = await sendCode(lateClient, flooded);
+    expect(late.status).toBe(200);
+    expect(late.html).toContain('If this address can sign in, we sent a 6-digit code to');
+    expect(await rowsOf(flooded)).toBe(30);
+    // Typing a code after a held-back request answers as after a real send: nothing tells them apart.
+    const afterHeld = await lateClient.post('/wallet/sign-in/code', { email: flooded, code: '000000' });
+    expect(afterHeld.status).toBe(afterSend.status);
+    expect(afterHeld.html).toContain('That code is not right. 4 tries left.');
+
+    // One network: at most 20 codes in 15 minutes, whatever the addresses.
     const net = client();
     for (let i = 0; i < 20; i++) expect((await sendCode(net, `ip${i}@example.com`)).status).toBe(200);
-    expect((await sendCode(net, 'ip-last@example.com')).status).toBe(429);
-    await new Promise((r) => setTimeout(r, 200));
-    expect(smtp.messages.length).toBe(before + 20);
+    const over = await sendCode(net, 'ip-last@example.com');
+    expect(over.status).toBe(200);
+    expect(await rowsOf('ip-last@example.com')).toBe(0);
+    await smtp.waitForCode('ip19@example.com');
     expect(smtp.messages.some((m) => m.to.includes('ip-last@example.com'))).toBe(false);
+  });
+
+  it("a stranger's sends and wrong guesses cannot lock the owner out; the answer never tells", async () => {
+    const email = 'owner@example.com';
+    const attacker = client();
+    const sends: string[] = [];
+    for (let i = 0; i < 6; i++) sends.push((await sendCode(attacker, email)).html);
+    const theirs = new Set<string>();
+    for (let i = 0; i < 5; i++) theirs.add(await smtp.waitForCode(email)); // the sixth was held back
+    const wrong = ['000000', '111111', '222222', '333333', '444444', '555555'].find((w) => !theirs.has(w))!;
+    // Five wrong guesses lock the stranger's own codes, nobody else's.
+    for (let i = 0; i < 5; i++)
+      expect((await attacker.post('/wallet/sign-in/code', { email, code: wrong })).status).toBe(400);
+    expect((await attacker.post('/wallet/sign-in/code', { email, code: wrong })).html).toContain('locked');
+    // Guesses from a browser that never asked count against nothing.
+    const drive = client();
+    await drive.get('/wallet/sign-in');
+    for (let i = 0; i < 5; i++)
+      expect((await drive.post('/wallet/sign-in/code', { email, code: String(100000 + i) })).html).toContain(
+        'No code is waiting',
+      );
+
+    const owner = client();
+    const answer = await sendCode(owner, email);
+    expect(answer.status).toBe(200);
+    // The same page whether a code was sent (owner, stranger's first five) or held back (stranger's sixth),
+    // but for the per-browser form token.
+    const page = (h: string) => h.replace(/name="csrf" value="[^"]*"/g, 'name="csrf" value=""');
+    expect(page(sends[5])).toBe(page(sends[0]));
+    expect(page(answer.html)).toBe(page(sends[5]));
+    const code = await smtp.waitForCode(email);
+    const ok = await owner.post('/wallet/sign-in/code', { email, code });
+    expect(ok.status).toBe(303);
+    expect(owner.cookies.has('pp_wallet_session')).toBe(true);
+    expect(attacker.cookies.has('pp_wallet_session')).toBe(false);
+  });
+
+  it('refuses addresses that cannot be delivered (NUL, control characters, stray dots): 400, nothing sent', async () => {
+    const c = client();
+    await c.get('/wallet/sign-in');
+    const count = async () => (await t.db.query(`select count(*)::int as n from wallet_sign_in`))[0].n;
+    const before = await count();
+    const bad = [
+      'nul\u0000@example.com',
+      'ctl\u0001x@example.com',
+      'tab\tx@example.com',
+      'trailing@example.com.',
+      'double..dot@example.com',
+      '.lead@example.com',
+      'lead.@example.com',
+      'x@example..com',
+      'x@.example.com',
+      'x@-example.com',
+      'x@example',
+      'two@at@example.com',
+      'x@127.0.0.1',
+      'not an address',
+      `${'a'.repeat(65)}@example.com`,
+    ];
+    for (const email of bad) {
+      const r = await c.post('/wallet/sign-in', { email });
+      expect([email, r.status]).toEqual([email, 400]);
+      expect(r.html).toContain('Enter a valid email address');
+      expect(r.html).toContain('<button type="submit">Send code</button>');
+    }
+    expect(await count()).toBe(before);
+    // Ordinary addresses still pass (plus, hyphen, subdomain, upper case folded).
+    for (const ok of ['Jo.Ann+ai@mail.example-co.uk', "o'brien@example.com"])
+      expect((await c.post('/wallet/sign-in', { email: ok })).status).toBe(200);
+    expect(await count()).toBe(before + 2);
   });
 
   it('a POST without or with a wrong CSRF token is a 403 page and changes nothing', async () => {
@@ -300,7 +416,8 @@ describe('consent, wallet page and revocation', () => {
     const bWallet = await b.get('/wallet');
     expect(bWallet.html).not.toContain('Private app');
     expect(bWallet.html).not.toContain(conn.id);
-    const revoke = await b.post(`/wallet/connections/${conn.id}/disconnect`, {});
+    expect((await b.post(`/wallet/connections/${conn.id}/disconnect`, {})).status).toBe(404);
+    const revoke = await b.post(`/wallet/connections/${conn.id}/disconnect`, { confirm: 'yes' });
     expect(revoke.status).toBe(404);
     expect((await t.rest('GET', '/v1/user/connect?user=erin', { token: pw.apiKey })).body.connected).toBe(
       true,
@@ -369,10 +486,24 @@ describe('consent, wallet page and revocation', () => {
       [pw.id],
     );
     await c.get('/wallet');
-    const res = await c.post(`/wallet/connections/${g1.id}/disconnect`, {});
+    // The wallet page's Disconnect asks first: a confirmation page, nothing revoked yet.
+    const ask = await c.post(`/wallet/connections/${g1.id}/disconnect`, {});
+    expect(ask.status).toBe(200);
+    expect(ask.html).toContain('Disconnect <span class="app-name">Revocable</span>?');
+    expect(ask.html).toContain('It will no longer be able to charge your wallet.');
+    expect(ask.html).toMatch(/<button type="submit" class="danger-solid">Disconnect<\/button>/);
+    expect(ask.html).toContain('<input type="hidden" name="confirm" value="yes"/>');
+    expect(ask.html).toMatch(/<a class="button secondary" href="\/wallet">Cancel<\/a>/);
+    expect(await events(pw.id, 'paywall.authorization.revoked')).toHaveLength(0);
+    expect((await t.rest('GET', '/v1/user/connect?user=g1', { token: pw.apiKey })).body.connected).toBe(true);
+    const res = await c.post(`/wallet/connections/${g1.id}/disconnect`, { confirm: 'yes' });
     expect(res.status).toBe(303);
     expect(res.location).toBe('/wallet?done=disconnected');
-    expect((await c.post(`/wallet/connections/${g1.id}/disconnect`, {})).status).toBe(303); // already revoked: no-op
+    // Already revoked: a no-op, asked or confirmed.
+    expect((await c.post(`/wallet/connections/${g1.id}/disconnect`, { confirm: 'yes' })).status).toBe(303);
+    const again = await c.post(`/wallet/connections/${g1.id}/disconnect`, {});
+    expect(again.status).toBe(303);
+    expect(again.location).toBe('/wallet?done=disconnected');
     const api = await t.rest('GET', '/v1/user/disconnect?user=g2', { token: pw.apiKey });
     expect(api.body).toEqual({ success: true, message: expect.stringContaining('disconnected') });
     const none = await t.rest('GET', '/v1/user/disconnect?user=g2', { token: pw.apiKey });
@@ -467,9 +598,9 @@ describe('races and redirects', () => {
     // Concurrent revokes (the page twice and the API at once) record one revocation.
     await c.get('/wallet');
     await Promise.all([
-      c.post(`/wallet/connections/${conns[0].id}/disconnect`, {}),
+      c.post(`/wallet/connections/${conns[0].id}/disconnect`, { confirm: 'yes' }),
       t.rest('GET', '/v1/user/disconnect?user=quinn', { token: pw.apiKey }),
-      c.post(`/wallet/connections/${conns[0].id}/disconnect`, {}),
+      c.post(`/wallet/connections/${conns[0].id}/disconnect`, { confirm: 'yes' }),
     ]);
     expect(await events(pw.id, 'paywall.authorization.revoked')).toHaveLength(1);
   });
@@ -548,6 +679,14 @@ describe('mail and configuration', () => {
     expect(c.MAIL_FROM).toBe('Paywall Proxy <no-reply@localhost>');
     expect(c.WALLET_TEST_FUNDS).toBe(false);
     expect(loadConfig({ WALLET_TEST_FUNDS: 'true' }).WALLET_TEST_FUNDS).toBe(true);
+  });
+
+  it('SHARED_MAX_MANUAL_CHARGE: USDC decimal, default 5, parsed to raw units; anything else stops the start', () => {
+    expect(loadConfig({}).SHARED_MAX_MANUAL_CHARGE).toBe(5_000_000n);
+    expect(loadConfig({ SHARED_MAX_MANUAL_CHARGE: '' }).SHARED_MAX_MANUAL_CHARGE).toBe(5_000_000n);
+    expect(loadConfig({ SHARED_MAX_MANUAL_CHARGE: '12.345678' }).SHARED_MAX_MANUAL_CHARGE).toBe(12_345_678n);
+    for (const bad of ['0', '-1', 'abc', '1e3', '0.0000001'])
+      expect(() => loadConfig({ SHARED_MAX_MANUAL_CHARGE: bad })).toThrow(/SHARED_MAX_MANUAL_CHARGE/);
   });
 });
 

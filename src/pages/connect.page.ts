@@ -1,11 +1,14 @@
 import { html } from './html.js';
 import { Layout } from './layout.js';
-import { Card, CsrfField } from './components.js';
+import { Card, CsrfField, usdcText } from './components.js';
 import type { PageContext } from './security.js';
 import type { ConsentRequest } from '../modules/wallet/authorization.service.js';
 
-/** The consent page: names the app, says what it may do, Approve / Decline. */
-export function ConsentPage(props: { page: PageContext; request: ConsentRequest }) {
+/**
+ * The consent page: names the app, says exactly what it may and may not do, Approve / Decline.
+ * `maxChargeRaw` is the operator's cap on one manual charge (SHARED_MAX_MANUAL_CHARGE).
+ */
+export function ConsentPage(props: { page: PageContext; request: ConsentRequest; maxChargeRaw: bigint }) {
   const r = props.request;
   const action = `/connect/${r.paywallId}`;
   return html`<${Layout} title=${`Connect ${r.paywallName}`} page=${props.page} narrow=${true}>
@@ -24,9 +27,18 @@ export function ConsentPage(props: { page: PageContext; request: ConsentRequest 
     <${Card} title="If you approve, the app can">
       <ul class="perms">
         <li>Charge your wallet for the AI usage you make in ${r.paywallName}, at its published prices.</li>
-        <li>See whether your wallet can pay for a request. It never sees your e-mail or your other apps.</li>
-        <li>You can disconnect it at any time from your wallet page.</li>
+        <li>
+          Make single charges of up to <strong>${usdcText(props.maxChargeRaw)}</strong> each, for other things
+          it sells.
+        </li>
+        <li>See your wallet's balance, so it can tell you when to top up.</li>
       </ul>
+      <h3 class="perms-head">It can never</h3>
+      <ul class="perms never">
+        <li>Withdraw your funds or move them anywhere but its own charges.</li>
+        <li>See your e-mail address, which other apps you use, or what you do in them.</li>
+      </ul>
+      <p class="muted">You can disconnect it at any time from your wallet page.</p>
       <div class="actions">
         <form method="post" action=${`${action}/approve`}>
           <${CsrfField} page=${props.page} />

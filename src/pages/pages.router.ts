@@ -3,18 +3,22 @@ import type { Services } from '../services.js';
 import { DomainError } from '../shared/errors.js';
 import { renderDocument, type html } from './html.js';
 import {
+  challengeOf,
+  clearChallengeCookie,
   csrfOk,
   clearSessionCookie,
   pageContext,
   pageHeaders,
   safeNext,
+  setChallengeCookie,
   setSessionCookie,
 } from './security.js';
 import { PAGES_CSS } from './styles.js';
 import { MessagePage } from './message.page.js';
+import { usdcText } from './components.js';
 import { CodeStep, EmailStep } from './sign-in.page.js';
 import { ConsentPage } from './connect.page.js';
-import { NOTICES, WalletPage } from './wallet.page.js';
+import { DisconnectConfirmPage, NOTICES, WalletPage } from './wallet.page.js';
 import { DefaultTopupPage, WalletTopupPage, type TopupOptions } from './topup.page.js';
 import { WALLET_TOPUP_AMOUNTS } from '../modules/payments/stripe/stripe.service.js';
 
@@ -141,10 +145,13 @@ export function createPagesRouter(s: Services): Router {
     post(async (req, res) => {
       const next = safeNext(body(req, 'next'));
       try {
-        const { email } = await s.signIn.sendCode(
+        // One answer whether or not a limit held the code back: it reveals nothing about the address.
+        const { email, challenge } = await s.signIn.sendCode(
           body(req, 'email'),
           req.ip ?? req.socket.remoteAddress ?? 'unknown',
+          challengeOf(req),
         );
+        setChallengeCookie(s, res, challenge);
         send(res, 200, CodeStep({ page: req.page, next, email, sent: true }));
       } catch (err) {
         if (!(err instanceof DomainError)) throw err;
@@ -162,8 +169,9 @@ export function createPagesRouter(s: Services): Router {
       const next = safeNext(body(req, 'next'));
       const email = body(req, 'email') ?? '';
       try {
-        const { token } = await s.signIn.verifyCode(email, body(req, 'code'));
+        const { token } = await s.signIn.verifyCode(email, body(req, 'code'), challengeOf(req));
         setSessionCookie(s, res, token);
+        clearChallengeCookie(s, res);
         res.redirect(303, next ?? '/wallet');
       } catch (err) {
         if (!(err instanceof DomainError) || err.param !== 'code') throw err;
@@ -190,7 +198,11 @@ export function createPagesRouter(s: Services): Router {
         String(req.query.request ?? ''),
       );
       if (!req.page.session) return signInRedirect(req, res);
-      send(res, 200, ConsentPage({ page: req.page, request }));
+      send(
+        res,
+        200,
+        ConsentPage({ page: req.page, request, maxChargeRaw: s.config.SHARED_MAX_MANUAL_CHARGE }),
+      );
     }),
   );
   pages.post(
@@ -209,7 +221,7 @@ export function createPagesRouter(s: Services): Router {
           page: req.page,
           kind: 'ok',
           title: `${out.paywallName} is connected`,
-          message: `${out.paywallName} can now charge your wallet for what you use. You can disconnect it at any time from your wallet.`,
+          message: `${out.paywallName} can now charge your wallet for the AI usage you make in it, and make single charges of up to ${usdcText(s.config.SHARED_MAX_MANUAL_CHARGE)}. You can disconnect it at any time from your wallet.`,
           link: { href: '/wallet', text: 'Go to your wallet' },
         }),
       );
@@ -252,7 +264,19 @@ export function createPagesRouter(s: Services): Router {
     '/wallet/connections/:connectionId/disconnect',
     post(async (req, res) => {
       if (!req.page.session) return signInRedirect(req, res);
-      await s.authorizations.revokeConnection(req.page.session.user.id, String(req.params.connectionId));
+      const walletUserId = req.page.session.user.id;
+      const connectionId = String(req.params.connectionId);
+      // The wallet page's button asks first; only the confirmation page's button (confirm=yes) revokes.
+      if (body(req, 'confirm') !== 'yes') {
+        const c = await s.authorizations.connectionOf(walletUserId, connectionId);
+        if (!c.active) return res.redirect(303, '/wallet?done=disconnected');
+        return send(
+          res,
+          200,
+          DisconnectConfirmPage({ page: req.page, connectionId: c.connectionId, paywallName: c.paywallName }),
+        );
+      }
+      await s.authorizations.revokeConnection(walletUserId, connectionId);
       res.redirect(303, '/wallet?done=disconnected');
     }),
   );

@@ -1,7 +1,12 @@
 import type { NextFunction, Request, Response } from 'express';
 import { parseCookie, stringifySetCookie } from 'cookie';
 import type { Services } from '../services.js';
-import { SESSION_COOKIE, SIGN_IN, type WalletSession } from '../modules/wallet/sign-in.service.js';
+import {
+  CHALLENGE_COOKIE,
+  SESSION_COOKIE,
+  SIGN_IN,
+  type WalletSession,
+} from '../modules/wallet/sign-in.service.js';
 import { newToken } from '../modules/wallet/wallet-secrets.js';
 
 /** The pre-sign-in CSRF cookie (signed double submit: the form carries an HMAC of its value). */
@@ -61,6 +66,33 @@ function appendCookie(res: Response, value: string): void {
 
 export function setSessionCookie(s: Services, res: Response, token: string): void {
   appendCookie(res, serializeCookie(SESSION_COOKIE, token, cookieOptions(s, SIGN_IN.sessionDays * 86400)));
+}
+
+/**
+ * The sign-in challenge of this browser (codes are bound to it): HttpOnly, only sent to the sign-in
+ * forms' own paths, and as long-lived as a code.
+ */
+const challengeCookieOptions = (s: Services, maxAgeSeconds: number) => ({
+  ...cookieOptions(s, maxAgeSeconds),
+  path: '/wallet/sign-in',
+});
+
+export function challengeOf(req: Request): string | undefined {
+  return parseCookie(req.header('cookie') ?? '')[CHALLENGE_COOKIE];
+}
+
+export function setChallengeCookie(s: Services, res: Response, token: string): void {
+  appendCookie(
+    res,
+    serializeCookie(CHALLENGE_COOKIE, token, challengeCookieOptions(s, SIGN_IN.codeTtlMinutes * 60)),
+  );
+}
+
+export function clearChallengeCookie(s: Services, res: Response): void {
+  appendCookie(
+    res,
+    serializeCookie(CHALLENGE_COOKIE, '', { ...challengeCookieOptions(s, 0), expires: new Date(0) }),
+  );
 }
 
 export function clearSessionCookie(s: Services, res: Response): void {

@@ -47,7 +47,13 @@ export function CodeStep(props: {
 }) {
   return html`<${Layout} title="Enter your code" page=${props.page} narrow=${true}>
     <h1>Check your e-mail</h1>
-    ${props.sent && html`<p class="lead">We sent a 6-digit code to <strong>${props.email}</strong>. It works once, for 10 minutes.</p>`}
+    ${
+      props.sent &&
+      html`<p class="lead" data-testid="sent">
+        If this address can sign in, we sent a 6-digit code to <strong>${props.email}</strong>. It works once,
+        for 10 minutes, and only in this browser.
+      </p>`
+    }
     ${props.error && html`<${Alert} kind="error">${props.error}<//>`}
     <${Card}>
       <form method="post" action="/wallet/sign-in/code">
@@ -70,7 +76,7 @@ export function CodeStep(props: {
       </form>
     <//>
     <p class="muted">
-      No e-mail? Check your spam folder, or${' '}
+      No e-mail after a few minutes? Check your spam folder, or${' '}
       <a href=${props.next ? `/wallet/sign-in?next=${encodeURIComponent(props.next)}` : '/wallet/sign-in'}
         >request a new code</a
       >.

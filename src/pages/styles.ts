@@ -47,6 +47,10 @@ button.secondary{background:#fff;color:var(--text);border-color:#8b95a1}
 button.secondary:hover{background:#f3f4f6}
 button.danger{background:#fff;color:var(--danger);border-color:#e4a29b}
 button.danger:hover{background:var(--err-bg)}
+button.danger-solid{background:var(--danger);border-color:var(--danger);color:#fff}
+button.danger-solid:hover{background:#912018;border-color:#912018}
+a.button{display:inline-flex;align-items:center;font-weight:600;border-radius:8px;padding:.6rem 1.1rem;min-height:2.75rem;text-decoration:none;border:1px solid #8b95a1;background:#fff;color:var(--text)}
+a.button:hover{background:#f3f4f6;color:var(--text)}
 button.link{background:none;border:none;color:var(--accent);padding:.25rem .4rem;min-height:0;text-decoration:underline;font-weight:500}
 .actions{display:flex;gap:.75rem;flex-wrap:wrap;align-items:center;margin-top:1.25rem}
 .actions form{margin:0}
@@ -61,6 +65,8 @@ ul.perms{list-style:none;padding:0;margin:0 0 1rem}
 ul.perms li{padding:.5rem 0 .5rem 1.75rem;position:relative;border-top:1px solid #eef0f3}
 ul.perms li:first-child{border-top:none}
 ul.perms li::before{content:"";position:absolute;left:.25rem;top:.95rem;width:.6rem;height:.6rem;border-radius:50%;background:var(--accent)}
+ul.perms.never li::before{content:"\\00d7";background:none;width:auto;height:auto;border-radius:0;top:.35rem;left:.3rem;color:var(--danger);font-weight:700;font-size:1.1rem;line-height:1.4}
+h3.perms-head{font-size:.95rem;margin:.25rem 0 .25rem;color:var(--text)}
 .app-name{font-weight:650}
 .desc{background:#f8fafc;border:1px solid #eef0f3;border-radius:8px;padding:.75rem 1rem;color:var(--text)}
 ul.apps{list-style:none;padding:0;margin:0}

@@ -91,3 +91,31 @@ export function WalletPage(props: {
     <//>
   <//>`;
 }
+
+/**
+ * "Disconnect <app>?": the wallet page's Disconnect leads here, and only this page's button revokes.
+ * A plain form (no script): Disconnect posts the confirmation, Cancel goes back to the wallet.
+ */
+export function DisconnectConfirmPage(props: {
+  page: PageContext;
+  connectionId: string;
+  paywallName: string;
+}) {
+  return html`<${Layout} title=${`Disconnect ${props.paywallName}?`} page=${props.page} narrow=${true}>
+    <h1>Disconnect <span class="app-name">${props.paywallName}</span>?</h1>
+    <${Card}>
+      <p>
+        It will no longer be able to charge your wallet. Requests it has already started are settled normally;
+        to use it with your wallet again, you approve it again.
+      </p>
+      <div class="actions">
+        <form method="post" action=${`/wallet/connections/${props.connectionId}/disconnect`}>
+          <${CsrfField} page=${props.page} />
+          <input type="hidden" name="confirm" value="yes" />
+          <button type="submit" class="danger-solid">Disconnect</button>
+        </form>
+        <a class="button secondary" href="/wallet">Cancel</a>
+      </div>
+    <//>
+  <//>`;
+}

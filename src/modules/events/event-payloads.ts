@@ -55,7 +55,7 @@ export interface EventDataMap {
     walletUserId: string | null;
     activityId: string;
     amount: Usdc;
-    errorCode: 'insufficient_balance' | 'not_connected';
+    errorCode: 'insufficient_balance' | 'not_connected' | 'charge_limit_exceeded';
   };
   'paywall.usage.charge.created': {
     walletUserId: string | null;

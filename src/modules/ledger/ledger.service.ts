@@ -48,7 +48,7 @@ export interface ChargeResult {
   externalId: string;
   amountRaw: bigint;
   status: 'completed' | 'failed';
-  errorCode: 'insufficient_balance' | 'not_connected' | null;
+  errorCode: 'insufficient_balance' | 'not_connected' | 'charge_limit_exceeded' | null;
   ledgerEntryId: string | null;
   /** Free balance after the attempt. */
   balanceRaw: bigint;
@@ -316,6 +316,9 @@ export class LedgerService {
     const user = await this.s.users.ensureUser(sql, paywall, externalId, trigger);
     const chargeId = randomUUID();
     if (!user.connected) return this.refuse(sql, paywall, user, chargeId, amountRaw, metadata, trigger, null);
+    // A SHARED app charges a wallet that pays for other apps too: one manual charge is capped by the operator.
+    if (paywall.mode === 'SHARED' && amountRaw > this.s.config.SHARED_MAX_MANUAL_CHARGE)
+      return this.refuse(sql, paywall, user, chargeId, amountRaw, metadata, trigger, null, true);
 
     const ledgerEntryId = randomUUID();
     const split = splitCharge(paywall.mode, amountRaw, 0n, this.s.config.PLATFORM_FEE_BPS);
@@ -432,9 +435,14 @@ export class LedgerService {
     metadata: Record<string, unknown>,
     trigger: EventTrigger,
     availableRaw: bigint | null,
+    overLimit = false,
   ): Promise<ChargeResult> {
     const available = availableRaw ?? user.balanceRaw - user.heldRaw;
-    const errorCode = user.connected ? 'insufficient_balance' : 'not_connected';
+    const errorCode = overLimit
+      ? 'charge_limit_exceeded'
+      : user.connected
+        ? 'insufficient_balance'
+        : 'not_connected';
     const walletUserId = walletUserIdOf(paywall, user);
     const events: NewEvent[] = [
       buildEvent(
@@ -448,9 +456,14 @@ export class LedgerService {
         { walletUserId, activityId: chargeId, amount: usdcDecimal(amountRaw), errorCode },
       ),
     ];
-    let url: string;
+    let url: string | null;
     let message: string;
-    if (errorCode === 'insufficient_balance') {
+    if (errorCode === 'charge_limit_exceeded') {
+      url = null;
+      message =
+        `A single manual charge of a shared-wallet user is limited to ${usdcDecimal(this.s.config.SHARED_MAX_MANUAL_CHARGE)} USDC; ` +
+        `${usdcDecimal(amountRaw)} USDC was requested. Nothing was charged.`;
+    } else if (errorCode === 'insufficient_balance') {
       url = await this.s.users.topupUrl(paywall, user.externalId, sql);
       message = `Insufficient balance: ${usdcDecimal(available)} USDC available, ${usdcDecimal(amountRaw)} USDC requested. Top up here: ${url}`;
       events.push(
@@ -470,7 +483,7 @@ export class LedgerService {
       const req = await this.s.users.connectRequest(sql, paywall, user, trigger);
       url = req.url;
       message = `User is not connected to this paywall; nothing was charged. Connect here: ${url}`;
-      events.push(req.event);
+      if (req.event) events.push(req.event);
     }
     // The charge row and its events in one statement (atomic also outside a transaction).
     const rows = await sql.query(

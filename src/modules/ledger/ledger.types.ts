@@ -96,7 +96,11 @@ export class ChargePayload {
   @Field() message!: string;
   @Field(() => String, { nullable: true, description: 'When refused: the top-up or connect link to show.' })
   url!: string | null;
-  @Field(() => String, { nullable: true, description: '`insufficient_balance` or `not_connected`.' })
+  @Field(() => String, {
+    nullable: true,
+    description:
+      "`insufficient_balance`, `not_connected`, or `charge_limit_exceeded` (SHARED: above the operator's cap on one manual charge).",
+  })
   errorCode!: string | null;
   @Field(() => ChargeType) charge!: ChargeType;
   @Field({ description: 'Free balance after the attempt, raw units.' }) balance!: string;

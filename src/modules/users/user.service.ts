@@ -337,23 +337,43 @@ export class UserService {
   }
 
   /**
-   * A connect link (SHARED) and its `paywall.authorization.requested` event. The request is stored (valid
-   * 24 hours, tied to this paywall and end user), so the hosted consent page decides exactly this
-   * request; the link carries only its id. Record the event in the same transaction as `sql`.
+   * A connect link (SHARED). One pending request per end user: while one is pending and unexpired it is
+   * handed out again (its 24 hours start anew), so repeated connect calls and blocked chats neither pile
+   * up rows nor repeat `paywall.authorization.requested`; `event` is that event only when this call
+   * created the request (record it in the same transaction as `sql`). The consent page decides exactly
+   * the stored request; the link carries only its id.
    */
   async connectRequest(
     sql: Sql,
     paywall: PaywallInfo,
     user: { id: string; externalId: string },
     trigger: EventTrigger,
-  ): Promise<{ url: string; requestId: string; event: NewEvent }> {
+  ): Promise<{ url: string; requestId: string; event: NewEvent | null }> {
+    // Reuse-or-create must be serialised per end user: outside a transaction, open one for it.
+    if (sql === this.s.db)
+      return this.s.db.transaction((tx) => this.connectRequest(tx, paywall, user, trigger));
+    await sql.query(`select pg_advisory_xact_lock(hashtextextended('connect_request:' || $1::text, 0))`, [
+      user.id,
+    ]);
+    const [reused] = await sql.query(
+      `update connect_request set expires_at = now() + interval '24 hours'
+        where id = (select id from connect_request
+                     where end_user_id = $1::uuid and paywall_id = $2::uuid and status = 'pending'
+                       and expires_at > now()
+                     order by created_at desc limit 1)
+        returning id`,
+      [user.id, paywall.id],
+    );
+    const linkOf = (requestId: string) =>
+      withParam(`${this.s.config.PUBLIC_BASE_URL}/connect/${paywall.id}`, { request: requestId });
+    if (reused) return { url: linkOf(reused.id), requestId: reused.id, event: null };
     const requestId = randomUUID();
     await sql.query(
       `insert into connect_request (id, paywall_id, end_user_id, status, expires_at, created_at)
        values ($1::uuid, $2::uuid, $3::uuid, 'pending', now() + interval '24 hours', now())`,
       [requestId, paywall.id, user.id],
     );
-    const url = withParam(`${this.s.config.PUBLIC_BASE_URL}/connect/${paywall.id}`, { request: requestId });
+    const url = linkOf(requestId);
     return {
       url,
       requestId,
@@ -377,13 +397,16 @@ export class UserService {
     return url;
   }
 
-  /** A SHARED-mode connect link; records `paywall.authorization.requested`. */
+  /**
+   * A SHARED-mode connect link: the end user's pending request, or a new one with its
+   * `paywall.authorization.requested` event.
+   */
   async connectLink(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<string> {
     checkExternalId(externalId);
     const user = await this.ensureUser(this.s.db, paywall, externalId, trigger);
     return this.s.db.transaction(async (tx) => {
       const { url, event } = await this.connectRequest(tx, paywall, user, trigger);
-      await recordEvents(tx, [event]);
+      if (event) await recordEvents(tx, [event]);
       return url;
     });
   }

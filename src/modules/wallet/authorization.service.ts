@@ -28,6 +28,16 @@ const linkNotFound = () =>
     'connect_link_not_found',
   );
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+const connectionNotFound = () =>
+  new DomainError(
+    'not_found',
+    'This connection was not found in your wallet.',
+    'connection',
+    'connection_not_found',
+  );
+
 /** The trigger of something a signed-in wallet user did on a hosted page. */
 export const pageTrigger = (walletUserId: string): EventTrigger => ({
   source: 'page',
@@ -180,6 +190,24 @@ export class AuthorizationService {
   }
 
   /**
+   * A connection of this wallet user, for the Disconnect confirmation: the app's name and whether it is
+   * still active. Anyone else's connection (or an unknown id) is the same 404 as in `revokeConnection`.
+   */
+  async connectionOf(
+    walletUserId: string,
+    connectionId: unknown,
+  ): Promise<{ connectionId: string; paywallName: string; active: boolean }> {
+    if (typeof connectionId !== 'string' || !UUID.test(connectionId)) throw connectionNotFound();
+    const [c] = await this.s.db.query(
+      `select c.id, c.revoked_at, p.name from wallet_connection c join paywall p on p.id = c.paywall_id
+        where c.id = $1 and c.wallet_user_id = $2`,
+      [connectionId, walletUserId],
+    );
+    if (!c) throw connectionNotFound();
+    return { connectionId: c.id, paywallName: c.name, active: !c.revoked_at };
+  }
+
+  /**
    * Revoke from the wallet page: only the wallet user who owns the connection may (anyone else gets
    * the same 404 as for an unknown id). Revoking an already revoked connection is a no-op.
    */
@@ -187,14 +215,8 @@ export class AuthorizationService {
     walletUserId: string,
     connectionId: unknown,
   ): Promise<{ revoked: boolean; paywallName: string }> {
-    const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-    const notFound = new DomainError(
-      'not_found',
-      'This connection was not found in your wallet.',
-      'connection',
-      'connection_not_found',
-    );
-    if (typeof connectionId !== 'string' || !uuid.test(connectionId)) throw notFound;
+    const notFound = connectionNotFound();
+    if (typeof connectionId !== 'string' || !UUID.test(connectionId)) throw notFound;
     return this.s.db.transaction(async (tx) => {
       const [c] = await tx.query(
         `select c.end_user_id, p.name from wallet_connection c join paywall p on p.id = c.paywall_id

@@ -1,16 +1,19 @@
-import { randomInt, randomUUID } from 'node:crypto';
+import { randomBytes, randomInt, randomUUID } from 'node:crypto';
 import type { Sql } from '../../db/database.js';
 import { DomainError } from '../../shared/errors.js';
 import { safeEqual } from '../../shared/ids.js';
 import type { Services } from '../../services.js';
 import { newToken, tokenHash, type WalletSecrets } from './wallet-secrets.js';
 
-/** Sign-in rules (CONTRACT §8). Limits are counted in the database, so they hold across instances. */
+/** Sign-in rules. Limits are counted in the database, so they hold across instances. */
 export const SIGN_IN = {
   codeTtlMinutes: 10,
   maxWrongTries: 5,
   limitWindowMinutes: 15,
-  perAddress: 5,
+  /** Codes per address from one client network: what one person (or one stranger) can ask for. */
+  perAddressAndIp: 5,
+  /** Codes per address from all networks together: a mailbox is never flooded. */
+  perAddress: 30,
   perIp: 20,
   sessionDays: 30,
   /** Rows past every rule that reads them are deleted hourly: codes after a day, sessions and connect
@@ -22,6 +25,8 @@ export const SIGN_IN = {
 const PURGE_EVERY_MS = 60 * 60 * 1000;
 
 export const SESSION_COOKIE = 'pp_wallet_session';
+/** The browser's sign-in challenge: codes are sent to, and verified for, the browser holding it. */
+export const CHALLENGE_COOKIE = 'pp_sign_in';
 
 export interface WalletUser {
   id: string;
@@ -36,15 +41,37 @@ export interface WalletSession {
   expiresAt: Date;
 }
 
-const EMAIL = /^[^\s@<>()[\]\\,;:"]+@[^\s@<>()[\]\\,;:"]+\.[^\s@<>()[\]\\,;:"]+$/;
+export const INVALID_EMAIL_MESSAGE = 'Enter a valid email address (like name@example.com).';
 
-/** Trims and lower-cases an address; refuses what cannot be one. */
+/** Characters of an unquoted local part (RFC 5322 `atext`); dots are checked apart. */
+const LOCAL_ATOM = /^[a-z0-9!#$%&'*+/=?^_`{|}~-]+$/;
+/** One DNS label: letters, digits and inner hyphens, 1 to 63 characters. */
+const DOMAIN_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/**
+ * Trims and lower-cases an address and refuses what cannot be delivered: a strict check of the common
+ * form `local@domain` (ASCII only; no quoted local parts, no address literals). Control characters
+ * (NUL included), spaces, a leading, trailing or doubled dot, and a domain without a dot or with an
+ * empty label are all refused before anything is stored or sent.
+ */
 export function normalizeEmail(input: unknown): string {
   const email = typeof input === 'string' ? input.trim().toLowerCase() : '';
-  if (!email || email.length > 254 || !EMAIL.test(email))
-    throw new DomainError('invalid_request', 'Enter a valid e-mail address.', 'email', 'invalid_email');
+  const invalid = () => new DomainError('invalid_request', INVALID_EMAIL_MESSAGE, 'email', 'invalid_email');
+  if (!email || email.length > 254) throw invalid();
+  const at = email.lastIndexOf('@');
+  if (at <= 0 || at !== email.indexOf('@')) throw invalid();
+  const local = email.slice(0, at);
+  const domain = email.slice(at + 1);
+  if (local.length > 64 || !local.split('.').every((atom) => LOCAL_ATOM.test(atom))) throw invalid();
+  const labels = domain.split('.');
+  if (labels.length < 2 || !labels.every((l) => DOMAIN_LABEL.test(l))) throw invalid();
+  // The top-level domain is never all digits (that would be an IP address).
+  if (/^\d+$/.test(labels[labels.length - 1])) throw invalid();
   return email;
 }
+
+/** A challenge token as this service issues them (43 base64url characters); anything else is none. */
+const isChallengeToken = (v: unknown): v is string => typeof v === 'string' && /^[\w-]{43}$/.test(v);
 
 const codeError = (code: string, message: string) =>
   new DomainError('invalid_request', message, 'code', code);
@@ -100,79 +127,111 @@ export class SignInService {
     return { codes: codes.length, sessions: sessions.length, connectRequests: connectRequests.length };
   }
 
-  /** Sends a new code to `email`. Throws `rate_limited` past the per-address or per-IP limit. */
-  async sendCode(emailInput: unknown, ip: string): Promise<{ email: string }> {
+  /**
+   * Asks for a code for `email` from one browser (`challenge`: the token of its sign-in cookie, or
+   * undefined for a new one) and one client network. The answer is the same whether a code was sent or
+   * a limit held it back, so it says nothing about the address; `sent` is for the log and tests only.
+   * The e-mail goes out after the answer (its failure is logged), so the answer takes as long either way.
+   */
+  async sendCode(
+    emailInput: unknown,
+    ip: string,
+    challenge?: string,
+  ): Promise<{ email: string; challenge: string; sent: boolean }> {
     const email = normalizeEmail(emailInput);
+    const token = isChallengeToken(challenge) ? challenge : newToken();
     const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
-    await this.s.db.transaction(async (tx) => {
+    const clientIp = ip.slice(0, 64);
+    const sent = await this.s.db.transaction(async (tx) => {
       // Email first, IP second in every transaction: no lock cycle between two senders.
       await tx.query(
         `select pg_advisory_xact_lock(hashtextextended('wallet_sign_in:email:' || $1::text, 0))`,
         [email],
       );
       await tx.query(`select pg_advisory_xact_lock(hashtextextended('wallet_sign_in:ip:' || $1::text, 0))`, [
-        ip,
+        clientIp,
       ]);
       const [counts] = await tx.query(
         `select (select count(*) from wallet_sign_in
                   where email = $1 and created_at > now() - make_interval(mins => $3))::int as by_email,
                 (select count(*) from wallet_sign_in
+                  where email = $1 and ip = $2 and created_at > now() - make_interval(mins => $3))::int as by_email_ip,
+                (select count(*) from wallet_sign_in
                   where ip = $2 and created_at > now() - make_interval(mins => $3))::int as by_ip`,
-        [email, ip, SIGN_IN.limitWindowMinutes],
+        [email, clientIp, SIGN_IN.limitWindowMinutes],
       );
-      if (counts.by_email >= SIGN_IN.perAddress || counts.by_ip >= SIGN_IN.perIp)
-        throw new DomainError(
-          'rate_limited',
-          `Too many codes were requested ${counts.by_email >= SIGN_IN.perAddress ? 'for this address' : 'from your network'}. ` +
-            `Wait ${SIGN_IN.limitWindowMinutes} minutes, then try again.`,
-          'email',
-          'too_many_codes',
+      const allowed =
+        counts.by_email_ip < SIGN_IN.perAddressAndIp &&
+        counts.by_email < SIGN_IN.perAddress &&
+        counts.by_ip < SIGN_IN.perIp;
+      if (!allowed)
+        this.s.log.info(
+          { byEmail: counts.by_email, byIp: counts.by_ip },
+          'sign-in code held back by a limit',
         );
+      // A held-back request is recorded too, with a code nobody knows: limits count requests, and a code
+      // typed after it gets the same answers ("not right", tries left) as after a real send. Only up to
+      // twice the per-network limit, so one network cannot grow the table without bound (beyond that,
+      // what differs tells a flooder only about their own flood, never about the address).
+      if (!allowed && counts.by_ip >= 2 * SIGN_IN.perIp) return false;
       await tx.query(
-        `insert into wallet_sign_in (id, email, code_hash, ip, attempts, expires_at, created_at)
-         values ($1, $2, $3, $4, 0, now() + make_interval(mins => $5), now())`,
-        [randomUUID(), email, this.secrets.codeHash(email, code), ip.slice(0, 64), SIGN_IN.codeTtlMinutes],
+        `insert into wallet_sign_in (id, email, code_hash, challenge_hash, ip, attempts, sent, expires_at, created_at)
+         values ($1, $2, $3, $4, $5, 0, $6, now() + make_interval(mins => $7), now())`,
+        [
+          randomUUID(),
+          email,
+          allowed ? this.secrets.codeHash(email, code) : randomBytes(32).toString('hex'),
+          tokenHash(token),
+          clientIp,
+          allowed,
+          SIGN_IN.codeTtlMinutes,
+        ],
       );
+      return allowed;
     });
-    try {
-      await this.s.mailer.send({
-        to: email,
-        subject: `Your sign-in code: ${code}`,
-        text:
-          `Your Paywall Proxy wallet sign-in code is ${code}\n\n` +
-          `It works once, for ${SIGN_IN.codeTtlMinutes} minutes. If you did not ask for it, ignore this e-mail: ` +
-          `nobody can sign in without the code.\n`,
-      });
-    } catch (err) {
-      this.s.log.error({ err }, 'sign-in e-mail could not be sent');
-      throw new DomainError(
-        'upstream_error',
-        'The sign-in e-mail could not be sent. Try again in a moment.',
-        null,
-        'mail_failed',
-      );
-    }
-    return { email };
+    if (sent)
+      this.s.mailer
+        .send({
+          to: email,
+          subject: `Your sign-in code: ${code}`,
+          text:
+            `Your Paywall Proxy wallet sign-in code is ${code}\n\n` +
+            `It works once, for ${SIGN_IN.codeTtlMinutes} minutes, in the browser where you asked for it. ` +
+            `If you did not ask for it, ignore this e-mail: nobody can sign in without the code.\n`,
+        })
+        .catch((err) => this.s.log.error({ err }, 'sign-in e-mail could not be sent'));
+    return { email, challenge: token, sent };
   }
 
   /**
-   * Checks a code and opens a session (creating the wallet user on first sign-in). Wrong tries are
-   * committed before the error is thrown, so the 5-try lock holds whatever the caller does next.
+   * Checks a code of THIS browser's challenge and opens a session (creating the wallet user on first
+   * sign-in). Only codes sent with this challenge are looked at, and only they count wrong tries, so
+   * another browser's guesses can never lock them. Wrong tries are committed before the error is
+   * thrown, so the 5-try lock holds whatever the caller does next.
    */
   async verifyCode(
     emailInput: unknown,
     codeInput: unknown,
+    challenge: string | undefined,
   ): Promise<{ token: string; session: WalletSession }> {
     const email = normalizeEmail(emailInput);
     const code = typeof codeInput === 'string' ? codeInput.replace(/\s+/g, '') : '';
+    const noCode = () =>
+      codeError(
+        'code_missing',
+        'No code is waiting for this address in this browser. Request a new code here, then enter it on this page.',
+      );
+    if (!isChallengeToken(challenge)) throw noCode();
     const outcome = await this.s.db.transaction(async (tx) => {
-      // Locks this address's recent codes: concurrent tries of one address run one at a time.
+      // Locks this browser's recent codes for the address: its concurrent tries run one at a time.
       const rows = await tx.query(
         `select id, code_hash, attempts, used_at, expires_at <= now() as expired
-           from wallet_sign_in where email = $1 and created_at > now() - interval '1 day'
+           from wallet_sign_in
+          where email = $1 and challenge_hash = $2 and created_at > now() - interval '1 day'
           order by created_at desc limit 20 for update`,
-        [email],
+        [email, tokenHash(challenge)],
       );
+      if (!rows.length) return { error: noCode() };
       const hash = /^\d{6}$/.test(code) ? this.secrets.codeHash(email, code) : null;
       const matching = hash ? rows.find((r) => safeEqual(r.code_hash, hash)) : undefined;
       if (matching) {
@@ -202,8 +261,7 @@ export class SignInService {
       const live = rows.filter((r) => !r.used_at && !r.expired && r.attempts < SIGN_IN.maxWrongTries);
       if (!live.length) {
         const latest = rows[0];
-        if (!latest)
-          return { error: codeError('code_missing', 'No code was sent to this address. Request one first.') };
+        if (!latest) return { error: noCode() };
         if (latest.attempts >= SIGN_IN.maxWrongTries)
           return {
             error: codeError('code_locked', 'This code is locked after 5 wrong tries. Request a new one.'),

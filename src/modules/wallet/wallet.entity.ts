@@ -17,7 +17,10 @@ export const WalletUserSchema = defineEntity({
 export class WalletUser extends WalletUserSchema.class {}
 WalletUserSchema.setClass(WalletUser);
 
-/** A one-time sign-in code sent by e-mail (hashed; single use, 10 minutes, 5 tries). */
+/**
+ * A one-time sign-in code sent by e-mail (hashed; single use, 10 minutes, 5 tries), bound to the browser
+ * that asked for it (`challengeHash`: SHA-256 of its sign-in cookie).
+ */
 export const WalletSignInSchema = defineEntity({
   name: 'WalletSignIn',
   tableName: 'wallet_sign_in',
@@ -26,6 +29,9 @@ export const WalletSignInSchema = defineEntity({
     id: p.uuid().primary(),
     email: p.string().length(254),
     codeHash: p.string().length(64),
+    challengeHash: p.string().length(64).nullable(),
+    /** False when a send limit held the request back (its code was never e-mailed, nor known). */
+    sent: p.boolean().default(true),
     ip: p.string().length(64),
     attempts: p.integer().default(0),
     expiresAt: p.datetime(),
