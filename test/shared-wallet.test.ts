@@ -251,7 +251,13 @@ describe('what a SHARED app may do and see', () => {
       `select type from event where paywall_id = $1 and subject->>'externalId' = 'blocked-twice' order by seq`,
       [a.id],
     );
-    expect(types.filter((e) => e.type === 'paywall.authorization.requested')).toHaveLength(1);
+    // Every hand-out (two blocked chats, one connect call) is announced, all naming the one request.
+    const requested = await t.db.query<any>(
+      `select data->>'requestId' as "requestId" from event
+        where paywall_id = $1 and type = 'paywall.authorization.requested' and subject->>'externalId' = 'blocked-twice'`,
+      [a.id],
+    );
+    expect(requested.map((e) => e.requestId)).toEqual([rows[0].id, rows[0].id, rows[0].id]);
     expect(types.filter((e) => e.type === 'paywall.request.blocked')).toHaveLength(2);
   });
 

@@ -462,7 +462,7 @@ describe('GET /v1/user/balance, /balance/topup, /connect, /disconnect', () => {
     });
   });
 
-  it('connect: one pending link per user, handed out again (one row, one requested event) until decided or expired', async () => {
+  it('connect: one pending link per user, handed out again (one row; each hand-out announced with the same requestId) until decided or expired', async () => {
     const shared = await t.createPaywall('SHARED');
     const rows = () =>
       t.db.query<any>(
@@ -485,7 +485,8 @@ describe('GET /v1/user/balance, /balance/topup, /connect, /disconnect', () => {
       new Date(before.expires_at).getTime(),
     );
     const requested = await eventsOf(shared, 'paywall.authorization.requested');
-    expect(requested.map((e) => e.data.requestId)).toEqual([stored[0].id]);
+    // connect, connect, refused charge: three hand-outs of one request.
+    expect(requested.map((e) => e.data.requestId)).toEqual([stored[0].id, stored[0].id, stored[0].id]);
 
     // Once it expired (or was decided), the next call makes a new request and says so again.
     await t.db.query(`update connect_request set expires_at = now() - interval '1 second' where id = $1`, [
@@ -494,7 +495,9 @@ describe('GET /v1/user/balance, /balance/topup, /connect, /disconnect', () => {
     const third = await t.rest('GET', '/v1/user/connect?user=rey', { token: shared.apiKey });
     expect(third.body.url).not.toBe(first.body.url);
     expect(await rows()).toHaveLength(2);
-    expect(await eventsOf(shared, 'paywall.authorization.requested')).toHaveLength(2);
+    const after = await eventsOf(shared, 'paywall.authorization.requested');
+    expect(after).toHaveLength(4);
+    expect(after[3].data.requestId).not.toBe(stored[0].id);
     // Concurrent first calls of another user converge on one request.
     const urls = await Promise.all(
       Array.from({ length: 5 }, () => t.rest('GET', '/v1/user/connect?user=rin', { token: shared.apiKey })),

@@ -483,7 +483,7 @@ export class LedgerService {
       const req = await this.s.users.connectRequest(sql, paywall, user, trigger);
       url = req.url;
       message = `User is not connected to this paywall; nothing was charged. Connect here: ${url}`;
-      if (req.event) events.push(req.event);
+      events.push(req.event);
     }
     // The charge row and its events in one statement (atomic also outside a transaction).
     const rows = await sql.query(

@@ -338,17 +338,18 @@ export class UserService {
 
   /**
    * A connect link (SHARED). One pending request per end user: while one is pending and unexpired it is
-   * handed out again (its 24 hours start anew), so repeated connect calls and blocked chats neither pile
-   * up rows nor repeat `paywall.authorization.requested`; `event` is that event only when this call
-   * created the request (record it in the same transaction as `sql`). The consent page decides exactly
-   * the stored request; the link carries only its id.
+   * handed out again (its 24 hours start anew), so repeated connect calls and blocked chats do not pile
+   * up rows. Each hand-out still reports `paywall.authorization.requested` (every link handed out is
+   * announced, see docs/reference.md §7), with the same `requestId`, so subscribers can dedupe on it.
+   * Record `event` in the same transaction as `sql`. The consent page decides exactly the stored
+   * request; the link carries only its id.
    */
   async connectRequest(
     sql: Sql,
     paywall: PaywallInfo,
     user: { id: string; externalId: string },
     trigger: EventTrigger,
-  ): Promise<{ url: string; requestId: string; event: NewEvent | null }> {
+  ): Promise<{ url: string; requestId: string; event: NewEvent }> {
     // Reuse-or-create must be serialised per end user: outside a transaction, open one for it.
     if (sql === this.s.db)
       return this.s.db.transaction((tx) => this.connectRequest(tx, paywall, user, trigger));
@@ -366,13 +367,13 @@ export class UserService {
     );
     const linkOf = (requestId: string) =>
       withParam(`${this.s.config.PUBLIC_BASE_URL}/connect/${paywall.id}`, { request: requestId });
-    if (reused) return { url: linkOf(reused.id), requestId: reused.id, event: null };
-    const requestId = randomUUID();
-    await sql.query(
-      `insert into connect_request (id, paywall_id, end_user_id, status, expires_at, created_at)
-       values ($1::uuid, $2::uuid, $3::uuid, 'pending', now() + interval '24 hours', now())`,
-      [requestId, paywall.id, user.id],
-    );
+    const requestId: string = reused ? reused.id : randomUUID();
+    if (!reused)
+      await sql.query(
+        `insert into connect_request (id, paywall_id, end_user_id, status, expires_at, created_at)
+         values ($1::uuid, $2::uuid, $3::uuid, 'pending', now() + interval '24 hours', now())`,
+        [requestId, paywall.id, user.id],
+      );
     const url = linkOf(requestId);
     return {
       url,
@@ -398,7 +399,7 @@ export class UserService {
   }
 
   /**
-   * A SHARED-mode connect link: the end user's pending request, or a new one with its
+   * A SHARED-mode connect link: the end user's pending request, or a new one, with its
    * `paywall.authorization.requested` event.
    */
   async connectLink(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<string> {
@@ -406,7 +407,7 @@ export class UserService {
     const user = await this.ensureUser(this.s.db, paywall, externalId, trigger);
     return this.s.db.transaction(async (tx) => {
       const { url, event } = await this.connectRequest(tx, paywall, user, trigger);
-      if (event) await recordEvents(tx, [event]);
+      await recordEvents(tx, [event]);
       return url;
     });
   }
