@@ -17,6 +17,7 @@ import { ConsentPage } from './connect.page.js';
 import { NOTICES, WalletPage } from './wallet.page.js';
 import { DefaultTopupPage, WalletTopupPage, type TopupOptions } from './topup.page.js';
 import { WALLET_TOPUP_AMOUNTS } from '../modules/payments/stripe/stripe.service.js';
+import { TopupRateLimited } from '../modules/payments/stripe/topup-limits.js';
 
 type View = ReturnType<typeof html>;
 
@@ -96,6 +97,7 @@ export function createPagesRouter(s: Services): Router {
         if (!(err instanceof DomainError)) return next(err);
         const status = statusOf(err);
         if (status === 500) return next(err);
+        if (err instanceof TopupRateLimited) res.set('Retry-After', String(err.retryAfterSeconds));
         send(
           res,
           status,
@@ -122,6 +124,7 @@ export function createPagesRouter(s: Services): Router {
     };
   const signInRedirect = (req: Request, res: Response) =>
     res.redirect(303, `/wallet/sign-in?next=${encodeURIComponent(req.originalUrl)}`);
+  const clientIp = (req: Request): string => req.ip ?? req.socket.remoteAddress ?? 'unknown';
   const body = (req: Request, key: string): string | undefined => {
     const v = (req.body as Record<string, unknown> | undefined)?.[key];
     return typeof v === 'string' ? v : undefined;
@@ -141,10 +144,7 @@ export function createPagesRouter(s: Services): Router {
     post(async (req, res) => {
       const next = safeNext(body(req, 'next'));
       try {
-        const { email } = await s.signIn.sendCode(
-          body(req, 'email'),
-          req.ip ?? req.socket.remoteAddress ?? 'unknown',
-        );
+        const { email } = await s.signIn.sendCode(body(req, 'email'), clientIp(req));
         send(res, 200, CodeStep({ page: req.page, next, email, sent: true }));
       } catch (err) {
         if (!(err instanceof DomainError)) throw err;
@@ -302,6 +302,7 @@ export function createPagesRouter(s: Services): Router {
   pages.get(
     '/topup/:paywallId',
     h(async (req, res) => {
+      s.stripe.topupPageView(clientIp(req));
       const p = await s.paywalls.publicInfo(String(req.params.paywallId));
       if (!p)
         return send(
@@ -335,10 +336,12 @@ export function createPagesRouter(s: Services): Router {
   pages.post(
     '/topup/:paywallId/checkout',
     post(async (req, res) => {
+      s.stripe.topupPageView(clientIp(req));
       const url = await s.stripe.startCheckout(
         String(req.params.paywallId),
         body(req, 'user'),
         body(req, 'amount'),
+        clientIp(req),
       );
       res.redirect(303, url);
     }),
