@@ -17,6 +17,8 @@ export interface FakeEndpoint {
   enabled_events: string[];
   secret: string;
   deleted: boolean;
+  /** The key that created it: Stripe sends an account's events to every endpoint of that account. */
+  apiKey: string;
 }
 
 export interface FakeSession {
@@ -29,6 +31,9 @@ export interface FakeSession {
   metadata: Record<string, string>;
   success_url: string;
   cancel_url: string;
+  /** Stripe's session status: `open` until paid (`complete`) or expired. */
+  status: 'open' | 'complete' | 'expired';
+  apiKey: string;
 }
 
 /** Stripe's form encoding (`a[b][0]=x`) back into nested objects and arrays. */
@@ -53,8 +58,10 @@ const stripeError = (message: string) => ({
 
 /**
  * A fake Stripe on loopback speaking what the `stripe` package calls here: POST/DELETE
- * /v1/webhook_endpoints and POST /v1/checkout/sessions, form-encoded bodies, every request recorded.
- * Checkout URLs point at the fake itself (`GET /checkout/:id` answers a small "Stripe Checkout" page).
+ * /v1/webhook_endpoints, POST /v1/checkout/sessions and POST /v1/checkout/sessions/:id/expire,
+ * form-encoded bodies, every request recorded. Checkout URLs point at the fake itself
+ * (`GET /checkout/:id` answers a small "Stripe Checkout" page). {@link FakeStripe.deliver} sends one
+ * event to every live endpoint of an account, each signed with its own secret, as Stripe does.
  */
 export class FakeStripe {
   readonly requests: FakeStripeRequest[] = [];
@@ -98,9 +105,11 @@ export class FakeStripe {
             enabled_events: body.enabled_events ?? [],
             secret: `whsec_${randomBytes(16).toString('hex')}`,
             deleted: false,
+            apiKey,
           };
           this.endpoints.set(ep.id, ep);
-          return send(200, { object: 'webhook_endpoint', status: 'enabled', ...ep });
+          const { apiKey: _key, ...shown } = ep;
+          return send(200, { object: 'webhook_endpoint', status: 'enabled', ...shown });
         }
         const del = /^\/v1\/webhook_endpoints\/([\w]+)$/.exec(path);
         if (req.method === 'DELETE' && del) {
@@ -122,9 +131,21 @@ export class FakeStripe {
             metadata: body.metadata ?? {},
             success_url: body.success_url,
             cancel_url: body.cancel_url,
+            status: 'open',
+            apiKey,
           };
           this.sessions.set(id, s);
-          return send(200, { object: 'checkout.session', payment_status: 'unpaid', status: 'open', ...s });
+          return send(200, this.shown(s));
+        }
+        const expire = /^\/v1\/checkout\/sessions\/([\w]+)\/expire$/.exec(path);
+        if (req.method === 'POST' && expire) {
+          const s = this.sessions.get(expire[1]);
+          if (!s || s.apiKey !== apiKey)
+            return send(404, stripeError(`No such checkout.session: '${expire[1]}'`));
+          if (s.status !== 'open')
+            return send(400, stripeError('Only Checkout Sessions with a status in ["open"] can be expired.'));
+          s.status = 'expired';
+          return send(200, this.shown(s));
         }
         send(404, stripeError(`Unrecognized request URL (${req.method}: ${path})`));
       });
@@ -142,6 +163,36 @@ export class FakeStripe {
   liveEndpoints(): FakeEndpoint[] {
     return [...this.endpoints.values()].filter((e) => !e.deleted);
   }
+
+  private shown(s: FakeSession) {
+    const { apiKey: _key, ...rest } = s;
+    return {
+      object: 'checkout.session',
+      payment_status: s.status === 'complete' ? 'paid' : 'unpaid',
+      ...rest,
+    };
+  }
+
+  /**
+   * Sends `payload` (one event) to every live endpoint of the account of `apiKey`, each signed with its
+   * own secret, in the order given by `order` (endpoint ids; default creation order). Returns
+   * `[endpointId, status]` per delivery.
+   */
+  async deliver(apiKey: string, payload: string, order?: string[]): Promise<[string, number][]> {
+    let targets = this.liveEndpoints().filter((e) => e.apiKey === apiKey);
+    if (order) targets = order.map((id) => targets.find((e) => e.id === id)!).filter(Boolean);
+    const out: [string, number][] = [];
+    for (const ep of targets) {
+      const r = await fetch(ep.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'stripe-signature': signStripe(payload, ep.secret) },
+        body: payload,
+      });
+      await r.arrayBuffer();
+      out.push([ep.id, r.status]);
+    }
+    return out;
+  }
 }
 
 const signer = new Stripe('sk_test_signer');
@@ -153,6 +204,8 @@ export function checkoutEvent(
   paymentStatus: 'paid' | 'unpaid' | 'no_payment_required',
   eventId = `evt_${randomBytes(12).toString('hex')}`,
 ): string {
+  // The fake's own bookkeeping is not part of Stripe's session object.
+  const { apiKey: _key, status: _status, ...fields } = session;
   return JSON.stringify({
     id: eventId,
     object: 'event',
@@ -165,7 +218,7 @@ export function checkoutEvent(
         object: 'checkout.session',
         status: paymentStatus === 'paid' ? 'complete' : 'open',
         payment_status: paymentStatus,
-        ...session,
+        ...fields,
       },
     },
   });

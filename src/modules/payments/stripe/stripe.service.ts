@@ -385,7 +385,10 @@ export class StripeService {
     try {
       key = this.box().decrypt(keyCiphertext, paywallId);
     } catch {
-      this.s.log.warn({ paywallId, open: open.length }, 'cannot expire open Stripe sessions: key undecryptable');
+      this.s.log.warn(
+        { paywallId, open: open.length },
+        'cannot expire open Stripe sessions: key undecryptable',
+      );
       return 0;
     }
     let expired = 0;
@@ -416,7 +419,11 @@ export class StripeService {
   private async deleteEndpointsQuietly(paywallId: string, row: IntegrationRow, previousToo: boolean) {
     await this.deleteEndpointQuietly(paywallId, row.secret_key_ciphertext, row.webhook_endpoint_id);
     if (previousToo && row.previous_webhook_endpoint_id)
-      await this.deleteEndpointQuietly(paywallId, row.secret_key_ciphertext, row.previous_webhook_endpoint_id);
+      await this.deleteEndpointQuietly(
+        paywallId,
+        row.secret_key_ciphertext,
+        row.previous_webhook_endpoint_id,
+      );
   }
 
   /** Best effort: the integration row no longer names this endpoint, so it only costs noise at Stripe. */
@@ -453,7 +460,8 @@ export class StripeService {
       [this.s.clock.now(), paywallId ?? null],
     );
     for (const r of rows)
-      if (r.endpoint_id) await this.deleteEndpointQuietly(r.paywall_id, r.secret_key_ciphertext, r.endpoint_id);
+      if (r.endpoint_id)
+        await this.deleteEndpointQuietly(r.paywall_id, r.secret_key_ciphertext, r.endpoint_id);
     return rows.length;
   }
 
@@ -635,7 +643,11 @@ export class StripeService {
     if (!signature || !Buffer.isBuffer(rawBody)) throw badSignature();
     let event: VerifiedStripeEvent;
     try {
-      event = this.gateway.verifyEvent(rawBody, signature, this.decrypt(paywall.id, row.webhook_secret_ciphertext));
+      event = this.gateway.verifyEvent(
+        rawBody,
+        signature,
+        this.decrypt(paywall.id, row.webhook_secret_ciphertext),
+      );
     } catch (current) {
       if (current instanceof DomainError) throw current;
       const previous = row.previous_webhook_secret_ciphertext;
@@ -751,9 +763,10 @@ export class StripeService {
       wallet_user_id: string | null;
       end_user_id: string | null;
       external_id: string | null;
-    }>(`select paywall_id, wallet_user_id, end_user_id, external_id from stripe_checkout where session_id = $1`, [
-      session.id,
-    ]);
+    }>(
+      `select paywall_id, wallet_user_id, end_user_id, external_id from stripe_checkout where session_id = $1`,
+      [session.id],
+    );
     if (row && row.paywall_id !== paywall.id)
       return {
         ignored: row.wallet_user_id
@@ -836,7 +849,9 @@ export class StripeService {
       [session.id],
     );
     if (row && !row.wallet_user_id)
-      return { ignored: "the session was started by a paywall's top-up page (that paywall's endpoint credits it)" };
+      return {
+        ignored: "the session was started by a paywall's top-up page (that paywall's endpoint credits it)",
+      };
     let walletUserId: string;
     if (row) walletUserId = row.wallet_user_id!;
     else {
@@ -865,7 +880,11 @@ export class StripeService {
   }
 
   /** Whom a paid wallet session credits. Events: one pair per paywall the wallet is connected to. */
-  private async walletTarget(tx: Sql, session: StripeSession, walletUserId: string): Promise<CreditTarget | null> {
+  private async walletTarget(
+    tx: Sql,
+    session: StripeSession,
+    walletUserId: string,
+  ): Promise<CreditTarget | null> {
     const [w] = await tx.query<{ account_id: string }>(`select account_id from wallet_user where id = $1`, [
       walletUserId,
     ]);
