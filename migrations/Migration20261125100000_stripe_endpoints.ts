@@ -18,7 +18,9 @@ export class Migration20261125100000_stripe_endpoints extends Migration {
     this.addSql(`update "stripe_event" set "endpoint" = coalesce("paywall_id"::text, 'wallet');`);
     this.addSql(`alter table "stripe_event" alter column "endpoint" set not null;`);
     this.addSql(`alter table "stripe_event" drop constraint "stripe_event_pkey";`);
-    this.addSql(`alter table "stripe_event" add constraint "stripe_event_pkey" primary key ("endpoint", "event_id");`);
+    this.addSql(
+      `alter table "stripe_event" add constraint "stripe_event_pkey" primary key ("endpoint", "event_id");`,
+    );
 
     this.addSql(`alter table "stripe_checkout" add "external_id" varchar(256) null;`);
     this.addSql(

@@ -19,11 +19,11 @@ beforeAll(async () => {
       STRIPE_API_BASE: fake.url,
       LOG_LEVEL: 'trace',
       // This file checks fulfilment; the page's limits have their own test file.
-      TOPUP_PAGE_PER_IP_PER_MINUTE: '100000',
-      TOPUP_CHECKOUTS_PER_IP_PER_HOUR: '100000',
-      TOPUP_CHECKOUTS_PER_USER_PER_HOUR: '100000',
+      TOPUP_IP_VIEWS_PER_MINUTE: '100000',
+      TOPUP_IP_CHECKOUTS_PER_HOUR: '100000',
+      TOPUP_USER_CHECKOUTS_PER_HOUR: '100000',
       STRIPE_CHECKOUTS_PER_SECOND: '100000',
-      STRIPE_CHECKOUTS_PER_SECOND_TOTAL: '100000',
+      STRIPE_CHECKOUTS_PER_SECOND_ALL: '100000',
     },
     { logStream: { write: (line: string) => logLines.push(line) } },
   );
@@ -139,7 +139,9 @@ describe('Stripe top-ups (CONTRACT §9)', () => {
     expect(session.metadata).toEqual({ paywallId: pw.id, endUserId: user!.id, user: 'alice' });
     // The page says what is paid (USD) and what it adds to whose balance where (USDC, 6 decimals).
     expect(page.html).toContain("adds <strong>10.000000 USDC</strong> to alice's balance on Shop");
-    expect(page.html).toContain('every 1 USD you pay adds 1.000000 USDC');
+    expect(page.html).toContain(
+      'Balances on <strong>Shop</strong> are kept in USDC: every 1 USD you pay adds 1.000000 USDC.',
+    );
     expect(session.success_url).toContain(`/topup/${pw.id}?user=alice`);
     // An amount not offered is refused.
     const c = new PageClient(t.url);

@@ -24,7 +24,7 @@ beforeAll(async () => {
     SMTP_URL: smtp.url,
     WALLET_TEST_FUNDS: 'true',
     STRIPE_CHECKOUTS_PER_SECOND: '100000',
-    STRIPE_CHECKOUTS_PER_SECOND_TOTAL: '100000',
+    STRIPE_CHECKOUTS_PER_SECOND_ALL: '100000',
   });
 });
 afterAll(async () => {

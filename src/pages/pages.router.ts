@@ -98,10 +98,18 @@ export function createPagesRouter(s: Services): Router {
         const status = statusOf(err);
         if (status === 500) return next(err);
         if (err instanceof TopupRateLimited) res.set('Retry-After', String(err.retryAfterSeconds));
+        // The DEFAULT top-up page belongs to an app, not to the hosted wallet: no wallet header there.
+        const topupPage = req.path.startsWith('/topup/');
         send(
           res,
           status,
-          MessagePage({ page: req.page, title: TITLES[status] ?? 'Error', message: err.message }),
+          MessagePage({
+            page: req.page,
+            title: TITLES[status] ?? 'Error',
+            message: err.message,
+            wallet: !topupPage,
+            link: topupPage ? backToTopup(req) : null,
+          }),
         );
       }
     };
@@ -125,6 +133,16 @@ export function createPagesRouter(s: Services): Router {
   const signInRedirect = (req: Request, res: Response) =>
     res.redirect(303, `/wallet/sign-in?next=${encodeURIComponent(req.originalUrl)}`);
   const clientIp = (req: Request): string => req.ip ?? req.socket.remoteAddress ?? 'unknown';
+  /** The link back to the DEFAULT top-up page a refusal came from (its user), when known. */
+  const backToTopup = (req: Request): { href: string; text: string } | null => {
+    const user = body(req, 'user') ?? (typeof req.query.user === 'string' ? req.query.user : undefined);
+    const id = req.params.paywallId;
+    if (typeof id !== 'string' || !user) return null;
+    return {
+      href: `/topup/${encodeURIComponent(id)}?user=${encodeURIComponent(user)}`,
+      text: 'Back to the top-up page',
+    };
+  };
   const body = (req: Request, key: string): string | undefined => {
     const v = (req.body as Record<string, unknown> | undefined)?.[key];
     return typeof v === 'string' ? v : undefined;

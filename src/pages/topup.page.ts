@@ -103,6 +103,8 @@ export function DefaultTopupPage(props: {
 }) {
   const stripe = props.amounts && props.amounts.length > 0 && props.page && props.user;
   const who = props.user;
+  // One string: htm drops a line break (and the space with it) next to an interpolation.
+  const balanceOf = who ? `${who}'s balance on ${props.name}` : `Your balance on ${props.name}`;
   return html`<${Layout}
     title=${`Top up your balance on ${props.name}`}
     page=${props.page}
@@ -117,8 +119,8 @@ export function DefaultTopupPage(props: {
     ${
       props.notice === 'success' &&
       html`<${Alert} kind="ok"
-        >Thank you: your payment was received. ${who}'s balance on ${props.name} is credited as soon as Stripe
-        confirms it, usually within seconds.<//
+        >Thank you: your payment was received. ${balanceOf} is credited as soon as Stripe confirms it, usually
+        within seconds.<//
       >`
     }
     ${props.notice === 'canceled' && html`<${Alert} kind="info">The payment was canceled; nothing was charged.<//>`}
@@ -127,9 +129,8 @@ export function DefaultTopupPage(props: {
       stripe
         ? html`<${Card} title="Choose an amount">
             <p>
-              You pay in US dollars (USD) by card, on Stripe's checkout page. ${props.name} keeps balances in
-              USDC, a dollar unit: every 1 USD you pay adds 1.000000 USDC to <strong>${who}</strong>'s balance
-              on <strong>${props.name}</strong>.
+              You pay in US dollars (USD) by card, on Stripe's checkout page. Balances on${' '}
+              <strong>${props.name}</strong> are kept in USDC: every 1 USD you pay adds 1.000000 USDC.
             </p>
             <ul class="topup-options">
               ${props.amounts!.map(
@@ -141,10 +142,7 @@ export function DefaultTopupPage(props: {
                       <input type="hidden" name="amount" value=${amount} />
                       <button type="submit">Pay ${amount} USD</button>
                     </form>
-                    <span
-                      >adds <strong>${usdcForUsd(amount)} USDC</strong> to ${who}'s balance on
-                      ${props.name}</span
-                    >
+                    <span>adds <strong>${usdcForUsd(amount)} USDC</strong> to ${balanceOf}</span>
                   </li>`,
               )}
             </ul>

@@ -785,7 +785,11 @@ export class StripeService {
         };
       if (!externalId) return { ignored: 'the session names no valid end user of this paywall' };
       if (!amount || amount <= 0) return { ignored: 'the session has no positive amount' };
-      const known = await this.s.users.findUser(paywall.id, externalId);
+      // In the transaction (the embedded database has one connection: a query beside it would wait).
+      const [known] = await tx.query<{ id: string }>(
+        `select id from end_user where paywall_id = $1 and external_id = $2`,
+        [paywall.id, externalId],
+      );
       await tx.query(
         `insert into stripe_checkout (session_id, paywall_id, end_user_id, external_id, status, amount_cents)
          values ($1, $2, $3, $4, 'open', $5) on conflict (session_id) do nothing`,

@@ -92,19 +92,19 @@ export class TopupLimiter {
   constructor(
     config: Pick<
       Config,
-      | 'TOPUP_PAGE_PER_IP_PER_MINUTE'
-      | 'TOPUP_CHECKOUTS_PER_IP_PER_HOUR'
-      | 'TOPUP_CHECKOUTS_PER_USER_PER_HOUR'
+      | 'TOPUP_IP_VIEWS_PER_MINUTE'
+      | 'TOPUP_IP_CHECKOUTS_PER_HOUR'
+      | 'TOPUP_USER_CHECKOUTS_PER_HOUR'
       | 'STRIPE_CHECKOUTS_PER_SECOND'
-      | 'STRIPE_CHECKOUTS_PER_SECOND_TOTAL'
+      | 'STRIPE_CHECKOUTS_PER_SECOND_ALL'
     >,
     private readonly clock: Clock,
   ) {
-    this.pageViews = new WindowCounter(60_000, config.TOPUP_PAGE_PER_IP_PER_MINUTE);
-    this.checkoutsByIp = new WindowCounter(3_600_000, config.TOPUP_CHECKOUTS_PER_IP_PER_HOUR);
-    this.checkoutsByLink = new WindowCounter(3_600_000, config.TOPUP_CHECKOUTS_PER_USER_PER_HOUR);
+    this.pageViews = new WindowCounter(60_000, config.TOPUP_IP_VIEWS_PER_MINUTE);
+    this.checkoutsByIp = new WindowCounter(3_600_000, config.TOPUP_IP_CHECKOUTS_PER_HOUR);
+    this.checkoutsByLink = new WindowCounter(3_600_000, config.TOPUP_USER_CHECKOUTS_PER_HOUR);
     this.perKey = new TokenBuckets(config.STRIPE_CHECKOUTS_PER_SECOND);
-    this.total = new TokenBuckets(config.STRIPE_CHECKOUTS_PER_SECOND_TOTAL);
+    this.total = new TokenBuckets(config.STRIPE_CHECKOUTS_PER_SECOND_ALL);
   }
 
   private now(): number {
