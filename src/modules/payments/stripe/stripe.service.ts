@@ -104,8 +104,10 @@ const WALLET_TOPUP_CENTS = parseTopupAmounts(WALLET_TOPUP_AMOUNTS);
  * id) and never returned or logged.
  *
  * Fulfilment (DESIGN "Integrations behind a small interface"): the webhook route verifies the
- * signature, then {@link handleEvent} records the Stripe event id and credits the session in ONE
- * transaction. "Exactly once per Checkout Session" is the `stripe_checkout` row: the crediting statement
+ * signature, then {@link handleEvent} checks that this endpoint owns the event's session, records the
+ * (endpoint, event id) and credits the session in ONE transaction; an event about a session another
+ * endpoint owns is logged and left unrecorded here (one Stripe account may feed several endpoints, each
+ * getting every event). "Exactly once per Checkout Session" is the `stripe_checkout` row: the crediting statement
  * flips its status to `paid` under the row lock and writes the transfer only when it did, so repeated or
  * concurrent deliveries (and `completed` + `async_payment_succeeded` for the same session) credit once.
  */
