@@ -10,6 +10,7 @@ import { Migration20261123234348_usage } from './Migration20261123234348_usage.j
 import { Migration20261124000000_event_fanout_statement } from './Migration20261124000000_event_fanout_statement.js';
 import { Migration20261124100000_event_matches_plpgsql } from './Migration20261124100000_event_matches_plpgsql.js';
 import { Migration20261124200000_request_path_writes } from './Migration20261124200000_request_path_writes.js';
+import { Migration20261125100000_stripe_endpoints } from './Migration20261125100000_stripe_endpoints.js';
 import { Migration20261125400000_sign_in_challenge } from './Migration20261125400000_sign_in_challenge.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
@@ -31,5 +32,6 @@ export const migrationsList: MigrationObject[] = [
     class: Migration20261124100000_event_matches_plpgsql,
   },
   { name: 'Migration20261124200000_request_path_writes', class: Migration20261124200000_request_path_writes },
+  { name: 'Migration20261125100000_stripe_endpoints', class: Migration20261125100000_stripe_endpoints },
   { name: 'Migration20261125400000_sign_in_challenge', class: Migration20261125400000_sign_in_challenge },
 ];

@@ -309,6 +309,17 @@ const ConfigSchema = z.object({
     .string()
     .optional()
     .transform((v) => (v ? v : undefined)),
+  // The public DEFAULT top-up page and the Checkout Sessions it starts (docs/stripe.md "Limits").
+  /** Views of the hosted DEFAULT top-up page and "Pay" clicks per client IP and minute (per instance). */
+  TOPUP_IP_VIEWS_PER_MINUTE: intFrom(60, 1),
+  /** Checkout Sessions started from the hosted DEFAULT top-up page per client IP and hour (per instance). */
+  TOPUP_IP_CHECKOUTS_PER_HOUR: intFrom(20, 1),
+  /** Checkout Sessions started per top-up link (paywall + end user) and hour (per instance). */
+  TOPUP_USER_CHECKOUTS_PER_HOUR: intFrom(10, 1),
+  /** Checkout Sessions created per second with one Stripe key (a token bucket, burst = rate; per instance). */
+  STRIPE_CHECKOUTS_PER_SECOND: intFrom(5, 1),
+  /** Checkout Sessions created per second with all Stripe keys together (token bucket; per instance). */
+  STRIPE_CHECKOUTS_PER_SECOND_ALL: intFrom(20, 1),
 });
 
 export type Config = z.infer<typeof ConfigSchema> & {

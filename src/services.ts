@@ -94,6 +94,7 @@ const lifecycles = (s: Services): Lifecycle[] =>
     s.proxy,
     s.webhooks,
     s.signIn,
+    s.stripe,
   ] as Lifecycle[];
 
 /** Starts background parts (cache-invalidation listeners, the webhook worker) of every service that has them. */

@@ -15,7 +15,16 @@ const logLines: string[] = [];
 beforeAll(async () => {
   fake = await new FakeStripe().start();
   t = await startTestApp(
-    { STRIPE_API_BASE: fake.url, LOG_LEVEL: 'trace' },
+    {
+      STRIPE_API_BASE: fake.url,
+      LOG_LEVEL: 'trace',
+      // This file checks fulfilment; the page's limits have their own test file.
+      TOPUP_IP_VIEWS_PER_MINUTE: '100000',
+      TOPUP_IP_CHECKOUTS_PER_HOUR: '100000',
+      TOPUP_USER_CHECKOUTS_PER_HOUR: '100000',
+      STRIPE_CHECKOUTS_PER_SECOND: '100000',
+      STRIPE_CHECKOUTS_PER_SECOND_ALL: '100000',
+    },
     { logStream: { write: (line: string) => logLines.push(line) } },
   );
 });
@@ -46,6 +55,10 @@ async function checkout(paywallId: string, user: string, amount: string) {
   const session = [...fake.sessions.values()].at(-1)!;
   return { page, res, session };
 }
+
+/** The user's balance in raw units; "0" while the user does not exist (the page creates nobody). */
+const balanceOf = async (paywallId: string, user: string) =>
+  (await userAccount(t.db, paywallId, user))?.balance ?? '0';
 
 const post = (paywallId: string, payload: string, signature?: string) =>
   fetch(`${t.url}/v1/stripe/webhooks/${paywallId}`, {
@@ -120,9 +133,15 @@ describe('Stripe top-ups (CONTRACT §9)', () => {
     expect(res.status).toBe(303);
     expect(res.location).toBe(session.url);
     expect(session).toMatchObject({ amount_total: 1000, currency: 'usd', mode: 'payment' });
+    // alice exists (the top-up link API saw her): the session names her end-user id too.
     const user = await userAccount(t.db, pw.id, 'alice');
-    expect(session.client_reference_id).toBe(`${pw.id}:${user!.id}`);
+    expect(session.client_reference_id).toBe(`${pw.id}:alice`);
     expect(session.metadata).toEqual({ paywallId: pw.id, endUserId: user!.id, user: 'alice' });
+    // The page says what is paid (USD) and what it adds to whose balance where (USDC, 6 decimals).
+    expect(page.html).toContain("adds <strong>10.000000 USDC</strong> to alice's balance on Shop");
+    expect(page.html).toContain(
+      'Balances on <strong>Shop</strong> are kept in USDC: every 1 USD you pay adds 1.000000 USDC.',
+    );
     expect(session.success_url).toContain(`/topup/${pw.id}?user=alice`);
     // An amount not offered is refused.
     const c = new PageClient(t.url);
@@ -200,7 +219,7 @@ describe('Stripe top-ups (CONTRACT §9)', () => {
     expect((await post(pw.id, payload, signStripe(payload, 'whsec_wrong'))).status).toBe(400);
     const tampered = payload.replace('"amount_total":500', '"amount_total":50000');
     expect((await post(pw.id, tampered, signStripe(payload, pw.endpoint.secret))).status).toBe(400);
-    expect((await userAccount(t.db, pw.id, 'carol'))!.balance).toBe('0');
+    expect(await balanceOf(pw.id, 'carol')).toBe('0');
     expect(await eventsOf(pw.id, 'paywall.balance.deposit.created')).toHaveLength(0);
     await expectLedgerProven(t.db);
   });
@@ -244,9 +263,9 @@ describe('Stripe top-ups (CONTRACT §9)', () => {
       expect((await post(pw.id, p, signStripe(p, pw.endpoint.secret))).status).toBe(200);
     };
     await send('checkout.session.completed', 'unpaid');
-    expect((await userAccount(t.db, pw.id, 'dave'))!.balance).toBe('0');
+    expect(await balanceOf(pw.id, 'dave')).toBe('0');
     await send('checkout.session.async_payment_succeeded', 'paid');
-    expect((await userAccount(t.db, pw.id, 'dave'))!.balance).toBe('20000000');
+    expect(await balanceOf(pw.id, 'dave')).toBe('20000000');
 
     const other = await checkout(pw.id, 'erin', '5');
     const p1 = checkoutEvent('checkout.session.completed', other.session, 'unpaid');
@@ -257,40 +276,175 @@ describe('Stripe top-ups (CONTRACT §9)', () => {
       other.session.id,
     ]);
     expect(row.status).toBe('failed');
-    expect((await userAccount(t.db, pw.id, 'erin'))!.balance).toBe('0');
+    expect(await balanceOf(pw.id, 'erin')).toBe('0');
     await expectLedgerProven(t.db);
   });
 
-  it('rotate replaces the endpoint (old secret stops working); disconnect deletes it', async () => {
+  it('rotate: the replaced secret still verifies for 24 h (its endpoint lives on), then is refused and its endpoint deleted', async () => {
     const pw = await connected();
-    const r = await t.gql(
-      t.ownerToken,
-      `mutation($id: ID) { rotateStripeWebhook(paywallId: $id) { stripe { webhookId } } }`,
-      {
-        id: pw.id,
-      },
-    );
-    const newId = r.data.rotateStripeWebhook.stripe.webhookId;
-    expect(newId).not.toBe(pw.webhookId);
-    expect(fake.endpoints.get(pw.webhookId)!.deleted).toBe(true);
-    expect(await eventsOf(pw.id, 'paywall.integration.stripe.webhook.rotated')).toHaveLength(2);
-    const { session } = await checkout(pw.id, 'frank', '5');
-    const payload = checkoutEvent('checkout.session.completed', session, 'paid');
-    expect((await post(pw.id, payload, signStripe(payload, pw.endpoint.secret))).status).toBe(400);
-    const fresh = fake.endpoints.get(newId)!;
-    expect((await post(pw.id, payload, signStripe(payload, fresh.secret))).status).toBe(200);
-    expect((await userAccount(t.db, pw.id, 'frank'))!.balance).toBe('5000000');
+    const clock = t.app.services.clock;
+    const systemNow = clock.now;
+    let now = Date.now();
+    clock.now = () => new Date(now);
+    try {
+      const r = await t.gql(
+        t.ownerToken,
+        `mutation($id: ID) { rotateStripeWebhook(paywallId: $id) { stripe { webhookId } } }`,
+        { id: pw.id },
+      );
+      const newId = r.data.rotateStripeWebhook.stripe.webhookId;
+      expect(newId).not.toBe(pw.webhookId);
+      // Stripe keeps retrying events it sent to the replaced endpoint: it stays, for now.
+      expect(fake.endpoints.get(pw.webhookId)!.deleted).toBe(false);
+      expect(await eventsOf(pw.id, 'paywall.integration.stripe.webhook.rotated')).toHaveLength(2);
+      const fresh = fake.endpoints.get(newId)!;
+
+      // Both endpoints get the same event, each signed with its own secret: credited once.
+      const first = await checkout(pw.id, 'frank', '5');
+      const p1 = checkoutEvent('checkout.session.completed', first.session, 'paid');
+      expect(await fake.deliver(SECRET_KEY, p1, [pw.webhookId, newId])).toEqual([
+        [pw.webhookId, 200],
+        [newId, 200],
+      ]);
+      expect(await balanceOf(pw.id, 'frank')).toBe('5000000');
+
+      // 23 h 59 min 59 s later the old secret still verifies.
+      now += 24 * 3600_000 - 1000;
+      const second = await checkout(pw.id, 'frank', '10');
+      const p2 = checkoutEvent('checkout.session.completed', second.session, 'paid');
+      expect((await post(pw.id, p2, signStripe(p2, pw.endpoint.secret))).status).toBe(200);
+      expect(await balanceOf(pw.id, 'frank')).toBe('15000000');
+
+      // Past 24 h: refused (400, nothing credited), and the replaced endpoint is deleted at Stripe.
+      now += 2000;
+      const third = await checkout(pw.id, 'frank', '20');
+      const p3 = checkoutEvent('checkout.session.completed', third.session, 'paid');
+      const late = await post(pw.id, p3, signStripe(p3, pw.endpoint.secret));
+      expect(late.status).toBe(400);
+      expect((await late.json()).error).toMatchObject({ code: 'invalid_signature' });
+      expect(await balanceOf(pw.id, 'frank')).toBe('15000000');
+      expect(fake.endpoints.get(pw.webhookId)!.deleted).toBe(true);
+      expect(fake.endpoints.get(newId)!.deleted).toBe(false);
+      expect((await post(pw.id, p3, signStripe(p3, fresh.secret))).status).toBe(200);
+      expect(await balanceOf(pw.id, 'frank')).toBe('35000000');
+    } finally {
+      clock.now = systemNow;
+    }
+    await expectLedgerProven(t.db);
+  });
+
+  it('disconnect deletes the endpoint and expires the open Checkout Sessions it created (paid ones untouched)', async () => {
+    const pw = await connected();
+    const paid = await checkout(pw.id, 'gina', '5');
+    const p = checkoutEvent('checkout.session.completed', paid.session, 'paid');
+    expect((await post(pw.id, p, signStripe(p, pw.endpoint.secret))).status).toBe(200);
+    const open1 = await checkout(pw.id, 'gina', '10');
+    const open2 = await checkout(pw.id, 'hugo', '20');
+    const before = fake.requests.length;
 
     const d = await t.gql(
       pw.apiKey,
       `mutation { disconnectStripe { stripe { connected webhookId topupAmounts } } }`,
     );
     expect(d.data.disconnectStripe.stripe).toEqual({ connected: false, webhookId: null, topupAmounts: [] });
-    expect(fake.endpoints.get(newId)!.deleted).toBe(true);
+    expect(fake.endpoints.get(pw.webhookId)!.deleted).toBe(true);
+    const expires = fake.requests
+      .slice(before)
+      .filter((r) => r.path.endsWith('/expire'))
+      .map((r) => `${r.method} ${r.path} ${r.apiKey}`)
+      .sort();
+    expect(expires).toEqual(
+      [open1.session.id, open2.session.id]
+        .map((id) => `POST /v1/checkout/sessions/${id}/expire ${SECRET_KEY}`)
+        .sort(),
+    );
+    expect(fake.sessions.get(open1.session.id)!.status).toBe('expired');
+    expect(fake.sessions.get(open2.session.id)!.status).toBe('expired');
+    const rows = await t.db.query<any>(
+      `select session_id, status from stripe_checkout where paywall_id = $1 order by created_at`,
+      [pw.id],
+    );
+    expect(Object.fromEntries(rows.map((r: any) => [r.session_id, r.status]))).toEqual({
+      [paid.session.id]: 'paid',
+      [open1.session.id]: 'expired',
+      [open2.session.id]: 'expired',
+    });
     const [off] = await eventsOf(pw.id, 'paywall.integration.disconnected');
     expect(off.data.integrationKey).toBe('stripe');
-    const page = await new PageClient(t.url).get(`/topup/${pw.id}?user=frank`);
+    const page = await new PageClient(t.url).get(`/topup/${pw.id}?user=gina`);
     expect(page.html).not.toContain('Pay 5 USD');
+    expect(await balanceOf(pw.id, 'gina')).toBe('5000000');
+    await expectLedgerProven(t.db);
+  });
+
+  it('two DEFAULT paywalls on one Stripe account: the same event reaches both endpoints, in either order; each credits its own session once', async () => {
+    const key = 'sk_test_one_account_two_paywalls_77';
+    const connect = async (name: string) => {
+      const pw = await t.createPaywall('DEFAULT', name);
+      const r = await t.gql(t.ownerToken, CONNECT, { input: { paywallId: pw.id, secretKey: key } });
+      expect(r.errors).toBeUndefined();
+      return { ...pw, webhookId: r.data.connectStripe.stripe.webhookId as string };
+    };
+    const staging = await connect('Staging');
+    const production = await connect('Production');
+    const a = await checkout(staging.id, 'sam', '10');
+    const b = await checkout(production.id, 'sam', '10');
+    const logFrom = logLines.length;
+
+    // Staging's session: delivered to production first. Production's: to staging first.
+    const ea = checkoutEvent('checkout.session.completed', a.session, 'paid');
+    expect(await fake.deliver(key, ea, [production.webhookId, staging.webhookId])).toEqual([
+      [production.webhookId, 200],
+      [staging.webhookId, 200],
+    ]);
+    const eb = checkoutEvent('checkout.session.completed', b.session, 'paid');
+    expect(await fake.deliver(key, eb, [staging.webhookId, production.webhookId])).toEqual([
+      [staging.webhookId, 200],
+      [production.webhookId, 200],
+    ]);
+    // Stripe retries both to both, in the other order: nothing more.
+    await fake.deliver(key, ea, [staging.webhookId, production.webhookId]);
+    await fake.deliver(key, eb, [production.webhookId, staging.webhookId]);
+
+    expect(await balanceOf(staging.id, 'sam')).toBe('10000000');
+    expect(await balanceOf(production.id, 'sam')).toBe('10000000');
+    for (const pw of [staging, production]) {
+      expect(await eventsOf(pw.id, 'paywall.balance.deposit.created')).toHaveLength(1);
+      expect(
+        await t.db.query(`select 1 from transfer where paywall_id = $1 and kind = 'deposit'`, [pw.id]),
+      ).toHaveLength(1);
+    }
+    // Each event is recorded as processed only on the endpoint that owns its session.
+    const seen = await t.db.query<any>(
+      `select endpoint, event_id from stripe_event where event_id in ($1, $2) order by event_id`,
+      [JSON.parse(ea).id, JSON.parse(eb).id],
+    );
+    expect(seen.map((r: any) => [r.endpoint, r.event_id]).sort()).toEqual(
+      [
+        [staging.id, JSON.parse(ea).id],
+        [production.id, JSON.parse(eb).id],
+      ].sort(),
+    );
+    // What the other endpoint ignored is logged, with why.
+    const ignored = logLines
+      .slice(logFrom)
+      .map((l) => JSON.parse(l))
+      .filter((l) => l.msg?.startsWith('Stripe event ignored'));
+    expect(ignored).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          endpoint: production.id,
+          eventId: JSON.parse(ea).id,
+          sessionId: a.session.id,
+          reason: 'the session was started by another paywall (its own endpoint credits it)',
+        }),
+        expect.objectContaining({
+          endpoint: staging.id,
+          eventId: JSON.parse(eb).id,
+          sessionId: b.session.id,
+        }),
+      ]),
+    );
     await expectLedgerProven(t.db);
   });
 

@@ -1,6 +1,6 @@
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { checkoutEvent, FakeStripe, signStripe, type FakeSession } from './helpers/fake-stripe.js';
-import { expectLedgerProven } from './helpers/ledger.js';
+import { expectLedgerProven, userAccount } from './helpers/ledger.js';
 import { PageClient } from './helpers/page-client.js';
 import { startSmtpCatcher, type SmtpCatcher } from './helpers/smtp-catcher.js';
 import { connectEndUser } from './helpers/wallet-fixtures.js';
@@ -23,6 +23,8 @@ beforeAll(async () => {
     STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
     SMTP_URL: smtp.url,
     WALLET_TEST_FUNDS: 'true',
+    STRIPE_CHECKOUTS_PER_SECOND: '100000',
+    STRIPE_CHECKOUTS_PER_SECOND_ALL: '100000',
   });
 });
 afterAll(async () => {
@@ -247,6 +249,66 @@ describe('wallet card top-ups (platform Stripe)', () => {
     expect(
       await t.db.query(`select 1 from stripe_checkout where session_id = 'cs_test_unknown_2'`),
     ).toHaveLength(0);
+    await expectLedgerProven(t.db);
+  });
+  it('the platform key also connected to a DEFAULT paywall: the same events reach both endpoints in either order; each credits its own session once', async () => {
+    const { c, wallet } = await signedIn('both@example.test');
+    const pw = await t.createPaywall('DEFAULT', 'Same Stripe account');
+    const r = await t.gql(
+      t.ownerToken,
+      `mutation($i: ConnectStripeInput!) { connectStripe(input: $i) { stripe { webhookId } } }`,
+      { i: { paywallId: pw.id, secretKey: PLATFORM_KEY } },
+    );
+    expect(r.errors).toBeUndefined();
+    const paywallEndpoint: string = r.data.connectStripe.stripe.webhookId;
+    // The operator made the platform endpoint in the Stripe dashboard, on the same account.
+    fake.endpoints.set('we_platform', {
+      id: 'we_platform',
+      url: `${t.url}/v1/stripe/webhooks/wallet`,
+      enabled_events: ['checkout.session.completed'],
+      secret: WEBHOOK_SECRET,
+      deleted: false,
+      apiKey: PLATFORM_KEY,
+    });
+    try {
+      const start = await walletBalance(wallet.accountId);
+      const walletSession = (await pay(c, '10')).session;
+      const page = new PageClient(t.url, '198.51.100.7');
+      expect((await page.get(`/topup/${pw.id}?user=pat`)).status).toBe(200);
+      expect((await page.post(`/topup/${pw.id}/checkout`, { user: 'pat', amount: '5' })).status).toBe(303);
+      const paywallSession = [...fake.sessions.values()].at(-1)!;
+      expect(paywallSession.metadata.paywallId).toBe(pw.id);
+
+      const ew = checkoutEvent('checkout.session.completed', walletSession, 'paid');
+      const ep = checkoutEvent('checkout.session.completed', paywallSession, 'paid');
+      // Each session's event first reaches the endpoint that does not own it.
+      expect(await fake.deliver(PLATFORM_KEY, ew, [paywallEndpoint, 'we_platform'])).toEqual([
+        [paywallEndpoint, 200],
+        ['we_platform', 200],
+      ]);
+      expect(await fake.deliver(PLATFORM_KEY, ep, ['we_platform', paywallEndpoint])).toEqual([
+        ['we_platform', 200],
+        [paywallEndpoint, 200],
+      ]);
+      // Retries, the other way round: nothing more.
+      await fake.deliver(PLATFORM_KEY, ew, ['we_platform', paywallEndpoint]);
+      await fake.deliver(PLATFORM_KEY, ep, [paywallEndpoint, 'we_platform']);
+
+      expect((await walletBalance(wallet.accountId)) - start).toBe(10_000_000n);
+      expect(await stripeTransfers(wallet.accountId)).toHaveLength(1);
+      expect((await userAccount(t.db, pw.id, 'pat'))!.balance).toBe('5000000');
+      expect(
+        await t.db.query(`select 1 from transfer where paywall_id = $1 and kind = 'deposit'`, [pw.id]),
+      ).toHaveLength(1);
+      const seen = await t.db.query<any>(
+        `select endpoint from stripe_event where event_id = $1 union all
+         select endpoint from stripe_event where event_id = $2`,
+        [JSON.parse(ew).id, JSON.parse(ep).id],
+      );
+      expect(seen.map((x: any) => x.endpoint)).toEqual(['wallet', pw.id]);
+    } finally {
+      fake.endpoints.delete('we_platform');
+    }
     await expectLedgerProven(t.db);
   });
 });

@@ -21,6 +21,7 @@ import { ConsentPage } from './connect.page.js';
 import { DisconnectConfirmPage, NOTICES, WalletPage } from './wallet.page.js';
 import { DefaultTopupPage, WalletTopupPage, type TopupOptions } from './topup.page.js';
 import { WALLET_TOPUP_AMOUNTS } from '../modules/payments/stripe/stripe.service.js';
+import { TopupRateLimited } from '../modules/payments/stripe/topup-limits.js';
 
 type View = ReturnType<typeof html>;
 
@@ -100,10 +101,19 @@ export function createPagesRouter(s: Services): Router {
         if (!(err instanceof DomainError)) return next(err);
         const status = statusOf(err);
         if (status === 500) return next(err);
+        if (err instanceof TopupRateLimited) res.set('Retry-After', String(err.retryAfterSeconds));
+        // The DEFAULT top-up page belongs to an app, not to the hosted wallet: no wallet header there.
+        const topupPage = req.path.startsWith('/topup/');
         send(
           res,
           status,
-          MessagePage({ page: req.page, title: TITLES[status] ?? 'Error', message: err.message }),
+          MessagePage({
+            page: req.page,
+            title: TITLES[status] ?? 'Error',
+            message: err.message,
+            wallet: !topupPage,
+            link: topupPage ? backToTopup(req) : null,
+          }),
         );
       }
     };
@@ -126,6 +136,17 @@ export function createPagesRouter(s: Services): Router {
     };
   const signInRedirect = (req: Request, res: Response) =>
     res.redirect(303, `/wallet/sign-in?next=${encodeURIComponent(req.originalUrl)}`);
+  const clientIp = (req: Request): string => req.ip ?? req.socket.remoteAddress ?? 'unknown';
+  /** The link back to the DEFAULT top-up page a refusal came from (its user), when known. */
+  const backToTopup = (req: Request): { href: string; text: string } | null => {
+    const user = body(req, 'user') ?? (typeof req.query.user === 'string' ? req.query.user : undefined);
+    const id = req.params.paywallId;
+    if (typeof id !== 'string' || !user) return null;
+    return {
+      href: `/topup/${encodeURIComponent(id)}?user=${encodeURIComponent(user)}`,
+      text: 'Back to the top-up page',
+    };
+  };
   const body = (req: Request, key: string): string | undefined => {
     const v = (req.body as Record<string, unknown> | undefined)?.[key];
     return typeof v === 'string' ? v : undefined;
@@ -148,7 +169,7 @@ export function createPagesRouter(s: Services): Router {
         // One answer whether or not a limit held the code back: it reveals nothing about the address.
         const { email, challenge } = await s.signIn.sendCode(
           body(req, 'email'),
-          req.ip ?? req.socket.remoteAddress ?? 'unknown',
+          clientIp(req),
           challengeOf(req),
         );
         setChallengeCookie(s, res, challenge);
@@ -326,6 +347,7 @@ export function createPagesRouter(s: Services): Router {
   pages.get(
     '/topup/:paywallId',
     h(async (req, res) => {
+      s.stripe.topupPageView(clientIp(req));
       const p = await s.paywalls.publicInfo(String(req.params.paywallId));
       if (!p)
         return send(
@@ -359,10 +381,12 @@ export function createPagesRouter(s: Services): Router {
   pages.post(
     '/topup/:paywallId/checkout',
     post(async (req, res) => {
+      s.stripe.topupPageView(clientIp(req));
       const url = await s.stripe.startCheckout(
         String(req.params.paywallId),
         body(req, 'user'),
         body(req, 'amount'),
+        clientIp(req),
       );
       res.redirect(303, url);
     }),

@@ -34,6 +34,11 @@ p{margin:0 0 1rem}
 .muted{color:var(--muted)}
 .topup-inline{border-top:1px solid #eef0f3;margin-top:1.25rem;padding-top:1.25rem}
 .topup-inline > p{margin:0}
+ul.topup-options{list-style:none;padding:0;margin:0 0 1rem}
+ul.topup-options li{display:flex;align-items:center;gap:1rem;padding:.6rem 0;border-top:1px solid #eef0f3}
+ul.topup-options li:first-child{border-top:none}
+ul.topup-options form{margin:0;flex:none}
+ul.topup-options button{width:9.5rem}
 .field{margin:0 0 1rem}
 label{display:block;font-weight:600;margin:0 0 .35rem}
 .hint{display:block;color:var(--muted);font-size:.9rem;margin-top:.3rem}

@@ -2,6 +2,10 @@ import { html } from './html.js';
 import { Layout } from './layout.js';
 import { Alert, Card, CsrfField, Field } from './components.js';
 import type { PageContext } from './security.js';
+import { formatUsdc, parseDecimal } from '../shared/money.js';
+
+/** What paying `usd` (a USD decimal string, as offered) adds, in USDC with 6 decimals: 1 USD = 1 USDC. */
+export const usdcForUsd = (usd: string): string => formatUsdc((parseDecimal(usd, 2) ?? 0n) * 10_000n);
 
 /** What this server offers to fund a wallet. */
 export interface TopupOptions {
@@ -24,7 +28,9 @@ export function TopupForm(props: {
   const pay =
     cards &&
     cards.length > 0 &&
-    html`<p class="muted">Pay by card with Stripe; the amount is added to your wallet.</p>
+    html`<p class="muted">
+        Pay by card with Stripe, in US dollars: every 1 USD you pay adds 1.000000 USDC to your wallet balance.
+      </p>
       <div class="inline">
         ${cards.map(
           (amount) =>
@@ -82,8 +88,9 @@ export function WalletTopupPage(props: {
 
 /**
  * DEFAULT mode `GET /topup/:paywallId?user=…`. With Stripe connected (`amounts`): one form per amount,
- * each posting to `/topup/:paywallId/checkout`, which answers 303 to a Stripe Checkout Session. Without:
- * the app credits balances itself.
+ * each posting to `/topup/:paywallId/checkout`, which answers 303 to a Stripe Checkout Session. Each
+ * says in plain words what it costs (USD, by card) and what it adds to whose balance on which app (USDC,
+ * 6 decimals). Without Stripe: the app credits balances itself.
  */
 export function DefaultTopupPage(props: {
   name: string;
@@ -95,17 +102,25 @@ export function DefaultTopupPage(props: {
   error?: string | null;
 }) {
   const stripe = props.amounts && props.amounts.length > 0 && props.page && props.user;
+  const who = props.user;
+  // One string: htm drops a line break (and the space with it) next to an interpolation.
+  const balanceOf = who ? `${who}'s balance on ${props.name}` : `Your balance on ${props.name}`;
   return html`<${Layout}
-    title=${`Top up your balance for ${props.name}`}
+    title=${`Top up your balance on ${props.name}`}
     page=${props.page}
     narrow=${true}
     wallet=${false}
   >
-    <h1>Top up your balance for ${props.name}</h1>
+    <h1>Top up your balance on ${props.name}</h1>
+    ${
+      who &&
+      html`<p class="lead">For the account <strong>${who}</strong> on <strong>${props.name}</strong>.</p>`
+    }
     ${
       props.notice === 'success' &&
       html`<${Alert} kind="ok"
-        >Thank you: your payment was received. Your balance is credited as soon as Stripe confirms it.<//
+        >Thank you: your payment was received. ${balanceOf} is credited as soon as Stripe confirms it, usually
+        within seconds.<//
       >`
     }
     ${props.notice === 'canceled' && html`<${Alert} kind="info">The payment was canceled; nothing was charged.<//>`}
@@ -114,20 +129,27 @@ export function DefaultTopupPage(props: {
       stripe
         ? html`<${Card} title="Choose an amount">
             <p>
-              Pay by card with Stripe. The amount is added to your balance
-              with${' '}<strong>${props.name}</strong>.
+              You pay in US dollars (USD) by card, on Stripe's checkout page. Balances on${' '}
+              <strong>${props.name}</strong> are kept in USDC: every 1 USD you pay adds 1.000000 USDC.
             </p>
-            <div class="inline">
+            <ul class="topup-options">
               ${props.amounts!.map(
                 (amount) =>
-                  html`<form method="post" action=${`/topup/${props.paywallId}/checkout`}>
-                    <${CsrfField} page=${props.page!} />
-                    <input type="hidden" name="user" value=${props.user!} />
-                    <input type="hidden" name="amount" value=${amount} />
-                    <button type="submit">Pay ${amount} USD</button>
-                  </form>`,
+                  html`<li>
+                    <form method="post" action=${`/topup/${props.paywallId}/checkout`}>
+                      <${CsrfField} page=${props.page!} />
+                      <input type="hidden" name="user" value=${who!} />
+                      <input type="hidden" name="amount" value=${amount} />
+                      <button type="submit">Pay ${amount} USD</button>
+                    </form>
+                    <span>adds <strong>${usdcForUsd(amount)} USDC</strong> to ${balanceOf}</span>
+                  </li>`,
               )}
-            </div>
+            </ul>
+            <p class="muted">
+              Nothing is charged until you confirm on Stripe's page. The balance is credited once Stripe
+              confirms the payment.
+            </p>
           <//>`
         : html`<${Card}>
             <p>Your balance with <strong>${props.name}</strong> is too low for this request.</p>

@@ -46,6 +46,11 @@ export interface StripeGateway {
   createWebhookEndpoint(secretKey: string, url: string): Promise<CreatedWebhookEndpoint>;
   deleteWebhookEndpoint(secretKey: string, id: string): Promise<void>;
   createCheckoutSession(secretKey: string, req: CheckoutRequest): Promise<{ id: string; url: string }>;
+  /**
+   * Expires an open Checkout Session (nobody can pay it afterwards). false when Stripe says it is not
+   * open any more (paid, expired) or unknown; throws on other failures.
+   */
+  expireCheckoutSession(secretKey: string, id: string): Promise<boolean>;
   /** Throws when the signature does not match the raw body (the library's own check). */
   verifyEvent(rawBody: Buffer, signature: string, endpointSecret: string): VerifiedStripeEvent;
 }
@@ -106,6 +111,15 @@ export function createStripeGateway(apiBase: string | undefined): StripeGateway 
       });
       if (!session.url) throw new Error('Stripe returned a Checkout Session without a url');
       return { id: session.id, url: session.url };
+    },
+    async expireCheckoutSession(secretKey, id) {
+      try {
+        await client(secretKey).checkout.sessions.expire(id);
+        return true;
+      } catch (e: any) {
+        if (e?.statusCode === 400 || e?.statusCode === 404) return false;
+        throw e;
+      }
     },
     verifyEvent(rawBody, signature, endpointSecret) {
       const event = verifier.webhooks.constructEvent(rawBody, signature, endpointSecret);

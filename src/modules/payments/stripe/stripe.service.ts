@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Sql } from '../../../db/database.js';
 import type { Services } from '../../../services.js';
 import { loadSecretBox, type SecretBox } from '../../../shared/crypto.js';
@@ -16,6 +16,7 @@ import { WORLD_ACCOUNT_ID } from '../../ledger/accounts.js';
 import type { Auth, PaywallInfo } from '../../paywalls/paywall-info.js';
 import { checkExternalId, triggerOf, validExternalId, walletUserIdOf } from '../../users/user.service.js';
 import { createStripeGateway, type StripeGateway, type VerifiedStripeEvent } from './stripe-gateway.js';
+import { TopupLimiter } from './topup-limits.js';
 
 const INTEGRATION_KEY = 'stripe';
 /** 1 US cent = 10,000 raw units (10⁻⁶ USDC). */
@@ -27,6 +28,12 @@ const MAX_TOPUP_AMOUNTS = 10;
 /** Stripe's own ceiling for one Checkout payment in USD is 999,999.99; we stay well below. */
 const MAX_TOPUP_CENTS = 10_000_00n;
 const MAX_SECRET_KEY_LENGTH = 4096;
+/** After a rotation the replaced endpoint (and its secret) stays valid this long: Stripe retries for days. */
+export const OLD_WEBHOOK_SECRET_GRACE_MS = 24 * 60 * 60 * 1000;
+/** Stripe's Checkout Sessions expire by themselves 24 hours after creation: older ones need no expiring. */
+const SESSION_LIFETIME_HOURS = 24;
+/** The endpoint key of the platform's own webhook endpoint (wallet top-ups) in `stripe_event`. */
+const WALLET_ENDPOINT = 'wallet';
 
 export interface ConnectStripeInput {
   paywallId?: string | null;
@@ -46,7 +53,13 @@ interface IntegrationRow {
   webhook_endpoint_id: string;
   webhook_secret_ciphertext: string;
   topup_amounts_cents: number[];
+  previous_webhook_endpoint_id: string | null;
+  previous_webhook_secret_ciphertext: string | null;
+  previous_secret_expires_at: Date | null;
 }
+
+const INTEGRATION_COLUMNS = `secret_key_ciphertext, webhook_endpoint_id, webhook_secret_ciphertext, topup_amounts_cents,
+  previous_webhook_endpoint_id, previous_webhook_secret_ciphertext, previous_secret_expires_at`;
 
 /** USD decimal for cents: 500 → "5", 1050 → "10.5". */
 export const usdOfCents = (cents: bigint | number): string => formatDecimal(BigInt(cents), 2);
@@ -91,17 +104,37 @@ const WALLET_TOPUP_CENTS = parseTopupAmounts(WALLET_TOPUP_AMOUNTS);
  * id) and never returned or logged.
  *
  * Fulfilment (DESIGN "Integrations behind a small interface"): the webhook route verifies the
- * signature, then {@link handleEvent} records the Stripe event id and credits the session in ONE
- * transaction. "Exactly once per Checkout Session" is the `stripe_checkout` row: the crediting statement
+ * signature, then {@link handleEvent} checks that this endpoint owns the event's session, records the
+ * (endpoint, event id) and credits the session in ONE transaction; an event about a session another
+ * endpoint owns is logged and left unrecorded here (one Stripe account may feed several endpoints, each
+ * getting every event). "Exactly once per Checkout Session" is the `stripe_checkout` row: the crediting statement
  * flips its status to `paid` under the row lock and writes the transfer only when it did, so repeated or
  * concurrent deliveries (and `completed` + `async_payment_succeeded` for the same session) credit once.
  */
 export class StripeService {
   private secretBox?: SecretBox;
+  private timer?: NodeJS.Timeout;
   readonly gateway: StripeGateway;
+  /** Limits of the public top-up page and of Checkout Session creation (topup-limits.ts). */
+  readonly limits: TopupLimiter;
 
   constructor(private readonly s: Services) {
     this.gateway = createStripeGateway(s.config.STRIPE_API_BASE);
+    this.limits = new TopupLimiter(s.config, s.clock);
+  }
+
+  /** Hourly: deletes the endpoints that rotations replaced once their grace period ended (unref'd). */
+  start(): void {
+    this.timer = setInterval(() => {
+      this.retireReplacedEndpoints().catch((err) =>
+        this.s.log.warn({ err }, 'retiring replaced Stripe webhook endpoints failed'),
+      );
+    }, 3_600_000);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
   }
 
   private box(): SecretBox {
@@ -116,8 +149,7 @@ export class StripeService {
   private async row(sql: Sql, paywallId: string): Promise<IntegrationRow | undefined> {
     return (
       await sql.query<IntegrationRow>(
-        `select secret_key_ciphertext, webhook_endpoint_id, webhook_secret_ciphertext, topup_amounts_cents
-           from stripe_integration where paywall_id = $1`,
+        `select ${INTEGRATION_COLUMNS} from stripe_integration where paywall_id = $1`,
         [paywallId],
       )
     )[0];
@@ -146,6 +178,13 @@ export class StripeService {
       { paywallId, status: (e as any)?.statusCode, type: (e as any)?.type },
       `Stripe ${what} failed`,
     );
+    if ((e as any)?.statusCode === 429)
+      return new DomainError(
+        'rate_limited',
+        `Stripe is busy right now (${what}); nothing was charged. Wait a few seconds, then try again.`,
+        null,
+        'stripe_rate_limited',
+      );
     return new DomainError(
       'upstream_error',
       `Stripe refused or could not be reached (${what}): ${(e as any)?.message ?? 'unknown error'}`,
@@ -187,7 +226,8 @@ export class StripeService {
            set secret_key_ciphertext = excluded.secret_key_ciphertext,
                webhook_endpoint_id = excluded.webhook_endpoint_id,
                webhook_secret_ciphertext = excluded.webhook_secret_ciphertext,
-               topup_amounts_cents = excluded.topup_amounts_cents, updated_at = now()`,
+               topup_amounts_cents = excluded.topup_amounts_cents, previous_webhook_endpoint_id = null,
+               previous_webhook_secret_ciphertext = null, previous_secret_expires_at = null, updated_at = now()`,
         [
           paywall.id,
           this.box().encrypt(secretKey, paywall.id),
@@ -210,7 +250,8 @@ export class StripeService {
         }),
       ]);
     });
-    if (previous) await this.deleteEndpointQuietly(paywall.id, previous);
+    // A new key may be another account: the replaced endpoints go at once.
+    if (previous) await this.deleteEndpointsQuietly(paywall.id, previous, true);
     this.s.log.info({ paywallId: paywall.id, webhookId: endpoint.id }, 'stripe connected');
     return paywall;
   }
@@ -224,7 +265,12 @@ export class StripeService {
     }
   }
 
-  /** Replaces the webhook endpoint (new endpoint and secret first, then the old one is deleted). */
+  /**
+   * Replaces the webhook endpoint: a new endpoint and secret become current; the replaced one is kept
+   * (at Stripe, and its secret still verifies) for {@link OLD_WEBHOOK_SECRET_GRACE_MS}, so Stripe's
+   * retries of events it already sent there still land; then it is deleted. An endpoint replaced by an
+   * earlier rotation still in its grace period is deleted now.
+   */
   async rotateWebhook(auth: Auth, paywallId?: string | null): Promise<PaywallInfo> {
     const paywall = await this.s.paywalls.resolve(auth, paywallId);
     const current = await this.row(this.s.db, paywall.id);
@@ -239,11 +285,22 @@ export class StripeService {
     const url = this.webhookUrl(paywall.id);
     const endpoint = await this.createEndpoint(secretKey, url, paywall.id);
     const trigger = triggerOf(auth, 'graphql');
-    await this.s.db.transaction(async (tx) => {
+    const graceEnds = new Date(this.s.clock.now().getTime() + OLD_WEBHOOK_SECRET_GRACE_MS);
+    const replaced = await this.s.db.transaction(async (tx) => {
+      const [before] = await tx.query<IntegrationRow>(
+        `select ${INTEGRATION_COLUMNS} from stripe_integration where paywall_id = $1 for update`,
+        [paywall.id],
+      );
+      if (!before) return null;
+      // On the right of SET the columns are the row before the update: current becomes previous.
       await tx.query(
-        `update stripe_integration set webhook_endpoint_id = $2, webhook_secret_ciphertext = $3, updated_at = now()
+        `update stripe_integration
+            set previous_webhook_endpoint_id = webhook_endpoint_id,
+                previous_webhook_secret_ciphertext = webhook_secret_ciphertext,
+                previous_secret_expires_at = $4::timestamptz,
+                webhook_endpoint_id = $2, webhook_secret_ciphertext = $3, updated_at = now()
           where paywall_id = $1`,
-        [paywall.id, endpoint.id, this.box().encrypt(endpoint.secret, paywall.id)],
+        [paywall.id, endpoint.id, this.box().encrypt(endpoint.secret, paywall.id), graceEnds],
       );
       await recordEvents(tx, [
         buildEvent(
@@ -252,19 +309,47 @@ export class StripeService {
           { webhookId: endpoint.id, url, secretSuffix: suffixOf(endpoint.secret) },
         ),
       ]);
+      return before;
     });
-    await this.deleteEndpointQuietly(paywall.id, current);
+    if (!replaced) {
+      // Disconnected meanwhile: the endpoint just made has no owner.
+      await this.deleteEndpointQuietly(paywall.id, current.secret_key_ciphertext, endpoint.id);
+      throw new DomainError(
+        'conflict',
+        'Stripe is not connected to this paywall',
+        null,
+        'stripe_not_connected',
+      );
+    }
+    if (replaced.previous_webhook_endpoint_id)
+      await this.deleteEndpointQuietly(
+        paywall.id,
+        replaced.secret_key_ciphertext,
+        replaced.previous_webhook_endpoint_id,
+      );
+    this.s.log.info(
+      {
+        paywallId: paywall.id,
+        webhookId: endpoint.id,
+        replacedWebhookId: replaced.webhook_endpoint_id,
+        replacedValidUntil: graceEnds.toISOString(),
+      },
+      'stripe webhook endpoint rotated; the replaced endpoint verifies until its grace period ends',
+    );
     return paywall;
   }
 
-  /** Deletes the webhook endpoint and forgets the key. Idempotent (nothing connected: no event). */
+  /**
+   * Deletes the webhook endpoint (and one a rotation replaced), forgets the key, and expires the open
+   * Checkout Sessions this paywall created, so nobody pays into an integration that is gone. Idempotent
+   * (nothing connected: no event).
+   */
   async disconnect(auth: Auth, paywallId?: string | null): Promise<PaywallInfo> {
     const paywall = await this.s.paywalls.resolve(auth, paywallId, { allowArchived: true });
     const trigger = triggerOf(auth, 'graphql');
     const removed = await this.s.db.transaction(async (tx) => {
       const rows = await tx.query<IntegrationRow>(
-        `delete from stripe_integration where paywall_id = $1
-         returning secret_key_ciphertext, webhook_endpoint_id, webhook_secret_ciphertext, topup_amounts_cents`,
+        `delete from stripe_integration where paywall_id = $1 returning ${INTEGRATION_COLUMNS}`,
         [paywall.id],
       );
       if (rows.length === 0) return null;
@@ -278,23 +363,108 @@ export class StripeService {
       return rows[0];
     });
     if (removed) {
-      await this.deleteEndpointQuietly(paywall.id, removed);
-      this.s.log.info({ paywallId: paywall.id }, 'stripe disconnected');
+      await this.deleteEndpointsQuietly(paywall.id, removed, true);
+      const expired = await this.expireOpenSessions(paywall.id, removed.secret_key_ciphertext);
+      this.s.log.info({ paywallId: paywall.id, expiredSessions: expired }, 'stripe disconnected');
     }
     return paywall;
   }
 
-  /** Best effort: the integration row is already replaced or gone, so its old endpoint only costs noise. */
-  private async deleteEndpointQuietly(paywallId: string, row: IntegrationRow): Promise<void> {
+  /**
+   * Expires, at Stripe, the sessions of this paywall still `open` here and young enough to be open at
+   * Stripe; each one Stripe expired is marked `expired`. Best effort (a session paid meanwhile is not
+   * open any more and stays as it is). Returns how many were expired.
+   */
+  private async expireOpenSessions(paywallId: string, keyCiphertext: string): Promise<number> {
+    const open = await this.s.db.query<{ session_id: string }>(
+      `select session_id from stripe_checkout
+        where paywall_id = $1 and status = 'open' and created_at > now() - make_interval(hours => $2)
+        order by created_at`,
+      [paywallId, SESSION_LIFETIME_HOURS],
+    );
+    if (open.length === 0) return 0;
+    let key: string;
     try {
-      const key = this.box().decrypt(row.secret_key_ciphertext, paywallId);
-      await this.gateway.deleteWebhookEndpoint(key, row.webhook_endpoint_id);
+      key = this.box().decrypt(keyCiphertext, paywallId);
+    } catch {
+      this.s.log.warn(
+        { paywallId, open: open.length },
+        'cannot expire open Stripe sessions: key undecryptable',
+      );
+      return 0;
+    }
+    let expired = 0;
+    const queue = open.map((r) => r.session_id);
+    const worker = async () => {
+      for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
+        try {
+          if (!(await this.gateway.expireCheckoutSession(key, id))) continue;
+          await this.s.db.query(
+            `update stripe_checkout set status = 'expired', updated_at = now() where session_id = $1 and status = 'open'`,
+            [id],
+          );
+          expired += 1;
+        } catch (e) {
+          this.s.log.warn(
+            { paywallId, sessionId: id, status: (e as any)?.statusCode },
+            'could not expire an open Stripe Checkout Session; it expires by itself within 24 hours',
+          );
+        }
+      }
+    };
+    // A few at a time: the calls count against the account's Stripe rate limit.
+    await Promise.all(Array.from({ length: Math.min(4, queue.length) }, worker));
+    return expired;
+  }
+
+  /** Best effort: deletes the current endpoint of `row` and, with `previousToo`, the one a rotation replaced. */
+  private async deleteEndpointsQuietly(paywallId: string, row: IntegrationRow, previousToo: boolean) {
+    await this.deleteEndpointQuietly(paywallId, row.secret_key_ciphertext, row.webhook_endpoint_id);
+    if (previousToo && row.previous_webhook_endpoint_id)
+      await this.deleteEndpointQuietly(
+        paywallId,
+        row.secret_key_ciphertext,
+        row.previous_webhook_endpoint_id,
+      );
+  }
+
+  /** Best effort: the integration row no longer names this endpoint, so it only costs noise at Stripe. */
+  private async deleteEndpointQuietly(paywallId: string, keyCiphertext: string, webhookId: string) {
+    try {
+      const key = this.box().decrypt(keyCiphertext, paywallId);
+      await this.gateway.deleteWebhookEndpoint(key, webhookId);
     } catch (e) {
       this.s.log.warn(
-        { paywallId, webhookId: row.webhook_endpoint_id, status: (e as any)?.statusCode },
-        'could not delete the old Stripe webhook endpoint; delete it in the Stripe dashboard',
+        { paywallId, webhookId, status: (e as any)?.statusCode },
+        'could not delete an old Stripe webhook endpoint; delete it in the Stripe dashboard',
       );
     }
+  }
+
+  /**
+   * Forgets, and deletes at Stripe, the endpoints replaced by rotations whose grace period has ended
+   * (all paywalls, or one). Runs hourly and whenever such an endpoint's secret is refused.
+   */
+  async retireReplacedEndpoints(paywallId?: string): Promise<number> {
+    const rows = await this.s.db.query<{
+      paywall_id: string;
+      secret_key_ciphertext: string;
+      endpoint_id: string;
+    }>(
+      `update stripe_integration i
+          set previous_webhook_endpoint_id = null, previous_webhook_secret_ciphertext = null,
+              previous_secret_expires_at = null
+         from (select paywall_id, previous_webhook_endpoint_id as endpoint_id from stripe_integration
+                where previous_secret_expires_at <= $1::timestamptz and ($2::uuid is null or paywall_id = $2::uuid)
+                for update) old
+        where i.paywall_id = old.paywall_id
+        returning i.paywall_id, i.secret_key_ciphertext, old.endpoint_id`,
+      [this.s.clock.now(), paywallId ?? null],
+    );
+    for (const r of rows)
+      if (r.endpoint_id)
+        await this.deleteEndpointQuietly(r.paywall_id, r.secret_key_ciphertext, r.endpoint_id);
+    return rows.length;
   }
 
   /** The Stripe integrations of several paywalls (in the order asked), for a DataLoader. */
@@ -327,11 +497,18 @@ export class StripeService {
     return info.connected ? info.topupAmounts : null;
   }
 
+  /** One view of the public top-up page (or one "Pay" click) from `clientIp`; throws 429 past the limit. */
+  topupPageView(clientIp: string): void {
+    this.limits.pageView(clientIp);
+  }
+
   /**
    * The hosted page's "Pay N USD": creates a Checkout Session for one of the offered amounts and
-   * returns its URL. The session row is written first (status `open`) so fulfilment knows whom to credit.
+   * returns its URL. Creates no end user and grants nothing: the session row names the user by external
+   * id, and the first paid session creates the user (docs/stripe.md). Limited per top-up link and client
+   * IP, and Stripe calls by token bucket ({@link TopupLimiter}); a refusal is a 429 that charged nothing.
    */
-  async startCheckout(paywallId: string, user: unknown, amount: unknown): Promise<string> {
+  async startCheckout(paywallId: string, user: unknown, amount: unknown, clientIp: string): Promise<string> {
     const paywall = await this.s.paywalls.byId(paywallId);
     if (!paywall || paywall.archivedAt) throw notFound('paywall');
     this.requireDefault(paywall);
@@ -352,8 +529,8 @@ export class StripeService {
         'amount',
         'invalid_amount',
       );
-    const trigger: EventTrigger = { source: 'page', actorType: 'end_user', actorId: externalId };
-    const endUser = await this.s.users.ensureUser(this.s.db, paywall, externalId, trigger);
+    this.limits.checkout(clientIp, `${paywall.id}:${externalId}`, paywall.id);
+    const known = await this.s.users.findUser(paywall.id, externalId);
     const secretKey = this.decrypt(paywall.id, row.secret_key_ciphertext);
     const page = new URL(`${this.s.config.PUBLIC_BASE_URL}/topup/${paywall.id}`);
     page.searchParams.set('user', externalId);
@@ -366,19 +543,23 @@ export class StripeService {
     try {
       session = await this.gateway.createCheckoutSession(secretKey, {
         amountCents: Number(cents),
-        clientReferenceId: `${paywall.id}:${endUser.id}`,
-        metadata: { paywallId: paywall.id, endUserId: endUser.id, user: externalId },
+        clientReferenceId: clientReference(paywall.id, externalId),
+        metadata: {
+          paywallId: paywall.id,
+          user: externalId,
+          ...(known ? { endUserId: known.id } : {}),
+        },
         successUrl: back('success'),
         cancelUrl: back('canceled'),
-        productName: `${paywall.name} balance top-up`,
+        productName: `${paywall.name} balance top-up for ${externalId}`.slice(0, 250),
       });
     } catch (e) {
       throw this.stripeFailed(e, paywall.id, 'creating a Checkout Session');
     }
     await this.s.db.query(
-      `insert into stripe_checkout (session_id, paywall_id, end_user_id, status, amount_cents)
-       values ($1, $2, $3, 'open', $4) on conflict (session_id) do nothing`,
-      [session.id, paywall.id, endUser.id, cents.toString()],
+      `insert into stripe_checkout (session_id, paywall_id, end_user_id, external_id, status, amount_cents)
+       values ($1, $2, $3, $4, 'open', $5) on conflict (session_id) do nothing`,
+      [session.id, paywall.id, known?.id ?? null, externalId, cents.toString()],
     );
     return session.url;
   }
@@ -410,6 +591,7 @@ export class StripeService {
         'amount',
         'invalid_amount',
       );
+    this.limits.stripeCall(WALLET_ENDPOINT);
     const base = this.s.config.PUBLIC_BASE_URL;
     let session;
     try {
@@ -426,6 +608,13 @@ export class StripeService {
         { walletUserId: walletUser.id, status: (e as any)?.statusCode, type: (e as any)?.type },
         'Stripe creating a wallet Checkout Session failed',
       );
+      if ((e as any)?.statusCode === 429)
+        throw new DomainError(
+          'rate_limited',
+          'Stripe is busy right now; nothing was charged. Wait a few seconds, then try again.',
+          null,
+          'stripe_rate_limited',
+        );
       throw new DomainError(
         'upstream_error',
         `Stripe refused or could not be reached (creating a Checkout Session): ${(e as any)?.message ?? 'unknown error'}`,
@@ -442,8 +631,9 @@ export class StripeService {
   }
 
   /**
-   * The webhook: verifies the signature on the raw body with the paywall's endpoint secret (a bad or
-   * missing one is a 400 and changes nothing), then processes the event once.
+   * The webhook: verifies the signature on the raw body with the paywall's endpoint secret, or with the
+   * secret of the endpoint a rotation replaced while its grace period lasts (a bad or missing one is a
+   * 400 and changes nothing), then processes the event once for this endpoint.
    */
   async receiveWebhook(paywallId: string, rawBody: unknown, signature: string | undefined): Promise<void> {
     const badSignature = () =>
@@ -453,12 +643,27 @@ export class StripeService {
     const row = await this.row(this.s.db, paywall.id);
     if (!row) throw badSignature();
     if (!signature || !Buffer.isBuffer(rawBody)) throw badSignature();
-    const secret = this.decrypt(paywall.id, row.webhook_secret_ciphertext);
     let event: VerifiedStripeEvent;
     try {
-      event = this.gateway.verifyEvent(rawBody, signature, secret);
-    } catch {
-      throw badSignature();
+      event = this.gateway.verifyEvent(
+        rawBody,
+        signature,
+        this.decrypt(paywall.id, row.webhook_secret_ciphertext),
+      );
+    } catch (current) {
+      if (current instanceof DomainError) throw current;
+      const previous = row.previous_webhook_secret_ciphertext;
+      const until = row.previous_secret_expires_at;
+      if (!previous || !until) throw badSignature();
+      if (new Date(until).getTime() <= this.s.clock.now().getTime()) {
+        await this.retireReplacedEndpoints(paywall.id).catch(() => 0);
+        throw badSignature();
+      }
+      try {
+        event = this.gateway.verifyEvent(rawBody, signature, this.decrypt(paywall.id, previous));
+      } catch {
+        throw badSignature();
+      }
     }
     await this.handleEvent(paywall, event);
   }
@@ -487,86 +692,133 @@ export class StripeService {
         'invalid_signature',
       );
     }
-    await this.process(null, event, (tx, session) => this.walletTarget(tx, session));
+    await this.process({ key: WALLET_ENDPOINT, paywallId: null }, event, (tx, session) =>
+      this.walletClaim(tx, session),
+    );
   }
 
   /** A DEFAULT paywall's event (see {@link process}). */
   async handleEvent(paywall: PaywallInfo, event: VerifiedStripeEvent): Promise<void> {
-    await this.process(paywall.id, event, (tx, session) => this.endUserTarget(tx, paywall, session));
+    await this.process({ key: paywall.id, paywallId: paywall.id }, event, (tx, session) =>
+      this.endUserClaim(tx, paywall, session),
+    );
   }
 
   /**
-   * Records the event id and applies the event in one transaction; a repeated event id does nothing.
-   * `targetOf` names whom the session credits (or null: not ours); the paywall's and the platform's
-   * endpoints differ only there.
+   * Applies an event received on one endpoint (a paywall's, or the platform's `wallet`), once per
+   * endpoint. Stripe sends the same event id to every endpoint of an account, so one account connected
+   * to several endpoints delivers each event to each. `claim` says whether the event's session belongs to
+   * this endpoint: when it does not, the event is logged as ignored (with the reason), answered 200, and
+   * NOT recorded, so it never hides the event from the endpoint that owns the session. When it does, the
+   * (endpoint, event id) row is written in the transaction that applies it; a repeat does nothing.
    */
   private async process(
-    endpointPaywallId: string | null,
+    endpoint: { key: string; paywallId: string | null },
     event: VerifiedStripeEvent,
-    targetOf: (tx: Sql, session: StripeSession) => Promise<CreditTarget | null>,
+    claim: (tx: Sql, session: StripeSession) => Promise<Claim>,
   ): Promise<void> {
     const session = event.session;
-    await this.s.db.transaction(async (tx) => {
-      // A concurrent delivery of the same event waits here on the unique key and then finds it taken.
-      const fresh = await tx.query(
-        `insert into stripe_event (event_id, paywall_id, type) values ($1, $2, $3)
-         on conflict (event_id) do nothing returning event_id`,
-        [event.id, endpointPaywallId, event.type],
+    const ignored = (reason: string) =>
+      this.s.log.info(
+        { endpoint: endpoint.key, eventId: event.id, eventType: event.type, sessionId: session?.id, reason },
+        `Stripe event ignored on this endpoint (not recorded as processed): ${reason}`,
       );
-      if (fresh.length === 0 || !session) return;
-      const credit =
-        (event.type === 'checkout.session.completed' && session.paymentStatus === 'paid') ||
-        event.type === 'checkout.session.async_payment_succeeded';
-      const fail = event.type === 'checkout.session.async_payment_failed';
-      if (!credit && !fail) {
-        // Unpaid (async payment pending): only make sure the session row exists.
-        await targetOf(tx, session);
-        return;
-      }
-      const target = await targetOf(tx, session);
-      if (!target) return;
-      if (fail) {
-        await tx.query(
-          `update stripe_checkout set status = 'failed', updated_at = now() where session_id = $1 and status = 'open'`,
-          [session.id],
+    if (!session) return ignored('it is not about a Checkout Session with an id');
+    try {
+      await this.s.db.transaction(async (tx) => {
+        const mine = await claim(tx, session);
+        if ('ignored' in mine) throw new NotOurs(mine.ignored);
+        // A concurrent delivery of the same event to this endpoint waits here on the key, then finds it taken.
+        const fresh = await tx.query(
+          `insert into stripe_event (endpoint, event_id, paywall_id, type) values ($1, $2, $3, $4)
+           on conflict (endpoint, event_id) do nothing returning event_id`,
+          [endpoint.key, event.id, endpoint.paywallId, event.type],
         );
-        return;
-      }
-      await this.credit(tx, session, target);
-    });
+        if (fresh.length === 0) return;
+        if (event.type === 'checkout.session.async_payment_failed') {
+          await tx.query(
+            `update stripe_checkout set status = 'failed', updated_at = now() where session_id = $1 and status = 'open'`,
+            [session.id],
+          );
+          return;
+        }
+        const paid =
+          (event.type === 'checkout.session.completed' && session.paymentStatus === 'paid') ||
+          event.type === 'checkout.session.async_payment_succeeded';
+        // Unpaid (async payment pending): the claim made sure the session row exists; nothing more.
+        if (paid) await this.credit(tx, session, mine.target);
+      });
+    } catch (e) {
+      if (!(e instanceof NotOurs)) throw e;
+      ignored(e.message);
+    }
   }
 
-  /** DEFAULT: the session's row (created by startCheckout), else from the session's metadata. */
+  /**
+   * DEFAULT: the session belongs to this paywall when its row says so (written by startCheckout), or, for
+   * a session not made here, when its metadata names this paywall and a valid end user (the row is then
+   * written). The end user is created only by `target`, which runs only when a paid session is credited.
+   */
+  private async endUserClaim(tx: Sql, paywall: PaywallInfo, session: StripeSession): Promise<Claim> {
+    const [row] = await tx.query<{
+      paywall_id: string | null;
+      wallet_user_id: string | null;
+      end_user_id: string | null;
+      external_id: string | null;
+    }>(
+      `select paywall_id, wallet_user_id, end_user_id, external_id from stripe_checkout where session_id = $1`,
+      [session.id],
+    );
+    if (row && row.paywall_id !== paywall.id)
+      return {
+        ignored: row.wallet_user_id
+          ? 'the session is a hosted-wallet top-up (the platform endpoint credits it)'
+          : 'the session was started by another paywall (its own endpoint credits it)',
+      };
+    if (!row) {
+      const amount = session.amountTotal;
+      const externalId = validExternalId(session.metadata.user);
+      if (session.metadata.paywallId !== paywall.id)
+        return {
+          ignored:
+            session.metadata.kind === 'wallet'
+              ? 'the session is a hosted-wallet top-up (the platform endpoint credits it)'
+              : 'the session was not started here and its metadata names another paywall or none',
+        };
+      if (!externalId) return { ignored: 'the session names no valid end user of this paywall' };
+      if (!amount || amount <= 0) return { ignored: 'the session has no positive amount' };
+      // In the transaction (the embedded database has one connection: a query beside it would wait).
+      const [known] = await tx.query<{ id: string }>(
+        `select id from end_user where paywall_id = $1 and external_id = $2`,
+        [paywall.id, externalId],
+      );
+      await tx.query(
+        `insert into stripe_checkout (session_id, paywall_id, end_user_id, external_id, status, amount_cents)
+         values ($1, $2, $3, $4, 'open', $5) on conflict (session_id) do nothing`,
+        [session.id, paywall.id, known?.id ?? null, externalId, String(amount)],
+      );
+    }
+    const externalId = row ? row.external_id : validExternalId(session.metadata.user);
+    const knownUserId = row?.end_user_id ?? null;
+    return { target: () => this.endUserTarget(tx, paywall, session, knownUserId, externalId) };
+  }
+
+  /** Whom a paid DEFAULT session credits: its end user, created now when the session named a new one. */
   private async endUserTarget(
     tx: Sql,
     paywall: PaywallInfo,
     session: StripeSession,
+    knownUserId: string | null,
+    externalId: string | null,
   ): Promise<CreditTarget | null> {
-    const [mine] = await tx.query<{ end_user_id: string | null; paywall_id: string | null }>(
-      `select end_user_id, paywall_id from stripe_checkout where session_id = $1`,
-      [session.id],
-    );
-    let endUserId: string;
-    if (mine) {
-      if (mine.paywall_id !== paywall.id || !mine.end_user_id) return null;
-      endUserId = mine.end_user_id;
-    } else {
-      const amount = session.amountTotal;
-      const externalId = validExternalId(session.metadata.user);
-      if (session.metadata.paywallId !== paywall.id || !externalId || !amount || amount <= 0) {
-        this.s.log.warn(
-          { paywallId: paywall.id, sessionId: session.id },
-          'Stripe session names no end user of this paywall; ignored',
-        );
-        return null;
-      }
-      const user = await this.s.users.ensureUser(tx, paywall, externalId, STRIPE_TRIGGER);
+    let endUserId = knownUserId;
+    if (!endUserId) {
+      if (!externalId) return null;
+      endUserId = (await this.s.users.ensureUser(tx, paywall, externalId, STRIPE_TRIGGER)).id;
       await tx.query(
-        `insert into stripe_checkout (session_id, paywall_id, end_user_id, status, amount_cents)
-         values ($1, $2, $3, 'open', $4) on conflict (session_id) do nothing`,
-        [session.id, paywall.id, user.id, String(amount)],
+        `update stripe_checkout set end_user_id = $2, updated_at = now() where session_id = $1 and end_user_id is null`,
+        [session.id, endUserId],
       );
-      endUserId = user.id;
     }
     const [u] = await tx.query<{ account_id: string; external_id: string }>(
       `select account_id, external_id from end_user where id = $1`,
@@ -574,16 +826,17 @@ export class StripeService {
     );
     if (!u?.account_id) return null;
     const walletUserId = walletUserIdOf(paywall, { id: endUserId, walletUserId: null });
+    const userId = endUserId;
     return {
       accountId: u.account_id,
       paywallId: paywall.id,
-      endUserId,
+      endUserId: userId,
       metadata: {},
       events: (amountRaw, transferId) => {
         const ctx = {
           paywall,
           trigger: STRIPE_TRIGGER,
-          subject: { type: 'end_user' as const, id: endUserId, externalId: u.external_id },
+          subject: { type: 'end_user' as const, id: userId, externalId: u.external_id },
           metadata: { source: 'stripe', checkoutSessionId: session.id },
         };
         return creditEvents(ctx, session, amountRaw, transferId, walletUserId, u.external_id);
@@ -592,40 +845,52 @@ export class StripeService {
   }
 
   /**
-   * Wallet: the session's row (created by startWalletCheckout), else from the session's metadata
-   * (`kind: "wallet"`, `walletUserId`). Events: one pair per paywall the wallet is connected to.
+   * Wallet: the session belongs to the platform endpoint when its row names a wallet (written by
+   * startWalletCheckout), or, for a session not made here, when its metadata says `kind: "wallet"` and
+   * names an existing wallet user (the row is then written).
    */
-  private async walletTarget(tx: Sql, session: StripeSession): Promise<CreditTarget | null> {
-    const [mine] = await tx.query<{ wallet_user_id: string | null }>(
+  private async walletClaim(tx: Sql, session: StripeSession): Promise<Claim> {
+    const [row] = await tx.query<{ wallet_user_id: string | null }>(
       `select wallet_user_id from stripe_checkout where session_id = $1`,
       [session.id],
     );
+    if (row && !row.wallet_user_id)
+      return {
+        ignored: "the session was started by a paywall's top-up page (that paywall's endpoint credits it)",
+      };
     let walletUserId: string;
-    if (mine) {
-      if (!mine.wallet_user_id) return null;
-      walletUserId = mine.wallet_user_id;
-    } else {
+    if (row) walletUserId = row.wallet_user_id!;
+    else {
       const named = session.metadata.walletUserId;
       const amount = session.amountTotal;
+      if (session.metadata.kind !== 'wallet')
+        return {
+          ignored: session.metadata.paywallId
+            ? "the session was not started here and names a paywall (that paywall's endpoint credits it)"
+            : 'the session was not started here and its metadata names no wallet',
+        };
+      if (!amount || amount <= 0) return { ignored: 'the session has no positive amount' };
       const known =
-        session.metadata.kind === 'wallet' &&
-        typeof named === 'string' &&
-        UUID.test(named) &&
-        amount &&
-        amount > 0
+        typeof named === 'string' && UUID.test(named)
           ? await tx.query(`select id from wallet_user where id = $1`, [named])
           : [];
-      if (known.length === 0) {
-        this.s.log.warn({ sessionId: session.id }, 'Stripe session names no wallet of this server; ignored');
-        return null;
-      }
+      if (known.length === 0) return { ignored: 'the session names no wallet of this server' };
       await tx.query(
         `insert into stripe_checkout (session_id, wallet_user_id, status, amount_cents)
          values ($1, $2, 'open', $3) on conflict (session_id) do nothing`,
         [session.id, named, String(amount)],
       );
-      walletUserId = named;
+      walletUserId = named!;
     }
+    return { target: () => this.walletTarget(tx, session, walletUserId) };
+  }
+
+  /** Whom a paid wallet session credits. Events: one pair per paywall the wallet is connected to. */
+  private async walletTarget(
+    tx: Sql,
+    session: StripeSession,
+    walletUserId: string,
+  ): Promise<CreditTarget | null> {
     const [w] = await tx.query<{ account_id: string }>(`select account_id from wallet_user where id = $1`, [
       walletUserId,
     ]);
@@ -671,9 +936,16 @@ export class StripeService {
    * world → target account `deposit` of amount_total cents x 10,000, the session flipped to `paid`, and
    * the events, in ONE statement: everything happens only when this statement is the one that flipped it.
    */
-  private async credit(tx: Sql, session: StripeSession, target: CreditTarget): Promise<void> {
+  private async credit(
+    tx: Sql,
+    session: StripeSession,
+    targetOf: () => Promise<CreditTarget | null>,
+  ): Promise<void> {
     const cents = session.amountTotal;
-    if (!cents || cents <= 0) return;
+    if (!cents || cents <= 0) {
+      this.s.log.warn({ sessionId: session.id }, 'Stripe session has no positive amount; not credited');
+      return;
+    }
     // The hosted pages only sell USD (1 cent = 10,000 raw units); any other currency has no rate here.
     if (session.currency !== 'usd') {
       this.s.log.warn(
@@ -682,6 +954,9 @@ export class StripeService {
       );
       return;
     }
+    // Only now, for a paid session: the end user of a DEFAULT session may be created here.
+    const target = await targetOf();
+    if (!target) return;
     const amountRaw = BigInt(cents) * RAW_PER_CENT;
     const transferId = randomUUID();
     const events = target.events(amountRaw, transferId);
@@ -722,6 +997,23 @@ export class StripeService {
 }
 
 type StripeSession = NonNullable<VerifiedStripeEvent['session']>;
+
+/** Whether an endpoint owns an event's session: whom it credits when paid, or why it is ignored there. */
+type Claim = { target: () => Promise<CreditTarget | null> } | { ignored: string };
+
+/** Thrown inside the event's transaction to roll back what the claim wrote: the event is not ours. */
+class NotOurs extends Error {}
+
+/**
+ * `client_reference_id` naming paywall and end user (`{paywallId}:{user}`); Stripe allows 200
+ * characters, so a longer user id is named by its SHA-256 instead (the metadata always has it in full).
+ */
+function clientReference(paywallId: string, externalId: string): string {
+  const plain = `${paywallId}:${externalId}`;
+  return plain.length <= 200
+    ? plain
+    : `${paywallId}:sha256:${createHash('sha256').update(externalId).digest('hex')}`;
+}
 
 const STRIPE_TRIGGER: EventTrigger = { source: 'system', actorType: 'system', actorId: 'stripe' };
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
