@@ -124,8 +124,12 @@ describe('Paywall.usage', () => {
     expect(bad.errors?.[0].message).toMatch(/to must not be before from/);
     const notDate = await t.gql(pw.apiKey, USAGE, { from: '2026-02-30', to: day(0), g: 'DAY' });
     expect(notDate.errors?.[0].message).toMatch(/from must be a date/);
-    const long = await t.gql(pw.apiKey, USAGE, { from: day(-900), to: day(0), g: 'DAY' });
-    expect(long.errors?.[0].message).toMatch(/at most 800 days/);
+    const long = await t.gql(pw.apiKey, USAGE, { from: day(-400), to: day(0), g: 'DAY' });
+    expect(long.errors?.[0].message).toBe('at most 400 days per query');
+    expect(long.errors?.[0].extensions).toMatchObject({ code: 'BAD_USER_INPUT', param: 'to' });
+    const year = await t.gql(pw.apiKey, USAGE, { from: day(-399), to: day(0), g: 'DAY' });
+    expect(year.errors).toBeUndefined();
+    expect(year.data.paywall.usage.buckets).toHaveLength(400);
   });
 
   it("an API key reads only its own paywall's usage; the owner reads any of theirs", async () => {
@@ -134,5 +138,74 @@ describe('Paywall.usage', () => {
     expect(r.errors?.[0].extensions?.code).toBe('NOT_FOUND');
     const owner = await t.gql(t.ownerToken, USAGE, { id: pw.id, from: day(-12), to: day(0), g: 'DAY' });
     expect(owner.data.paywall.usage.totals.requests).toBe(5);
+  });
+
+  it("one owner's burst of usage reads runs 2 at a time; another owner's reads and balances are served meanwhile", async () => {
+    const svc = t.app.services.usage;
+    const original = svc.rollUp;
+    let running = 0;
+    let peak = 0;
+    const started: string[] = [];
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    // Every read that gets its turn parks here until the test lets them all go.
+    svc.rollUp = async function (this: typeof svc, paywallId: string) {
+      running++;
+      peak = Math.max(peak, running);
+      started.push(paywallId);
+      try {
+        await gate;
+        return await original.call(this, paywallId);
+      } finally {
+        running--;
+      }
+    };
+    const waitFor = async (what: () => boolean) => {
+      for (let i = 0; i < 500 && !what(); i++) await new Promise((r) => setTimeout(r, 10));
+      expect(what()).toBe(true);
+    };
+    try {
+      const burst = Array.from({ length: 12 }, () =>
+        t.gql(t.ownerToken, USAGE, { id: pw.id, from: day(-12), to: day(0), g: 'DAY' }),
+      );
+      await waitFor(() => running === 2);
+      // Another owner: its usage read gets its own turn, its end users' balances answer at once.
+      const other = await t.app.services.owners.create('another tenant');
+      const theirs = await t.gql(
+        other.createdToken,
+        `mutation { createPaywall(input: {name: "B", mode: DEFAULT}) { apiKey paywall { id } } }`,
+      );
+      const b = theirs.data.createPaywall;
+      const dep = await t.rest('POST', '/v1/user/balance/deposit', {
+        token: b.apiKey,
+        body: { user: 'carol', amount: '1.25' },
+      });
+      expect(dep.status).toBe(200);
+      const theirUsage = t.gql(other.createdToken, USAGE, {
+        id: b.paywall.id,
+        from: day(-1),
+        to: day(0),
+        g: 'DAY',
+      });
+      await waitFor(() => started.includes(b.paywall.id));
+      for (let i = 0; i < 5; i++) {
+        const bal = await t.rest('GET', '/v1/user/balance?user=carol', { token: b.apiKey });
+        expect(bal.status).toBe(200);
+        expect(bal.body).toMatchObject({ balance: '1250000', balanceFormatted: '1.250000' });
+      }
+      expect(started.filter((id) => id === pw.id)).toHaveLength(2); // the other 10 still wait
+      open();
+      const answers = await Promise.all(burst);
+      for (const r of answers) {
+        expect(r.errors).toBeUndefined();
+        expect(r.data.paywall.usage.totals.requests).toBe(5);
+      }
+      expect((await theirUsage).data.paywall.usage.totals.requests).toBe(0);
+      expect(peak).toBe(3); // 2 of the first owner + 1 of the other, never more
+      expect(started).toHaveLength(13);
+    } finally {
+      open();
+      svc.rollUp = original;
+    }
   });
 });

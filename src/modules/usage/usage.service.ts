@@ -1,4 +1,5 @@
 import type { Database, Sql } from '../../db/database.js';
+import { ConcurrencyGate } from '../../shared/concurrency-gate.js';
 import { invalid } from '../../shared/errors.js';
 
 export type UsageGroupBy = 'DAY' | 'MODEL' | 'USER';
@@ -23,8 +24,8 @@ export interface UsageReport {
   buckets: UsageRow[];
 }
 
-/** At most this many days per query (a little over two years). */
-export const MAX_USAGE_DAYS = 800;
+/** At most this many days per query (a year and a month: the dashboard's year view, with room). */
+export const MAX_USAGE_DAYS = 400;
 /** A day is rolled up once it has been over for this long (settlements in flight have committed). */
 const SETTLE_MARGIN = `interval '10 minutes'`;
 
@@ -47,14 +48,33 @@ const COST = (pt: string, ct: string) =>
  * is the tokens at the model's configured cost prices (no markup, no request price).
  */
 export class UsageService {
-  constructor(private readonly db: Database) {}
+  /**
+   * Usage reads are the expensive ones of the API (aggregates over many rows): only a few run at once,
+   * in the process and per tenant, so a burst of them waits its turn instead of taking every pooled
+   * connection from everybody's balance reads and charges.
+   */
+  private readonly gate: ConcurrencyGate;
 
+  constructor(
+    private readonly db: Database,
+    limits: { total: number; perTenant: number } = { total: 4, perTenant: 2 },
+  ) {
+    this.gate = new ConcurrencyGate(limits.total, limits.perTenant);
+  }
+
+  /** Usage reads running now (tests and diagnostics). */
+  get activeReads(): number {
+    return this.gate.active;
+  }
+
+  /** `tenant` shares the per-tenant bound (the paywall's owner). */
   async usage(
     paywallId: string,
     from: string,
     to: string,
     groupBy: UsageGroupBy,
     limit: number,
+    tenant: string = paywallId,
   ): Promise<UsageReport> {
     const f = dayNumber(from, 'from');
     const t = dayNumber(to, 'to');
@@ -62,6 +82,18 @@ export class UsageService {
     if (t - f + 1 > MAX_USAGE_DAYS) throw invalid(`at most ${MAX_USAGE_DAYS} days per query`, 'to');
     if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
       throw invalid('limit must be 1 to 1000', 'limit');
+    return this.gate.run(tenant, () => this.read(paywallId, from, to, f, t, groupBy, limit));
+  }
+
+  private async read(
+    paywallId: string,
+    from: string,
+    to: string,
+    f: number,
+    t: number,
+    groupBy: UsageGroupBy,
+    limit: number,
+  ): Promise<UsageReport> {
     const rolledThrough = await this.rollUp(paywallId);
     // Rolled-up days: [from, min(to, rolledThrough)]; raw charges: settled from max(from, rolledThrough+1).
     const params = [paywallId, from, to, rolledThrough];
