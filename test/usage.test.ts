@@ -140,6 +140,57 @@ describe('Paywall.usage', () => {
     expect(owner.data.paywall.usage.totals.requests).toBe(5);
   });
 
+  it('SHARED on the built-in provider: provider cost is what the ledger paid the provider, not 0 (margin is not all revenue)', async () => {
+    const shared = await t.createPaywall('SHARED', 'Shared usage');
+    await t.db.query(
+      `insert into end_user (id, paywall_id, external_id) values (gen_random_uuid(), $1, 'wu')`,
+      [shared.id],
+    );
+    // One charge 3 days ago (rolled up) and one today (read raw); the built-in provider got 0.3 of each, the
+    // model has no price of the paywall's own (its cost prices are the operator's).
+    for (const daysAgo of [3, 0]) {
+      const [c] = await t.db.query<{ id: string }>(
+        `insert into charge (id, paywall_id, user_id, kind, status, amount_raw, model, prompt_tokens, completion_tokens, created_at, settled_at)
+         select gen_random_uuid(), $1, u.id, 'usage', 'completed', 1000000, 'builtin-model', 100, 50, at, at
+           from end_user u, (select date_trunc('day', now() at time zone 'UTC') at time zone 'UTC' - $2::int * interval '1 day' + interval '1 minute' as at) a
+          where u.paywall_id = $1 returning id`,
+        [shared.id, daysAgo],
+      );
+      await t.db.query(
+        `insert into transfer (id, kind, debit_account_id, credit_account_id, amount_raw, paywall_id, charge_id)
+         select gen_random_uuid(), 'provider_cost', a.id, '00000000-0000-4000-8000-000000000002', 300000, $1, $2
+           from ledger_account a where a.kind = 'earnings' and a.paywall_id = $1`,
+        [shared.id, c.id],
+      );
+    }
+    const u = await usage(shared.apiKey, day(-5), day(0), 'DAY');
+    expect(u.totals).toMatchObject({
+      requests: 2,
+      revenue: '2.000000',
+      providerCost: '0.600000',
+      margin: '1.400000',
+    });
+    const byKey = Object.fromEntries(u.buckets.map((b: any) => [b.key, b]));
+    expect(byKey[day(-3)]).toMatchObject({
+      revenue: '1.000000',
+      providerCost: '0.300000',
+      margin: '0.700000',
+    });
+    expect(byKey[day(0)]).toMatchObject({
+      revenue: '1.000000',
+      providerCost: '0.300000',
+      margin: '0.700000',
+    });
+    const m = await usage(shared.apiKey, day(-5), day(0), 'MODEL');
+    expect(m.buckets.map((b: any) => [b.key, b.providerCost, b.margin])).toEqual([
+      ['builtin-model', '0.600000', '1.400000'],
+    ]);
+    const users = await usage(shared.apiKey, day(-5), day(0), 'USER');
+    expect(users.buckets.map((b: any) => [b.key, b.providerCost])).toEqual([['wu', '0.600000']]);
+    const cut = await usage(shared.apiKey, day(-2), day(0), 'USER');
+    expect(cut.buckets.map((b: any) => [b.key, b.providerCost])).toEqual([['wu', '0.300000']]);
+  });
+
   it("one owner's burst of usage reads runs 2 at a time; another owner's reads and balances are served meanwhile", async () => {
     const svc = t.app.services.usage;
     const original = svc.rollUp;

@@ -38,14 +38,28 @@ const dayNumber = (s: string, name: string): number => {
 };
 
 /** Token-cost of a group at the model's configured cost prices (pico-USDC per token), rounded up to raw units. */
-const COST = (pt: string, ct: string) =>
+const TOKEN_COST = (pt: string, ct: string) =>
   `ceil((${pt}::numeric * coalesce(mp.prompt_pico, 0) + ${ct}::numeric * coalesce(mp.completion_pico, 0)) / 1000000)::bigint`;
+/**
+ * Provider cost of a group of charges `g` (grouped by {@link PAID}): what the ledger paid the built-in
+ * provider for them where it did (the `provider_cost` leg of a SHARED charge's split, exact), else the
+ * tokens at the model's configured cost prices.
+ */
+const COST = (g: string) =>
+  `(case when ${g}.paid then ${g}.paid_cost else ${TOKEN_COST(`${g}.pt`, `${g}.ct`)} end)`;
+/** Per charge `c`: the built-in provider's leg of its split, if any (index transfer_provider_cost_index). */
+const PAID_JOIN = `left join lateral (select sum(t.amount_raw) as amount from transfer t
+             where t.charge_id = c.id and t.kind = 'provider_cost') pc on true`;
+/** Group columns of {@link COST}: whether the group's charges had a provider leg, and its sum. */
+const PAID = `pc.amount is not null`;
+const PAID_COLUMNS = `${PAID} as paid, coalesce(sum(pc.amount), 0) as paid_cost`;
 
 /**
  * Revenue, provider cost, margin, requests and tokens of a paywall's completed charges, aggregated in SQL
  * by UTC day, model or end user. Days that are over are read from daily roll-ups (written here, lazily, the
  * first time a query needs them); the rest from `charge` through a covering partial index. Provider cost
- * is the tokens at the model's configured cost prices (no markup, no request price).
+ * is what the ledger paid the built-in provider for a charge where it did (a SHARED paywall served by it),
+ * else the tokens at the model's configured cost prices (no markup, no request price).
  */
 export class UsageService {
   /**
@@ -111,10 +125,10 @@ export class UsageService {
       rows = await this.db.query(
         `with raw as (
            select c.user_id, coalesce(c.model, '') as model, count(*) as requests, sum(c.amount_raw) as revenue,
-                  sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct
-             from charge c where ${rawWhere} group by 1, 2
+                  sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct, ${PAID_COLUMNS}
+             from charge c ${PAID_JOIN} where ${rawWhere} group by 1, 2, ${PAID}
          ), combined as (
-           select raw.user_id, raw.requests, raw.revenue, ${COST('raw.pt', 'raw.ct')} as cost, raw.pt, raw.ct
+           select raw.user_id, raw.requests, raw.revenue, ${COST('raw')} as cost, raw.pt, raw.ct
              from raw left join model_price mp on mp.paywall_id = $1 and mp.model_id = raw.model
            union all
            select u.id, coalesce(hi.requests, 0) - coalesce(lo.requests, 0),
@@ -151,10 +165,10 @@ export class UsageService {
         `with raw as (
            select (c.settled_at at time zone 'UTC')::date as day, coalesce(c.model, '') as model, count(*) as requests,
                   sum(c.amount_raw) as revenue, sum(coalesce(c.prompt_tokens, 0)) as pt,
-                  sum(coalesce(c.completion_tokens, 0)) as ct
-             from charge c where ${rawWhere} group by 1, 2
+                  sum(coalesce(c.completion_tokens, 0)) as ct, ${PAID_COLUMNS}
+             from charge c ${PAID_JOIN} where ${rawWhere} group by 1, 2, ${PAID}
          ), combined as (
-           select raw.day, raw.model, raw.requests, raw.revenue, ${COST('raw.pt', 'raw.ct')} as cost, raw.pt, raw.ct
+           select raw.day, raw.model, raw.requests, raw.revenue, ${COST('raw')} as cost, raw.pt, raw.ct
              from raw left join model_price mp on mp.paywall_id = $1 and mp.model_id = raw.model
            union all
            select r.day, r.model, r.requests, r.revenue_raw, r.cost_raw, r.prompt_tokens, r.completion_tokens
@@ -239,12 +253,13 @@ export class UsageService {
         and c.settled_at < ($3::date + 1)::timestamp at time zone 'UTC'`;
     await tx.query(
       `insert into usage_day_model (paywall_id, day, model, requests, revenue_raw, cost_raw, prompt_tokens, completion_tokens)
-       select $1, g.day, g.model, g.requests, g.revenue, ${COST('g.pt', 'g.ct')}, g.pt, g.ct
+       select $1, g.day, g.model, sum(g.requests), sum(g.revenue), sum(${COST('g')}), sum(g.pt), sum(g.ct)
          from (select (c.settled_at at time zone 'UTC')::date as day, coalesce(c.model, '') as model,
                       count(*) as requests, sum(c.amount_raw) as revenue,
-                      sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct
-                 from charge c where ${where} group by 1, 2) g
+                      sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct, ${PAID_COLUMNS}
+                 from charge c ${PAID_JOIN} where ${where} group by 1, 2, ${PAID}) g
          left join model_price mp on mp.paywall_id = $1 and mp.model_id = g.model
+        group by g.day, g.model
        on conflict do nothing`,
       [paywallId, after, through],
     );
@@ -258,11 +273,11 @@ export class UsageService {
               coalesce(prev.prompt_tokens, 0) + sum(d.pt) over w,
               coalesce(prev.completion_tokens, 0) + sum(d.ct) over w
          from (select g.day, g.user_id, sum(g.requests) as requests, sum(g.revenue) as revenue,
-                      sum(${COST('g.pt', 'g.ct')}) as cost, sum(g.pt) as pt, sum(g.ct) as ct
+                      sum(${COST('g')}) as cost, sum(g.pt) as pt, sum(g.ct) as ct
                  from (select (c.settled_at at time zone 'UTC')::date as day, c.user_id, coalesce(c.model, '') as model,
                               count(*) as requests, sum(c.amount_raw) as revenue,
-                              sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct
-                         from charge c where ${where} group by 1, 2, 3) g
+                              sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct, ${PAID_COLUMNS}
+                         from charge c ${PAID_JOIN} where ${where} group by 1, 2, 3, ${PAID}) g
                  left join model_price mp on mp.paywall_id = $1 and mp.model_id = g.model
                 group by g.day, g.user_id) d
          left join lateral (
