@@ -93,7 +93,7 @@ function SignIn(props: { onSignedIn: (token: string, kind: Session['kind']) => v
   );
 }
 
-const PAYWALLS = `query DashboardPaywalls { paywalls(includeArchived: true) { id name mode archivedAt apiKeyLastFour createdAt } }`;
+const PAYWALLS = `query DashboardPaywalls { paywalls(includeArchived: true, first: 100) { id name mode archivedAt apiKeyLastFour createdAt } }`;
 
 const SECTIONS = [
   ['overview', 'Overview'],
