@@ -153,7 +153,7 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
       {shared && (
         <Card title="Earnings" actions={<span className="legend-note">all time, USDC</span>}>
           {earnings ? (
-            <div className="grid-4" aria-label="Earnings">
+            <div className="grid-4 earnings-grid" aria-label="Earnings">
               <EarningsStat label="Available" value={earnings.available} sub="withdrawable now" />
               <EarningsStat label="Pending" value={earnings.pending} sub="withdrawals requested" />
               <EarningsStat label="Withdrawn" value={earnings.withdrawn} sub="paid out" />
