@@ -58,10 +58,14 @@ const money = (v: number) =>
 
 /** SHARED: what the paywall earned for its owner (the earnings account), all time. */
 const EARNINGS = `query OverviewEarnings($id: ID) {
-  paywall(id: $id) { id earnings { available pending withdrawn fees } }
+  paywall(id: $id) { id builtinProvider earnings { available pending withdrawn fees } }
 }`;
 interface EarningsData {
-  paywall: { id: string; earnings: { available: string; pending: string; withdrawn: string; fees: string } };
+  paywall: {
+    id: string;
+    builtinProvider: boolean;
+    earnings: { available: string; pending: string; withdrawn: string; fees: string };
+  };
 }
 const axisCount = (v: number) =>
   v >= 1e6 ? `${(v / 1e6).toFixed(1)}M` : v >= 1000 ? `${(v / 1000).toFixed(1)}k` : `${v}`;
@@ -129,7 +133,11 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
           <MoneyStat
             label="Provider cost"
             value={totals.providerCost}
-            sub={shared ? 'paid to the provider' : 'tokens at cost prices'}
+            sub={
+              earningsResult.data?.paywall.builtinProvider && shared
+                ? 'paid to the built-in provider'
+                : 'tokens at cost prices'
+            }
           />
           <MoneyStat
             label="Margin"
