@@ -198,7 +198,7 @@ it('one owner’s usage flood leaves another tenant’s balance reads and webhoo
   expect([...floodStatuses.keys()]).toEqual([200]);
   // Fast. The flood shares this process's CPU (2 cores here), so some slowdown is expected; what the gate
   // prevents is the wait for a pool connection (with every usage read let through at once: p50 278 ms,
-  // p99 890 ms on this machine, against 20–45 ms and 95–300 ms with it).
+  // p99 890 ms on this machine, against 18–45 ms and 75–300 ms with it).
   expect(figures.floodP50ms).toBeLessThan(150);
   expect(figures.floodP99ms).toBeLessThan(600);
   expect(webhookMs).toBeLessThan(10_000);
