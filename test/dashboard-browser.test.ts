@@ -490,4 +490,22 @@ describe('the dashboard in Chromium', () => {
       .waitFor(WAIT);
     await screenshot(page, 'dashboard-users-shared');
   });
+
+  it('an owner with more paywalls than one page: the list says so, a later paywall still opens by its link', async () => {
+    // 100 archived paywalls created before all the others (archived: the per-owner bound does not count them).
+    await t.db.query(
+      `insert into paywall (id, owner_id, name, mode, api_key_hash, api_key_last_four, archived_at, created_at, updated_at)
+       select gen_random_uuid(), p.owner_id, 'Old ' || g, 'DEFAULT', md5(g::text || p.id) || md5(p.id::text), '0000',
+              now(), '2020-01-01'::timestamptz + g * interval '1 minute', now()
+         from paywall p, generate_series(1, 100) g where p.id = $1`,
+      [paywallId],
+    );
+    await page.goto(url('/'));
+    await page.getByText('Showing your first 100 paywalls').waitFor(WAIT);
+    expect(await page.getByRole('link', { name: 'Inkwell Writer' }).count()).toBe(0); // on a later page
+    await page.goto(url(`/p/${paywallId}/users`));
+    await page.getByRole('heading', { level: 1, name: 'Users' }).waitFor(WAIT);
+    await expect(page.locator('#paywall-switch option:checked').innerText()).resolves.toBe('Inkwell Writer');
+    await page.getByRole('cell', { name: 'alice', exact: true }).waitFor(WAIT);
+  });
 });
