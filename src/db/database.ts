@@ -134,7 +134,8 @@ export class Database {
    * Closed with this one.
    */
   background(): Promise<Database> {
-    if (this.kind === 'pglite') return Promise.resolve(this);
+    // Closed: no new pool (its statements fail as this handle's do).
+    if (this.kind === 'pglite' || this.closed) return Promise.resolve(this);
     this.backgroundDb ??= Database.open({ ...this.opts, poolMax: this.opts.backgroundPoolMax ?? 4 }).catch(
       (err) => {
         this.backgroundDb = undefined; // the next caller tries again
