@@ -144,7 +144,7 @@ export const introspectionNeedsCredential: ApolloServerPlugin<AppContext> = {
 };
 
 /**
- * The fan-out cost of an operation (docs/graphql.md, "Query cost"): what it may make the service read,
+ * The fan-out cost of an operation (docs/graphql.md, "Fan-out cost"): what it may make the service read,
  * counted before anything runs. Every field costs 1; the fields selected under a list cost once per item
  * the list may hold — its `first` (or `first`'s default), for a connection counted once at the
  * connection; a list without `first` counts {@link DEFAULT_LIST_SIZE} items;
