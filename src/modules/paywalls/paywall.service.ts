@@ -137,10 +137,12 @@ export class PaywallService {
     const apiKey = newSecret(API_KEY_PREFIX);
     const max = this.peers.maxPerOwner ?? Infinity;
     const p = await this.db.transaction(async (tx) => {
-      // The owner row is locked while counting: concurrent creates of one owner cannot pass the bound together.
+      // The owner row is locked before counting, in a statement of its own (the count's statement then
+      // sees every paywall committed before the lock was granted): concurrent creates of one owner cannot
+      // pass the bound together.
+      await tx.query(`select id from owner where id = $1 for update`, [ownerId]);
       const [count] = await tx.query<{ n: number }>(
-        `select (select count(*)::int from paywall where owner_id = $1 and archived_at is null) as n
-           from owner where id = $1 for update`,
+        `select count(*)::int as n from paywall where owner_id = $1 and archived_at is null`,
         [ownerId],
       );
       if (count && count.n >= max)
