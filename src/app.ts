@@ -14,6 +14,7 @@ import {
   GRAPHQL_LIMITS,
   graphqlArmor,
   introspectionNeedsCredential,
+  costLimit,
   parseLimited,
 } from './graphql/limits.js';
 import {
@@ -270,7 +271,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
   const apollo = new ApolloServer<AppContext>({
     schema,
     ...armor,
-    plugins: [...armor.plugins, introspectionNeedsCredential, unauthenticatedTo401],
+    plugins: [...armor.plugins, introspectionNeedsCredential, costLimit, unauthenticatedTo401],
     validationRules: armor.validationRules,
     parseOptions: { maxTokens: GRAPHQL_LIMITS.maxTokens },
     formatError: formatGraphQLError,

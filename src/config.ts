@@ -175,6 +175,21 @@ const ConfigSchema = z.object({
   DATABASE_STATEMENT_TIMEOUT_MS: intFrom(10000, 100),
   /** PostgreSQL: longest wait for a pool connection (a new connection's connect included); then 503. */
   DATABASE_ACQUIRE_TIMEOUT_MS: intFrom(5000, 100),
+  /** PostgreSQL: connections of the API's pool. */
+  DATABASE_POOL_MAX: intFrom(20, 2),
+  /**
+   * PostgreSQL: connections of the separate pool of background work (the in-process webhook worker, the
+   * hold sweeper), so API traffic cannot starve it (docs/operations.md).
+   */
+  DATABASE_BACKGROUND_POOL_MAX: intFrom(4, 1),
+  /** Paywalls an owner may have (archived ones not counted); createPaywall over it: `paywall_limit_reached`. */
+  MAX_PAYWALLS_PER_OWNER: intFrom(100, 1),
+  /**
+   * Expensive GraphQL reads (`Paywall.usage`) running at once per instance, and per tenant (an owner, or a
+   * paywall's API key); more wait their turn, so the pool's other connections stay free for everyone else.
+   */
+  GRAPHQL_HEAVY_READS: intFrom(4, 1),
+  GRAPHQL_HEAVY_READS_PER_TENANT: intFrom(2, 1),
   /**
    * Where nothing autovacuums (embedded PGlite, or PostgreSQL with `autovacuum = off`): the API vacuums and
    * analyses its tables this often (src/db/maintenance.ts). 0 = never. Ignored where autovacuum is on.

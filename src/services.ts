@@ -65,12 +65,16 @@ export function createServices(config: Config, db: Database, log: Logger, metric
   s.owners = new OwnerService(db);
   s.paywalls = new PaywallService(db, {
     builtinNeedsMarkup: (paywall) => s.providers.builtinNeedsMarkup(paywall),
+    maxPerOwner: config.MAX_PAYWALLS_PER_OWNER,
   });
   s.providers = new ProviderService(s);
   s.users = new UserService(s);
   s.ledger = new LedgerService(s);
   s.earnings = new EarningsService(db);
-  s.usage = new UsageService(db);
+  s.usage = new UsageService(db, {
+    total: config.GRAPHQL_HEAVY_READS,
+    perTenant: config.GRAPHQL_HEAVY_READS_PER_TENANT,
+  });
   s.catalog = new CatalogService(s);
   s.proxy = new ProxyService(s);
   s.webhooks = new WebhookService(s);

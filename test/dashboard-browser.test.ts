@@ -191,8 +191,9 @@ describe('the dashboard in Chromium', () => {
     await page.getByLabel('User', { exact: true }).fill('alice');
     await page.getByLabel('Amount (USDC)').fill('5');
     await page.getByLabel('Idempotency key').fill('signup-alice');
-    await page.getByRole('button', { name: 'Deposit', exact: true }).click();
-    await page.getByText('deposited 5 USDC to alice; balance 5.000000 USDC').waitFor(WAIT);
+    // A double click sends one request (the form waits for its answer)…
+    await page.getByRole('button', { name: 'Deposit', exact: true }).dblclick();
+    await page.getByText('Deposited 5.000000 USDC to alice. Balance 5.000000 USDC.').waitFor(WAIT);
 
     // The feed (graphql-ws) got it; the tab never navigated.
     const feed = live.getByRole('list', { name: 'Live events' });
@@ -200,16 +201,34 @@ describe('the dashboard in Chromium', () => {
     await feed.getByText('user alice · amount 5.000000 USDC').waitFor(WAIT);
     expect(live.url()).toBe(liveUrl);
 
-    // The same key again is a replay: nothing applied twice.
-    await page.getByLabel('Idempotency key').fill('signup-alice');
-    await page.getByLabel('Amount (USDC)').fill('5');
+    // …and a second click on the same, still filled form keeps the key: a replay, said so, applied once.
+    await expect(page.getByLabel('Idempotency key').inputValue()).resolves.toBe('signup-alice');
     await page.getByRole('button', { name: 'Deposit', exact: true }).click();
-    await page.getByText('Replayed (same idempotency key)').waitFor(WAIT);
+    await page
+      .getByText(
+        'Already applied: 5.000000 USDC was deposited to alice with this idempotency key; nothing was deposited again. Balance 5.000000 USDC.',
+      )
+      .waitFor(WAIT);
+    const deposits = await t.db.query<{ n: number; sum: string }>(
+      `select count(*)::int as n, sum(amount_raw)::text as sum from transfer
+        where kind = 'deposit' and end_user_id = (select id from end_user where paywall_id = $1 and external_id = 'alice')`,
+      [paywallId],
+    );
+    expect(deposits).toEqual([{ n: 1, sum: '5000000' }]);
 
-    // A manual charge, then a chat request through the proxy with the key the dashboard showed.
+    // A new amount is a new operation: a new key. A manual charge, twice: charged once.
     await page.getByLabel('Amount (USDC)').fill('1.25');
+    await expect(page.getByLabel('Idempotency key').inputValue()).resolves.not.toBe('signup-alice');
     await page.getByRole('button', { name: 'Charge', exact: true }).click();
-    await page.getByText('charged 1.25 USDC to alice; balance 3.750000 USDC').waitFor(WAIT);
+    await page.getByText('Charged 1.250000 USDC to alice. Balance 3.750000 USDC.').waitFor(WAIT);
+    await page.getByRole('button', { name: 'Charge', exact: true }).click();
+    await page
+      .getByText(
+        'Already applied: 1.250000 USDC was charged to alice with this idempotency key; nothing was charged again. Balance 3.750000 USDC.',
+      )
+      .waitFor(WAIT);
+    await screenshot(page, 'dashboard-users-already-applied');
+    // Then a chat request through the proxy with the key the dashboard showed.
     const chat = await t.rest('POST', '/v1/chat/completions', {
       token: apiKey,
       body: { model: MODEL, user: 'alice', messages: [{ role: 'user', content: 'hi' }] },
@@ -243,8 +262,11 @@ describe('the dashboard in Chromium', () => {
     const totals = page.getByLabel('Totals');
     await totals.getByText('1.251086').waitFor(WAIT);
     // Revenue 1.25 + 0.001086; provider cost 11×0.000002 + 7×0.000005 = 0.000057; margin the difference.
-    await totals.getByText('0.000057').waitFor(WAIT);
-    await totals.getByText('1.251029').waitFor(WAIT);
+    // Headlines: cents from 1 USDC up, all 6 decimals below it (never "0.00" for a non-zero amount).
+    await expect(page.getByTestId('total-revenue').innerText()).resolves.toBe('1.25 USDC');
+    await expect(page.getByTestId('total-provider-cost').innerText()).resolves.toBe('0.000057 USDC');
+    await expect(page.getByTestId('total-margin').innerText()).resolves.toBe('1.25 USDC');
+    await totals.getByText('1.251029 · revenue − provider cost').waitFor(WAIT);
     await expect(page.getByTestId('total-requests').innerText()).resolves.toBe('2');
     const models = page.getByRole('table', { name: 'Models' });
     expect(await models.getByRole('row').filter({ hasText: MODEL }).innerText()).toMatch(
@@ -256,6 +278,54 @@ describe('the dashboard in Chromium', () => {
     // The chart has a bar for today (recharts draws one path per non-zero bar).
     await page.locator('.recharts-bar-rectangle path').first().waitFor(WAIT);
     await screenshot(page, 'dashboard-overview-today');
+  });
+
+  it('small amounts: exact headlines, distinct y-axis ticks; at 390 px tables say they scroll', async () => {
+    const tiny = await t.createPaywall('DEFAULT', 'Tiny Amounts');
+    await t.db.query(
+      `insert into end_user (id, paywall_id, external_id) values (gen_random_uuid(), $1, 'penny-user-with-a-long-name')`,
+      [tiny.id],
+    );
+    // 100 raw units (0.0001 USDC) two days ago, 40 today.
+    await t.db.query(
+      `insert into charge (id, paywall_id, user_id, kind, status, amount_raw, created_at, settled_at)
+       select gen_random_uuid(), $1, u.id, 'manual', 'completed', v.amount, v.at, v.at
+         from end_user u, (values (100, now() - interval '2 days'), (40, now())) v(amount, at)
+        where u.paywall_id = $1`,
+      [tiny.id],
+    );
+    await page.goto(url(`/p/${tiny.id}/overview`));
+    await page.getByRole('button', { name: '7 days' }).click();
+    await expect(page.getByTestId('total-revenue').innerText()).resolves.toBe('0.000140 USDC');
+    await page.locator('.recharts-bar-rectangle path').first().waitFor(WAIT);
+    // The main chart's y-axis labels (recharts draws them in a layer of their own).
+    const ticks = await page
+      .locator('.chart .recharts-yAxis-tick-labels .recharts-cartesian-axis-tick-value')
+      .evaluateAll((els) => els.map((e) => e.textContent));
+    // Steps of 0.000025 up to the largest day (0.0001): each tick readable, no two alike.
+    expect(ticks).toEqual(['0', '0.000025', '0.000050', '0.000075', '0.000100']);
+    await screenshot(page, 'dashboard-overview-small-amounts');
+
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      const users = page.getByRole('table', { name: 'Users' });
+      await users.getByRole('cell', { name: 'penny-user-with-a-long-name' }).waitFor(WAIT);
+      const scroller = page.locator('.table-scroll', { has: users });
+      const wrap = scroller.locator('.table-wrap');
+      const [scrollWidth, clientWidth] = await wrap.evaluate((el) => [el.scrollWidth, el.clientWidth]);
+      expect(scrollWidth).toBeGreaterThan(clientWidth); // cut at this width…
+      const hint = scroller.getByText('scroll →');
+      await hint.waitFor(WAIT); // …and it says so
+      await screenshot(page, 'dashboard-overview-phone-scroll');
+      // Scrolled to its end, the hint goes.
+      await wrap.evaluate((el) => el.scrollTo({ left: el.scrollWidth }));
+      await hint.waitFor({ ...WAIT, state: 'detached' });
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 860 });
+      // Back to the paywall the next tests work on.
+      await page.goto(url(`/p/${paywallId}/overview`));
+      await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor(WAIT);
+    }
   });
 
   it('shows a failed webhook delivery with its response, and redelivers it', async () => {
@@ -399,6 +469,16 @@ describe('the dashboard in Chromium', () => {
     await page.getByText('CANCELED').waitFor(WAIT);
     await page.setViewportSize({ width: 1280, height: 860 });
 
+    // The SHARED overview shows what the paywall really earned (Paywall.earnings), beside revenue and cost.
+    await nav(page, 'Overview');
+    const earned = page.getByLabel('Earnings');
+    await earned.waitFor(WAIT);
+    await expect(page.getByTestId('earnings-available').innerText()).resolves.toBe('2.000000 USDC');
+    await expect(page.getByTestId('earnings-pending').innerText()).resolves.toBe('0.000000 USDC');
+    await expect(page.getByTestId('earnings-withdrawn').innerText()).resolves.toBe('0.000000 USDC');
+    await expect(page.getByTestId('earnings-platform-fees').innerText()).resolves.toBe('0.000000 USDC');
+    await screenshot(page, 'dashboard-overview-shared');
+
     // SHARED: the users page also lists wallet connections.
     await nav(page, 'Users');
     const connections = page.getByRole('table', { name: 'Wallet connections' });
@@ -409,5 +489,23 @@ describe('the dashboard in Chromium', () => {
       .first()
       .waitFor(WAIT);
     await screenshot(page, 'dashboard-users-shared');
+  });
+
+  it('an owner with more paywalls than one page: the list says so, a later paywall still opens by its link', async () => {
+    // 100 archived paywalls created before all the others (archived: the per-owner bound does not count them).
+    await t.db.query(
+      `insert into paywall (id, owner_id, name, mode, api_key_hash, api_key_last_four, archived_at, created_at, updated_at)
+       select gen_random_uuid(), p.owner_id, 'Old ' || g, 'DEFAULT', md5(g::text || p.id) || md5(p.id::text), '0000',
+              now(), '2020-01-01'::timestamptz + g * interval '1 minute', now()
+         from paywall p, generate_series(1, 100) g where p.id = $1`,
+      [paywallId],
+    );
+    await page.goto(url('/'));
+    await page.getByText('Showing your first 100 paywalls').waitFor(WAIT);
+    expect(await page.getByRole('link', { name: 'Inkwell Writer' }).count()).toBe(0); // on a later page
+    await page.goto(url(`/p/${paywallId}/users`));
+    await page.getByRole('heading', { level: 1, name: 'Users' }).waitFor(WAIT);
+    await expect(page.locator('#paywall-switch option:checked').innerText()).resolves.toBe('Inkwell Writer');
+    await page.getByRole('cell', { name: 'alice', exact: true }).waitFor(WAIT);
   });
 });

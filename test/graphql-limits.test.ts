@@ -1,3 +1,4 @@
+import { jest } from '@jest/globals';
 import { getIntrospectionQuery } from 'graphql';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
@@ -113,5 +114,71 @@ describe('introspection', () => {
     );
     expect(cyclic.status).toBe(400);
     expect(cyclic.errors?.[0]?.message).toMatch(/Maximum introspection depth exceeded/);
+  });
+});
+
+/**
+ * The fan-out cost: a field under a list counts once per item the list may hold, and `usage` once per day.
+ * `{ paywalls { usage(a long range) } }` would run one aggregate per paywall per request: refused before
+ * anything reads the database.
+ */
+describe('query cost counts list fan-out', () => {
+  const day = (offset: number) => new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
+  const FANOUT = `query($from: String!, $to: String!) {
+    paywalls { id name usage(from: $from, to: $to, groupBy: DAY) { totals { revenue } buckets { key revenue margin } } }
+  }`;
+
+  it('refuses paywalls × usage(DAY, a year) with COST_LIMIT_EXCEEDED before any resolver runs', async () => {
+    const list = jest.spyOn(t.app.services.paywalls, 'list');
+    const usage = jest.spyOn(t.app.services.usage, 'usage');
+    const query = jest.spyOn(t.db, 'query');
+    try {
+      const r = await t.gql(t.ownerToken, FANOUT, { from: day(-364), to: day(0) });
+      expect(r.status).toBe(400);
+      expect(r.data).toBeUndefined();
+      expect(r.errors).toHaveLength(1);
+      // 1 + 50 paywalls × (id 1 + name 1 + usage 365 days + totals 2 + buckets (1 + 365 × 3)).
+      expect(r.errors![0].extensions).toEqual({ code: 'COST_LIMIT_EXCEEDED', cost: 73_251, maxCost: 10_000 });
+      expect(r.errors![0].message).toMatch(/^Query cost 73251 exceeds the limit of 10000: /);
+      expect(list).not.toHaveBeenCalled();
+      expect(usage).not.toHaveBeenCalled();
+      expect(query).not.toHaveBeenCalled();
+    } finally {
+      list.mockRestore();
+      usage.mockRestore();
+      query.mockRestore();
+    }
+  });
+
+  it('counts `first` (literal or variable), nested connections, fragments and the usage range', async () => {
+    const cost = async (q: string, variables?: Record<string, unknown>) => {
+      const r = await t.gql(t.ownerToken, q, variables);
+      if (!r.errors) return 'ok';
+      expect(r.errors[0].extensions.code).toBe('COST_LIMIT_EXCEEDED');
+      return r.errors[0].extensions.cost;
+    };
+    // paywalls(first: 100) × connections(first: 100) × edges { node { id } }, edges counted once at the
+    // connection: 1 + 100 × (1 + 100 × (edges 1 + node 1 + id 1)) = 30101.
+    // (As variables: graphql-armor's static estimate multiplies literal `first`s and would refuse it first.)
+    expect(
+      await cost(
+        `query($a: Int!, $b: Int!) { paywalls(first: $a) { connections(first: $b) { edges { node { id } } } } }`,
+        { a: 100, b: 100 },
+      ),
+    ).toBe(30_101);
+    expect(
+      await cost(
+        `query($n: Int!) { paywalls(first: $n) { ...P } } fragment P on Paywall { usage(from: "${day(-364)}", to: "${day(0)}", groupBy: MODEL, limit: 1000) { buckets { key } } }`,
+        { n: 10 },
+      ),
+    ).toBe(1 + 10 * (365 + 1 + 1000 * 1));
+    // Within the limit: it runs.
+    const ok = await t.gql(t.ownerToken, FANOUT.replace('paywalls {', 'paywalls(first: 5) {'), {
+      from: day(-29),
+      to: day(0),
+    });
+    expect(ok.status).toBe(200);
+    expect(ok.errors).toBeUndefined();
+    expect(ok.data.paywalls[0].usage.buckets).toHaveLength(30);
   });
 });

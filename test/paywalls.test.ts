@@ -207,4 +207,75 @@ describe('paywalls and API keys', () => {
     const keyList = await t.gql(mine.apiKey, `{ paywalls { id } }`);
     expect(keyList.data.paywalls).toEqual([{ id: mine.id }]);
   });
+
+  it('pages `paywalls` (first/after, oldest first) and bounds paywalls per owner (paywall_limit_reached)', async () => {
+    const owner = await t.app.services.owners.create('many paywalls');
+    const { createdToken: token, ownerId } = owner;
+    const created: string[] = [];
+    for (let i = 0; i < 99; i++)
+      created.push((await t.app.services.paywalls.create(ownerId, `P${i}`, 'DEFAULT')).paywall.id);
+    // MAX_PAYWALLS_PER_OWNER (default 100): of five concurrent creates at 99, exactly one gets the last place.
+    const racing = await Promise.all(
+      Array.from({ length: 5 }, (_, i) =>
+        t.gql(
+          token,
+          `mutation { createPaywall(input: {name: "Race ${i}", mode: DEFAULT}) { paywall { id } } }`,
+        ),
+      ),
+    );
+    const won = racing.filter((r) => !r.errors);
+    const lost = racing.filter((r) => r.errors);
+    expect(won).toHaveLength(1);
+    expect(lost).toHaveLength(4);
+    for (const r of lost) {
+      expect(r.errors![0].extensions).toMatchObject({
+        code: 'BAD_USER_INPUT',
+        errorCode: 'paywall_limit_reached',
+      });
+      expect(r.errors![0].message).toMatch(
+        /already has 100 paywalls, the most allowed \(MAX_PAYWALLS_PER_OWNER is 100\)/,
+      );
+    }
+    created.push(won[0].data.createPaywall.paywall.id);
+    const [{ n }] = await t.db.query<{ n: number }>(
+      `select count(*)::int as n from paywall where owner_id = $1`,
+      [ownerId],
+    );
+    expect(n).toBe(100);
+    // Archiving one frees its place.
+    await t.gql(token, `mutation($id: ID) { archivePaywall(paywallId: $id) { id } }`, { id: created[0] });
+    const again = await t.gql(
+      token,
+      `mutation { createPaywall(input: {name: "After archive", mode: DEFAULT}) { paywall { id } } }`,
+    );
+    expect(again.errors).toBeUndefined();
+    created.push(again.data.createPaywall.paywall.id);
+
+    // Pages of 40 with archived ones: 101 paywalls → 40 + 40 + 21, in creation order, each once.
+    const PAGE = `query($after: String) { paywalls(includeArchived: true, first: 40, after: $after) { id cursor } }`;
+    const seen: string[] = [];
+    let after: string | null = null;
+    const sizes: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const r: any = await t.gql(token, PAGE, { after });
+      expect(r.errors).toBeUndefined();
+      sizes.push(r.data.paywalls.length);
+      seen.push(...r.data.paywalls.map((p: any) => p.id));
+      if (r.data.paywalls.length < 40) break;
+      after = r.data.paywalls[r.data.paywalls.length - 1].cursor;
+      expect(after).toEqual(expect.any(String));
+    }
+    expect(sizes).toEqual([40, 40, 21]);
+    expect(seen).toEqual(created);
+    // Default page: 50; without archived ones the first is left out.
+    const def = await t.gql(token, `{ paywalls { id } }`);
+    expect(def.data.paywalls).toHaveLength(50);
+    expect(def.data.paywalls[0].id).toBe(created[1]);
+    // Bad arguments: a 4xx naming the argument, nothing read.
+    const big = await t.gql(token, `{ paywalls(first: 101) { id } }`);
+    expect(big.errors?.[0].extensions).toMatchObject({ code: 'BAD_USER_INPUT', param: 'first' });
+    expect(big.errors?.[0].message).toBe('first must be between 1 and 100');
+    const bad = await t.gql(token, `{ paywalls(after: "not-a-cursor") { id } }`);
+    expect(bad.errors?.[0].extensions).toMatchObject({ code: 'BAD_USER_INPUT', param: 'after' });
+  });
 });

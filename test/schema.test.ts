@@ -19,14 +19,22 @@ describe('schema.graphql (CONTRACT §3: generated, a test fails when it is stale
   it('is valid SDL that carries the operations the acceptance checks rely on', () => {
     const schema = parseSdl(generated);
     const mutations = schema.getMutationType()!.getFields();
-    for (const name of [
-      'createPaywall',
-      'connectProvider',
-      'setModelPricing',
-      'updatePaywall',
-      'rotatePaywallSecret',
-    ])
-      expect(mutations[name]).toBeDefined();
+    // The argument shapes CONTRACT §3 fixes (more optional arguments would be allowed).
+    const args = (name: string) => mutations[name]?.args.map((a) => `${a.name}: ${a.type}`);
+    expect(args('createPaywall')).toEqual(['input: CreatePaywallInput!']);
+    expect(args('connectProvider')).toEqual(['input: ConnectProviderInput!']);
+    expect(args('setModelPricing')).toEqual(['input: SetModelPricingInput!']);
+    expect(args('updatePaywall')).toEqual(['input: UpdatePaywallInput!']);
+    expect(args('rotatePaywallSecret')).toEqual(['paywallId: ID']);
+    // `paywalls` stays a list (clients select `paywalls { id name }`), paged by first/after.
+    const paywalls = schema.getQueryType()!.getFields().paywalls;
+    expect(String(paywalls.type)).toBe('[Paywall!]!');
+    expect(paywalls.args.map((a) => `${a.name}: ${a.type} = ${JSON.stringify(a.defaultValue)}`)).toEqual([
+      'after: String = undefined',
+      'first: Int! = 50',
+      'includeArchived: Boolean! = false',
+    ]);
+    expect(String((schema.getType('Paywall') as any).getFields().cursor.type)).toBe('String');
     expect(String(mutations.createPaywall.args.find((a) => a.name === 'input')?.type)).toBe(
       'CreatePaywallInput!',
     );

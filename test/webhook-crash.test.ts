@@ -187,6 +187,8 @@ it('delivers all 100 events, with their recorded ids, after the service is kille
   } finally {
     if (!pg) await db.close();
   }
+  // Every event reached the receiver at least once (repeats after the crash allowed).
+  expect(new Set(receiver.requests.map((r) => r.body.event.id)).size).toBe(EVENTS);
   for (const r of receiver.requests) {
     // Same id in the header and the body, and a valid signature, on every (possibly repeated) request.
     expect(r.body.event.id).toBe(r.headers['x-service-event-id']);

@@ -93,7 +93,9 @@ function SignIn(props: { onSignedIn: (token: string, kind: Session['kind']) => v
   );
 }
 
-const PAYWALLS = `query DashboardPaywalls { paywalls(includeArchived: true) { id name mode archivedAt apiKeyLastFour createdAt } }`;
+/** The first 100 paywalls (the most one page of `paywalls` holds); a later one opened by link is read alone. */
+const PAYWALLS = `query DashboardPaywalls { paywalls(includeArchived: true, first: 100) { id name mode archivedAt apiKeyLastFour createdAt } }`;
+const ONE_PAYWALL = `query DashboardPaywall($id: ID) { paywall(id: $id) { id name mode archivedAt apiKeyLastFour createdAt } }`;
 
 const SECTIONS = [
   ['overview', 'Overview'],
@@ -117,10 +119,17 @@ function Shell() {
   const m = /^\/p\/([^/]+)(?:\/([a-z]+))?/.exec(path);
   const paywallId = m?.[1] ?? null;
   const section = m?.[2] ?? 'overview';
-  const current = paywalls.find((p) => p.id === paywallId) ?? null;
+  const listed = paywalls.find((p) => p.id === paywallId) ?? null;
+  const [one] = useQuery<{ paywall: PaywallSummary | null }>({
+    query: ONE_PAYWALL,
+    variables: { id: paywallId },
+    pause: !data || !paywallId || listed !== null,
+  });
+  const current = listed ?? one.data?.paywall ?? null;
   const only = session.kind === 'apiKey' ? paywalls[0] : null;
 
-  if (!data && fetching) return <Loading label="Loading your paywalls…" />;
+  if ((!data && fetching) || (paywallId && !current && one.fetching))
+    return <Loading label="Loading your paywalls…" />;
   if (only && !paywallId) return <Redirect to={`/p/${only.id}/overview`} />;
   let page;
   if (!paywallId)
@@ -169,7 +178,7 @@ function Shell() {
                   value={current.id}
                   onChange={(e) => navigate(`/p/${e.target.value}/${section}`)}
                 >
-                  {paywalls.map((p) => (
+                  {(listed ? paywalls : [current, ...paywalls]).map((p) => (
                     <option key={p.id} value={p.id}>
                       {p.name}
                       {p.archivedAt ? ' (archived)' : ''}

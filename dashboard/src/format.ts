@@ -13,6 +13,59 @@ export function usdc(value: string | null | undefined, decimals = 6): string {
   return `${neg ? '−' : ''}${grouped}${decimals ? '.' + f : ''}`;
 }
 
+/**
+ * A headline figure: a whole-dollar-ish amount rounded to cents ("1,251.03"), an amount under 1 with all 6
+ * decimals ("0.000057"): a non-zero amount never reads "0.00". The exact amount goes underneath or in a title.
+ */
+export function usdcHeadline(value: string | null | undefined): string {
+  if (value == null) return '—';
+  const abs = value.replace(/^-/, '');
+  if (/^0*(\.0*)?$/.test(abs)) return usdc(value, 2);
+  return usdc(value, abs.split('.')[0].replace(/^0+/, '') === '' ? 6 : 2);
+}
+
+/**
+ * An amount as typed ("5", "1.25", ".5") as the API states amounts: exactly 6 decimals ("5.000000").
+ * Text only, no floating point; input the API would refuse is returned trimmed as it is.
+ */
+export function exactUsdc(input: string): string {
+  const m = /^(\d*)(?:\.(\d{0,6}))?$/.exec(input.trim());
+  if (!m || (m[1] === '' && !m[2])) return input.trim();
+  const int = (m[1] || '0').replace(/^0+(?=\d)/, '');
+  return `${int.replace(/\B(?=(\d{3})+(?!\d))/g, ',')}.${(m[2] ?? '').padEnd(6, '0')}`;
+}
+
+/**
+ * Y-axis ticks for money series: 0 and 4–6 "nice" steps (1, 2, 2.5 or 5 × 10ⁿ) covering the values, and a
+ * formatter with just enough decimals that no two ticks read the same (0.00005 steps: "0.00005", "0.0001",
+ * "0.00015", not "0.0001, 0.0001, 0"). Large values in k/M.
+ */
+export function moneyAxis(values: readonly number[]): { ticks: number[]; format: (v: number) => string } {
+  const lo = Math.min(0, ...values);
+  const hi = Math.max(0, ...values);
+  const span = hi - lo || 1; // all zero: a flat but labelled axis
+  const rough = span / 4;
+  const pow = 10 ** Math.floor(Math.log10(rough));
+  const step = ([1, 2, 2.5, 5, 10].find((m) => m * pow >= rough) ?? 10) * pow;
+  const first = Math.floor(lo / step);
+  const last = Math.ceil(hi / step);
+  const ticks: number[] = [];
+  for (let i = first; i <= Math.max(last, first + 1); i++) ticks.push(Number((i * step).toPrecision(12)));
+  const big = Math.max(Math.abs(ticks[0]), Math.abs(ticks[ticks.length - 1]));
+  const unit = big >= 1e6 ? 1e6 : big >= 1e4 ? 1e3 : 1;
+  const suffix = unit === 1e6 ? 'M' : unit === 1e3 ? 'k' : '';
+  // Decimals of the step in the chosen unit (2.5 × 10⁻⁵ needs one more than 10⁻⁵).
+  const scaled = step / unit;
+  let decimals = 0;
+  while (decimals < 8 && Math.abs(Math.round(scaled * 10 ** decimals) - scaled * 10 ** decimals) > 1e-9)
+    decimals++;
+  const format = (v: number) => {
+    if (v === 0) return '0';
+    return `${(v / unit).toFixed(decimals)}${suffix}`;
+  };
+  return { ticks, format };
+}
+
 /** A USDC decimal as a JS number, for charts only (never for arithmetic on balances). */
 export const toNumber = (value: string | null | undefined): number => (value ? Number(value) : 0);
 

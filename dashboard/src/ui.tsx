@@ -1,7 +1,9 @@
 import {
   Fragment,
+  useCallback,
   useEffect,
   useId,
+  useRef,
   useState,
   type CSSProperties,
   type HTMLAttributes,
@@ -267,44 +269,81 @@ export function DataTable<T>(props: {
   children?: ReactNode;
 }) {
   const { columns, onRowClick } = props;
+  const scroll = useScrollHint();
   if (props.loading) return <Loading />;
   if (props.empty !== undefined && props.rows.length === 0) return <Empty>{props.empty}</Empty>;
   return (
-    <div className="table-wrap">
-      <table aria-label={props.label}>
-        <thead>
-          <tr>
-            {columns.map((c, i) => (
-              <th key={i} className={c.num ? 'num' : undefined}>
-                {c.head}
-              </th>
-            ))}
-          </tr>
-        </thead>
-        <tbody>
-          {props.rows.map((row) => (
-            <tr
-              key={props.rowKey(row)}
-              className={onRowClick ? `clickable ${props.selected?.(row) ? 'selected' : ''}` : undefined}
-              onClick={onRowClick && (() => onRowClick(row))}
-            >
+    <div className="table-scroll" data-more={scroll.more || undefined}>
+      {scroll.more && (
+        <span className="scroll-hint" aria-hidden="true">
+          scroll →
+        </span>
+      )}
+      <div className="table-wrap" ref={scroll.ref} tabIndex={scroll.overflows ? 0 : undefined}>
+        <table aria-label={props.label}>
+          <thead>
+            <tr>
               {columns.map((c, i) => (
-                <td
-                  key={i}
-                  className={[c.num && 'num', c.className].filter(Boolean).join(' ') || undefined}
-                  style={c.style}
-                  title={c.title?.(row)}
-                >
-                  {c.cell(row)}
-                </td>
+                <th key={i} className={c.num ? 'num' : undefined}>
+                  {c.head}
+                </th>
               ))}
             </tr>
-          ))}
-        </tbody>
-      </table>
-      {props.children}
+          </thead>
+          <tbody>
+            {props.rows.map((row) => (
+              <tr
+                key={props.rowKey(row)}
+                className={onRowClick ? `clickable ${props.selected?.(row) ? 'selected' : ''}` : undefined}
+                onClick={onRowClick && (() => onRowClick(row))}
+              >
+                {columns.map((c, i) => (
+                  <td
+                    key={i}
+                    className={[c.num && 'num', c.className].filter(Boolean).join(' ') || undefined}
+                    style={c.style}
+                    title={c.title?.(row)}
+                  >
+                    {c.cell(row)}
+                  </td>
+                ))}
+              </tr>
+            ))}
+          </tbody>
+        </table>
+        {props.children}
+      </div>
     </div>
   );
+}
+
+/**
+ * Whether a horizontally scrolling box is wider than it shows (`overflows`) and has more to the right
+ * (`more`): a table cut on a narrow screen says so ("scroll →" and an edge shadow) until scrolled to its end.
+ */
+function useScrollHint(): { ref: (el: HTMLDivElement | null) => void; overflows: boolean; more: boolean } {
+  const [state, setState] = useState({ overflows: false, more: false });
+  const cleanup = useRef<() => void>(undefined);
+  const ref = useCallback((el: HTMLDivElement | null) => {
+    cleanup.current?.();
+    cleanup.current = undefined;
+    if (!el) return;
+    const measure = () => {
+      const overflows = el.scrollWidth > el.clientWidth + 1;
+      const more = overflows && el.scrollLeft + el.clientWidth < el.scrollWidth - 1;
+      setState((s) => (s.overflows === overflows && s.more === more ? s : { overflows, more }));
+    };
+    const observer = new ResizeObserver(measure);
+    observer.observe(el);
+    if (el.firstElementChild) observer.observe(el.firstElementChild);
+    el.addEventListener('scroll', measure, { passive: true });
+    measure();
+    cleanup.current = () => {
+      observer.disconnect();
+      el.removeEventListener('scroll', measure);
+    };
+  }, []);
+  return { ref, ...state };
 }
 
 /** A column of USDC amounts. */

@@ -45,6 +45,8 @@ export interface DatabaseOptions {
   acquireTimeoutMs?: number;
   /** Connections of the pool (default 20). */
   poolMax?: number;
+  /** PostgreSQL only: connections of the separate pool of {@link Database.background} (default 4). */
+  backgroundPoolMax?: number;
   /** Where LISTEN reconnects are reported; silent when unset. */
   log?: Logger;
 }
@@ -98,6 +100,8 @@ export class Database {
   private heartbeat?: NodeJS.Timeout;
   private reconnects = 0;
   private closed = false;
+  /** The background pool, opened on first use (PostgreSQL only). */
+  private backgroundDb?: Promise<Database>;
 
   private constructor(
     readonly orm: MikroORM,
@@ -117,8 +121,28 @@ export class Database {
       dataDir: config.DATA_DIR,
       statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
       acquireTimeoutMs: config.DATABASE_ACQUIRE_TIMEOUT_MS,
+      poolMax: config.DATABASE_POOL_MAX,
+      backgroundPoolMax: config.DATABASE_BACKGROUND_POOL_MAX,
       log,
     });
+  }
+
+  /**
+   * The handle background work uses (webhook delivery, sweepers): on PostgreSQL a second, small pool of
+   * its own, so a flood of API reads that takes every connection of the main pool cannot starve it, and
+   * background work cannot take the API's connections either. PGlite is one connection: this same handle.
+   * Closed with this one.
+   */
+  background(): Promise<Database> {
+    // Closed: no new pool (its statements fail as this handle's do).
+    if (this.kind === 'pglite' || this.closed) return Promise.resolve(this);
+    this.backgroundDb ??= Database.open({ ...this.opts, poolMax: this.opts.backgroundPoolMax ?? 4 }).catch(
+      (err) => {
+        this.backgroundDb = undefined; // the next caller tries again
+        throw err;
+      },
+    );
+    return this.backgroundDb;
   }
 
   private static async init(opts: DatabaseOptions, bounded: boolean): Promise<MikroORM> {
@@ -441,6 +465,9 @@ export class Database {
     const client = this.listenClient;
     this.listenClient = undefined;
     await client?.end().catch(() => undefined);
+    const background = this.backgroundDb;
+    this.backgroundDb = undefined;
+    if (background) await (await background.catch(() => undefined))?.close();
     await this.exclusive(() => this.orm.close(true));
   }
 }

@@ -3,12 +3,27 @@ import { ApolloArmor } from '@escape.tech/graphql-armor';
 import {
   BREAK,
   GraphQLError,
+  Kind,
+  getArgumentValues,
+  getNamedType,
+  getNullableType,
+  getVariableValues,
+  isInterfaceType,
+  isListType,
+  isObjectType,
   parse,
   visit,
   type DocumentNode,
+  type FragmentDefinitionNode,
+  type GraphQLField,
+  type GraphQLNamedType,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
+  type SelectionSetNode,
   type ValidationContext,
   type ValidationRule,
 } from 'graphql';
+import { MAX_USAGE_DAYS } from '../modules/usage/usage.service.js';
 import type { AppContext } from './context.js';
 
 /**
@@ -122,6 +137,132 @@ export const introspectionNeedsCredential: ApolloServerPlugin<AppContext> = {
         throw new GraphQLError(
           'introspection needs an owner token or a paywall API key (Authorization: Bearer …); the schema is also published as schema.graphql',
           { extensions: { code: 'UNAUTHENTICATED', http: { status: 401 } } },
+        );
+      },
+    };
+  },
+};
+
+/**
+ * The fan-out cost of an operation (docs/graphql.md, "Fan-out cost"): what it may make the service read,
+ * counted before anything runs. Every field costs 1; the fields selected under a list cost once per item
+ * the list may hold — its `first` (or `first`'s default), for a connection counted once at the
+ * connection; a list without `first` counts {@link DEFAULT_LIST_SIZE} items;
+ * `Paywall.usage` costs one per day of its range, and its `buckets` count one item per day (`DAY`) or
+ * `limit` (`MODEL`, `USER`).
+ */
+export const QUERY_COST = {
+  max: 10_000,
+} as const;
+
+/** Items counted for a list without a `first` argument (and for `first` left unset without a default). */
+const DEFAULT_LIST_SIZE = 100;
+
+const usageDays = (args: Record<string, unknown>): number => {
+  const day = (v: unknown) =>
+    typeof v === 'string' && /^\d{4}-\d{2}-\d{2}$/.test(v) ? Date.parse(`${v}T00:00:00Z`) / 86_400_000 : NaN;
+  const n = day(args.to) - day(args.from) + 1;
+  // A range the service refuses (reversed, too long, not a date) costs the most a valid one can.
+  return Number.isFinite(n) && n >= 1 && n <= MAX_USAGE_DAYS ? n : MAX_USAGE_DAYS;
+};
+
+/** The cost of one operation of a document with the request's variables (see {@link QUERY_COST}). */
+export function queryCost(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  operation: OperationDefinitionNode,
+  rawVariables: Record<string, unknown> | undefined,
+): number {
+  const coerced = getVariableValues(schema, operation.variableDefinitions ?? [], rawVariables ?? {});
+  // Bad variables are reported by execution itself; count with none (defaults and the maximums).
+  const variables = coerced.coerced ?? {};
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const d of document.definitions)
+    if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
+  const root =
+    operation.operation === 'query'
+      ? schema.getQueryType()
+      : operation.operation === 'mutation'
+        ? schema.getMutationType()
+        : schema.getSubscriptionType();
+  if (!root) return 0;
+
+  const seen = new Set<string>();
+  const selectionCost = (set: SelectionSetNode, parent: GraphQLNamedType, buckets: number): number => {
+    let sum = 0;
+    for (const sel of set.selections) {
+      if (sel.kind === Kind.INLINE_FRAGMENT) {
+        const type = sel.typeCondition ? schema.getType(sel.typeCondition.name.value) : parent;
+        if (type) sum += selectionCost(sel.selectionSet, type, buckets);
+      } else if (sel.kind === Kind.FRAGMENT_SPREAD) {
+        const f = fragments.get(sel.name.value);
+        const type = f && schema.getType(f.typeCondition.name.value);
+        if (!f || !type || seen.has(f.name.value)) continue; // cycles: refused by validation already
+        seen.add(f.name.value);
+        sum += selectionCost(f.selectionSet, type, buckets);
+        seen.delete(f.name.value);
+      } else {
+        const name = sel.name.value;
+        if (name.startsWith('__')) continue;
+        if (!isObjectType(parent) && !isInterfaceType(parent)) continue;
+        const def = parent.getFields()[name] as GraphQLField<unknown, unknown> | undefined;
+        if (!def) continue;
+        let args: Record<string, unknown> = {};
+        try {
+          args = getArgumentValues(def, sel, variables);
+        } catch {
+          /* an invalid argument fails at execution; count the defaults */
+        }
+        const key = `${parent.name}.${name}`;
+        let own = 1;
+        let innerBuckets = buckets;
+        if (key === 'Paywall.usage') {
+          own = usageDays(args);
+          const limit = typeof args.limit === 'number' && args.limit >= 1 ? Math.min(args.limit, 1000) : 1000;
+          innerBuckets = args.groupBy === 'DAY' ? own : limit;
+        }
+        if (!sel.selectionSet) {
+          sum += own;
+          continue;
+        }
+        const isList = isListType(getNullableType(def.type));
+        const first = typeof args.first === 'number' && args.first > 0 ? args.first : undefined;
+        const hasFirst = def.args.some((a) => a.name === 'first');
+        let items = 1;
+        if (hasFirst) items = first ?? DEFAULT_LIST_SIZE;
+        else if (isList) {
+          const isPage = isObjectType(parent) && 'pageInfo' in parent.getFields();
+          items = key === 'Usage.buckets' ? buckets : isPage ? 1 : DEFAULT_LIST_SIZE;
+        }
+        sum += own + items * selectionCost(sel.selectionSet, getNamedType(def.type), innerBuckets);
+      }
+    }
+    return sum;
+  };
+  return selectionCost(operation.selectionSet, root, 1);
+}
+
+/**
+ * Refuses an operation over {@link QUERY_COST} before it runs (after validation, with the request's
+ * variables): 400, `extensions.code` `COST_LIMIT_EXCEEDED`, with `cost` and `maxCost`.
+ */
+export const costLimit: ApolloServerPlugin<AppContext> = {
+  async requestDidStart() {
+    return {
+      async didResolveOperation({ schema, document, operation, request }) {
+        if (!operation) return;
+        const cost = queryCost(schema, document, operation, request.variables);
+        if (cost <= QUERY_COST.max) return;
+        throw new GraphQLError(
+          `Query cost ${cost} exceeds the limit of ${QUERY_COST.max}: fields under a list count once per item it may hold (its \`first\`; \`paywalls\` 50 by default) and \`usage\` once per day of its range. Ask for fewer items, fewer fields or a shorter range.`,
+          {
+            extensions: {
+              code: 'COST_LIMIT_EXCEEDED',
+              cost,
+              maxCost: QUERY_COST.max,
+              http: { status: 400 },
+            },
+          },
         );
       },
     };

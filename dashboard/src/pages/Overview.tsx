@@ -13,7 +13,7 @@ import {
   YAxis,
 } from 'recharts';
 import { errorMessage } from '../api';
-import { integer, shortDay, toNumber, usdc, utcDay } from '../format';
+import { integer, moneyAxis, shortDay, toNumber, usdcHeadline, utcDay } from '../format';
 import type { PaywallSummary } from '../session';
 import { Card, DataTable, Empty, ErrorBanner, Loading, Money, moneyColumn, PageHeader, Stat } from '../ui';
 
@@ -53,8 +53,20 @@ const RANGES = [
   [365, '1 year'],
 ] as const;
 
-const money = (v: number) => `${v.toLocaleString(undefined, { maximumFractionDigits: 6 })} USDC`;
-const axisMoney = (v: number) => (Math.abs(v) >= 1000 ? `${(v / 1000).toFixed(1)}k` : `${+v.toFixed(4)}`);
+const money = (v: number) =>
+  `${v.toLocaleString(undefined, { minimumFractionDigits: 6, maximumFractionDigits: 6 })} USDC`;
+
+/** SHARED: what the paywall earned for its owner (the earnings account), all time. */
+const EARNINGS = `query OverviewEarnings($id: ID) {
+  paywall(id: $id) { id builtinProvider earnings { available pending withdrawn fees } }
+}`;
+interface EarningsData {
+  paywall: {
+    id: string;
+    builtinProvider: boolean;
+    earnings: { available: string; pending: string; withdrawn: string; fees: string };
+  };
+}
 const axisCount = (v: number) =>
   v >= 1e6 ? `${(v / 1e6).toFixed(1)}M` : v >= 1000 ? `${(v / 1000).toFixed(1)}k` : `${v}`;
 
@@ -73,6 +85,13 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
     query: USAGE,
     variables: { id: paywall.id, from: utcDay(-(days - 1)), to: utcDay(0) },
   });
+  const shared = paywall.mode === 'SHARED';
+  const [earningsResult] = useQuery<EarningsData>({
+    query: EARNINGS,
+    variables: { id: paywall.id },
+    pause: !shared,
+  });
+  const earnings = shared ? earningsResult.data?.paywall.earnings : undefined;
   const u = data?.paywall;
   const totals = u?.byDay.totals;
   const series =
@@ -83,6 +102,7 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
       Margin: toNumber(b.margin),
       Requests: b.requests,
     })) ?? [];
+  const axis = moneyAxis(series.flatMap((d) => [d.Revenue, d['Provider cost'], d.Margin]));
   const models =
     u?.byModel.buckets.map((b) => ({
       model: b.key || 'manual charges',
@@ -110,8 +130,20 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
       {totals && (
         <div className="grid-4" aria-label="Totals">
           <MoneyStat label="Revenue" value={totals.revenue} sub="charged to users" />
-          <MoneyStat label="Provider cost" value={totals.providerCost} sub="tokens at cost prices" />
-          <MoneyStat label="Margin" value={totals.margin} sub="revenue − provider cost" />
+          <MoneyStat
+            label="Provider cost"
+            value={totals.providerCost}
+            sub={
+              earningsResult.data?.paywall.builtinProvider && shared
+                ? 'paid to the built-in provider'
+                : 'tokens at cost prices'
+            }
+          />
+          <MoneyStat
+            label="Margin"
+            value={totals.margin}
+            sub={shared ? 'revenue − provider cost, before fees' : 'revenue − provider cost'}
+          />
           <Stat
             card
             label="Requests"
@@ -125,6 +157,23 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
             {integer(totals.requests)}
           </Stat>
         </div>
+      )}
+      {shared && (
+        <Card title="Earnings" actions={<span className="legend-note">all time, USDC</span>}>
+          {earnings ? (
+            <div className="grid-4 earnings-grid" aria-label="Earnings">
+              <EarningsStat label="Available" value={earnings.available} sub="withdrawable now" />
+              <EarningsStat label="Pending" value={earnings.pending} sub="withdrawals requested" />
+              <EarningsStat label="Withdrawn" value={earnings.withdrawn} sub="paid out" />
+              <EarningsStat label="Platform fees" value={earnings.fees} sub="taken from your charges" />
+            </div>
+          ) : (
+            <>
+              <ErrorBanner message={errorMessage(earningsResult.error)} />
+              {earningsResult.fetching && <Loading />}
+            </>
+          )}
+        </Card>
       )}
       {u && (
         <>
@@ -140,7 +189,14 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
                   <ComposedChart data={series} margin={CHART_MARGIN}>
                     <CartesianGrid stroke={GRID_STROKE} vertical={false} />
                     <XAxis dataKey="day" {...X_AXIS} minTickGap={16} />
-                    <YAxis tickFormatter={axisMoney} {...Y_AXIS} width={56} />
+                    <YAxis
+                      ticks={axis.ticks}
+                      domain={[axis.ticks[0], axis.ticks[axis.ticks.length - 1]]}
+                      interval={0}
+                      tickFormatter={axis.format}
+                      {...Y_AXIS}
+                      width={64}
+                    />
                     <Tooltip formatter={(v) => money(Number(v))} />
                     <Legend wrapperStyle={LEGEND_STYLE} />
                     <Bar dataKey="Revenue" fill="#2f5bd3" {...ROUNDED_BAR} maxBarSize={28} />
@@ -221,6 +277,7 @@ function MoneyStat(props: { label: string; value: string; sub: string }) {
     <Stat
       card
       label={props.label}
+      testId={`total-${props.label.toLowerCase().replace(/ /g, '-')}`}
       title={`${props.value} USDC`}
       sub={
         <>
@@ -228,7 +285,20 @@ function MoneyStat(props: { label: string; value: string; sub: string }) {
         </>
       }
     >
-      {usdc(props.value, 2)} <span className="unit">USDC</span>
+      {usdcHeadline(props.value)} <span className="unit">USDC</span>
+    </Stat>
+  );
+}
+
+/** An all-time earnings figure: exact, 6 decimals. */
+function EarningsStat(props: { label: string; value: string; sub: string }) {
+  return (
+    <Stat
+      label={props.label}
+      sub={props.sub}
+      testId={`earnings-${props.label.toLowerCase().replace(/ /g, '-')}`}
+    >
+      <Money value={props.value} unit />
     </Stat>
   );
 }

@@ -9,6 +9,7 @@ import {
   Card,
   DataTable,
   ErrorBanner,
+  Notice,
   FormFields,
   PageHeader,
   SecretOnce,
@@ -58,6 +59,12 @@ export function PaywallsPage(props: { paywalls: Row[]; error?: CombinedError; re
       <ErrorBanner message={errorMessage(props.error) ?? actionError} />
       {secret && <SecretOnce title={secret.title} secret={secret.key} onDone={() => setSecret(null)} />}
       <Card title="Your paywalls">
+        {props.paywalls.length >= 100 && (
+          <Notice tone="info">
+            Showing your first 100 paywalls, oldest first (archived ones included). Open a later one by its
+            link, or list them all through the API (`paywalls(first, after)`).
+          </Notice>
+        )}
         <DataTable
           rows={[...active, ...archived]}
           rowKey={(p) => p.id}

@@ -1,7 +1,7 @@
 import { useState, type FormEvent } from 'react';
 import { useMutation, useQuery } from 'urql';
 import { errorMessage } from '../api';
-import { newIdempotencyKey } from '../format';
+import { exactUsdc, newIdempotencyKey, usdc } from '../format';
 import type { PaywallSummary } from '../session';
 import { Connections } from './Connections';
 import {
@@ -154,30 +154,38 @@ const CHARGE = `mutation Charge($input: ChargeInput!) {
 }`;
 
 function MoneyForms(props: { paywall: PaywallSummary; user: string | null; onDone: (user: string) => void }) {
-  const {
-    values: f,
-    setValues,
-    set,
-  } = useForm(() => ({
+  const { values: f, setValues } = useForm(() => ({
     user: props.user ?? '',
     amount: '',
     key: newIdempotencyKey(),
   }));
   const { user, amount, key } = f;
+  // The idempotency key stays until the user or the amount changes: a second click on the same form (a
+  // double click, or "did it work?") is then the same request, answered as a replay and applied once.
+  const set = (name: 'user' | 'amount' | 'key') => (v: string) =>
+    setValues((prev) =>
+      name !== 'key' && prev[name] !== v
+        ? { ...prev, [name]: v, key: newIdempotencyKey() }
+        : { ...prev, [name]: v },
+    );
   const [lastUser, setLastUser] = useState(props.user);
   if (props.user !== lastUser) {
     setLastUser(props.user);
-    if (props.user) setValues({ ...f, user: props.user });
+    if (props.user && props.user !== f.user) setValues({ ...f, user: props.user, key: newIdempotencyKey() });
   }
   const [note, setNote] = useState<{ tone: 'success' | 'warn'; text: string } | null>(null);
   const [depositState, deposit] = useMutation(DEPOSIT);
   const [chargeState, charge] = useMutation(CHARGE);
   const error = errorMessage(depositState.error) ?? errorMessage(chargeState.error);
+  const busy = depositState.fetching || chargeState.fetching;
   const run = async (kind: 'deposit' | 'charge') => {
+    if (busy) return; // one request at a time from this form
     setNote(null);
+    const who = user.trim();
+    const exact = exactUsdc(amount);
     const input = {
       paywallId: props.paywall.id,
-      user: user.trim(),
+      user: who,
       amount: amount.trim(),
       idempotencyKey: key.trim() || undefined,
     };
@@ -186,8 +194,10 @@ function MoneyForms(props: { paywall: PaywallSummary; user: string | null; onDon
       if (r.data) {
         const d = r.data.deposit;
         setNote({
-          tone: 'success',
-          text: `${d.replayed ? 'Replayed (same idempotency key): ' : ''}deposited ${amount} USDC to ${user}; balance ${d.balanceFormatted} USDC.`,
+          tone: d.replayed ? 'warn' : 'success',
+          text: d.replayed
+            ? `Already applied: ${exact} USDC was deposited to ${who} with this idempotency key; nothing was deposited again. Balance ${usdc(d.balanceFormatted)} USDC.`
+            : `Deposited ${exact} USDC to ${who}. Balance ${usdc(d.balanceFormatted)} USDC.`,
         });
       }
     } else {
@@ -195,18 +205,21 @@ function MoneyForms(props: { paywall: PaywallSummary; user: string | null; onDon
       if (r.data) {
         const c = r.data.charge;
         setNote(
-          c.success
-            ? {
-                tone: 'success',
-                text: `${c.replayed ? 'Replayed: ' : ''}charged ${amount} USDC to ${user}; balance ${c.balanceFormatted} USDC.`,
-              }
-            : { tone: 'warn', text: `Charge refused: ${c.message}` },
+          !c.success
+            ? { tone: 'warn', text: `Charge refused: ${c.message}` }
+            : c.replayed
+              ? {
+                  tone: 'warn',
+                  text: `Already applied: ${exact} USDC was charged to ${who} with this idempotency key; nothing was charged again. Balance ${usdc(c.balanceFormatted)} USDC.`,
+                }
+              : {
+                  tone: 'success',
+                  text: `Charged ${exact} USDC to ${who}. Balance ${usdc(c.balanceFormatted)} USDC.`,
+                },
         );
       }
     }
-    const next = newIdempotencyKey();
-    setValues((v) => ({ ...v, key: next }));
-    props.onDone(user.trim());
+    props.onDone(who);
   };
   return (
     <Card title="Deposit or charge">
@@ -239,7 +252,7 @@ function MoneyForms(props: { paywall: PaywallSummary; user: string | null; onDon
             {
               name: 'key',
               label: 'Idempotency key',
-              hint: 'Sending the same key again replays the first answer; nothing is applied twice.',
+              hint: 'Kept until you change the user or the amount: sending the form again replays the first answer, nothing is applied twice.',
             },
           ]}
         />
@@ -248,7 +261,7 @@ function MoneyForms(props: { paywall: PaywallSummary; user: string | null; onDon
             type="submit"
             variant="primary"
             busy={depositState.fetching}
-            disabled={props.paywall.mode === 'SHARED'}
+            disabled={props.paywall.mode === 'SHARED' || chargeState.fetching}
           >
             Deposit
           </Button>
@@ -256,7 +269,7 @@ function MoneyForms(props: { paywall: PaywallSummary; user: string | null; onDon
             variant="danger"
             busy={chargeState.fetching}
             onClick={() => void run('charge')}
-            disabled={!user.trim() || !amount.trim()}
+            disabled={!user.trim() || !amount.trim() || depositState.fetching}
           >
             Charge
           </Button>

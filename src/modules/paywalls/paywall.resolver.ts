@@ -1,5 +1,6 @@
-import { Arg, Ctx, ID, Mutation, Query, Resolver } from 'type-graphql';
+import { Arg, Ctx, ID, Int, Mutation, Query, Resolver } from 'type-graphql';
 import { requireAuth, requireOwner, type AppContext } from '../../graphql/context.js';
+import { PAYWALLS_PAGE } from './paywall.service.js';
 import {
   CreatePaywallInput,
   CreatePaywallPayload,
@@ -12,14 +13,27 @@ const payload = (r: { paywall: Parameters<typeof PaywallType.from>[0]; apiKey: s
 
 @Resolver(() => PaywallType)
 export class PaywallResolver {
-  @Query(() => [PaywallType], { description: "The owner's paywalls (an API key sees only its own)." })
+  @Query(() => [PaywallType], {
+    description: `The owner's paywalls, oldest first, a page at a time (an API key sees only its own). Fewer than \`first\` means the last page; for the next, pass the last one's \`cursor\` as \`after\`.`,
+  })
   async paywalls(
     @Ctx() ctx: AppContext,
     @Arg('includeArchived', { defaultValue: false }) includeArchived: boolean,
+    @Arg('first', () => Int, {
+      defaultValue: PAYWALLS_PAGE.default,
+      description: `1 to ${PAYWALLS_PAGE.max}, default ${PAYWALLS_PAGE.default}.`,
+    })
+    first: number,
+    @Arg('after', () => String, { nullable: true, description: 'The `cursor` of the last paywall seen.' })
+    after?: string | null,
   ): Promise<PaywallType[]> {
     const auth = requireAuth(ctx);
-    if (auth.kind === 'apiKey') return [PaywallType.from(auth.paywall)];
-    return (await ctx.services.paywalls.list(auth.ownerId, includeArchived)).map(PaywallType.from);
+    if (auth.kind === 'apiKey') {
+      const own = Object.assign(PaywallType.from(auth.paywall), { cursor: null });
+      return after ? [] : [own];
+    }
+    const page = await ctx.services.paywalls.list(auth.ownerId, includeArchived, first, after ?? null);
+    return page.rows.map((r) => Object.assign(PaywallType.from(r), { cursor: r.cursor }));
   }
 
   @Query(() => PaywallType, { description: 'One paywall: the API key’s own, or an owner’s by id.' })

@@ -1,5 +1,6 @@
 import type { Database, Tx } from '../../db/database.js';
 import { DomainError, invalid, notFound } from '../../shared/errors.js';
+import { decodeCursor, encodeCursor } from '../../shared/cursor.js';
 import { newId, newSecret, safeEqual, sha256Hex } from '../../shared/ids.js';
 import { MARKUP_DECIMALS, formatDecimal, parseAmount, parseDecimal } from '../../shared/money.js';
 import { recordEvents, type EventTrigger } from '../events/event.service.js';
@@ -17,7 +18,12 @@ const MARKUP_ONE_PPM = 1_000_000n;
 export interface PaywallCollaborators {
   /** True while the built-in provider would serve the paywall (SHARED, no own provider, configured). */
   builtinNeedsMarkup(paywall: PaywallInfo): Promise<boolean>;
+  /** Paywalls an owner may have at once, archived ones not counted (MAX_PAYWALLS_PER_OWNER). */
+  maxPerOwner?: number;
 }
+
+/** `paywalls(first:)` when not given, and the most it may be. */
+export const PAYWALLS_PAGE = { default: 50, max: 100 } as const;
 
 export interface UpdatePaywallInput {
   dailyRequestLimit?: number | null;
@@ -129,7 +135,23 @@ export class PaywallService {
     const about = checkDescription(description);
     if (!WALLET_MODES.includes(mode)) throw invalid('mode must be DEFAULT or SHARED', 'mode');
     const apiKey = newSecret(API_KEY_PREFIX);
+    const max = this.peers.maxPerOwner ?? Infinity;
     const p = await this.db.transaction(async (tx) => {
+      // The owner row is locked before counting, in a statement of its own (the count's statement then
+      // sees every paywall committed before the lock was granted): concurrent creates of one owner cannot
+      // pass the bound together.
+      await tx.query(`select id from owner where id = $1 for update`, [ownerId]);
+      const [count] = await tx.query<{ n: number }>(
+        `select count(*)::int as n from paywall where owner_id = $1 and archived_at is null`,
+        [ownerId],
+      );
+      if (count && count.n >= max)
+        throw new DomainError(
+          'invalid_request',
+          `this owner already has ${count.n} paywalls, the most allowed (MAX_PAYWALLS_PER_OWNER is ${max}); archive one you no longer use first`,
+          null,
+          'paywall_limit_reached',
+        );
       const entity = tx.em.create(Paywall, {
         id: newId(),
         owner: ownerId,
@@ -197,13 +219,38 @@ export class PaywallService {
     return p ? { id: p.id, name: p.name, description: p.description ?? null, mode: p.mode } : null;
   }
 
-  async list(ownerId: string, includeArchived: boolean): Promise<PaywallInfo[]> {
-    const rows = await this.db.withEm((em) =>
-      em.find(Paywall, includeArchived ? { owner: ownerId } : { owner: ownerId, archivedAt: null }, {
-        orderBy: { createdAt: 'asc' },
-      }),
+  /**
+   * A page of the owner's paywalls, oldest first. `after` is the opaque cursor of the last one seen
+   * (PaywallType.cursor); `first` is 1 to {@link PAYWALLS_PAGE}.max.
+   */
+  async list(
+    ownerId: string,
+    includeArchived: boolean,
+    first: number = PAYWALLS_PAGE.default,
+    after: string | null = null,
+  ): Promise<{ rows: (PaywallInfo & { cursor: string })[]; hasNextPage: boolean }> {
+    if (!Number.isInteger(first) || first < 1 || first > PAYWALLS_PAGE.max)
+      throw invalid(`first must be between 1 and ${PAYWALLS_PAGE.max}`, 'first');
+    const cur = after ? decodeCursor(after, 'pw') : null;
+    const page = await this.db.query<{ id: string; created_text: string }>(
+      `select id, created_at::text as created_text from paywall
+        where owner_id = $1 and ($2::boolean or archived_at is null)
+          and ($3::timestamptz is null or (created_at, id) > ($3::timestamptz, $4::uuid))
+        order by created_at, id limit $5`,
+      [ownerId, includeArchived, cur?.ts ?? null, cur?.id ?? null, first + 1],
     );
-    return rows.map(toInfo);
+    const ids = page.slice(0, first);
+    const entities = ids.length
+      ? await this.db.withEm((em) => em.find(Paywall, { id: { $in: ids.map((r) => r.id) } }))
+      : [];
+    const byId = new Map(entities.map((p) => [p.id, p]));
+    return {
+      hasNextPage: page.length > first,
+      rows: ids.flatMap((r) => {
+        const p = byId.get(r.id);
+        return p ? [{ ...toInfo(p), cursor: encodeCursor('pw', r.created_text, r.id) }] : [];
+      }),
+    };
   }
 
   async update(

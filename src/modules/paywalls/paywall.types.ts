@@ -38,6 +38,11 @@ export class PaywallType {
   @Field(() => String, { nullable: true }) archivedAt!: string | null;
   @Field() createdAt!: string;
   @Field() updatedAt!: string;
+  @Field(() => String, {
+    nullable: true,
+    description: 'In `paywalls`: pass as `after` to get the paywalls after this one. Null elsewhere.',
+  })
+  cursor: string | null = null;
   /** Internal: resolvers of other modules (provider, models) hang off it. */
   ownerId!: string;
   /** Internal: the markup in millionths (the built-in provider rule needs it). */

@@ -247,7 +247,7 @@ export class ProxyService {
   async sweep(): Promise<number> {
     try {
       const n = await sweepAbandonedHolds(
-        this.s.db,
+        await this.s.db.background(), // background work: the small pool of its own
         this.s.config.UPSTREAM_MAX_DURATION_MS + SWEEP_MARGIN_MS,
         [...this.flights.keys()],
       );

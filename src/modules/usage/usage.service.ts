@@ -1,4 +1,5 @@
 import type { Database, Sql } from '../../db/database.js';
+import { ConcurrencyGate } from '../../shared/concurrency-gate.js';
 import { invalid } from '../../shared/errors.js';
 
 export type UsageGroupBy = 'DAY' | 'MODEL' | 'USER';
@@ -23,8 +24,8 @@ export interface UsageReport {
   buckets: UsageRow[];
 }
 
-/** At most this many days per query (a little over two years). */
-export const MAX_USAGE_DAYS = 800;
+/** At most this many days per query (a year and a month: the dashboard's year view, with room). */
+export const MAX_USAGE_DAYS = 400;
 /** A day is rolled up once it has been over for this long (settlements in flight have committed). */
 const SETTLE_MARGIN = `interval '10 minutes'`;
 
@@ -37,24 +38,57 @@ const dayNumber = (s: string, name: string): number => {
 };
 
 /** Token-cost of a group at the model's configured cost prices (pico-USDC per token), rounded up to raw units. */
-const COST = (pt: string, ct: string) =>
+const TOKEN_COST = (pt: string, ct: string) =>
   `ceil((${pt}::numeric * coalesce(mp.prompt_pico, 0) + ${ct}::numeric * coalesce(mp.completion_pico, 0)) / 1000000)::bigint`;
+/**
+ * Provider cost of a group of charges `g` (grouped by {@link PAID}): what the ledger paid the built-in
+ * provider for them where it did (the `provider_cost` leg of a SHARED charge's split, exact), else the
+ * tokens at the model's configured cost prices.
+ */
+const COST = (g: string) =>
+  `(case when ${g}.paid then ${g}.paid_cost else ${TOKEN_COST(`${g}.pt`, `${g}.ct`)} end)`;
+/** Per charge `c`: the built-in provider's leg of its split, if any (index transfer_provider_cost_index). */
+const PAID_JOIN = `left join lateral (select sum(t.amount_raw) as amount from transfer t
+             where t.charge_id = c.id and t.kind = 'provider_cost') pc on true`;
+/** Group columns of {@link COST}: whether the group's charges had a provider leg, and its sum. */
+const PAID = `pc.amount is not null`;
+const PAID_COLUMNS = `${PAID} as paid, coalesce(sum(pc.amount), 0) as paid_cost`;
 
 /**
  * Revenue, provider cost, margin, requests and tokens of a paywall's completed charges, aggregated in SQL
  * by UTC day, model or end user. Days that are over are read from daily roll-ups (written here, lazily, the
  * first time a query needs them); the rest from `charge` through a covering partial index. Provider cost
- * is the tokens at the model's configured cost prices (no markup, no request price).
+ * is what the ledger paid the built-in provider for a charge where it did (a SHARED paywall served by it),
+ * else the tokens at the model's configured cost prices (no markup, no request price).
  */
 export class UsageService {
-  constructor(private readonly db: Database) {}
+  /**
+   * Usage reads are the expensive ones of the API (aggregates over many rows): only a few run at once,
+   * in the process and per tenant, so a burst of them waits its turn instead of taking every pooled
+   * connection from everybody's balance reads and charges.
+   */
+  private readonly gate: ConcurrencyGate;
 
+  constructor(
+    private readonly db: Database,
+    limits: { total: number; perTenant: number } = { total: 4, perTenant: 2 },
+  ) {
+    this.gate = new ConcurrencyGate(limits.total, limits.perTenant);
+  }
+
+  /** Usage reads running now (tests and diagnostics). */
+  get activeReads(): number {
+    return this.gate.active;
+  }
+
+  /** `tenant` shares the per-tenant bound (the paywall's owner). */
   async usage(
     paywallId: string,
     from: string,
     to: string,
     groupBy: UsageGroupBy,
     limit: number,
+    tenant: string = paywallId,
   ): Promise<UsageReport> {
     const f = dayNumber(from, 'from');
     const t = dayNumber(to, 'to');
@@ -62,6 +96,18 @@ export class UsageService {
     if (t - f + 1 > MAX_USAGE_DAYS) throw invalid(`at most ${MAX_USAGE_DAYS} days per query`, 'to');
     if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
       throw invalid('limit must be 1 to 1000', 'limit');
+    return this.gate.run(tenant, () => this.read(paywallId, from, to, f, t, groupBy, limit));
+  }
+
+  private async read(
+    paywallId: string,
+    from: string,
+    to: string,
+    f: number,
+    t: number,
+    groupBy: UsageGroupBy,
+    limit: number,
+  ): Promise<UsageReport> {
     const rolledThrough = await this.rollUp(paywallId);
     // Rolled-up days: [from, min(to, rolledThrough)]; raw charges: settled from max(from, rolledThrough+1).
     const params = [paywallId, from, to, rolledThrough];
@@ -79,10 +125,10 @@ export class UsageService {
       rows = await this.db.query(
         `with raw as (
            select c.user_id, coalesce(c.model, '') as model, count(*) as requests, sum(c.amount_raw) as revenue,
-                  sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct
-             from charge c where ${rawWhere} group by 1, 2
+                  sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct, ${PAID_COLUMNS}
+             from charge c ${PAID_JOIN} where ${rawWhere} group by 1, 2, ${PAID}
          ), combined as (
-           select raw.user_id, raw.requests, raw.revenue, ${COST('raw.pt', 'raw.ct')} as cost, raw.pt, raw.ct
+           select raw.user_id, raw.requests, raw.revenue, ${COST('raw')} as cost, raw.pt, raw.ct
              from raw left join model_price mp on mp.paywall_id = $1 and mp.model_id = raw.model
            union all
            select u.id, coalesce(hi.requests, 0) - coalesce(lo.requests, 0),
@@ -119,10 +165,10 @@ export class UsageService {
         `with raw as (
            select (c.settled_at at time zone 'UTC')::date as day, coalesce(c.model, '') as model, count(*) as requests,
                   sum(c.amount_raw) as revenue, sum(coalesce(c.prompt_tokens, 0)) as pt,
-                  sum(coalesce(c.completion_tokens, 0)) as ct
-             from charge c where ${rawWhere} group by 1, 2
+                  sum(coalesce(c.completion_tokens, 0)) as ct, ${PAID_COLUMNS}
+             from charge c ${PAID_JOIN} where ${rawWhere} group by 1, 2, ${PAID}
          ), combined as (
-           select raw.day, raw.model, raw.requests, raw.revenue, ${COST('raw.pt', 'raw.ct')} as cost, raw.pt, raw.ct
+           select raw.day, raw.model, raw.requests, raw.revenue, ${COST('raw')} as cost, raw.pt, raw.ct
              from raw left join model_price mp on mp.paywall_id = $1 and mp.model_id = raw.model
            union all
            select r.day, r.model, r.requests, r.revenue_raw, r.cost_raw, r.prompt_tokens, r.completion_tokens
@@ -207,12 +253,13 @@ export class UsageService {
         and c.settled_at < ($3::date + 1)::timestamp at time zone 'UTC'`;
     await tx.query(
       `insert into usage_day_model (paywall_id, day, model, requests, revenue_raw, cost_raw, prompt_tokens, completion_tokens)
-       select $1, g.day, g.model, g.requests, g.revenue, ${COST('g.pt', 'g.ct')}, g.pt, g.ct
+       select $1, g.day, g.model, sum(g.requests), sum(g.revenue), sum(${COST('g')}), sum(g.pt), sum(g.ct)
          from (select (c.settled_at at time zone 'UTC')::date as day, coalesce(c.model, '') as model,
                       count(*) as requests, sum(c.amount_raw) as revenue,
-                      sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct
-                 from charge c where ${where} group by 1, 2) g
+                      sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct, ${PAID_COLUMNS}
+                 from charge c ${PAID_JOIN} where ${where} group by 1, 2, ${PAID}) g
          left join model_price mp on mp.paywall_id = $1 and mp.model_id = g.model
+        group by g.day, g.model
        on conflict do nothing`,
       [paywallId, after, through],
     );
@@ -226,11 +273,11 @@ export class UsageService {
               coalesce(prev.prompt_tokens, 0) + sum(d.pt) over w,
               coalesce(prev.completion_tokens, 0) + sum(d.ct) over w
          from (select g.day, g.user_id, sum(g.requests) as requests, sum(g.revenue) as revenue,
-                      sum(${COST('g.pt', 'g.ct')}) as cost, sum(g.pt) as pt, sum(g.ct) as ct
+                      sum(${COST('g')}) as cost, sum(g.pt) as pt, sum(g.ct) as ct
                  from (select (c.settled_at at time zone 'UTC')::date as day, c.user_id, coalesce(c.model, '') as model,
                               count(*) as requests, sum(c.amount_raw) as revenue,
-                              sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct
-                         from charge c where ${where} group by 1, 2, 3) g
+                              sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct, ${PAID_COLUMNS}
+                         from charge c ${PAID_JOIN} where ${where} group by 1, 2, 3, ${PAID}) g
                  left join model_price mp on mp.paywall_id = $1 and mp.model_id = g.model
                 group by g.day, g.user_id) d
          left join lateral (

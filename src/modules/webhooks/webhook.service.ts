@@ -20,7 +20,8 @@ export class WebhookService {
     const c = this.s.config;
     if (!c.WEBHOOK_WORKER || this.worker) return;
     this.worker = new DeliveryWorker({
-      db: this.s.db,
+      // Its own small pool: a flood of API reads cannot starve deliveries (Database.background).
+      db: await this.s.db.background(),
       log: this.s.log.child({ component: 'webhook-worker' }),
       maxAttempts: c.WEBHOOK_MAX_ATTEMPTS,
       backoffBaseMs: c.WEBHOOK_BACKOFF_BASE_MS,
