@@ -340,7 +340,8 @@ describe('withdrawals', () => {
     const tooMuch = await t.gql(a.apiKey, q, { i: { amount: '1000', destination: 'x' } });
     expect(tooMuch.errors?.[0].message).toMatch(/^Insufficient earnings: /);
     const bad = await t.gql(a.apiKey, q, { i: { amount: '-1', destination: 'x' } });
-    expect(bad.errors?.[0].extensions?.code).toBeDefined();
+    expect(bad.errors?.[0].extensions?.code).toBe('BAD_USER_INPUT');
+    expect(bad.errors?.[0].message).toMatch(/amount/);
     // Another paywall's key cannot cancel it.
     const w = await t.gql(a.apiKey, q, { i: { amount: '0.001', destination: 'acct-1' } });
     const foreign = await t.gql(b.apiKey, `mutation($id: ID!) { cancelWithdrawal(id: $id) { status } }`, {
