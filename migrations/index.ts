@@ -10,6 +10,7 @@ import { Migration20261123234348_usage } from './Migration20261123234348_usage.j
 import { Migration20261124000000_event_fanout_statement } from './Migration20261124000000_event_fanout_statement.js';
 import { Migration20261124100000_event_matches_plpgsql } from './Migration20261124100000_event_matches_plpgsql.js';
 import { Migration20261124200000_request_path_writes } from './Migration20261124200000_request_path_writes.js';
+import { Migration20261125200000_uncollected } from './Migration20261125200000_uncollected.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -30,4 +31,5 @@ export const migrationsList: MigrationObject[] = [
     class: Migration20261124100000_event_matches_plpgsql,
   },
   { name: 'Migration20261124200000_request_path_writes', class: Migration20261124200000_request_path_writes },
+  { name: 'Migration20261125200000_uncollected', class: Migration20261125200000_uncollected },
 ];

@@ -85,12 +85,14 @@ describe('POST /v1/responses (CONTRACT §11)', () => {
     });
     expect(fake.responsesRequests[0].body.max_output_tokens).toBe(3);
     expect(r.usage?.output_tokens).toBe(3);
-    // The upstream counted more prompt tokens (11) than the estimate: the hold caps what is taken.
+    // The upstream counted more prompt tokens (11) than the estimate: the hold is short, and the free
+    // balance pays the rest (nothing uncollected).
     const [charge] = await chargesOf(t, pw, 'r-bob');
     const cost = chatCost(PRICE, MARKUP, 11, 3);
-    const expected = cost < BigInt(charge.hold) ? cost : BigInt(charge.hold);
+    expect(cost).toBeGreaterThan(BigInt(charge.hold));
+    const expected = cost;
     expect(BigInt(charge.amount)).toBe(expected);
-    expect(BigInt(charge.uncollected)).toBe(cost - expected);
+    expect(charge.uncollected).toBe('0');
     expect((r.usage as any).cost).toBe(usdcDecimal(expected));
     expect((await money(t, pw, 'r-bob')).balance).toBe(1_000_000n - expected);
     // A different user in the body than in the path is refused.

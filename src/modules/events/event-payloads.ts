@@ -68,6 +68,17 @@ export interface EventDataMap {
     uncollected?: Usdc;
   };
   'paywall.usage.charge.deferred': { deferredRequestId: string; model: string };
+  /**
+   * Uncollected usage of an earlier charge (`activityId`) repaid from the free balance: `amount` repaid
+   * now, `uncollected` what of that charge is still owed.
+   */
+  'paywall.usage.charge.recovered': {
+    walletUserId: string | null;
+    activityId: string;
+    model: string | null;
+    amount: Usdc;
+    uncollected: Usdc;
+  };
   /** `limit`: which daily limit (dailyRequestLimit, dailySpendLimit, modelDailyRequestLimit); `value`: its value. */
   'paywall.usage.rate.limited': {
     limit: string;

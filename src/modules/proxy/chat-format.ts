@@ -55,6 +55,11 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
 
   jsonUsage: (json) => chatUsage(isObject(json.usage) ? json.usage : null),
 
+  jsonFinished: (json) =>
+    json.error == null &&
+    Array.isArray(json.choices) &&
+    json.choices.some((c: unknown) => isObject(c) && typeof c.finish_reason === 'string' && c.finish_reason !== ''),
+
   countJson(json) {
     const produced = new ProducedText();
     if (Array.isArray(json.choices)) for (const c of json.choices) produced.addMessage(c?.message);

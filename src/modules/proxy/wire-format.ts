@@ -39,6 +39,8 @@ export interface StreamRelay {
    * progress a long stream records now and then. May differ from producedTokens by a token per call.
    */
   progressTokens(): number;
+  /** The answer's id (Responses: `resp_…`), when the format keeps one. */
+  responseId?(): unknown;
 }
 
 /**
@@ -56,6 +58,11 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
   upstreamBody(req: R, cap: number): string;
   /** Token counts from a whole answer's usage (null fields when absent). */
   jsonUsage(json: Record<string, any>): Partial<Tokens> | null;
+  /**
+   * The whole answer ended as an answer does (chat: a choice has a finish_reason; Responses: status
+   * completed or incomplete), not in an error or with an empty finish reason.
+   */
+  jsonFinished(json: Record<string, any>): boolean;
   /** Completion tokens of a whole answer, counted with the tokenizer. */
   countJson(json: Record<string, any>): number;
   /** Writes usage (the upstream's, else the metered counts) with `cost` into a whole answer. */
