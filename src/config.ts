@@ -248,7 +248,8 @@ const ConfigSchema = z.object({
       if (raw === null) {
         ctx.addIssue({
           code: 'custom',
-          message: 'MAX_UNCOLLECTED_PER_USER must be a USDC amount (a decimal with at most 6 fraction digits)',
+          message:
+            'MAX_UNCOLLECTED_PER_USER must be a USDC amount (a decimal with at most 6 fraction digits)',
         });
         return z.NEVER;
       }

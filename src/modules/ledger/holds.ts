@@ -886,11 +886,9 @@ export async function collectDebt(db: Database, accountId: string, feeBps: numbe
   return db.transaction(async (tx) => {
     const first = await tx.query(OWED, [accountId]);
     if (first.length === 0) return 0n;
-    const accounts = await lockSettlementAccounts(
-      tx,
-      accountId,
-      [...new Set(first.map((r: any) => r.paywall_id as string))],
-    );
+    const accounts = await lockSettlementAccounts(tx, accountId, [
+      ...new Set(first.map((r: any) => r.paywall_id as string)),
+    ]);
     const acct = accounts.get(accountId);
     if (!acct) return 0n;
     let balance = acct.balance;
@@ -917,7 +915,11 @@ export async function collectDebt(db: Database, accountId: string, feeBps: numbe
       free -= amount;
       repaid += amount;
       const legs: [string, string, bigint][] = [
-        ['usage', `(select id from ledger_account where kind = 'earnings' and paywall_id = $7)`, split.earnings],
+        [
+          'usage',
+          `(select id from ledger_account where kind = 'earnings' and paywall_id = $7)`,
+          split.earnings,
+        ],
         ['fee', `'${FEES_ACCOUNT_ID}'::uuid`, split.fee],
         ['provider_cost', `'${PROVIDER_ACCOUNT_ID}'::uuid`, split.provider],
       ];

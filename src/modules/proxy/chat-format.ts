@@ -58,7 +58,9 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
   jsonFinished: (json) =>
     json.error == null &&
     Array.isArray(json.choices) &&
-    json.choices.some((c: unknown) => isObject(c) && typeof c.finish_reason === 'string' && c.finish_reason !== ''),
+    json.choices.some(
+      (c: unknown) => isObject(c) && typeof c.finish_reason === 'string' && c.finish_reason !== '',
+    ),
 
   countJson(json) {
     const produced = new ProducedText();

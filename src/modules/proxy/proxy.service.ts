@@ -27,7 +27,13 @@ import { blockedReply, blockedText, rateLimitedText, type BlockReason } from './
 import { modelNotFound } from '../catalog/catalog.service.js';
 import { chatFormat } from './chat-format.js';
 import { responsesFormat } from './responses-format.js';
-import { MAX_TOKEN_COUNT, type MeteredRequest, type StreamRelay, type Tokens, type WireFormat } from './wire-format.js';
+import {
+  MAX_TOKEN_COUNT,
+  type MeteredRequest,
+  type StreamRelay,
+  type Tokens,
+  type WireFormat,
+} from './wire-format.js';
 import { UNKNOWN_INPUT_BOUND } from './token-counter.js';
 import {
   describeFailure,
@@ -447,7 +453,8 @@ export class ProxyService {
   ): Promise<{ known: number; unknown: number }> {
     const previous = body.previous_response_id;
     const conversation = body.conversation;
-    if (conversation !== undefined && conversation !== null) return { known: 0, unknown: UNKNOWN_INPUT_BOUND };
+    if (conversation !== undefined && conversation !== null)
+      return { known: 0, unknown: UNKNOWN_INPUT_BOUND };
     if (previous === undefined || previous === null) return { known: 0, unknown: 0 };
     if (typeof previous !== 'string' || previous === '' || previous.length > 255)
       throw invalid("'previous_response_id' must be a response id", 'previous_response_id', 'invalid_value');
@@ -798,7 +805,11 @@ export class ProxyService {
         errorCode: outcome === 'completed' ? null : (errorCode ?? outcome),
         ledgerEntryId: randomUUID(),
         // A debt repaid later pays the built-in provider's unpaid cost first (collectDebt).
-        metadata: { model, outcome, ...(uncollected > 0n ? { providerCost: providerCostRaw.toString() } : {}) },
+        metadata: {
+          model,
+          outcome,
+          ...(uncollected > 0n ? { providerCost: providerCostRaw.toString() } : {}),
+        },
         events,
       };
     };
@@ -826,7 +837,8 @@ export class ProxyService {
         }
         // Only a sweeper can have settled it first (the request outlived UPSTREAM_MAX_DURATION_MS + 5 min,
         // or its instance was presumed dead): the sweeper's settlement stands, nothing is charged twice.
-        if (!settled) this.s.log.warn({ chargeId: f.chargeId }, 'chat hold was already settled (by the sweeper)');
+        if (!settled)
+          this.s.log.warn({ chargeId: f.chargeId }, 'chat hold was already settled (by the sweeper)');
         if (captured > 0n) {
           this.s.metrics.ledgerEntries.inc({ kind: 'usage' });
           this.s.metrics.ledgerAmountRaw.inc({ kind: 'usage' }, Number(captured));

@@ -175,7 +175,6 @@ export function contentTokens(model: string, content: unknown): number {
   return n;
 }
 
-
 /** Prompt tokens of a request: messages, names, tool calls, tool and schema definitions. */
 export function countPromptTokens(req: ChatRequest): number {
   let n = REPLY_PRIMING;
