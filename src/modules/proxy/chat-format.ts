@@ -112,8 +112,8 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
     return tail + sseData('[DONE]');
   },
 
-  streamError: (_relay, message) =>
-    sseData(JSON.stringify({ error: { message, type: 'api_error', param: null, code: 'upstream_error' } })),
+  streamError: (_relay, message, code) =>
+    sseData(JSON.stringify({ error: { message, type: 'api_error', param: null, code } })),
 
   blockedJson: (reply) => blockedCompletion(reply),
   blockedStream: (reply, req) => blockedStream(reply, req.includeUsage),

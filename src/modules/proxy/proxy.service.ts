@@ -57,6 +57,8 @@ const SWEEP_INTERVAL_MS = 60_000;
  */
 const LEDGER_OPS_PER_USER = 64;
 const SWEEP_MARGIN_MS = 5 * 60_000;
+/** At shutdown, how long cut requests get to settle before their connections are closed. */
+const CUT_WAIT_MS = 2_000;
 /** A stream records what it produced on its hold at most this often (for the sweeper after a crash). */
 export const PROGRESS_INTERVAL_MS = 5_000;
 /** bigint's maximum (`uncollected_raw` is a bigint column). */
@@ -237,6 +239,25 @@ export class ProxyService {
     }
     for (const f of this.flights.values()) this.abort(f, 'shutdown');
     await Promise.all(pending());
+  }
+
+  /**
+   * Aborts every request in flight (`shutdown`: a stream ends with the shutdown's error event) and
+   * waits until they have settled and answered, at most CUT_WAIT_MS.
+   */
+  async cutInFlight(): Promise<void> {
+    const pending = [...this.flights.values()].map((f) => {
+      this.abort(f, 'shutdown');
+      return f.done;
+    });
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all(pending),
+      new Promise((r) => {
+        timer = setTimeout(r, CUT_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
   }
 
   /** Number of requests between hold and settlement on this instance. */
@@ -679,7 +700,9 @@ export class ProxyService {
                 : errorCode === 'upstream_too_large'
                   ? `The model provider's answer exceeded the ${limit}-byte limit (UPSTREAM_MAX_BYTES); the stream was cut.`
                   : 'The model provider failed mid-stream.';
-        sink.write(f.fmt.streamError(relay, message));
+        sink.write(
+          f.fmt.streamError(relay, message, errorCode === 'shutdown' ? 'shutdown' : 'upstream_error'),
+        );
       }
       sink.end();
     }

@@ -209,11 +209,11 @@ export const responsesFormat: WireFormat = {
     return sseEvent(r.finalType, final);
   },
 
-  streamError(relay, message) {
+  streamError(relay, message, code) {
     const r = relay as ResponsesRelay;
     return sseEvent('error', {
       type: 'error',
-      code: 'upstream_error',
+      code,
       message,
       param: null,
       sequence_number: r.lastSeq + 1,

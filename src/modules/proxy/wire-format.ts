@@ -76,8 +76,11 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
     tokens: Tokens,
     charged: { cost: string; balance: string | null },
   ): string;
-  /** The terminal error event of a stream the provider failed mid-way. */
-  streamError(relay: StreamRelay, message: string): string;
+  /**
+   * The terminal error event of a stream cut mid-way: `code` is `upstream_error` when the provider
+   * failed or timed out, `shutdown` when this service stopped.
+   */
+  streamError(relay: StreamRelay, message: string, code: string): string;
   /** A payment-blocked reply as a whole answer, and as a whole event stream (CONTRACT §6, §11). */
   blockedJson(reply: BlockedReply): Record<string, unknown>;
   blockedStream(reply: BlockedReply, req: R): string;
