@@ -12,6 +12,7 @@ import {
   PROVIDER_KEY,
   type ProxyPaywall,
 } from './helpers/proxy-setup.js';
+import { countText } from '../src/modules/proxy/token-counter.js';
 import { chatCost, usdcDecimal } from '../src/shared/money.js';
 
 let t: TestApp;
@@ -150,7 +151,11 @@ describe('POST /v1/responses (CONTRACT §11)', () => {
     for await (const ev of stream) if (ev.type === 'response.completed') completed = ev.response;
     const [c1] = await chargesOf(t, pw, 'r-dora');
     expect(c1.status).toBe('completed');
-    expect(c1.completion_tokens).toBeGreaterThan(0);
+    // No usage: the prompt is the estimate, the output what was relayed, counted here; exactly.
+    const produced = countText('Hello from the fake upstream!');
+    expect(c1.completion_tokens).toBe(produced);
+    expect(c1.prompt_tokens).toBe(c1.metadata.promptEstimate);
+    expect(c1.amount).toBe(chatCost(PRICE, MARKUP, c1.metadata.promptEstimate, produced).toString());
     expect(completed.usage.cost).toBe(usdcDecimal(BigInt(c1.amount)));
     expect(completed.usage.output_tokens).toBe(c1.completion_tokens);
 
@@ -165,6 +170,7 @@ describe('POST /v1/responses (CONTRACT §11)', () => {
     expect(c2.status).toBe('completed');
     expect(c2.error_code).toBe('upstream_error');
     expect(c2.completion_tokens).toBe(2);
+    expect(c2.amount).toBe(chatCost(PRICE, MARKUP, c2.metadata.promptEstimate, 2).toString());
     const m = await money(t, pw, 'r-dora');
     expect(m.held).toBe(0n);
     expect(m.balance).toBe(1_000_000n - BigInt(c1.amount) - BigInt(c2.amount));
