@@ -323,6 +323,49 @@ describe('debt: what nothing could pay blocks the user until a deposit repays it
     await expectLedgerProven(t.db);
   });
 
+  it('with MAX_UNCOLLECTED_PER_USER, a debt within the bound does not block, and free funds still repay it', async () => {
+    const t2 = await startTestApp({ MAX_UNCOLLECTED_PER_USER: '0.005' });
+    const saved = t;
+    try {
+      t = t2;
+      const p2 = await sellingPaywall(fake.baseUrl);
+      const body = { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 };
+      const ask = () => t2.rest('POST', '/v1/u/within/chat/completions', { token: p2.apiKey, body });
+      await deposit(t2, p2, 'within', '0.005');
+      fake.behavior = { usage: { prompt_tokens: 11, completion_tokens: 900 }, ignoreMaxTokens: true };
+      await ask();
+      expect((await chargesOf(t2, p2, 'within'))[0]).toMatchObject({ amount: '5000', uncollected: '4028' });
+      // 0.004028 owed, within 0.005: a deposit of 0.003 (less than the debt) still serves a request (with the
+      // bound 0 it would all go to the debt and the request be refused, as above). The hold is placed first;
+      // what is free beside it repays the debt.
+      await deposit(t2, p2, 'within', '0.003');
+      fake.behavior = { usage: { prompt_tokens: 11, completion_tokens: 7 } };
+      const served = await ask();
+      expect(served.body.paywall).toBeUndefined();
+      const hold = BigInt((await chargesOf(t2, p2, 'within'))[1].hold);
+      expect((await money(t2, p2, 'within')).balance).toBe(hold - cost(11, 7));
+      expect(await uncollectedByPaywall(t2.db)).toEqual([
+        {
+          paywallId: p2.id,
+          uncollected: '4028',
+          recovered: (3000n - hold).toString(),
+          outstanding: (4028n - 3000n + hold).toString(),
+        },
+      ]);
+      // A deposit that covers the rest: repaid in full at the next request.
+      await deposit(t2, p2, 'within', '1');
+      await ask();
+      expect(await uncollectedByPaywall(t2.db)).toEqual([
+        { paywallId: p2.id, uncollected: '4028', recovered: '4028', outstanding: '0' },
+      ]);
+      expect((await money(t2, p2, 'within')).balance).toBe(1_008_000n - 9028n - 2n * cost(11, 7));
+      await expectLedgerProven(t2.db);
+    } finally {
+      t = saved;
+      await t2.close();
+    }
+  });
+
   it('reads MAX_UNCOLLECTED_PER_USER as a USDC amount (default 0: any debt blocks)', () => {
     expect(loadConfig({}).MAX_UNCOLLECTED_PER_USER).toBe(0n);
     expect(loadConfig({ MAX_UNCOLLECTED_PER_USER: '0.5' }).MAX_UNCOLLECTED_PER_USER).toBe(500_000n);

@@ -92,6 +92,8 @@ export interface ReserveResult {
   indebted: boolean;
   /** The spending account (null when the user has none: not connected). */
   accountId: string | null;
+  /** The spending account's outstanding uncollected usage (0 when none). */
+  debtRaw: bigint;
 }
 
 const EVENT_COLUMNS = `paywall_id uuid, owner_user_id uuid, type text, version text, trigger jsonb,
@@ -182,6 +184,7 @@ const holdResult = (r: Record<string, any>): ReserveResult => ({
   held: r.held,
   indebted: r.indebted === true,
   accountId: r.account_id ?? null,
+  debtRaw: r.debt === null || r.debt === undefined ? 0n : BigInt(r.debt),
   retry: r.retry,
   limit: r.limit_hit ?? null,
   ratePosition: r.rate_position === null || r.rate_position === undefined ? null : Number(r.rate_position),
@@ -431,7 +434,7 @@ calc as (
          lim.used_requests, lim.used_spend, lim.used_model, ${r ? 'rate.position' : 'null::int'} as rate_position,
          ${r ? 'coalesce(rate.over, false)' : 'false'} as rate_over,
          case when lim.shared then lim.wallet_user_id else lim.user_id end as wallet_id,
-         lim.connected, lim.retry, lim.acct_debt > lim.max_debt as indebted,
+         lim.connected, lim.retry, lim.acct_debt, lim.acct_debt > lim.max_debt as indebted,
          lim.free, k.cap, k.affords_min,
          ceil((lim.fixed + k.cap * lim.per_token) / ${SCALE_PER_RAW})::bigint as hold,
          -- A spend limit that leaves less than the smallest request is a limit, not a short balance.
@@ -547,14 +550,14 @@ ${union(
   h &&
     `select 'h' as kind, calc.i, calc.id, calc.wallet_id, calc.connected, calc.free::text as free,
        calc.cap::text as cap, calc.hold::text as hold, ok.i is not null as held, calc.retry, calc.limit_hit,
-       calc.rate_position, calc.indebted, calc.account_id
+       calc.rate_position, calc.indebted, calc.account_id, calc.acct_debt::text as debt
   from calc left join ok on ok.i = calc.i`,
   s &&
     `select 's' as kind, c.i, null::uuid as id, null::uuid as wallet_id, null::boolean as connected,
        -- The account as updated by u (every settlement's account is in it: its hold is released).
        (u.balance_raw - u.held_raw)::text as free,
        null::text as cap, null::text as hold, true as held, false as retry, null::text as limit_hit,
-       null::bigint as rate_position, null::boolean as indebted, null::uuid as account_id from c left join u on u.id = c.account_id`,
+       null::bigint as rate_position, null::boolean as indebted, null::uuid as account_id, null::text as debt from c left join u on u.id = c.account_id`,
 )}`;
 }
 

@@ -406,11 +406,13 @@ export class ProxyService {
     const rateLimit = this.s.config.RATE_LIMIT_PER_MINUTE;
     if (rateLimit && hold.ratePosition !== null && hold.ratePosition > rateLimit)
       throw new RateLimitError(rateState(rateLimit, hold.ratePosition, now));
-    // The account owes uncollected usage above MAX_UNCOLLECTED_PER_USER: its free balance repays the debt
-    // first (a deposit since), then the request is decided again (not counted twice by the rate limit).
-    if (hold.indebted && hold.accountId && hold.freeRaw > 0n) {
+    // The account owes uncollected usage: what is free besides this request's hold repays it (a deposit
+    // since). Above MAX_UNCOLLECTED_PER_USER the request was refused: once repaid it is decided again
+    // (not counted twice by the rate limit).
+    const freeBesides = hold.held ? hold.freeRaw - hold.holdRaw : hold.freeRaw;
+    if (hold.debtRaw > 0n && hold.accountId && hold.connected && freeBesides > 0n) {
       const repaid = await collectDebt(this.s.db, hold.accountId, this.s.config.PLATFORM_FEE_BPS);
-      if (repaid > 0n) hold = (await reserve({ ...holdInput, rateLimit: null })) ?? hold;
+      if (repaid > 0n && hold.indebted) hold = (await reserve({ ...holdInput, rateLimit: null })) ?? hold;
     }
     if (!hold.connected || !hold.held) {
       const reason: BlockReason = !hold.connected
@@ -491,7 +493,9 @@ export class ProxyService {
 
   /** Remembers a relayed Responses answer's context size (input + output tokens), best effort. */
   private async rememberResponse(f: Flight, id: unknown, tokens: Tokens): Promise<void> {
-    if (f.fmt.name !== 'responses' || typeof id !== 'string' || id === '' || id.length > 255) return;
+    // A response the provider does not store (`store: false`) cannot be continued.
+    if (f.fmt.name !== 'responses' || f.req.body.store === false) return;
+    if (typeof id !== 'string' || id === '' || id.length > 255) return;
     try {
       await this.s.db.query(
         `insert into relayed_response (paywall_id, id, tokens) values ($1, $2, $3::bigint)
