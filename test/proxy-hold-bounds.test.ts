@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
@@ -270,6 +271,22 @@ describe('debt: what nothing could pay blocks the user until a deposit repays it
       recovered: '0',
       outstanding: '4028',
     });
+    if (process.env.DATABASE_URL) {
+      // The operator's `npm run admin -- ledger verify` lists it (USDC), against the same database.
+      const verify = spawnSync(process.execPath, ['dist/src/admin.js', 'ledger', 'verify'], {
+        env: { ...process.env, DATABASE_URL: t.config.DATABASE_URL!, LOG_LEVEL: 'silent' },
+        encoding: 'utf8',
+      });
+      expect(verify.status).toBe(0);
+      const proof = JSON.parse(verify.stdout);
+      expect(proof).toMatchObject({ ok: true, total: '0' });
+      expect(proof.uncollected).toContainEqual({
+        paywallId: pw.id,
+        uncollected: '0.004028',
+        recovered: '0.000000',
+        outstanding: '0.004028',
+      });
+    }
 
     // A deposit smaller than the debt: it all goes to the debt, and the request is still refused.
     await deposit(t, pw, 'debtor', '0.003');

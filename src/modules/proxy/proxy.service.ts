@@ -333,7 +333,8 @@ export class ProxyService {
       );
 
     // Responses API: a continued response makes the provider bill the earlier context as input again.
-    const context = await this.earlierContext(paywall.id, req.body);
+    const context =
+      fmt.name === 'responses' ? await this.earlierContext(paywall.id, req.body) : { known: 0, unknown: 0 };
     req.promptEstimate += context.known;
     const promptEstimate = req.promptEstimate + context.unknown;
     const modelMax = price.maxCompletionTokens ?? DEFAULT_MAX_COMPLETION_TOKENS;
