@@ -407,6 +407,15 @@ describe('Responses API: previous_response_id', () => {
     // The provider bills the earlier input and output again: 2,000 + 500 more tokens held.
     expect(c2.metadata.promptEstimate).toBe(c1.metadata.promptEstimate + 2500);
 
+    // A streamed answer is remembered too (its id from the stream's events).
+    const stream = await api.responses.create({ model: MODEL, input: 'Once more.', stream: true });
+    let streamedId = '';
+    for await (const ev of stream) if (ev.type === 'response.completed') streamedId = ev.response.id;
+    expect(streamedId).not.toBe('');
+    await api.responses.create({ model: MODEL, input: 'Once more.', previous_response_id: streamedId });
+    const [, , c3, c4] = await chargesOf(t, pw, 'chain');
+    expect(c4.metadata.promptEstimate).toBe(c3.metadata.promptEstimate + 2500);
+
     // An id it did not relay: held at the largest context window (2.62 USDC here), so refused with 1 USDC.
     fake.reset();
     const unknown = await api.responses.create({
@@ -427,6 +436,11 @@ describe('empty answers cost nothing, the request price included', () => {
     server = createServer((req, res) => {
       req.resume();
       req.on('end', () => {
+        if (typeof answer === 'string') {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.end(answer);
+          return;
+        }
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(JSON.stringify(answer));
       });
@@ -474,5 +488,26 @@ describe('empty answers cost nothing, the request price included', () => {
       body: { model: MODEL, messages: [{ role: 'user', content: 'hi' }] },
     });
     expect((await chargesOf(t, priced, 'empty'))[1].amount).toBe((1000n + cost(11, 0)).toString());
+  });
+  it('charges nothing for a stream that produced no output and ended without a finish reason', async () => {
+    await deposit(t, priced, 'empty-stream', '1');
+    const chunk = (o: unknown) => `data: ${JSON.stringify(o)}\n\n`;
+    const base = { id: 'chatcmpl-s', object: 'chat.completion.chunk', created: 1, model: MODEL };
+    answer =
+      chunk({
+        ...base,
+        choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }],
+      }) +
+      chunk({ ...base, choices: [], usage: { prompt_tokens: 11, completion_tokens: 0, total_tokens: 11 } }) +
+      'data: [DONE]\n\n';
+    const r = await t.rest('POST', '/v1/u/empty-stream/chat/completions', {
+      token: priced.apiKey,
+      body: { model: MODEL, messages: [{ role: 'user', content: 'hi' }], stream: true },
+    });
+    expect(r.status).toBe(200);
+    expect(r.body).toContain('data: [DONE]');
+    const [charge] = await chargesOf(t, priced, 'empty-stream');
+    expect(charge).toMatchObject({ status: 'released', amount: '0' });
+    expect((await money(t, priced, 'empty-stream')).balance).toBe(ONE);
   });
 });
