@@ -149,6 +149,22 @@ describe("the probe's scenario: forty image parts on a nearly empty wallet", () 
     expect(fake.chatRequests).toHaveLength(0);
     expect(await chargesOf(t, pw, 'probe')).toEqual([]);
     expect((await money(t, pw, 'probe')).balance).toBe(30_000n);
+
+    // Forty one-page PDFs of 1,000 bytes: each held at 1,000 + 1,445 tokens; refused the same way.
+    const files = [
+      {
+        role: 'user',
+        content: Array.from({ length: 40 }, (_, i) => ({
+          type: 'file',
+          file: { filename: `page${i}.pdf`, file_data: pdf(1, 1000) },
+        })),
+      },
+    ];
+    const r2 = await sdk(pw, 'probe').chat.completions.create({ model: MODEL, messages: files } as any);
+    expect((r2 as any).paywall.reason).toBe('insufficient_balance');
+    expect(fake.chatRequests).toHaveLength(0);
+    expect(await chargesOf(t, pw, 'probe')).toEqual([]);
+    expect((await money(t, pw, 'probe')).balance).toBe(30_000n);
     expect(await uncollectedByPaywall(t.db)).not.toContainEqual(
       expect.objectContaining({ paywallId: pw.id }),
     );
