@@ -64,7 +64,7 @@ export interface EventDataMap {
     promptTokens: number;
     completionTokens: number;
     cost: Usdc;
-    /** Usage the hold could not cover (CONTRACT §5.6); present only when > 0. */
+    /** Usage neither the hold nor the free balance could cover (it becomes a debt); present only when > 0. */
     uncollected?: Usdc;
   };
   'paywall.usage.charge.deferred': { deferredRequestId: string; model: string };

@@ -195,13 +195,13 @@ export interface SettleInput {
   paywallId: string;
   /** completed (something charged), released (nothing produced, nothing charged). */
   status: 'completed' | 'released';
-  /** min(cost, hold): what is taken from the balance. */
+  /** What is taken from the balance: min(cost, hold), or beyond the hold up to the free balance (settleBeyondHold). */
   capturedRaw: bigint;
   /** How the captured amount is shared out (accounts.splitCharge); the parts add up to capturedRaw. */
   earningsRaw: bigint;
   feeRaw: bigint;
   providerRaw: bigint;
-  /** cost − captured: usage the hold did not cover (CONTRACT §5.6). */
+  /** cost − captured: usage neither the hold nor the free balance covered; it becomes the account's debt. */
   uncollectedRaw: bigint;
   promptTokens: number | null;
   completionTokens: number | null;
@@ -619,7 +619,7 @@ export async function reserveHolds(sql: Sql, inputs: ReserveInput[]): Promise<(R
 }
 
 /**
- * Settles holds to their exact cost: captures min(cost, hold) into a `usage` ledger entry (when > 0),
+ * Settles holds to their exact cost: captures the amount given into a `usage` ledger entry (when > 0),
  * releases the hold, records what could not be collected, and writes the events, in one statement.
  */
 export async function settleHolds(sql: Sql, inputs: SettleInput[]): Promise<boolean[]> {

@@ -90,8 +90,8 @@ export const isObject = (v: unknown): v is Record<string, any> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 /**
  * Token counts are stored as int4 (`charge.prompt_tokens`): a provider's count above it is taken as this
- * maximum. Its cost is far beyond any hold, so the charge is the whole hold either way (CONTRACT §5.3)
- * and the rest is recorded as uncollected.
+ * maximum. Its cost is far beyond any hold, so the charge is the hold and the whole free balance either
+ * way, and the rest is recorded as uncollected.
  */
 export const MAX_TOKEN_COUNT = 2_147_483_647;
 
