@@ -336,6 +336,18 @@ describe('debt: what nothing could pay blocks the user until a deposit repays it
       [pw.id],
     );
     expect(acct.debt).toBe('0');
+    // The owner sees it on the charge.
+    const g = await t.gql(
+      pw.apiKey,
+      `{ user(externalId: "debtor") { charges(first: 5) { edges { node { id amount uncollected recovered } } } } }`,
+    );
+    expect(g.errors).toBeUndefined();
+    expect(g.data.user.charges.edges.map((e: any) => e.node).find((n: any) => n.id === first.id)).toEqual({
+      id: first.id,
+      amount: '0.005000',
+      uncollected: '0.004028',
+      recovered: '0.004028',
+    });
     expect(await uncollectedByPaywall(t.db)).toContainEqual({
       paywallId: pw.id,
       uncollected: '4028',
