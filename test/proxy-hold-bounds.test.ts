@@ -270,6 +270,32 @@ describe('settlement beyond the hold', () => {
   });
 });
 
+describe('settlement beyond the hold, concurrently', () => {
+  it('never takes more than the balance, nor what another request holds: the totals are exact', async () => {
+    // A paywall of its own: the debt tests below count uncollected amounts per paywall.
+    const own = await sellingPaywall(fake.baseUrl);
+    await deposit(t, own, 'pair', '0.005');
+    fake.behavior = {
+      usage: { prompt_tokens: 11, completion_tokens: 900 },
+      ignoreMaxTokens: true,
+      chunkDelayMs: 20,
+    };
+    const body = { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 };
+    const answers = await Promise.all(
+      [0, 1, 2].map(() => t.rest('POST', '/v1/u/pair/chat/completions', { token: own.apiKey, body })),
+    );
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+    const charges = (await chargesOf(t, own, 'pair')).filter((c) => c.status === 'completed');
+    expect(charges).toHaveLength(3);
+    // 3 x 9,028 billed against 5,000: all 5,000 taken, never more; the rest is uncollected.
+    const sum = (k: 'amount' | 'uncollected') => charges.reduce((a, c) => a + BigInt(c[k]), 0n);
+    expect(sum('amount')).toBe(5000n);
+    expect(sum('uncollected')).toBe(3n * 9028n - 5000n);
+    expect(await money(t, own, 'pair')).toMatchObject({ balance: 0n, held: 0n });
+    await expectLedgerProven(t.db);
+  });
+});
+
 describe('debt: what nothing could pay blocks the user until a deposit repays it', () => {
   it('records the uncollected rest, refuses the next requests, and repays it first from the next deposit', async () => {
     await deposit(t, pw, 'debtor', '0.005');
