@@ -543,6 +543,29 @@ describe('empty answers cost nothing, the request price included', () => {
     });
     expect((await chargesOf(t, priced, 'empty'))[1].amount).toBe((1000n + cost(11, 0)).toString());
   });
+  it('charges nothing for a failed Responses answer without output', async () => {
+    await deposit(t, priced, 'empty-resp', '1');
+    answer = {
+      id: 'resp_failed',
+      object: 'response',
+      created_at: 1,
+      status: 'failed',
+      error: { code: 'server_error', message: 'The model failed.' },
+      model: MODEL,
+      output: [],
+      usage: { input_tokens: 11, output_tokens: 0, total_tokens: 11 },
+    };
+    const r = await t.rest('POST', '/v1/u/empty-resp/responses', {
+      token: priced.apiKey,
+      body: { model: MODEL, input: 'hi' },
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.usage.cost).toBe('0');
+    const [charge] = await chargesOf(t, priced, 'empty-resp');
+    expect(charge).toMatchObject({ status: 'released', amount: '0' });
+    expect((await money(t, priced, 'empty-resp')).balance).toBe(ONE);
+  });
+
   it('charges nothing for a stream that produced no output and ended without a finish reason', async () => {
     await deposit(t, priced, 'empty-stream', '1');
     const chunk = (o: unknown) => `data: ${JSON.stringify(o)}\n\n`;
