@@ -110,6 +110,7 @@ export function meteredFastPath(
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
       metrics.httpRequests.inc({ route, method: 'POST', status });
       metrics.httpDuration.observe({ route, method: 'POST', status }, seconds);
+      metrics.meteredFastPath.inc();
       if (log.isLevelEnabled('info'))
         logger().info(
           {

@@ -4,7 +4,8 @@
  *   withdrawals list [--status PENDING|PAID|FAILED|CANCELED|all]   the payout queue (default PENDING)
  *   withdrawals mark-paid <id>                                     the payout was made
  *   withdrawals mark-failed <id> [--reason "…"]                    it failed: funds return to earnings
- *   ledger verify                                                  the ledger proof (exit 1 when broken)
+ *   ledger verify                                                  the ledger proof (exit 1 when broken),
+ *                                                                  and uncollected usage per paywall
  *
  * Output is JSON lines (one per withdrawal), amounts as USDC decimal strings.
  */
@@ -12,7 +13,7 @@ import 'reflect-metadata';
 import { loadConfig } from './config.js';
 import { Database } from './db/database.js';
 import { WITHDRAWAL_STATUSES, type WithdrawalStatus } from './modules/ledger/account.entity.js';
-import { proveLedger } from './modules/ledger/accounts.js';
+import { proveLedger, uncollectedByPaywall } from './modules/ledger/accounts.js';
 import { EarningsService, type WithdrawalRow } from './modules/ledger/earnings.service.js';
 import { DomainError } from './shared/errors.js';
 import { formatUsdc } from './shared/money.js';
@@ -65,6 +66,13 @@ try {
         total: proof.totalRaw.toString(),
         unbalancedAccounts: proof.unbalancedAccounts,
         misheldAccounts: proof.misheldAccounts,
+        // Usage that holds and free balances could not pay, per paywall (USDC): recorded, repaid, still owed.
+        uncollected: (await uncollectedByPaywall(db)).map((u) => ({
+          paywallId: u.paywallId,
+          uncollected: formatUsdc(BigInt(u.uncollected)),
+          recovered: formatUsdc(BigInt(u.recovered)),
+          outstanding: formatUsdc(BigInt(u.outstanding)),
+        })),
       }),
     );
     if (!proof.ok) process.exitCode = 1;

@@ -376,9 +376,13 @@ export async function createApp(deps: AppDeps): Promise<App> {
       // would hold server.close() open for ever.
       const wsClosed = Promise.resolve(wsCleanup.dispose()).catch(() => undefined);
       // After the grace period, cut what is still open (streams have been settled by then or are aborted now).
+      // Proxied requests still running are cut first, so a stream ends with the shutdown's error event
+      // and is settled for what it produced before its connection goes.
       const timer = setTimeout(() => {
-        server.closeAllConnections();
-        for (const socket of wsServer.clients) socket.terminate();
+        void services.proxy.cutInFlight().finally(() => {
+          server.closeAllConnections();
+          for (const socket of wsServer.clients) socket.terminate();
+        });
       }, graceMs);
       await Promise.all([closed, wsClosed]);
       clearTimeout(timer);

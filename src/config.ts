@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PRICE_DECIMALS, parseAmount, parseDecimal } from './shared/money.js';
+import { PRICE_DECIMALS, RAW_DECIMALS, parseAmount, parseDecimal } from './shared/money.js';
 
 const bool = z
   .enum(['true', 'false', '1', '0', ''])
@@ -249,6 +249,27 @@ const ConfigSchema = z.object({
     .optional()
     .transform((v) => (v === undefined || v === '' ? undefined : Number(v)))
     .pipe(z.number().int().min(1, 'RATE_LIMIT_PER_MINUTE must be at least 1').optional()),
+  /**
+   * Outstanding uncollected usage (USDC) an end user (a wallet in SHARED mode) may carry and still be
+   * served: usage beyond a request's hold that the free balance could not pay. Above it, metered
+   * requests get the top-up reply until a deposit repays it (docs/proxy.md). Default 0: any debt blocks.
+   */
+  MAX_UNCOLLECTED_PER_USER: z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v === '') return 0n;
+      const raw = parseDecimal(v, RAW_DECIMALS);
+      if (raw === null) {
+        ctx.addIssue({
+          code: 'custom',
+          message:
+            'MAX_UNCOLLECTED_PER_USER must be a USDC amount (a decimal with at most 6 fraction digits)',
+        });
+        return z.NEVER;
+      }
+      return raw;
+    }),
   /** SHARED mode: the platform's fee on what a developer receives, in basis points (CONTRACT §8). */
   PLATFORM_FEE_BPS: intFrom(0, 0).pipe(z.number().max(10000, 'PLATFORM_FEE_BPS is at most 10000')),
   /** The built-in provider of SHARED paywalls (CONTRACT §8): active when base URL and models are set. */

@@ -4,7 +4,12 @@ import OpenAI from 'openai';
 import { loadConfig } from '../src/config.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { expectLedgerProven } from './helpers/ledger.js';
-import { FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from '../src/modules/ledger/accounts.js';
+import {
+  FEES_ACCOUNT_ID,
+  PROVIDER_ACCOUNT_ID,
+  uncollectedByPaywall,
+} from '../src/modules/ledger/accounts.js';
+import { fundWallet } from './helpers/wallet-fixtures.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { connectShared, money, type ProxyPaywall } from './helpers/proxy-setup.js';
 
@@ -326,6 +331,81 @@ describe('built-in provider: forwarding', () => {
     expect((await balanceOf(FEES_ACCOUNT_ID)) - feesBefore).toBe(18n);
     const e = await t.gql(pw.apiKey, `{ paywall { earnings { available fees } } }`);
     expect(e.data.paywall.earnings).toEqual({ available: '0.000162', fees: '0.000018' });
+    await expectLedgerProven(t.db);
+  });
+});
+
+describe("built-in provider: what a hold cannot cover is never the operator's loss", () => {
+  // A real 1x1 PNG: a provider bills an image by its detail and pixels, not its bytes.
+  const PNG =
+    'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+
+  it('refuses forty image parts from a 0.03 USDC wallet before the built-in provider bills them', async () => {
+    const pw = await t.createPaywall('SHARED');
+    const wallet = await fundSharedUser(pw, 'probe', 30_000n);
+    const providerBefore = await balanceOf(PROVIDER_ACCOUNT_ID);
+    // What the probe's provider billed: 60,020 prompt tokens for the forty parts.
+    fake.behavior = { usage: { prompt_tokens: 60_020, completion_tokens: 7 } };
+    const content = [
+      { type: 'text', text: 'Describe these.' },
+      ...Array.from({ length: 40 }, () => ({ type: 'image_url', image_url: { url: PNG } })),
+    ];
+    const r = await t.rest('POST', '/v1/chat/completions', {
+      token: pw.apiKey,
+      headers: { 'X-Paywall-User': 'probe' },
+      body: { model: 'builtin-large', messages: [{ role: 'user', content }] },
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.paywall.reason).toBe('insufficient_balance');
+    expect(fake.chatRequests).toHaveLength(0);
+    expect(await balanceOf(wallet.accountId)).toBe(30_000n);
+    expect(await balanceOf(PROVIDER_ACCOUNT_ID)).toBe(providerBefore);
+    expect((await uncollectedByPaywall(t.db)).filter((u) => u.paywallId === pw.id)).toEqual([]);
+    await expectLedgerProven(t.db);
+  });
+
+  it('a wallet that cannot pay what was billed owes the rest: refused, then its next funds repay the provider first', async () => {
+    const pw = await t.createPaywall('SHARED');
+    expect((await setMarkup(pw, '2')).errors).toBeUndefined();
+    const wallet = await fundSharedUser(pw, 'owes', 1_000n);
+    const providerBefore = await balanceOf(PROVIDER_ACCOUNT_ID);
+    const feesBefore = await balanceOf(FEES_ACCOUNT_ID);
+    // The provider ignores the cap: 10 + 1,000 tokens cost 100 + 2 x (10 x 2 + 1,000 x 8) = 16,140 raw units,
+    // of which the provider's own cost is 100 + 10 x 2 + 1,000 x 8 = 8,120.
+    fake.behavior = { usage: { prompt_tokens: 10, completion_tokens: 1000 }, ignoreMaxTokens: true };
+    expect((await chat(pw, 'owes', 'builtin-large')).status).toBe(200);
+    const [first] = await t.db.query(
+      `select id, amount_raw::text as amount, uncollected_raw::text as uncollected, hold_raw::text as hold
+         from charge where paywall_id = $1 and kind = 'usage' and status <> 'released'`,
+      [pw.id],
+    );
+    // The hold and the rest of the wallet: all 1,000; the provider's share first, so all of it.
+    expect(BigInt(first.hold)).toBeLessThan(1_000n);
+    expect(first).toMatchObject({ amount: '1000', uncollected: '15140' });
+    expect(await balanceOf(wallet.accountId)).toBe(0n);
+    expect((await balanceOf(PROVIDER_ACCOUNT_ID)) - providerBefore).toBe(1_000n);
+
+    // Owing, the wallet is refused (even once funded, until the debt is repaid).
+    fake.reset();
+    fake.behavior = { usage: { prompt_tokens: 10, completion_tokens: 20 } };
+    const refused = await chat(pw, 'owes', 'builtin-large');
+    expect(refused.body.paywall.reason).toBe('insufficient_balance');
+    expect(fake.chatRequests).toHaveLength(0);
+
+    await fundWallet(t.db, wallet.accountId, 1_000_000n);
+    const served = await chat(pw, 'owes', 'builtin-large');
+    expect(served.body.paywall).toBeUndefined();
+    expect(served.body.usage.cost).toBe('0.00046');
+    // Repaid 15,140: the provider's unpaid 7,120 first, then the fee floor(8,020 x 10 %) = 802, the paywall
+    // 7,218. Then the new chat: 460 (provider 280, fee 18, paywall 162).
+    expect(await balanceOf(wallet.accountId)).toBe(1_000_000n - 15_140n - 460n);
+    expect((await balanceOf(PROVIDER_ACCOUNT_ID)) - providerBefore).toBe(1_000n + 7_120n + 280n);
+    expect((await balanceOf(FEES_ACCOUNT_ID)) - feesBefore).toBe(802n + 18n);
+    const e = await t.gql(pw.apiKey, `{ paywall { earnings { available } } }`);
+    expect(e.data.paywall.earnings.available).toBe('0.007380');
+    expect((await uncollectedByPaywall(t.db)).filter((u) => u.paywallId === pw.id)).toEqual([
+      { paywallId: pw.id, uncollected: '15140', recovered: '15140', outstanding: '0' },
+    ]);
     await expectLedgerProven(t.db);
   });
 });

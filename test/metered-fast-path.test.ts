@@ -73,6 +73,14 @@ function post(
   });
 }
 
+/** metered_fast_path_requests_total, from GET /metrics. */
+async function fastPathCount(): Promise<number> {
+  const text = (await t.rest('GET', '/metrics')).body as string;
+  const m = /^metered_fast_path_requests_total (\d+)$/m.exec(text);
+  if (!m) throw new Error('metered_fast_path_requests_total is not exported');
+  return Number(m[1]);
+}
+
 const chat = (extra: Record<string, unknown> = {}) =>
   JSON.stringify({ model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }], ...extra });
 
@@ -115,8 +123,13 @@ describe('metered routes: the fast path answers what Express answers', () => {
     ],
   ];
   it.each(cases)('%s', async (_name, path, body, headers) => {
+    // The fast path counts what it answers: one for the request with a Content-Length, none for the
+    // chunked one (Express), so each answer below is known to come from the path it names.
+    const before = await fastPathCount();
     const fast = await post(path, body, headers(), false);
+    expect(await fastPathCount()).toBe(before + 1);
     const viaExpress = await post(path, body, headers(), true);
+    expect(await fastPathCount()).toBe(before + 1);
     expect(fast.status).toBeGreaterThanOrEqual(400);
     expect({ ...fast, requestId: undefined }).toEqual({ ...viaExpress, requestId: undefined });
     expect(fast.requestId).toBeTruthy();

@@ -52,6 +52,18 @@ describe('parseChatRequest', () => {
     ).not.toThrow();
   });
 
+  it('accepts function results (the older form of a tool result), content null too', () => {
+    const r = parseChatRequest({
+      model: 'm',
+      messages: [
+        { role: 'assistant', content: null, function_call: { name: 'w', arguments: '{}' } },
+        { role: 'function', name: 'w', content: 'sunny' },
+        { role: 'function', name: 'w', content: null },
+      ],
+    });
+    expect(r.messages.map((m) => m.role)).toEqual(['assistant', 'function', 'function']);
+  });
+
   it.each([
     [null, null],
     [[], null],
@@ -64,6 +76,8 @@ describe('parseChatRequest', () => {
     [{ model: 'm', messages: [{ role: 'user' }] }, 'messages[0].content'],
     [{ model: 'm', messages: [{ role: 'user', content: 'x', name: '' }] }, 'messages[0].name'],
     [{ model: 'm', messages: [{ role: 'user', content: 'x', name: 'a-b' }] }, 'messages[0].name'],
+    [{ model: 'm', messages: [{ role: 'function', content: 'x' }] }, 'messages[0].name'],
+    [{ model: 'm', messages: [{ role: 'function', name: 'f' }] }, 'messages[0].content'],
     [{ ...ok, stream: 1 }, 'stream'],
     [{ ...ok, stream_options: { include_usage: 'yes' } }, 'stream_options.include_usage'],
     [{ ...ok, max_tokens: -5 }, 'max_tokens'],

@@ -1,3 +1,6 @@
+import OpenAI from 'openai';
+import { countTokens } from 'gpt-tokenizer';
+import { chatCost } from '../src/shared/money.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { expectLedgerProven } from './helpers/ledger.js';
@@ -13,6 +16,8 @@ import {
 } from './helpers/proxy-setup.js';
 
 const hi = [{ role: 'user' as const, content: 'Say hello' }];
+const PRICE = { promptPico: 2_000_000n, completionPico: 5_000_000n, requestPico: 1_000_000_000n };
+const MARKUP = 1_500_000n;
 const words = (n: number) => Array.from({ length: n }, (_, i) => `word${i}`).join(' ');
 
 let fake: FakeUpstream;
@@ -112,20 +117,41 @@ describe('graceful shutdown', () => {
         stream: true,
       });
       let received = 0;
+      let text = '';
       let stopping: Promise<void> | null = null;
-      await (async () => {
+      const err = await (async () => {
         for await (const chunk of stream) {
-          if (chunk.choices[0]?.delta?.content) received++;
+          const delta = chunk.choices[0]?.delta?.content;
+          if (delta) {
+            received++;
+            text += delta;
+          }
           if (received === 2) stopping ??= t.app.stop(300);
         }
-      })().catch(() => undefined); // the connection is cut
+        return null;
+      })().catch((e) => e);
       await stopping;
-      // stop() resolved only after the proxy settled its in-flight requests.
+      // The stream was cut before its end, with the shutdown's own error, not left to finish.
+      expect(received).toBeGreaterThanOrEqual(2);
+      expect(received).toBeLessThan(60);
+      expect(err).toBeInstanceOf(OpenAI.APIError);
+      expect(err.error).toEqual({
+        message: 'The service is shutting down; the stream was cut.',
+        type: 'api_error',
+        param: null,
+        code: 'shutdown',
+      });
+      // stop() resolved only after the proxy settled its in-flight requests: for what was relayed.
       const [charge] = await chargesOf(t, pw, 'alice');
       expect(charge.status).toBe('completed');
-      expect(charge.completion_tokens).toBeGreaterThan(0);
-      expect(charge.completion_tokens).toBeLessThan(60 * 2);
-      expect(BigInt(charge.amount)).toBeGreaterThan(1000n);
+      expect(charge.error_code).toBe('shutdown');
+      expect(charge.completion_tokens).toBe(countTokens(text));
+      expect(charge.completion_tokens).toBeLessThan(60);
+      expect(charge.amount).toBe(
+        chatCost(PRICE, MARKUP, charge.metadata.promptEstimate, charge.completion_tokens).toString(),
+      );
+      const failed = (await eventsOf(t, pw, 'paywall.proxy.request.failed')).map((e) => e.data);
+      expect(failed).toEqual([expect.objectContaining({ requestId: charge.id, errorCode: 'shutdown' })]);
       const m = await money(t, pw, 'alice');
       expect(m).toMatchObject({ balance: 1_000_000n - BigInt(charge.amount), held: 0n });
       expect(t.app.services.proxy.inFlight).toBe(0);

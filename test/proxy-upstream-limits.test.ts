@@ -198,9 +198,7 @@ describe('UPSTREAM_MAX_BYTES: answers larger than the limit', () => {
       res.end();
       raw.ended = true;
     };
-    const started = Date.now();
     const r = await post(t, pwRaw, 'big-announced', {});
-    expect(Date.now() - started).toBeLessThan(1000);
     expect(r.res.status).toBe(502);
     expect(r.json.error).toMatchObject({ type: 'api_error', code: 'upstream_error' });
     expect(r.json.error.message).toMatch(/1048576-byte limit/);
@@ -208,7 +206,9 @@ describe('UPSTREAM_MAX_BYTES: answers larger than the limit', () => {
       async () => raw.closedEarly,
       (v) => v,
     );
+    // Refused at its headers: the provider had written little of its 5 MiB when the proxy hung up.
     expect(raw.written).toBeLessThan(MiB);
+    expect(raw.ended).toBe(false);
     expect((await chargesOf(t, pwRaw, 'big-announced'))[0]).toMatchObject({
       status: 'released',
       amount: '0',
@@ -268,7 +268,7 @@ describe('provider usage numbers beyond int4 and 2^53', () => {
     ['above 2^53 (not safe integers)', 2 ** 53 + 10, 2 ** 60],
     ['1e300', 1e300, 1e300],
   ])(
-    'a whole answer reporting usage %s settles at once for the whole hold, the rest uncollected',
+    'a whole answer reporting usage %s settles at once for the whole balance, the rest uncollected',
     async (label, prompt, completion) => {
       const user = `huge-${label.replace(/\W/g, '')}`;
       await deposit(t, pw, user, '1');
@@ -276,42 +276,42 @@ describe('provider usage numbers beyond int4 and 2^53', () => {
       const r = await post(t, pw, user, {});
       expect(r.res.status).toBe(200);
       const [charge] = await chargesOf(t, pw, user);
-      const hold = BigInt(charge.hold);
       const cost = costOf(MAX_TOKEN_COUNT, MAX_TOKEN_COUNT);
+      // The hold, then the rest of the free balance: the whole 1 USDC; the rest is uncollected.
+      expect(BigInt(charge.hold)).toBeLessThan(1_000_000n);
       expect(charge).toMatchObject({
         status: 'completed',
-        amount: hold.toString(),
-        uncollected: (cost - hold).toString(),
+        amount: '1000000',
+        uncollected: (cost - 1_000_000n).toString(),
         prompt_tokens: MAX_TOKEN_COUNT,
         completion_tokens: MAX_TOKEN_COUNT,
       });
-      expect(r.json.usage.cost).toBe((Number(hold) / 1e6).toFixed(6));
-      expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - hold, held: 0n });
+      expect(r.json.usage.cost).toBe('1');
+      expect(await money(t, pw, user)).toMatchObject({ balance: 0n, held: 0n });
       await expectLedgerProven(t.db);
     },
   );
 
-  it('a stream and a Responses answer with huge usage settle too (never above the hold)', async () => {
+  it('a stream and a Responses answer with huge usage settle too (never above the balance)', async () => {
     await deposit(t, pw, 'huge-stream', '1');
     fake.next({ usage: { prompt_tokens: 2 ** 40, completion_tokens: 2 ** 55 }, ignoreMaxTokens: true });
     const r = await post(t, pw, 'huge-stream', { stream: true, stream_options: { include_usage: true } });
     expect(r.data.at(-1)).toBe('[DONE]');
     const [c1] = await chargesOf(t, pw, 'huge-stream');
-    expect(c1).toMatchObject({ status: 'completed', amount: c1.hold, completion_tokens: MAX_TOKEN_COUNT });
+    expect(c1).toMatchObject({ status: 'completed', amount: '1000000', completion_tokens: MAX_TOKEN_COUNT });
+    expect(await money(t, pw, 'huge-stream')).toMatchObject({ balance: 0n, held: 0n });
 
+    await deposit(t, pw, 'huge-responses', '1');
     fake.next({ usage: { prompt_tokens: 3e20, completion_tokens: 2 ** 31 }, ignoreMaxTokens: true });
     const res = await t.rest('POST', '/v1/responses', {
       token: pw.apiKey,
-      headers: { 'x-paywall-user': 'huge-stream' },
+      headers: { 'x-paywall-user': 'huge-responses' },
       body: { model: MODEL, input: 'Hi' },
     });
     expect(res.status).toBe(200);
-    const [, c2] = await chargesOf(t, pw, 'huge-stream');
-    expect(c2).toMatchObject({ status: 'completed', amount: c2.hold, prompt_tokens: MAX_TOKEN_COUNT });
-    expect(await money(t, pw, 'huge-stream')).toMatchObject({
-      balance: 1_000_000n - BigInt(c1.hold) - BigInt(c2.hold),
-      held: 0n,
-    });
+    const [c2] = await chargesOf(t, pw, 'huge-responses');
+    expect(c2).toMatchObject({ status: 'completed', amount: '1000000', prompt_tokens: MAX_TOKEN_COUNT });
+    expect(await money(t, pw, 'huge-responses')).toMatchObject({ balance: 0n, held: 0n });
     await expectLedgerProven(t.db);
   });
 });
@@ -319,11 +319,10 @@ describe('provider usage numbers beyond int4 and 2^53', () => {
 describe('UPSTREAM_TIMEOUT_MS is an idle limit', () => {
   it('a slow but active stream lasting far longer than the idle limit completes and is charged fully', async () => {
     await deposit(t, pw, 'slow', '1');
-    // 20 chunks 150 ms apart: 3 s, with an idle limit of 400 ms.
+    // 20 chunks 150 ms apart: 3 s, with an idle limit of 400 ms. Cut by an absolute limit, it would
+    // miss words and end with an error event (the cut itself is timed in the fault suite).
     fake.next({ content: words(20), chunkDelayMs: 150, usage: { prompt_tokens: 11, completion_tokens: 40 } });
-    const started = Date.now();
     const r = await post(t, pw, 'slow', { stream: true });
-    expect(Date.now() - started).toBeGreaterThan(2500);
     expect(streamed(r.data)).toEqual({ content: words(20), error: null });
     expect(r.data.at(-1)).toBe('[DONE]');
     const [charge] = await chargesOf(t, pw, 'slow');
@@ -343,9 +342,7 @@ describe('UPSTREAM_TIMEOUT_MS is an idle limit', () => {
       await sleep(3000);
       if (await raw.write(res, chunk({ content: ' late' }))) res.end('data: [DONE]\n\n');
     };
-    const started = Date.now();
     const r = await post(t, pwRaw, 'idle', { stream: true });
-    expect(Date.now() - started).toBeLessThan(2500);
     const { content, error } = streamed(r.data);
     expect(content).toBe('Hello there friend');
     expect(error).toMatchObject({

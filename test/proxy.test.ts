@@ -15,7 +15,7 @@ import {
   PROVIDER_KEY,
   type ProxyPaywall,
 } from './helpers/proxy-setup.js';
-import { chatCost, formatUsdc } from '../src/shared/money.js';
+import { chatCost, formatUsdc, usdcDecimal } from '../src/shared/money.js';
 
 let t: TestApp;
 let fake: FakeUpstream;
@@ -229,9 +229,11 @@ describe('holds and caps', () => {
     const m = await money(t, pw, 'frank');
     expect(m.balance).toBeGreaterThanOrEqual(0n);
     expect(1200n - m.balance).toBe(BigInt(charge.amount));
-    // The upstream reported more prompt tokens (11) than estimated: the hold caps the charge, the rest is recorded.
+    // The upstream reported more prompt tokens (11) than estimated: beyond the hold, the rest of the free
+    // balance pays (the whole 0.0012 at most); only what it cannot pay is recorded as uncollected.
     const cost = chatCost(PRICE, MARKUP, 11, cap);
-    const captured = cost < BigInt(charge.hold) ? cost : BigInt(charge.hold);
+    expect(cost).toBeGreaterThan(BigInt(charge.hold));
+    const captured = cost < 1200n ? cost : 1200n;
     expect(BigInt(charge.amount)).toBe(captured);
     expect(BigInt(charge.uncollected)).toBe(cost - captured);
     await expectLedgerProven(t.db);
@@ -293,16 +295,18 @@ describe('holds and caps', () => {
     const c = await client(t, pw, 'hank').chat.completions.create({ model: MODEL, messages: hi });
     const [charge] = await chargesOf(t, pw, 'hank');
     const cost = chatCost(PRICE, MARKUP, 11, 900);
-    expect(charge.amount).toBe(charge.hold);
-    expect(BigInt(charge.uncollected)).toBe(cost - BigInt(charge.hold));
-    expect(c.usage).toMatchObject({ completion_tokens: 900, cost: (Number(charge.hold) / 1e6).toString() });
+    // The hold, then the rest of the free balance: all 0.0012 is taken; the rest is uncollected.
+    expect(BigInt(charge.hold)).toBeLessThan(1200n);
+    expect(charge.amount).toBe('1200');
+    expect(BigInt(charge.uncollected)).toBe(cost - 1200n);
+    expect(c.usage).toMatchObject({ completion_tokens: 900, cost: '0.0012' });
     const m = await money(t, pw, 'hank');
-    expect(m.balance).toBe(1200n - BigInt(charge.hold));
-    expect(m.balance).toBeGreaterThanOrEqual(0n);
+    expect(m.balance).toBe(0n);
     const [ev] = (await eventsOf(t, pw, 'paywall.usage.charge.created')).filter(
       (e) => e.data.activityId === charge.id,
     );
-    expect(ev.data.uncollected).toBe((Number(cost - BigInt(charge.hold)) / 1e6).toString());
+    expect(ev.data.cost).toBe('0.0012');
+    expect(ev.data.uncollected).toBe(usdcDecimal(cost - 1200n));
     await expectLedgerProven(t.db);
   });
 });

@@ -12,6 +12,7 @@ import {
   PROVIDER_KEY,
   type ProxyPaywall,
 } from './helpers/proxy-setup.js';
+import { countText } from '../src/modules/proxy/token-counter.js';
 import { chatCost, usdcDecimal } from '../src/shared/money.js';
 
 let t: TestApp;
@@ -85,12 +86,14 @@ describe('POST /v1/responses (CONTRACT §11)', () => {
     });
     expect(fake.responsesRequests[0].body.max_output_tokens).toBe(3);
     expect(r.usage?.output_tokens).toBe(3);
-    // The upstream counted more prompt tokens (11) than the estimate: the hold caps what is taken.
+    // The upstream counted more prompt tokens (11) than the estimate: the hold is short, and the free
+    // balance pays the rest (nothing uncollected).
     const [charge] = await chargesOf(t, pw, 'r-bob');
     const cost = chatCost(PRICE, MARKUP, 11, 3);
-    const expected = cost < BigInt(charge.hold) ? cost : BigInt(charge.hold);
+    expect(cost).toBeGreaterThan(BigInt(charge.hold));
+    const expected = cost;
     expect(BigInt(charge.amount)).toBe(expected);
-    expect(BigInt(charge.uncollected)).toBe(cost - expected);
+    expect(charge.uncollected).toBe('0');
     expect((r.usage as any).cost).toBe(usdcDecimal(expected));
     expect((await money(t, pw, 'r-bob')).balance).toBe(1_000_000n - expected);
     // A different user in the body than in the path is refused.
@@ -148,7 +151,11 @@ describe('POST /v1/responses (CONTRACT §11)', () => {
     for await (const ev of stream) if (ev.type === 'response.completed') completed = ev.response;
     const [c1] = await chargesOf(t, pw, 'r-dora');
     expect(c1.status).toBe('completed');
-    expect(c1.completion_tokens).toBeGreaterThan(0);
+    // No usage: the prompt is the estimate, the output what was relayed, counted here; exactly.
+    const produced = countText('Hello from the fake upstream!');
+    expect(c1.completion_tokens).toBe(produced);
+    expect(c1.prompt_tokens).toBe(c1.metadata.promptEstimate);
+    expect(c1.amount).toBe(chatCost(PRICE, MARKUP, c1.metadata.promptEstimate, produced).toString());
     expect(completed.usage.cost).toBe(usdcDecimal(BigInt(c1.amount)));
     expect(completed.usage.output_tokens).toBe(c1.completion_tokens);
 
@@ -163,6 +170,7 @@ describe('POST /v1/responses (CONTRACT §11)', () => {
     expect(c2.status).toBe('completed');
     expect(c2.error_code).toBe('upstream_error');
     expect(c2.completion_tokens).toBe(2);
+    expect(c2.amount).toBe(chatCost(PRICE, MARKUP, c2.metadata.promptEstimate, 2).toString());
     const m = await money(t, pw, 'r-dora');
     expect(m.held).toBe(0n);
     expect(m.balance).toBe(1_000_000n - BigInt(c1.amount) - BigInt(c2.amount));

@@ -20,6 +20,7 @@ import {
 } from '../modules/payments/stripe/stripe.entity.js';
 import { UsageDayModelSchema, UsageDayUserSchema, UsageRollupSchema } from '../modules/usage/usage.entity.js';
 import { EventSchema } from '../modules/events/event.entity.js';
+import { RelayedResponseSchema } from '../modules/proxy/relayed-response.entity.js';
 import { WebhookSubscriptionSchema, WebhookDeliverySchema } from '../modules/webhooks/webhook.entity.js';
 
 export const entities = [
@@ -33,6 +34,7 @@ export const entities = [
   WithdrawalSchema,
   ChargeSchema,
   IdempotencyKeySchema,
+  RelayedResponseSchema,
   EventSchema,
   WebhookSubscriptionSchema,
   WebhookDeliverySchema,

@@ -31,6 +31,12 @@ export function createMetrics() {
       labelNames: ['kind'] as const,
       registers: [registry],
     }),
+    /** Requests of the metered routes answered by the fast path (the others went through Express). */
+    meteredFastPath: new Counter({
+      name: 'metered_fast_path_requests_total',
+      help: 'Metered requests (chat, Responses) answered ahead of Express, on plain node:http',
+      registers: [registry],
+    }),
     chargesFailed: new Counter({
       name: 'charges_failed_total',
       help: 'Charges refused, by reason',

@@ -155,6 +155,30 @@ beforeAll(async () => {
     handlers.set(`r${code}`, (_q, res) =>
       res.writeHead(code, { location: `http://127.0.0.1:${elsewherePort}/v1/chat/completions` }).end(),
     );
+  handlers.set('announced', (_q, res) => {
+    // Announces 5 MiB and sends it slowly (64 KiB every 200 ms, never idle): reading it would take 16 s.
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(5 * 1024 * 1024) });
+    const piece = 'a'.repeat(64 * 1024);
+    const timer = setInterval(() => {
+      if (res.destroyed || res.writableEnded) return clearInterval(timer);
+      res.write(piece);
+    }, 200);
+    res.on('close', () => clearInterval(timer));
+  });
+  handlers.set('active', (_q, res) => {
+    // A stream that keeps sending, a chunk every 500 ms for 4 s: far longer than the idle limit (1.5 s).
+    sse(res);
+    let n = 0;
+    const timer = setInterval(() => {
+      if (res.destroyed) return clearInterval(timer);
+      if (n < 8) res.write(chunk(` w${n++}`));
+      else {
+        clearInterval(timer);
+        res.end('data: [DONE]\n\n');
+      }
+    }, 500);
+    res.on('close', () => clearInterval(timer));
+  });
   handlers.set('huge', (_q, res) => {
     // 4 MiB of content in a well-formed answer.
     res
@@ -355,6 +379,30 @@ test.each([302, 307])(
     figures.push(`${code} not followed → 502`);
   },
 );
+
+test('an answer announcing more than UPSTREAM_MAX_BYTES is refused at its headers, without reading it', async () => {
+  const t = Date.now();
+  const r = await chat('announced');
+  const ms = Date.now() - t;
+  expect(r.status).toBe(502);
+  expect(r.body.error.message).toMatch(/1048576-byte limit/);
+  // Refused when the headers came: reading the body would take 16 s, and even the idle limit is 1.5 s.
+  expect(ms).toBeLessThan(TIMEOUT_MS);
+  await expectNothingCharged('announced');
+  figures.push(`announced 5 MiB → 502 in ${ms} ms`);
+});
+
+test('an active stream lasting far longer than UPSTREAM_TIMEOUT_MS is never cut by it', async () => {
+  const t = Date.now();
+  const r = await streamChat(api, paywalls.get('active')!, 'u');
+  const ms = Date.now() - t;
+  expect(r.status).toBe(200);
+  expect(ms).toBeGreaterThan(2 * TIMEOUT_MS);
+  for (let i = 0; i < 8; i++) expect(r.text).toContain(`" w${i}"`);
+  expect(r.text).not.toMatch(/"error"/);
+  expect(r.text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+  figures.push(`active stream of ${ms} ms (idle limit ${TIMEOUT_MS} ms) completed`);
+});
 
 test('a huge answer beyond UPSTREAM_MAX_BYTES: 502 upstream_error, nothing charged', async () => {
   const r = await chat('huge');

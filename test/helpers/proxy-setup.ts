@@ -104,12 +104,17 @@ export async function eventsOf(t: TestApp, pw: ProxyPaywall, prefix = 'paywall.'
   );
 }
 
-/** Waits until `check` holds (settlement after a disconnect happens after the client left). */
+/**
+ * Waits until `check` holds (settlement after a disconnect happens after the client left) and returns
+ * the value; fails the test when it still does not hold after `ms`.
+ */
 export async function eventually<T>(fn: () => Promise<T>, check: (v: T) => boolean, ms = 10_000): Promise<T> {
   const until = Date.now() + ms;
   for (;;) {
     const v = await fn();
-    if (check(v) || Date.now() > until) return v;
+    if (check(v)) return v;
+    if (Date.now() > until)
+      throw new Error(`eventually: the condition did not hold within ${ms} ms (last value: ${String(v)})`);
     await new Promise((r) => setTimeout(r, 25));
   }
 }

@@ -18,6 +18,7 @@ export const EVENT_TYPES = [
   'paywall.balance.charge.failed',
   'paywall.usage.charge.created',
   'paywall.usage.charge.deferred',
+  'paywall.usage.charge.recovered',
   'paywall.usage.rate.limited',
   'paywall.balance.depleted',
   'paywall.request.blocked',

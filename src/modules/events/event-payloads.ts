@@ -64,10 +64,21 @@ export interface EventDataMap {
     promptTokens: number;
     completionTokens: number;
     cost: Usdc;
-    /** Usage the hold could not cover (CONTRACT §5.6); present only when > 0. */
+    /** Usage neither the hold nor the free balance could cover (it becomes a debt); present only when > 0. */
     uncollected?: Usdc;
   };
   'paywall.usage.charge.deferred': { deferredRequestId: string; model: string };
+  /**
+   * Uncollected usage of an earlier charge (`activityId`) repaid from the free balance: `amount` repaid
+   * now, `uncollected` what of that charge is still owed.
+   */
+  'paywall.usage.charge.recovered': {
+    walletUserId: string | null;
+    activityId: string;
+    model: string | null;
+    amount: Usdc;
+    uncollected: Usdc;
+  };
   /** `limit`: which daily limit (dailyRequestLimit, dailySpendLimit, modelDailyRequestLimit); `value`: its value. */
   'paywall.usage.rate.limited': {
     limit: string;

@@ -24,6 +24,8 @@ export const LedgerAccountSchema = defineEntity({
     paywall: () => p.manyToOne(Paywall).mapToPk().nullable(),
     balanceRaw: p.bigint('bigint').defaultRaw('0'),
     heldRaw: p.bigint('bigint').defaultRaw('0').check('held_raw >= 0'),
+    /** Outstanding uncollected usage of a spending account (repaid first from its free balance). */
+    debtRaw: p.bigint('bigint').defaultRaw('0').check('debt_raw >= 0'),
     createdAt: p.datetime().defaultRaw('now()'),
   },
 });

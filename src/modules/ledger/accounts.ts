@@ -79,3 +79,29 @@ export async function proveLedger(sql: Sql): Promise<LedgerProof> {
     ok: totalRaw === 0n && unbalancedAccounts.length === 0 && misheldAccounts.length === 0,
   };
 }
+
+/** A paywall's usage that its holds and its users' free balances could not pay (raw units, strings). */
+export interface PaywallUncollected {
+  paywallId: string;
+  /** Recorded as uncollected at settlement, in all. */
+  uncollected: string;
+  /** Repaid since, from the users' later deposits (debt recovery). */
+  recovered: string;
+  /** Still owed: uncollected − recovered. */
+  outstanding: string;
+}
+
+/** Uncollected usage per paywall (only paywalls that have some), for `ledger verify`. */
+export async function uncollectedByPaywall(sql: Sql): Promise<PaywallUncollected[]> {
+  const rows = await sql.query(
+    `select paywall_id, sum(uncollected_raw)::text as uncollected, sum(recovered_raw)::text as recovered,
+            sum(uncollected_raw - recovered_raw)::text as outstanding
+       from charge where uncollected_raw > 0 group by paywall_id order by paywall_id`,
+  );
+  return rows.map((r: any) => ({
+    paywallId: r.paywall_id,
+    uncollected: r.uncollected,
+    recovered: r.recovered,
+    outstanding: r.outstanding,
+  }));
+}

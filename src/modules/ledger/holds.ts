@@ -60,6 +60,11 @@ export interface ReserveInput {
   rateWindow: Date;
   /** Events to record with the hold (`started`, `deferred`); `walletUserId` is filled in by the statement. */
   events: NewEvent[];
+  /**
+   * The most outstanding uncollected usage (`ledger_account.debt_raw`) the spending account may carry and
+   * still be held against (MAX_UNCOLLECTED_PER_USER; default 0); above it the hold is refused (`indebted`).
+   */
+  maxDebtRaw?: bigint;
 }
 
 /** Which daily limit refused a request (CONTRACT §10). */
@@ -83,6 +88,12 @@ export interface ReserveResult {
   holdRaw: bigint;
   /** True when the hold was placed (charge row inserted, held_raw raised). */
   held: boolean;
+  /** The spending account's outstanding uncollected usage is above `maxDebtRaw`: refused. */
+  indebted: boolean;
+  /** The spending account (null when the user has none: not connected). */
+  accountId: string | null;
+  /** The spending account's outstanding uncollected usage (0 when none). */
+  debtRaw: bigint;
 }
 
 const EVENT_COLUMNS = `paywall_id uuid, owner_user_id uuid, type text, version text, trigger jsonb,
@@ -160,6 +171,7 @@ const holdItem = (h: ReserveInput, i: number) => ({
   model_limit: h.modelRequestLimit,
   rate_limit: h.rateLimit,
   rate_window: h.rateWindow.toISOString(),
+  max_debt: (h.maxDebtRaw ?? 0n).toString(),
 });
 
 const holdResult = (r: Record<string, any>): ReserveResult => ({
@@ -170,6 +182,9 @@ const holdResult = (r: Record<string, any>): ReserveResult => ({
   cap: Number(r.cap),
   holdRaw: BigInt(r.hold),
   held: r.held,
+  indebted: r.indebted === true,
+  accountId: r.account_id ?? null,
+  debtRaw: r.debt === null || r.debt === undefined ? 0n : BigInt(r.debt),
   retry: r.retry,
   limit: r.limit_hit ?? null,
   ratePosition: r.rate_position === null || r.rate_position === undefined ? null : Number(r.rate_position),
@@ -180,13 +195,13 @@ export interface SettleInput {
   paywallId: string;
   /** completed (something charged), released (nothing produced, nothing charged). */
   status: 'completed' | 'released';
-  /** min(cost, hold): what is taken from the balance. */
+  /** What is taken from the balance: min(cost, hold), or beyond the hold up to the free balance (settleBeyondHold). */
   capturedRaw: bigint;
   /** How the captured amount is shared out (accounts.splitCharge); the parts add up to capturedRaw. */
   earningsRaw: bigint;
   feeRaw: bigint;
   providerRaw: bigint;
-  /** cost − captured: usage the hold did not cover (CONTRACT §5.6). */
+  /** cost − captured: usage neither the hold nor the free balance covered; it becomes the account's debt. */
   uncollectedRaw: bigint;
   promptTokens: number | null;
   completionTokens: number | null;
@@ -276,7 +291,7 @@ with ${
   select * from jsonb_to_recordset($1::jsonb) as x(i int, charge_id uuid, paywall_id uuid, external_id text,
     shared boolean, fixed numeric, per_token numeric, max_cap bigint, min_cap bigint, model text,
     stream boolean, metadata jsonb, events jsonb, ev_owner uuid, ev_trigger jsonb, day date, req_limit int, spend_limit bigint, model_limit int,
-    rate_limit int, rate_window timestamptz)
+    rate_limit int, rate_window timestamptz, max_debt bigint)
 ),`
       : ''
   }
@@ -304,7 +319,7 @@ c as (
    -- a concurrent update the condition is checked again on the newest row version (a settlement only
    -- settles a charge still held).
    where ch.id = it.charge_id and ch.status = it.expect
-  returning ch.id, ch.user_id, ch.account_id, ch.hold_raw, (ch.metadata->>'usageDay')::date as usage_day, it.i, it.captured, it.earnings, it.fee, it.provider,
+  returning ch.id, ch.user_id, ch.account_id, ch.hold_raw, (ch.metadata->>'usageDay')::date as usage_day, it.i, it.captured, it.uncollected, it.earnings, it.fee, it.provider,
             it.paywall_id, it.ledger_id, it.metadata, it.events, it.ev_owner, it.ev_trigger
 ),
 legs as (
@@ -329,11 +344,11 @@ ${
     : ''
 }
 lk as (
-  select a.id, a.balance_raw, a.held_raw
+  select a.id, a.balance_raw, a.held_raw, a.debt_raw
     from (select distinct k.id from (${union(s && 'select account_id from c union all select account from legs', h && 'select account_id from hu where connected')}) k(id)
            order by k.id) k
          cross join lateral (
-           select a.id, a.balance_raw, a.held_raw from ledger_account a
+           select a.id, a.balance_raw, a.held_raw, a.debt_raw from ledger_account a
             where a.id = k.id for no key update) a
 ),
 uk as (
@@ -347,7 +362,7 @@ uk as (
 ${
   h
     ? `pre as (
-  select hu.*, coalesce(lk.balance_raw - lk.held_raw, 0) as acct_free,
+  select hu.*, coalesce(lk.balance_raw - lk.held_raw, 0) as acct_free, coalesce(lk.debt_raw, 0) as acct_debt,
          case when uk.day = hu.day then uk.model_requests else '{}'::jsonb end as day_models,
          coalesce(case when uk.day = hu.day then uk.requests end, 0) as used_requests,
          coalesce(case when uk.day = hu.day then uk.spend_raw end, 0) as used_spend,
@@ -419,7 +434,7 @@ calc as (
          lim.used_requests, lim.used_spend, lim.used_model, ${r ? 'rate.position' : 'null::int'} as rate_position,
          ${r ? 'coalesce(rate.over, false)' : 'false'} as rate_over,
          case when lim.shared then lim.wallet_user_id else lim.user_id end as wallet_id,
-         lim.connected, lim.retry,
+         lim.connected, lim.retry, lim.acct_debt, lim.acct_debt > lim.max_debt as indebted,
          lim.free, k.cap, k.affords_min,
          ceil((lim.fixed + k.cap * lim.per_token) / ${SCALE_PER_RAW})::bigint as hold,
          -- A spend limit that leaves less than the smallest request is a limit, not a short balance.
@@ -437,6 +452,7 @@ calc as (
 ok as (
   select * from calc
    where connected and not retry and not rate_over and limit_hit is null and affords_min and hold <= free
+     and not indebted
 ),
 -- Per end user: its holds of this statement (all on one day: see lim) count once each; its settlements
 -- give back what their holds reserved beyond what they captured, on the day they were counted.
@@ -478,15 +494,18 @@ cnt as (
    where x.end_user_id = v.id
 ),
 delta as (
-  select id, sum(held_delta)::bigint as held_delta, sum(balance_delta)::bigint as balance_delta
+  select id, sum(held_delta)::bigint as held_delta, sum(balance_delta)::bigint as balance_delta,
+         sum(debt_delta)::bigint as debt_delta
     from (
-      ${union(h && 'select ok.account_id as id, ok.hold as held_delta, 0::bigint as balance_delta from ok', s && 'select c.account_id as id, -c.hold_raw as held_delta, -c.captured as balance_delta from c union all select legs.account, 0, legs.amount from legs')}
+      ${union(h && 'select ok.account_id as id, ok.hold as held_delta, 0::bigint as balance_delta, 0::bigint as debt_delta from ok', s && 'select c.account_id as id, -c.hold_raw as held_delta, -c.captured as balance_delta, c.uncollected as debt_delta from c union all select legs.account, 0, legs.amount, 0 from legs')}
     ) d
    group by id
 ),
 u as (
+  -- What a settlement could not collect becomes the spending account's debt (repaid first, see collectDebt).
   update ledger_account a
-     set held_raw = a.held_raw + d.held_delta, balance_raw = a.balance_raw + d.balance_delta
+     set held_raw = a.held_raw + d.held_delta, balance_raw = a.balance_raw + d.balance_delta,
+         debt_raw = a.debt_raw + d.debt_delta
     from delta d join lk on lk.id = d.id
    where a.id = d.id
   returning a.id, a.balance_raw, a.held_raw
@@ -531,14 +550,14 @@ ${union(
   h &&
     `select 'h' as kind, calc.i, calc.id, calc.wallet_id, calc.connected, calc.free::text as free,
        calc.cap::text as cap, calc.hold::text as hold, ok.i is not null as held, calc.retry, calc.limit_hit,
-       calc.rate_position
+       calc.rate_position, calc.indebted, calc.account_id, calc.acct_debt::text as debt
   from calc left join ok on ok.i = calc.i`,
   s &&
     `select 's' as kind, c.i, null::uuid as id, null::uuid as wallet_id, null::boolean as connected,
        -- The account as updated by u (every settlement's account is in it: its hold is released).
        (u.balance_raw - u.held_raw)::text as free,
        null::text as cap, null::text as hold, true as held, false as retry, null::text as limit_hit,
-       null::bigint as rate_position from c left join u on u.id = c.account_id`,
+       null::bigint as rate_position, null::boolean as indebted, null::uuid as account_id, null::text as debt from c left join u on u.id = c.account_id`,
 )}`;
 }
 
@@ -600,7 +619,7 @@ export async function reserveHolds(sql: Sql, inputs: ReserveInput[]): Promise<(R
 }
 
 /**
- * Settles holds to their exact cost: captures min(cost, hold) into a `usage` ledger entry (when > 0),
+ * Settles holds to their exact cost: captures the amount given into a `usage` ledger entry (when > 0),
  * releases the hold, records what could not be collected, and writes the events, in one statement.
  */
 export async function settleHolds(sql: Sql, inputs: SettleInput[]): Promise<boolean[]> {
@@ -794,3 +813,160 @@ export async function sweepAbandonedHolds(
     return rows.length;
   });
 }
+
+/** Locks, in id order, a spending account and the accounts a charge of these paywalls credits. */
+async function lockSettlementAccounts(
+  tx: Sql,
+  accountId: string,
+  paywallIds: string[],
+): Promise<Map<string, { balance: bigint; held: bigint; debt: bigint }>> {
+  const rows = await tx.query(
+    `select a.id, a.balance_raw::text as balance, a.held_raw::text as held, a.debt_raw::text as debt
+       from (select distinct k.id from (
+               select $1::uuid as id
+               union all select e.id from ledger_account e where e.kind = 'earnings' and e.paywall_id = any($2::uuid[])
+               union all select '${FEES_ACCOUNT_ID}'::uuid union all select '${PROVIDER_ACCOUNT_ID}'::uuid) k
+             order by k.id) k
+      cross join lateral (select a.id, a.balance_raw, a.held_raw, a.debt_raw from ledger_account a
+                           where a.id = k.id for no key update) a`,
+    [accountId, paywallIds],
+  );
+  return new Map(
+    rows.map((r: any) => [r.id, { balance: BigInt(r.balance), held: BigInt(r.held), debt: BigInt(r.debt) }]),
+  );
+}
+
+/**
+ * Settles a hold whose real cost is above it: the hold is captured, and the rest is taken from the
+ * account's free balance as far as it goes (never below zero, never into other holds); only what the
+ * free balance cannot pay is recorded as uncollected (and becomes the account's debt). One transaction:
+ * the charge is locked, then the accounts in id order (the order of the tick statement), and the
+ * settlement is the ordinary tick with the larger captured amount. `build` makes the settlement for a
+ * captured amount (its split and events depend on it). Returns the captured amount, whether it settled
+ * (false when already settled) and the free balance after.
+ */
+export async function settleBeyondHold(
+  db: Database,
+  chargeId: string,
+  paywallId: string,
+  costRaw: bigint,
+  build: (capturedRaw: bigint) => SettleInput,
+): Promise<{ settled: boolean; capturedRaw: bigint; freeAfter: bigint | null }> {
+  return db.transaction(async (tx) => {
+    const rows = await tx.query(
+      `select hold_raw::text as hold, account_id from charge where id = $1 and status = 'held' for update`,
+      [chargeId],
+    );
+    if (rows.length === 0) return { settled: false, capturedRaw: 0n, freeAfter: null };
+    const hold = BigInt(rows[0].hold);
+    const accounts = await lockSettlementAccounts(tx, rows[0].account_id, [paywallId]);
+    const acct = accounts.get(rows[0].account_id);
+    // held_raw includes this hold: balance − held is what is free besides it.
+    const free = acct ? acct.balance - acct.held : 0n;
+    const beyond = costRaw > hold ? costRaw - hold : 0n;
+    const extra = free <= 0n ? 0n : beyond < free ? beyond : free;
+    const capturedRaw = (costRaw < hold ? costRaw : hold) + extra;
+    const r = await ledgerTick(tx, [], [build(capturedRaw)]);
+    return { settled: r.settlements[0], capturedRaw, freeAfter: r.freeAfter[0] };
+  });
+}
+
+/**
+ * Repays an account's debt (uncollected usage of its settled charges, oldest first) from its free
+ * balance, as far as it goes: per charge, the amount moves to the paywall's earnings (and, in SHARED
+ * mode, the provider's unpaid cost and the platform fee first, as a charge is split), `recovered_raw`
+ * grows, the account's `debt_raw` shrinks, and `paywall.usage.charge.recovered` is recorded. Returns the
+ * amount repaid. Accounts are locked in id order before the charges are read again.
+ */
+export async function collectDebt(db: Database, accountId: string, feeBps: number): Promise<bigint> {
+  const OWED = `select c.id, c.paywall_id, c.user_id, c.model, (c.uncollected_raw - c.recovered_raw)::text as owed,
+         coalesce(c.metadata->>'providerCost', '0') as provider_cost, pw.mode, pw.owner_id, e.external_id,
+         (select coalesce(sum(t.amount_raw), 0) from transfer t where t.charge_id = c.id and t.kind = 'provider_cost')::text as provider_paid,
+         (select w.id from wallet_user w where w.account_id = c.account_id) as wallet_user_id
+    from charge c join paywall pw on pw.id = c.paywall_id join end_user e on e.id = c.user_id
+   where c.account_id = $1 and c.kind = 'usage' and c.uncollected_raw > c.recovered_raw
+   order by c.created_at, c.id limit 100`;
+  return db.transaction(async (tx) => {
+    const first = await tx.query(OWED, [accountId]);
+    if (first.length === 0) return 0n;
+    const accounts = await lockSettlementAccounts(tx, accountId, [
+      ...new Set(first.map((r: any) => r.paywall_id as string)),
+    ]);
+    const acct = accounts.get(accountId);
+    if (!acct) return 0n;
+    let balance = acct.balance;
+    let free = acct.balance - acct.held;
+    if (free <= 0n) return 0n;
+    // Read again under the account lock: a concurrent collector may have repaid some already.
+    const owed = await tx.query(`${OWED} for update of c`, [accountId]);
+    let repaid = 0n;
+    const events: NewEvent[] = [];
+    for (const r of owed) {
+      if (free <= 0n) break;
+      const due = BigInt(r.owed);
+      const amount = due < free ? due : free;
+      const providerDue = bigintOr0(r.provider_cost) - bigintOr0(r.provider_paid);
+      const split =
+        r.mode === 'DEFAULT'
+          ? { earnings: amount, fee: 0n, provider: 0n }
+          : (() => {
+              const provider = providerDue <= 0n ? 0n : providerDue < amount ? providerDue : amount;
+              const fee = ((amount - provider) * BigInt(feeBps)) / 10_000n;
+              return { earnings: amount - provider - fee, fee, provider };
+            })();
+      balance -= amount;
+      free -= amount;
+      repaid += amount;
+      const legs: [string, string, bigint][] = [
+        [
+          'usage',
+          `(select id from ledger_account where kind = 'earnings' and paywall_id = $7)`,
+          split.earnings,
+        ],
+        ['fee', `'${FEES_ACCOUNT_ID}'::uuid`, split.fee],
+        ['provider_cost', `'${PROVIDER_ACCOUNT_ID}'::uuid`, split.provider],
+      ];
+      for (const [kind, credit, part] of legs) {
+        if (part <= 0n) continue;
+        await tx.query(
+          `with t as (
+             insert into transfer (id, kind, debit_account_id, credit_account_id, amount_raw, balance_after_raw,
+                                   paywall_id, end_user_id, charge_id, metadata, created_at)
+             values (gen_random_uuid(), $1, $2, ${credit}, $3::bigint, $4::bigint, $7, $5, $6,
+                     '{"recovered": true}'::jsonb, now())
+             returning credit_account_id, amount_raw)
+           update ledger_account a set balance_raw = a.balance_raw + t.amount_raw from t where a.id = t.credit_account_id`,
+          [kind, accountId, part.toString(), balance.toString(), r.user_id, r.id, r.paywall_id],
+        );
+      }
+      await tx.query(`update charge set recovered_raw = recovered_raw + $2::bigint where id = $1`, [
+        r.id,
+        amount.toString(),
+      ]);
+      const ctx = {
+        paywall: { id: r.paywall_id, ownerId: r.owner_id },
+        trigger: DEBT_COLLECTOR,
+        subject: { type: 'charge' as const, id: r.id, externalId: r.external_id },
+      };
+      events.push(
+        buildEvent('paywall.usage.charge.recovered', ctx, {
+          walletUserId: r.mode === 'SHARED' ? (r.wallet_user_id ?? null) : r.user_id,
+          activityId: r.id,
+          model: r.model,
+          amount: usdcDecimal(amount),
+          uncollected: usdcDecimal(due - amount),
+        }),
+      );
+    }
+    if (repaid === 0n) return 0n;
+    await tx.query(
+      `update ledger_account set balance_raw = balance_raw - $2::bigint,
+              debt_raw = greatest(0, debt_raw - $2::bigint) where id = $1`,
+      [accountId, repaid.toString()],
+    );
+    await recordEvents(tx, events);
+    return repaid;
+  });
+}
+
+const DEBT_COLLECTOR: EventTrigger = { source: 'system', actorType: 'system', actorId: 'debt-collector' };

@@ -29,6 +29,8 @@ export const ChargeSchema = defineEntity({
     holdRaw: p.bigint('bigint').defaultRaw('0').check('hold_raw >= 0'),
     amountRaw: p.bigint('bigint').defaultRaw('0').check('amount_raw >= 0'),
     uncollectedRaw: p.bigint('bigint').defaultRaw('0').check('uncollected_raw >= 0'),
+    /** How much of `uncollectedRaw` was repaid later, from the free balance (debt recovery). */
+    recoveredRaw: p.bigint('bigint').defaultRaw('0').check('recovered_raw >= 0'),
     model: p.string().length(200).nullable(),
     promptTokens: p.integer().nullable(),
     completionTokens: p.integer().nullable(),

@@ -76,6 +76,8 @@ export interface ChargeRow {
   amountRaw: bigint;
   holdRaw: bigint;
   uncollectedRaw: bigint;
+  /** How much of the uncollected amount later deposits repaid. */
+  recoveredRaw: bigint;
   model: string | null;
   promptTokens: number | null;
   completionTokens: number | null;
@@ -572,7 +574,7 @@ export class LedgerService {
     const afters = keys.map((k) => (k.after ? decodeCursor(k.after, 'c') : null));
     const rows = await this.s.db.query(
       `select k.idx, c.id, c.kind, c.status, c.amount_raw::text as amount_raw, c.hold_raw::text as hold_raw,
-              c.uncollected_raw::text as uncollected_raw, c.model, c.prompt_tokens, c.completion_tokens,
+              c.uncollected_raw::text as uncollected_raw, c.recovered_raw::text as recovered_raw, c.model, c.prompt_tokens, c.completion_tokens,
               c.error_code, c.metadata, c.created_at, c.settled_at, c.created_at::text as created_text
          from unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::int[])
               with ordinality as k(user_id, after_ts, after_id, lim, idx)
@@ -600,6 +602,7 @@ export class LedgerService {
           amountRaw: BigInt(r.amount_raw),
           holdRaw: BigInt(r.hold_raw),
           uncollectedRaw: BigInt(r.uncollected_raw),
+          recoveredRaw: BigInt(r.recovered_raw),
           model: r.model ?? null,
           promptTokens: r.prompt_tokens ?? null,
           completionTokens: r.completion_tokens ?? null,

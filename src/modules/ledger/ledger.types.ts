@@ -68,8 +68,13 @@ export class ChargeType {
   @Field({ description: '`held`, `completed`, `released` or `failed`.' }) status!: string;
   @Field(() => MoneyScalar, { description: 'Captured (or, when failed, requested) amount.' }) amount!: bigint;
   @Field(() => MoneyScalar, { description: 'Reserved while the request ran.' }) hold!: bigint;
-  @Field(() => MoneyScalar, { description: 'Usage that exceeded the hold and could not be collected.' })
+  @Field(() => MoneyScalar, {
+    description:
+      'Usage beyond the hold that the free balance could not pay either (recorded at settlement; the user owes it).',
+  })
   uncollected!: bigint;
+  @Field(() => MoneyScalar, { description: 'How much of `uncollected` later deposits repaid.' })
+  recovered!: bigint;
   @Field(() => String, { nullable: true }) errorCode!: string | null;
   @Field(() => String, { nullable: true }) model!: string | null;
   @Field(() => Int, { nullable: true }) promptTokens!: number | null;
@@ -84,6 +89,7 @@ export class ChargeType {
       amount: c.amountRaw,
       hold: c.holdRaw,
       uncollected: c.uncollectedRaw,
+      recovered: c.recoveredRaw,
       createdAt: c.createdAt.toISOString(),
       settledAt: c.settledAt ? c.settledAt.toISOString() : null,
     });
@@ -127,6 +133,7 @@ export class ChargePayload {
         amount: r.amountRaw,
         hold: 0n,
         uncollected: 0n,
+        recovered: 0n,
         errorCode: r.errorCode,
         model: null,
         promptTokens: null,

@@ -55,6 +55,13 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
 
   jsonUsage: (json) => chatUsage(isObject(json.usage) ? json.usage : null),
 
+  jsonFinished: (json) =>
+    json.error == null &&
+    Array.isArray(json.choices) &&
+    json.choices.some(
+      (c: unknown) => isObject(c) && typeof c.finish_reason === 'string' && c.finish_reason !== '',
+    ),
+
   countJson(json) {
     const produced = new ProducedText();
     if (Array.isArray(json.choices)) for (const c of json.choices) produced.addMessage(c?.message);
@@ -105,8 +112,8 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
     return tail + sseData('[DONE]');
   },
 
-  streamError: (_relay, message) =>
-    sseData(JSON.stringify({ error: { message, type: 'api_error', param: null, code: 'upstream_error' } })),
+  streamError: (_relay, message, code) =>
+    sseData(JSON.stringify({ error: { message, type: 'api_error', param: null, code } })),
 
   blockedJson: (reply) => blockedCompletion(reply),
   blockedStream: (reply, req) => blockedStream(reply, req.includeUsage),

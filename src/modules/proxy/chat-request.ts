@@ -4,8 +4,9 @@ import { invalid } from '../../shared/errors.js';
  * Roles a message may have. The spec names `system`, `user` and `assistant`; `tool` and `developer`
  * are accepted too because the proxy passes `tools` through, and a tool-calling conversation sends the
  * tool results back as `tool` messages (and current OpenAI models take `developer` instructions).
+ * `function` is the older form of a tool result (answering `function_call`), which OpenAI still takes.
  */
-export const MESSAGE_ROLES = ['system', 'user', 'assistant', 'tool', 'developer'] as const;
+export const MESSAGE_ROLES = ['system', 'user', 'assistant', 'tool', 'developer', 'function'] as const;
 export type MessageRole = (typeof MESSAGE_ROLES)[number];
 
 const NAME_PATTERN = /^[a-zA-Z0-9_]{1,64}$/;
@@ -136,8 +137,9 @@ function checkMessage(m: unknown, i: number): void {
   const contentOk =
     typeof content === 'string' ||
     (Array.isArray(content) && content.every(isObject)) ||
-    // an assistant turn that only calls tools has no content
-    (m.role === 'assistant' && (content === null || content === undefined));
+    // an assistant turn that only calls tools has no content; a function result may be null
+    (m.role === 'assistant' && (content === null || content === undefined)) ||
+    (m.role === 'function' && content === null);
   if (!contentOk)
     throw invalid(
       content === undefined || content === null
@@ -145,6 +147,12 @@ function checkMessage(m: unknown, i: number): void {
         : `'${at}.content' must be a string or an array of content parts`,
       `${at}.content`,
       content === undefined || content === null ? 'missing_required_parameter' : 'invalid_type',
+    );
+  if (m.role === 'function' && (m.name === undefined || m.name === null))
+    throw invalid(
+      `missing required parameter: '${at}.name' (a function message names the function it answers)`,
+      `${at}.name`,
+      'missing_required_parameter',
     );
   if (m.name !== undefined && m.name !== null && (typeof m.name !== 'string' || !NAME_PATTERN.test(m.name)))
     throw invalid(

@@ -6,8 +6,10 @@ import type { EventTrigger, NewEvent } from '../events/event.service.js';
 import { recordEvents } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import {
+  collectDebt,
   ledgerTick,
   recordHoldProgress,
+  settleBeyondHold,
   sweepAbandonedHolds,
   SCALE_PER_RAW,
   type DailyLimit,
@@ -25,7 +27,14 @@ import { blockedReply, blockedText, rateLimitedText, type BlockReason } from './
 import { modelNotFound } from '../catalog/catalog.service.js';
 import { chatFormat } from './chat-format.js';
 import { responsesFormat } from './responses-format.js';
-import type { MeteredRequest, StreamRelay, Tokens, WireFormat } from './wire-format.js';
+import {
+  MAX_TOKEN_COUNT,
+  type MeteredRequest,
+  type StreamRelay,
+  type Tokens,
+  type WireFormat,
+} from './wire-format.js';
+import { UNKNOWN_INPUT_BOUND } from './token-counter.js';
 import {
   describeFailure,
   postUpstream,
@@ -48,6 +57,8 @@ const SWEEP_INTERVAL_MS = 60_000;
  */
 const LEDGER_OPS_PER_USER = 64;
 const SWEEP_MARGIN_MS = 5 * 60_000;
+/** At shutdown, how long cut requests get to settle before their connections are closed. */
+const CUT_WAIT_MS = 2_000;
 /** A stream records what it produced on its hold at most this often (for the sweeper after a crash). */
 export const PROGRESS_INTERVAL_MS = 5_000;
 /** bigint's maximum (`uncollected_raw` is a bigint column). */
@@ -230,6 +241,25 @@ export class ProxyService {
     await Promise.all(pending());
   }
 
+  /**
+   * Aborts every request in flight (`shutdown`: a stream ends with the shutdown's error event) and
+   * waits until they have settled and answered, at most CUT_WAIT_MS.
+   */
+  async cutInFlight(): Promise<void> {
+    const pending = [...this.flights.values()].map((f) => {
+      this.abort(f, 'shutdown');
+      return f.done;
+    });
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all(pending),
+      new Promise((r) => {
+        timer = setTimeout(r, CUT_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+
   /** Number of requests between hold and settlement on this instance. */
   get inFlight(): number {
     return this.flights.size;
@@ -252,6 +282,11 @@ export class ProxyService {
         [...this.flights.keys()],
       );
       if (n > 0) this.s.log.warn({ settled: n }, 'settled abandoned chat holds');
+      // Relayed responses are kept as long as OpenAI keeps a stored response (30 days).
+      await this.s.db.query(
+        `delete from relayed_response where ctid = any(array(
+           select ctid from relayed_response where created_at < now() - interval '30 days' limit 1000))`,
+      );
       return n;
     } catch (err) {
       if (!this.stopping) this.s.log.error({ err }, 'hold sweep failed');
@@ -297,7 +332,11 @@ export class ProxyService {
         'provider_not_connected',
       );
 
-    const promptEstimate = req.promptEstimate;
+    // Responses API: a continued response makes the provider bill the earlier context as input again.
+    const context =
+      fmt.name === 'responses' ? await this.earlierContext(paywall.id, req.body) : { known: 0, unknown: 0 };
+    req.promptEstimate += context.known;
+    const promptEstimate = req.promptEstimate + context.unknown;
     const modelMax = price.maxCompletionTokens ?? DEFAULT_MAX_COMPLETION_TOKENS;
     const maxCap = Math.min(req.clientMaxTokens ?? modelMax, modelMax);
     const chargeId = randomUUID();
@@ -344,13 +383,14 @@ export class ProxyService {
       modelRequestLimit: price.dailyRequestLimit,
       rateLimit: this.s.config.RATE_LIMIT_PER_MINUTE ?? null,
       rateWindow: windowOf(now),
+      maxDebtRaw: this.s.config.MAX_UNCOLLECTED_PER_USER,
     };
     // Hot path: one statement against an existing user; a first-time user is created, then retried.
     const userKey = `${paywall.id}\n${call.externalUserId}`;
-    const reserve = async () => {
+    const reserve = async (input = holdInput) => {
       for (let again = false; ; again = true) {
         const r = (await this.ledger.submit(
-          { kind: 'hold', key: userKey, input: holdInput },
+          { kind: 'hold', key: userKey, input },
           again,
         )) as ReserveResult | null;
         // Holds before it on the same account or user in that statement left its answer open: it is
@@ -367,6 +407,14 @@ export class ProxyService {
     const rateLimit = this.s.config.RATE_LIMIT_PER_MINUTE;
     if (rateLimit && hold.ratePosition !== null && hold.ratePosition > rateLimit)
       throw new RateLimitError(rateState(rateLimit, hold.ratePosition, now));
+    // The account owes uncollected usage: what is free besides this request's hold repays it (a deposit
+    // since). Above MAX_UNCOLLECTED_PER_USER the request was refused: once repaid it is decided again
+    // (not counted twice by the rate limit).
+    const freeBesides = hold.held ? hold.freeRaw - hold.holdRaw : hold.freeRaw;
+    if (hold.debtRaw > 0n && hold.accountId && hold.connected && freeBesides > 0n) {
+      const repaid = await collectDebt(this.s.db, hold.accountId, this.s.config.PLATFORM_FEE_BPS);
+      if (repaid > 0n && hold.indebted) hold = (await reserve({ ...holdInput, rateLimit: null })) ?? hold;
+    }
     if (!hold.connected || !hold.held) {
       const reason: BlockReason = !hold.connected
         ? 'not_connected'
@@ -414,6 +462,50 @@ export class ProxyService {
       call.signal?.removeEventListener('abort', onClientGone);
       this.flights.delete(chargeId);
       finish();
+    }
+  }
+
+  /**
+   * Tokens of the context a Responses request continues (`previous_response_id`, or a stored
+   * `conversation`), which the provider bills as input again: `known` for a response this paywall relayed
+   * (its input + output tokens, counted in the estimate), `unknown` (UNKNOWN_INPUT_BOUND, held only)
+   * for one it did not relay or a conversation, whose size it cannot see.
+   */
+  private async earlierContext(
+    paywallId: string,
+    body: Record<string, unknown>,
+  ): Promise<{ known: number; unknown: number }> {
+    const previous = body.previous_response_id;
+    const conversation = body.conversation;
+    if (conversation !== undefined && conversation !== null)
+      return { known: 0, unknown: UNKNOWN_INPUT_BOUND };
+    if (previous === undefined || previous === null) return { known: 0, unknown: 0 };
+    if (typeof previous !== 'string' || previous === '' || previous.length > 255)
+      throw invalid("'previous_response_id' must be a response id", 'previous_response_id', 'invalid_value');
+    const rows = await this.s.db.query(
+      `select tokens::text as tokens from relayed_response where paywall_id = $1 and id = $2`,
+      [paywallId, previous],
+      'proxy_relayed_response',
+    );
+    if (rows.length === 0) return { known: 0, unknown: UNKNOWN_INPUT_BOUND };
+    const tokens = Number(rows[0].tokens);
+    return { known: Math.min(tokens, MAX_TOKEN_COUNT), unknown: 0 };
+  }
+
+  /** Remembers a relayed Responses answer's context size (input + output tokens), best effort. */
+  private async rememberResponse(f: Flight, id: unknown, tokens: Tokens): Promise<void> {
+    // A response the provider does not store (`store: false`) cannot be continued.
+    if (f.fmt.name !== 'responses' || f.req.body.store === false) return;
+    if (typeof id !== 'string' || id === '' || id.length > 255) return;
+    try {
+      await this.s.db.query(
+        `insert into relayed_response (paywall_id, id, tokens) values ($1, $2, $3::bigint)
+           on conflict (paywall_id, id) do update set tokens = excluded.tokens`,
+        [f.paywall.id, id, String(tokens.prompt + tokens.completion)],
+        'proxy_remember_response',
+      );
+    } catch (err) {
+      this.s.log.warn({ err, chargeId: f.chargeId }, 'recording a relayed response failed');
     }
   }
 
@@ -513,7 +605,11 @@ export class ProxyService {
     }
     const answer = json;
     const tokens = this.tokensOf(f, f.fmt.jsonUsage(answer), () => f.fmt.countJson(answer));
-    const { captured, freeAfterRaw } = await this.settle(f, 'completed', null, tokens);
+    // An answer with no output that ended in an error or without a finish reason costs nothing, the
+    // request price included (the client still gets it as the provider sent it).
+    const empty = tokens.completion === 0 && !f.fmt.jsonFinished(answer);
+    const { captured, freeAfterRaw } = await this.settle(f, 'completed', null, empty ? null : tokens);
+    if (!empty) await this.rememberResponse(f, answer.id, tokens);
     const cost = usdcDecimal(captured);
     f.fmt.addCost(answer, tokens, cost);
     const headers: Record<string, string> = {};
@@ -582,7 +678,10 @@ export class ProxyService {
               : 'upstream_error';
     const usage = relay.usageTokens();
     const tokens = this.tokensOf(f, usage, () => relay.producedTokens());
-    const producedSomething = usage !== null || tokens.completion > 0;
+    // Output tokens, or an answer that ended with a finish reason (usage for a prompt answered by
+    // nothing): else nothing is charged, the request price included, whatever usage the provider sent.
+    const producedSomething =
+      tokens.completion > 0 || (usage !== null && outcome === 'completed' && relay.finished);
     const { captured, freeAfterRaw } = await this.settle(
       f,
       outcome,
@@ -590,6 +689,7 @@ export class ProxyService {
       producedSomething ? tokens : null,
     );
 
+    if (producedSomething) await this.rememberResponse(f, relay.responseId?.(), tokens);
     if (f.reason !== 'client') {
       if (outcome === 'completed') {
         const balance = freeAfterRaw === null ? null : usdcDecimal(freeAfterRaw);
@@ -605,7 +705,9 @@ export class ProxyService {
                 : errorCode === 'upstream_too_large'
                   ? `The model provider's answer exceeded the ${limit}-byte limit (UPSTREAM_MAX_BYTES); the stream was cut.`
                   : 'The model provider failed mid-stream.';
-        sink.write(f.fmt.streamError(relay, message));
+        sink.write(
+          f.fmt.streamError(relay, message, errorCode === 'shutdown' ? 'shutdown' : 'upstream_error'),
+        );
       }
       sink.end();
     }
@@ -682,8 +784,8 @@ export class ProxyService {
   ): Promise<{ captured: bigint; freeAfterRaw: bigint | null }> {
     if (f.settled) return { captured: 0n, freeAfterRaw: null };
     f.settled = true;
-    const { cost, captured } = tokens ? this.charge(f, tokens) : { cost: 0n, captured: 0n };
-    const uncollected = uncollectedOf(cost, captured);
+    const cost = tokens ? this.charge(f, tokens).cost : 0n;
+    const providerCostRaw = tokens ? this.providerCost(f, tokens) : 0n;
     const walletUserId = f.hold.walletUserId;
     const model = f.req.model;
     const ctx = {
@@ -692,62 +794,78 @@ export class ProxyService {
       subject: { type: 'request' as const, id: f.chargeId, externalId: f.externalUserId },
     };
     const data = { requestId: f.chargeId, walletUserId, model };
-    const events: NewEvent[] = [
-      outcome === 'completed'
-        ? buildEvent('paywall.proxy.request.completed', ctx, data)
-        : outcome === 'canceled'
-          ? buildEvent('paywall.proxy.request.canceled', ctx, data)
-          : buildEvent('paywall.proxy.request.failed', ctx, { ...data, errorCode: errorCode ?? 'failed' }),
-    ];
-    if (cost > 0n)
-      events.push(
-        buildEvent(
-          'paywall.usage.charge.created',
-          { ...ctx, subject: { type: 'charge', id: f.chargeId, externalId: f.externalUserId } },
-          {
-            walletUserId,
-            activityId: f.chargeId,
-            model,
-            promptTokens: tokens!.prompt,
-            completionTokens: tokens!.completion,
-            cost: usdcDecimal(captured),
-            ...(uncollected > 0n ? { uncollected: usdcDecimal(uncollected) } : {}),
-          },
-        ),
-      );
-    const split = splitCharge(
-      f.paywall.mode,
-      captured,
-      tokens ? this.providerCost(f, tokens) : 0n,
-      this.s.config.PLATFORM_FEE_BPS,
-    );
-    const input: SettleInput = {
-      chargeId: f.chargeId,
-      paywallId: f.paywall.id,
-      status: cost > 0n ? ('completed' as const) : ('released' as const),
-      capturedRaw: captured,
-      ...split,
-      uncollectedRaw: uncollected,
-      promptTokens: tokens?.prompt ?? null,
-      completionTokens: tokens?.completion ?? null,
-      errorCode: outcome === 'completed' ? null : (errorCode ?? outcome),
-      ledgerEntryId: randomUUID(),
-      metadata: { model, outcome },
-      events,
+    // The settlement for a captured amount (its split, uncollected rest and events depend on it).
+    const build = (captured: bigint): SettleInput => {
+      const uncollected = uncollectedOf(cost, captured);
+      const events: NewEvent[] = [
+        outcome === 'completed'
+          ? buildEvent('paywall.proxy.request.completed', ctx, data)
+          : outcome === 'canceled'
+            ? buildEvent('paywall.proxy.request.canceled', ctx, data)
+            : buildEvent('paywall.proxy.request.failed', ctx, { ...data, errorCode: errorCode ?? 'failed' }),
+      ];
+      if (cost > 0n)
+        events.push(
+          buildEvent(
+            'paywall.usage.charge.created',
+            { ...ctx, subject: { type: 'charge', id: f.chargeId, externalId: f.externalUserId } },
+            {
+              walletUserId,
+              activityId: f.chargeId,
+              model,
+              promptTokens: tokens!.prompt,
+              completionTokens: tokens!.completion,
+              cost: usdcDecimal(captured),
+              ...(uncollected > 0n ? { uncollected: usdcDecimal(uncollected) } : {}),
+            },
+          ),
+        );
+      const split = splitCharge(f.paywall.mode, captured, providerCostRaw, this.s.config.PLATFORM_FEE_BPS);
+      return {
+        chargeId: f.chargeId,
+        paywallId: f.paywall.id,
+        status: cost > 0n ? ('completed' as const) : ('released' as const),
+        capturedRaw: captured,
+        ...split,
+        uncollectedRaw: uncollected,
+        promptTokens: tokens?.prompt ?? null,
+        completionTokens: tokens?.completion ?? null,
+        errorCode: outcome === 'completed' ? null : (errorCode ?? outcome),
+        ledgerEntryId: randomUUID(),
+        // A debt repaid later pays the built-in provider's unpaid cost first (collectDebt).
+        metadata: {
+          model,
+          outcome,
+          ...(uncollected > 0n ? { providerCost: providerCostRaw.toString() } : {}),
+        },
+        events,
+      };
     };
     // A failed settlement leaves the hold for the sweeper; retry briefly first (e.g. a pool hiccup).
+    let captured = cost < f.hold.holdRaw ? cost : f.hold.holdRaw;
     let freeAfterRaw: bigint | null = null;
     for (let attempt = 1; ; attempt++) {
       try {
-        const r = await this.ledger.submit({
-          kind: 'settle',
-          key: `${f.paywall.id}\n${f.externalUserId}`,
-          input,
-        });
-        freeAfterRaw = typeof r === 'bigint' ? r : null;
+        let settled: boolean;
+        if (cost > f.hold.holdRaw) {
+          // Beyond the hold (the estimate was short): the rest comes from the free balance, in its own
+          // transaction (rare: never on the group-commit path).
+          const r = await settleBeyondHold(this.s.db, f.chargeId, f.paywall.id, cost, build);
+          settled = r.settled;
+          captured = r.settled ? r.capturedRaw : 0n;
+          freeAfterRaw = r.freeAfter;
+        } else {
+          const r = await this.ledger.submit({
+            kind: 'settle',
+            key: `${f.paywall.id}\n${f.externalUserId}`,
+            input: build(captured),
+          });
+          settled = r !== false;
+          freeAfterRaw = typeof r === 'bigint' ? r : null;
+        }
         // Only a sweeper can have settled it first (the request outlived UPSTREAM_MAX_DURATION_MS + 5 min,
         // or its instance was presumed dead): the sweeper's settlement stands, nothing is charged twice.
-        if (r === false)
+        if (!settled)
           this.s.log.warn({ chargeId: f.chargeId }, 'chat hold was already settled (by the sweeper)');
         if (captured > 0n) {
           this.s.metrics.ledgerEntries.inc({ kind: 'usage' });

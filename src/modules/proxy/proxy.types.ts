@@ -4,7 +4,8 @@ import { JSONScalar } from '../../graphql/scalars.js';
 
 @InputType({ description: 'One chat message (spec "Message").' })
 export class ChatMessageInput {
-  @Field({ description: '`system`, `user` or `assistant` (also `tool`, `developer`).' }) role!: string;
+  @Field({ description: '`system`, `user` or `assistant` (also `tool`, `developer`, `function`).' })
+  role!: string;
   @Field(() => String, { nullable: true }) content?: string | null;
   @Field(() => String, { nullable: true, description: 'Pattern ^[a-zA-Z0-9_]{1,64}$.' }) name?: string | null;
 }

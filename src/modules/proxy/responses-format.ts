@@ -4,7 +4,7 @@ import { invalid } from '../../shared/errors.js';
 import type { BlockedReply } from './blocked-reply.js';
 import { checkBodyAndModel } from './chat-request.js';
 import { withBalance } from './sse-relay.js';
-import { countText, ProducedText } from './token-counter.js';
+import { contentTokens, countText, ProducedText } from './token-counter.js';
 import { isObject, tokenCount, type StreamRelay, type Tokens, type WireFormat } from './wire-format.js';
 
 /**
@@ -15,25 +15,12 @@ import { isObject, tokenCount, type StreamRelay, type Tokens, type WireFormat } 
 
 /** Per input item (role / item framing), like chat's per-message overhead. */
 const PER_ITEM = 3;
-const PER_IMAGE = 85;
 
 const jsonTokens = (v: unknown): number => (v === undefined || v === null ? 0 : countText(JSON.stringify(v)));
 
-function contentTokens(content: unknown): number {
-  if (typeof content === 'string') return countText(content);
-  if (!Array.isArray(content)) return jsonTokens(content);
-  let n = 0;
-  for (const part of content) {
-    if (!isObject(part)) continue;
-    if (typeof part.text === 'string') n += countText(part.text);
-    else if (part.type === 'input_image' || part.type === 'input_file') n += PER_IMAGE;
-    else n += jsonTokens(part);
-  }
-  return n;
-}
-
 /** Prompt tokens of a Responses request: instructions, input (text or items), tools, text format. */
 export function countResponsesPrompt(body: Record<string, unknown>): number {
+  const model = typeof body.model === 'string' ? body.model : '';
   let n = 3;
   if (typeof body.instructions === 'string') n += PER_ITEM + countText(body.instructions);
   const input = body.input;
@@ -41,7 +28,7 @@ export function countResponsesPrompt(body: Record<string, unknown>): number {
   else if (Array.isArray(input))
     for (const item of input) {
       n += PER_ITEM;
-      if (isObject(item) && 'content' in item) n += contentTokens(item.content);
+      if (isObject(item) && 'content' in item) n += contentTokens(model, item.content);
       else n += jsonTokens(item);
     }
   n += jsonTokens(body.tools);
@@ -154,6 +141,10 @@ class ResponsesRelay implements StreamRelay {
   progressTokens(): number {
     return this.produced.runningTokens();
   }
+
+  responseId(): unknown {
+    return isObject(this.final?.response) ? this.final.response.id : this.head?.id;
+  }
 }
 
 export const responsesFormat: WireFormat = {
@@ -196,6 +187,8 @@ export const responsesFormat: WireFormat = {
 
   jsonUsage: (json) => responsesUsage(json.usage),
 
+  jsonFinished: (json) => json.error == null && (json.status === 'completed' || json.status === 'incomplete'),
+
   countJson(json) {
     const produced = new ProducedText();
     if (Array.isArray(json.output)) for (const item of json.output) addOutput(produced, item);
@@ -216,11 +209,11 @@ export const responsesFormat: WireFormat = {
     return sseEvent(r.finalType, final);
   },
 
-  streamError(relay, message) {
+  streamError(relay, message, code) {
     const r = relay as ResponsesRelay;
     return sseEvent('error', {
       type: 'error',
-      code: 'upstream_error',
+      code,
       message,
       param: null,
       sequence_number: r.lastSeq + 1,

@@ -39,6 +39,8 @@ export interface StreamRelay {
    * progress a long stream records now and then. May differ from producedTokens by a token per call.
    */
   progressTokens(): number;
+  /** The answer's id (Responses: `resp_…`), when the format keeps one. */
+  responseId?(): unknown;
 }
 
 /**
@@ -56,6 +58,11 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
   upstreamBody(req: R, cap: number): string;
   /** Token counts from a whole answer's usage (null fields when absent). */
   jsonUsage(json: Record<string, any>): Partial<Tokens> | null;
+  /**
+   * The whole answer ended as an answer does (chat: a choice has a finish_reason; Responses: status
+   * completed or incomplete), not in an error or with an empty finish reason.
+   */
+  jsonFinished(json: Record<string, any>): boolean;
   /** Completion tokens of a whole answer, counted with the tokenizer. */
   countJson(json: Record<string, any>): number;
   /** Writes usage (the upstream's, else the metered counts) with `cost` into a whole answer. */
@@ -69,8 +76,11 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
     tokens: Tokens,
     charged: { cost: string; balance: string | null },
   ): string;
-  /** The terminal error event of a stream the provider failed mid-way. */
-  streamError(relay: StreamRelay, message: string): string;
+  /**
+   * The terminal error event of a stream cut mid-way: `code` is `upstream_error` when the provider
+   * failed or timed out, `shutdown` when this service stopped.
+   */
+  streamError(relay: StreamRelay, message: string, code: string): string;
   /** A payment-blocked reply as a whole answer, and as a whole event stream (CONTRACT §6, §11). */
   blockedJson(reply: BlockedReply): Record<string, unknown>;
   blockedStream(reply: BlockedReply, req: R): string;
@@ -80,8 +90,8 @@ export const isObject = (v: unknown): v is Record<string, any> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 /**
  * Token counts are stored as int4 (`charge.prompt_tokens`): a provider's count above it is taken as this
- * maximum. Its cost is far beyond any hold, so the charge is the whole hold either way (CONTRACT §5.3)
- * and the rest is recorded as uncollected.
+ * maximum. Its cost is far beyond any hold, so the charge is the hold and the whole free balance either
+ * way, and the rest is recorded as uncollected.
  */
 export const MAX_TOKEN_COUNT = 2_147_483_647;
 

@@ -1,0 +1,590 @@
+import { spawnSync } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { randomBytes } from 'node:crypto';
+import OpenAI from 'openai';
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { FakeUpstream } from './helpers/fake-upstream.js';
+import { expectLedgerProven } from './helpers/ledger.js';
+import {
+  chargesOf,
+  deposit,
+  eventsOf,
+  money,
+  PROVIDER_KEY,
+  type ProxyPaywall,
+} from './helpers/proxy-setup.js';
+import { chatCost, usdcDecimal } from '../src/shared/money.js';
+import {
+  audioTokenBound,
+  base64Bytes,
+  fileTokenBound,
+  imageTokenBound,
+  pdfPages,
+  UNKNOWN_INPUT_BOUND,
+} from '../src/modules/proxy/token-counter.js';
+import { uncollectedByPaywall } from '../src/modules/ledger/accounts.js';
+import { loadConfig } from '../src/config.js';
+
+/**
+ * The hold's input side: media parts are held at the most a provider bills for them, usage beyond a hold
+ * is paid from the free balance, and what nothing could pay is a debt that blocks the user until repaid.
+ */
+
+// gpt-4o's prices: 2.5 USDC per million prompt tokens, 10 per million completion tokens, no markup.
+const MODEL = 'gpt-4o';
+const PRICE = { promptPico: 2_500_000n, completionPico: 10_000_000n, requestPico: 0n };
+const ONE = 1_000_000n;
+
+let t: TestApp;
+let fake: FakeUpstream;
+let pw: ProxyPaywall;
+
+async function gqlOk(token: string, query: string, variables?: Record<string, unknown>) {
+  const r = await t.gql(token, query, variables);
+  if (r.errors) throw new Error(JSON.stringify(r.errors));
+  return r.data;
+}
+
+async function sellingPaywall(baseUrl: string): Promise<ProxyPaywall> {
+  const p = await t.createPaywall('DEFAULT');
+  await gqlOk(p.apiKey, `mutation($i: ConnectProviderInput!) { connectProvider(input: $i) { id } }`, {
+    i: { baseUrl, apiKey: PROVIDER_KEY },
+  });
+  await gqlOk(p.apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+    i: { modelId: MODEL, prompt: '0.0000025', completion: '0.00001', maxCompletionTokens: 1000 },
+  });
+  return p;
+}
+
+const sdk = (p: ProxyPaywall, user: string) =>
+  new OpenAI({ apiKey: p.apiKey, baseURL: `${t.url}/v1/u/${user}`, maxRetries: 0 });
+
+const cost = (prompt: number, completion: number) => chatCost(PRICE, ONE, prompt, completion);
+
+// A real 1x1 PNG: its size says nothing about what a provider bills for it (that is detail and pixels).
+const PNG =
+  'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+
+/** A PDF of `pages` pages and about `bytes` bytes (incompressible filler), as a data: URL. */
+function pdf(pages: number, bytes: number): string {
+  const head = Buffer.from(
+    `%PDF-1.7\n1 0 obj << /Type /Pages /Count ${pages} >> endobj\n` +
+      Array.from({ length: pages }, (_, i) => `${i + 2} 0 obj << /Type /Page /Parent 1 0 R >> endobj\n`).join(
+        '',
+      ),
+    'latin1',
+  );
+  return `data:application/pdf;base64,${Buffer.concat([head, randomBytes(bytes - head.length)]).toString('base64')}`;
+}
+
+beforeAll(async () => {
+  t = await startTestApp();
+  fake = await FakeUpstream.start();
+  pw = await sellingPaywall(fake.baseUrl);
+});
+afterAll(async () => {
+  await t?.close();
+  await fake?.close();
+});
+beforeEach(() => fake.reset());
+
+describe('upper bounds of media parts (one place: the token counter)', () => {
+  it('bounds an image by the model family and detail, never by its bytes', () => {
+    // Tiles: base + 8 tiles of 512 px (2048 x 768 after scaling) for high/auto; the base alone for low.
+    expect(imageTokenBound('gpt-4o', 'high')).toBe(85 + 8 * 170);
+    expect(imageTokenBound('gpt-4o-2024-08-06', undefined)).toBe(1445);
+    expect(imageTokenBound('gpt-4o', 'low')).toBe(85);
+    expect(imageTokenBound('openai/gpt-4o-mini', 'auto')).toBe(2833 + 8 * 5667);
+    expect(imageTokenBound('o3', 'high')).toBe(75 + 8 * 150);
+    expect(imageTokenBound('gpt-5', 'low')).toBe(70);
+    // Patches: at most 1,536, times the model's multiplier, whatever the detail.
+    expect(imageTokenBound('gpt-4.1-mini', 'low')).toBe(Math.ceil(1536 * 1.62));
+    expect(imageTokenBound('o4-mini', 'high')).toBe(Math.ceil(1536 * 1.72));
+    // A model the table does not know: the largest bound of any family.
+    expect(imageTokenBound('llava-13b', 'high')).toBe(48_169);
+    expect(imageTokenBound('llava-13b', 'low')).toBe(Math.ceil(1536 * 2.46));
+  });
+
+  it('bounds audio by its bytes (8 kbit/s at least, 20 tokens a second at most)', () => {
+    expect(audioTokenBound(0)).toBe(32);
+    expect(audioTokenBound(100_000)).toBe(32 + 2000);
+  });
+
+  it('bounds a file by its bytes plus a high-detail image per PDF page', () => {
+    const doc = pdf(3, 30_000);
+    expect(base64Bytes(doc)).toBe(30_000);
+    expect(pdfPages(doc)).toBe(3);
+    expect(fileTokenBound('gpt-4o', doc)).toBe(30_000 + 3 * 1445);
+    const text = `data:text/plain;base64,${Buffer.from('hello world').toString('base64')}`;
+    expect(fileTokenBound('gpt-4o', text)).toBe(11);
+    // A file by id or URL: its size is unknown here.
+    expect(fileTokenBound('gpt-4o', undefined)).toBe(UNKNOWN_INPUT_BOUND);
+  });
+});
+
+describe("the probe's scenario: forty image parts on a nearly empty wallet", () => {
+  const forty = (detail: string) => [
+    {
+      role: 'user' as const,
+      content: [
+        { type: 'text' as const, text: 'Describe these.' },
+        ...Array.from({ length: 40 }, () => ({
+          type: 'image_url' as const,
+          image_url: { url: PNG, detail },
+        })),
+      ],
+    },
+  ];
+
+  it('refuses them when 0.03 USDC cannot hold what the provider may bill: nothing forwarded, nothing lost', async () => {
+    await deposit(t, pw, 'probe', '0.03');
+    const r = await sdk(pw, 'probe').chat.completions.create({
+      model: MODEL,
+      messages: forty('auto') as any,
+    });
+    expect((r as any).paywall.reason).toBe('insufficient_balance');
+    expect(r.choices[0].message.content).toContain('/topup/');
+    // Before the fix the forty parts were held as 85 tokens each and the request went upstream.
+    expect(fake.chatRequests).toHaveLength(0);
+    expect(await chargesOf(t, pw, 'probe')).toEqual([]);
+    expect((await money(t, pw, 'probe')).balance).toBe(30_000n);
+
+    // Forty one-page PDFs of 1,000 bytes: each held at 1,000 + 1,445 tokens; refused the same way.
+    const files = [
+      {
+        role: 'user',
+        content: Array.from({ length: 40 }, (_, i) => ({
+          type: 'file',
+          file: { filename: `page${i}.pdf`, file_data: pdf(1, 1000) },
+        })),
+      },
+    ];
+    const r2 = await sdk(pw, 'probe').chat.completions.create({ model: MODEL, messages: files } as any);
+    expect((r2 as any).paywall.reason).toBe('insufficient_balance');
+    expect(fake.chatRequests).toHaveLength(0);
+    expect(await chargesOf(t, pw, 'probe')).toEqual([]);
+    expect((await money(t, pw, 'probe')).balance).toBe(30_000n);
+    expect(await uncollectedByPaywall(t.db)).not.toContainEqual(
+      expect.objectContaining({ paywallId: pw.id }),
+    );
+  });
+
+  it('holds them at their bound when the wallet can pay it, and charges the real usage exactly', async () => {
+    await deposit(t, pw, 'probe-rich', '1');
+    // The provider bills each high-detail image at most 1,445 tokens: 40 of them plus the text.
+    fake.behavior = { usage: { prompt_tokens: 40 * 1445 + 5, completion_tokens: 7 } };
+    await sdk(pw, 'probe-rich').chat.completions.create({ model: MODEL, messages: forty('high') as any });
+    const [charge] = await chargesOf(t, pw, 'probe-rich');
+    expect(charge.metadata.promptEstimate).toBeGreaterThanOrEqual(40 * 1445 + 5);
+    expect(BigInt(charge.hold)).toBeGreaterThanOrEqual(cost(40 * 1445 + 5, 7));
+    expect(charge.amount).toBe(cost(40 * 1445 + 5, 7).toString());
+    expect(charge.amount).toBe('144583');
+    expect(charge.uncollected).toBe('0');
+    expect((await money(t, pw, 'probe-rich')).balance).toBe(ONE - 144_583n);
+    await expectLedgerProven(t.db);
+  });
+
+  it('holds a 50,000-token PDF at least at its real cost', async () => {
+    const doc = pdf(4, 150_000);
+    const messages = [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Summarise.' },
+          { type: 'file', file: { filename: 'report.pdf', file_data: doc } },
+        ],
+      },
+    ];
+    // 0.03 USDC cannot hold it (150,000 bytes + 4 pages ≈ 0.39 USDC of prompt): refused, not forwarded.
+    await deposit(t, pw, 'pdf-poor', '0.03');
+    const refused = await sdk(pw, 'pdf-poor').chat.completions.create({ model: MODEL, messages } as any);
+    expect((refused as any).paywall.reason).toBe('insufficient_balance');
+    expect(fake.chatRequests).toHaveLength(0);
+
+    await deposit(t, pw, 'pdf-rich', '1');
+    fake.behavior = { usage: { prompt_tokens: 50_000, completion_tokens: 7 } };
+    await sdk(pw, 'pdf-rich').chat.completions.create({ model: MODEL, messages } as any);
+    const [charge] = await chargesOf(t, pw, 'pdf-rich');
+    expect(charge.metadata.promptEstimate).toBeGreaterThanOrEqual(150_000 + 4 * 1445);
+    expect(BigInt(charge.hold)).toBeGreaterThan(cost(50_000, 7));
+    expect(charge.amount).toBe('125070');
+    expect(charge.uncollected).toBe('0');
+    expect((await money(t, pw, 'pdf-rich')).balance).toBe(ONE - 125_070n);
+  });
+
+  it('accepts function messages (the older tool result) and counts their tokens', async () => {
+    await deposit(t, pw, 'fn', '1');
+    const messages = [
+      { role: 'user', content: 'Weather?' },
+      { role: 'assistant', content: null, function_call: { name: 'weather', arguments: '{}' } },
+      { role: 'function', name: 'weather', content: 'Sunny, 21 degrees, light wind from the west.' },
+    ];
+    const r = await t.rest('POST', '/v1/u/fn/chat/completions', {
+      token: pw.apiKey,
+      body: { model: MODEL, messages },
+    });
+    expect(r.status).toBe(200);
+    expect(fake.chatRequests[0].body.messages[2]).toEqual(messages[2]);
+    const [charge] = await chargesOf(t, pw, 'fn');
+    const withoutResult = await t.rest('POST', '/v1/u/fn/chat/completions', {
+      token: pw.apiKey,
+      body: { model: MODEL, messages: messages.slice(0, 2) },
+    });
+    expect(withoutResult.status).toBe(200);
+    const second = (await chargesOf(t, pw, 'fn'))[1];
+    expect(charge.metadata.promptEstimate - second.metadata.promptEstimate).toBeGreaterThanOrEqual(12);
+    const noName = await t.rest('POST', '/v1/u/fn/chat/completions', {
+      token: pw.apiKey,
+      body: { model: MODEL, messages: [{ role: 'function', content: 'x' }] },
+    });
+    expect(noName.status).toBe(400);
+    expect(noName.body.error.param).toBe('messages[0].name');
+  });
+});
+
+describe('settlement beyond the hold', () => {
+  it('takes the rest from the free balance, exactly, with nothing uncollected', async () => {
+    await deposit(t, pw, 'over', '1');
+    // The provider ignores the cap of 16 and bills 900 completion tokens.
+    fake.behavior = { usage: { prompt_tokens: 11, completion_tokens: 900 }, ignoreMaxTokens: true };
+    const r = await t.rest('POST', '/v1/u/over/chat/completions', {
+      token: pw.apiKey,
+      body: { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 },
+    });
+    const [charge] = await chargesOf(t, pw, 'over');
+    const real = cost(11, 900); // 9,028 raw units
+    expect(real).toBe(9028n);
+    expect(BigInt(charge.hold)).toBeLessThan(real);
+    expect(charge.amount).toBe('9028');
+    expect(charge.uncollected).toBe('0');
+    expect(r.headers.get('x-paywall-cost')).toBe('0.009028');
+    expect(r.headers.get('x-paywall-balance')).toBe(usdcDecimal(ONE - 9028n));
+    expect((await money(t, pw, 'over')).balance).toBe(ONE - 9028n);
+    const [ev] = (await eventsOf(t, pw, 'paywall.usage.charge.created')).filter(
+      (e) => e.data.activityId === charge.id,
+    );
+    expect(ev.data.cost).toBe('0.009028');
+    expect(ev.data.uncollected).toBeUndefined();
+    await expectLedgerProven(t.db);
+  });
+});
+
+describe('settlement beyond the hold, concurrently', () => {
+  it('never takes more than the balance, nor what another request holds: the totals are exact', async () => {
+    // A paywall of its own: the debt tests below count uncollected amounts per paywall.
+    const own = await sellingPaywall(fake.baseUrl);
+    await deposit(t, own, 'pair', '0.005');
+    fake.behavior = {
+      usage: { prompt_tokens: 11, completion_tokens: 900 },
+      ignoreMaxTokens: true,
+      chunkDelayMs: 20,
+    };
+    const body = { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 };
+    const answers = await Promise.all(
+      [0, 1, 2].map(() => t.rest('POST', '/v1/u/pair/chat/completions', { token: own.apiKey, body })),
+    );
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+    const charges = (await chargesOf(t, own, 'pair')).filter((c) => c.status === 'completed');
+    expect(charges).toHaveLength(3);
+    // 3 x 9,028 billed against 5,000: all 5,000 taken, never more; the rest is uncollected.
+    const sum = (k: 'amount' | 'uncollected') => charges.reduce((a, c) => a + BigInt(c[k]), 0n);
+    expect(sum('amount')).toBe(5000n);
+    expect(sum('uncollected')).toBe(3n * 9028n - 5000n);
+    expect(await money(t, own, 'pair')).toMatchObject({ balance: 0n, held: 0n });
+    await expectLedgerProven(t.db);
+  });
+});
+
+describe('debt: what nothing could pay blocks the user until a deposit repays it', () => {
+  it('records the uncollected rest, refuses the next requests, and repays it first from the next deposit', async () => {
+    await deposit(t, pw, 'debtor', '0.005');
+    fake.behavior = { usage: { prompt_tokens: 11, completion_tokens: 900 }, ignoreMaxTokens: true };
+    const body = { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 };
+    await t.rest('POST', '/v1/u/debtor/chat/completions', { token: pw.apiKey, body });
+    const [first] = await chargesOf(t, pw, 'debtor');
+    // 9,028 owed, 5,000 in the wallet: all of it taken, 4,028 uncollected.
+    expect(first.amount).toBe('5000');
+    expect(first.uncollected).toBe('4028');
+    expect((await money(t, pw, 'debtor')).balance).toBe(0n);
+    expect(await uncollectedByPaywall(t.db)).toContainEqual({
+      paywallId: pw.id,
+      uncollected: '4028',
+      recovered: '0',
+      outstanding: '4028',
+    });
+    if (process.env.DATABASE_URL) {
+      // The operator's `npm run admin -- ledger verify` lists it (USDC), against the same database.
+      const verify = spawnSync(process.execPath, ['dist/src/admin.js', 'ledger', 'verify'], {
+        env: { ...process.env, DATABASE_URL: t.config.DATABASE_URL!, LOG_LEVEL: 'silent' },
+        encoding: 'utf8',
+      });
+      expect(verify.status).toBe(0);
+      const proof = JSON.parse(verify.stdout);
+      expect(proof).toMatchObject({ ok: true, total: '0' });
+      expect(proof.uncollected).toContainEqual({
+        paywallId: pw.id,
+        uncollected: '0.004028',
+        recovered: '0.000000',
+        outstanding: '0.004028',
+      });
+    }
+
+    // A deposit smaller than the debt: it all goes to the debt, and the request is still refused.
+    await deposit(t, pw, 'debtor', '0.003');
+    fake.reset();
+    fake.behavior = { usage: { prompt_tokens: 11, completion_tokens: 7 } };
+    const blocked = await t.rest('POST', '/v1/u/debtor/chat/completions', { token: pw.apiKey, body });
+    expect(blocked.status).toBe(200);
+    expect(blocked.body.paywall.reason).toBe('insufficient_balance');
+    expect(blocked.body.paywall.url).toContain('/topup/');
+    expect(fake.chatRequests).toHaveLength(0);
+    expect((await money(t, pw, 'debtor')).balance).toBe(0n);
+    let recovered = (await eventsOf(t, pw, 'paywall.usage.charge.recovered')).map((e) => e.data);
+    expect(recovered).toEqual([
+      expect.objectContaining({ activityId: first.id, amount: '0.003', uncollected: '0.001028' }),
+    ]);
+
+    // A deposit that covers it: the rest of the debt is repaid, then the request is served.
+    await deposit(t, pw, 'debtor', '1');
+    const served = await t.rest('POST', '/v1/u/debtor/chat/completions', { token: pw.apiKey, body });
+    expect(served.body.paywall).toBeUndefined();
+    expect(fake.chatRequests).toHaveLength(1);
+    const second = (await chargesOf(t, pw, 'debtor'))[1];
+    expect(second.amount).toBe(cost(11, 7).toString());
+    recovered = (await eventsOf(t, pw, 'paywall.usage.charge.recovered')).map((e) => e.data);
+    expect(recovered[1]).toMatchObject({ activityId: first.id, amount: '0.001028', uncollected: '0' });
+    // 0.005 + 0.003 + 1 deposited; 5,000 + 4,028 (the whole first cost) + the second cost paid.
+    expect((await money(t, pw, 'debtor')).balance).toBe(1_008_000n - 9028n - cost(11, 7));
+    const [acct] = await t.db.query(
+      `select a.debt_raw::text as debt from ledger_account a join end_user u on u.account_id = a.id
+        where u.paywall_id = $1 and u.external_id = 'debtor'`,
+      [pw.id],
+    );
+    expect(acct.debt).toBe('0');
+    // The owner sees it on the charge.
+    const g = await t.gql(
+      pw.apiKey,
+      `{ user(externalId: "debtor") { charges(first: 5) { edges { node { id amount uncollected recovered } } } } }`,
+    );
+    expect(g.errors).toBeUndefined();
+    expect(g.data.user.charges.edges.map((e: any) => e.node).find((n: any) => n.id === first.id)).toEqual({
+      id: first.id,
+      amount: '0.005000',
+      uncollected: '0.004028',
+      recovered: '0.004028',
+    });
+    expect(await uncollectedByPaywall(t.db)).toContainEqual({
+      paywallId: pw.id,
+      uncollected: '4028',
+      recovered: '4028',
+      outstanding: '0',
+    });
+    // The paywall earned the whole first cost in the end.
+    const [earned] = await t.db.query(
+      `select balance_raw::text as b from ledger_account where kind = 'earnings' and paywall_id = $1`,
+      [pw.id],
+    );
+    const [paid] = await t.db.query(
+      `select coalesce(sum(amount_raw), 0)::text as s from transfer where charge_id = $1`,
+      [first.id],
+    );
+    expect(paid.s).toBe('9028');
+    expect(BigInt(earned.b)).toBeGreaterThanOrEqual(9028n);
+    await expectLedgerProven(t.db);
+  });
+
+  it('with MAX_UNCOLLECTED_PER_USER, a debt within the bound does not block, and free funds still repay it', async () => {
+    const t2 = await startTestApp({ MAX_UNCOLLECTED_PER_USER: '0.005' });
+    const saved = t;
+    try {
+      t = t2;
+      const p2 = await sellingPaywall(fake.baseUrl);
+      const body = { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 };
+      const ask = () => t2.rest('POST', '/v1/u/within/chat/completions', { token: p2.apiKey, body });
+      await deposit(t2, p2, 'within', '0.005');
+      fake.behavior = { usage: { prompt_tokens: 11, completion_tokens: 900 }, ignoreMaxTokens: true };
+      await ask();
+      expect((await chargesOf(t2, p2, 'within'))[0]).toMatchObject({ amount: '5000', uncollected: '4028' });
+      // 0.004028 owed, within 0.005: a deposit of 0.003 (less than the debt) still serves a request (with the
+      // bound 0 it would all go to the debt and the request be refused, as above). The hold is placed first;
+      // what is free beside it repays the debt.
+      await deposit(t2, p2, 'within', '0.003');
+      fake.behavior = { usage: { prompt_tokens: 11, completion_tokens: 7 } };
+      const served = await ask();
+      expect(served.body.paywall).toBeUndefined();
+      const hold = BigInt((await chargesOf(t2, p2, 'within'))[1].hold);
+      expect((await money(t2, p2, 'within')).balance).toBe(hold - cost(11, 7));
+      expect(await uncollectedByPaywall(t2.db)).toEqual([
+        {
+          paywallId: p2.id,
+          uncollected: '4028',
+          recovered: (3000n - hold).toString(),
+          outstanding: (4028n - 3000n + hold).toString(),
+        },
+      ]);
+      // A deposit that covers the rest: repaid in full at the next request.
+      await deposit(t2, p2, 'within', '1');
+      await ask();
+      expect(await uncollectedByPaywall(t2.db)).toEqual([
+        { paywallId: p2.id, uncollected: '4028', recovered: '4028', outstanding: '0' },
+      ]);
+      expect((await money(t2, p2, 'within')).balance).toBe(1_008_000n - 9028n - 2n * cost(11, 7));
+      await expectLedgerProven(t2.db);
+    } finally {
+      t = saved;
+      await t2.close();
+    }
+  });
+
+  it('reads MAX_UNCOLLECTED_PER_USER as a USDC amount (default 0: any debt blocks)', () => {
+    expect(loadConfig({}).MAX_UNCOLLECTED_PER_USER).toBe(0n);
+    expect(loadConfig({ MAX_UNCOLLECTED_PER_USER: '0.5' }).MAX_UNCOLLECTED_PER_USER).toBe(500_000n);
+    expect(() => loadConfig({ MAX_UNCOLLECTED_PER_USER: '-1' })).toThrow(/MAX_UNCOLLECTED_PER_USER/);
+  });
+});
+
+describe('Responses API: previous_response_id', () => {
+  it('adds the context of a response it relayed to the estimate, and holds an unknown one at the bound', async () => {
+    await deposit(t, pw, 'chain', '1');
+    fake.behavior = { usage: { prompt_tokens: 2000, completion_tokens: 500 } };
+    const api = sdk(pw, 'chain');
+    const first = await api.responses.create({ model: MODEL, input: 'Tell me a story.' });
+    const [c1] = await chargesOf(t, pw, 'chain');
+    const second = await api.responses.create({
+      model: MODEL,
+      input: 'Tell me a story.',
+      previous_response_id: first.id,
+    });
+    expect(second.id).toBeDefined();
+    const [, c2] = await chargesOf(t, pw, 'chain');
+    // The provider bills the earlier input and output again: 2,000 + 500 more tokens held.
+    expect(c2.metadata.promptEstimate).toBe(c1.metadata.promptEstimate + 2500);
+
+    // A streamed answer is remembered too (its id from the stream's events).
+    const stream = await api.responses.create({ model: MODEL, input: 'Once more.', stream: true });
+    let streamedId = '';
+    for await (const ev of stream) if (ev.type === 'response.completed') streamedId = ev.response.id;
+    expect(streamedId).not.toBe('');
+    await api.responses.create({ model: MODEL, input: 'Once more.', previous_response_id: streamedId });
+    const [, , c3, c4] = await chargesOf(t, pw, 'chain');
+    expect(c4.metadata.promptEstimate).toBe(c3.metadata.promptEstimate + 2500);
+
+    // An id it did not relay: held at the largest context window (2.62 USDC here), so refused with 1 USDC.
+    fake.reset();
+    const unknown = await api.responses.create({
+      model: MODEL,
+      input: 'Go on.',
+      previous_response_id: 'resp_not_relayed_here',
+    });
+    expect((unknown as any).paywall.reason).toBe('insufficient_balance');
+    expect(fake.responsesRequests).toHaveLength(0);
+  });
+});
+
+describe('empty answers cost nothing, the request price included', () => {
+  let server: Server;
+  let answer: unknown;
+  let priced: ProxyPaywall;
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (typeof answer === 'string') {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.end(answer);
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(answer));
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    priced = await sellingPaywall(`http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`);
+    await gqlOk(priced.apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+      i: { modelId: MODEL, prompt: '0.0000025', completion: '0.00001', request: '0.001' },
+    });
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+
+  it('charges nothing for no output and an empty finish_reason, although usage names prompt tokens', async () => {
+    await deposit(t, priced, 'empty', '1');
+    answer = {
+      id: 'chatcmpl-empty',
+      object: 'chat.completion',
+      created: 1,
+      model: MODEL,
+      choices: [{ index: 0, message: { role: 'assistant', content: '' }, finish_reason: null }],
+      usage: { prompt_tokens: 11, completion_tokens: 0, total_tokens: 11 },
+    };
+    const r = await t.rest('POST', '/v1/u/empty/chat/completions', {
+      token: priced.apiKey,
+      body: { model: MODEL, messages: [{ role: 'user', content: 'hi' }] },
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.usage.cost).toBe('0');
+    expect(r.headers.get('x-paywall-cost')).toBeNull();
+    const [charge] = await chargesOf(t, priced, 'empty');
+    expect(charge.status).toBe('released');
+    expect(charge.amount).toBe('0');
+    expect((await money(t, priced, 'empty')).balance).toBe(ONE);
+
+    // The same with a finish_reason is an answer: the request price and the prompt are charged.
+    answer = {
+      ...(answer as object),
+      choices: [{ index: 0, message: { role: 'assistant', content: '' }, finish_reason: 'stop' }],
+    };
+    await t.rest('POST', '/v1/u/empty/chat/completions', {
+      token: priced.apiKey,
+      body: { model: MODEL, messages: [{ role: 'user', content: 'hi' }] },
+    });
+    expect((await chargesOf(t, priced, 'empty'))[1].amount).toBe((1000n + cost(11, 0)).toString());
+  });
+  it('charges nothing for a failed Responses answer without output', async () => {
+    await deposit(t, priced, 'empty-resp', '1');
+    answer = {
+      id: 'resp_failed',
+      object: 'response',
+      created_at: 1,
+      status: 'failed',
+      error: { code: 'server_error', message: 'The model failed.' },
+      model: MODEL,
+      output: [],
+      usage: { input_tokens: 11, output_tokens: 0, total_tokens: 11 },
+    };
+    const r = await t.rest('POST', '/v1/u/empty-resp/responses', {
+      token: priced.apiKey,
+      body: { model: MODEL, input: 'hi' },
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.usage.cost).toBe('0');
+    const [charge] = await chargesOf(t, priced, 'empty-resp');
+    expect(charge).toMatchObject({ status: 'released', amount: '0' });
+    expect((await money(t, priced, 'empty-resp')).balance).toBe(ONE);
+  });
+
+  it('charges nothing for a stream that produced no output and ended without a finish reason', async () => {
+    await deposit(t, priced, 'empty-stream', '1');
+    const chunk = (o: unknown) => `data: ${JSON.stringify(o)}\n\n`;
+    const base = { id: 'chatcmpl-s', object: 'chat.completion.chunk', created: 1, model: MODEL };
+    answer =
+      chunk({
+        ...base,
+        choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }],
+      }) +
+      chunk({ ...base, choices: [], usage: { prompt_tokens: 11, completion_tokens: 0, total_tokens: 11 } }) +
+      'data: [DONE]\n\n';
+    const r = await t.rest('POST', '/v1/u/empty-stream/chat/completions', {
+      token: priced.apiKey,
+      body: { model: MODEL, messages: [{ role: 'user', content: 'hi' }], stream: true },
+    });
+    expect(r.status).toBe(200);
+    expect(r.body).toContain('data: [DONE]');
+    const [charge] = await chargesOf(t, priced, 'empty-stream');
+    expect(charge).toMatchObject({ status: 'released', amount: '0' });
+    expect((await money(t, priced, 'empty-stream')).balance).toBe(ONE);
+  });
+});
