@@ -331,7 +331,20 @@ export async function createApp(deps: AppDeps): Promise<App> {
   app.use(createStripeWebhookRouter(services));
   // The API key is checked before the body is read: an unauthenticated client gets its 401 without the
   // service buffering (up to 1 MiB of) its body. The router checks it again (a cache hit).
-  app.use('/v1', requireApiKey(services), jsonBody, createRestRouter(services));
+  const keyBeforeBody = requireApiKey(services);
+  app.use(
+    '/v1',
+    (req: Request, res: Response, next: NextFunction) => {
+      // Refused (or failed) with the body unread: the connection closes after the answer.
+      res.setHeader('Connection', 'close');
+      keyBeforeBody(req, res, (err?: unknown) => {
+        if (err === undefined) res.removeHeader('Connection');
+        next(err);
+      });
+    },
+    jsonBody,
+    createRestRouter(services),
+  );
   app.use(createPagesRouter(services));
   app.use(createDashboardRouter());
 
