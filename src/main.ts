@@ -4,11 +4,13 @@ import { loadConfig } from './config.js';
 import { Database } from './db/database.js';
 import { createApp } from './app.js';
 import { createLogger } from './shared/logger.js';
-import { exitOnStartupFailure, listen } from './shared/fatal.js';
+import { exitOnStartupFailure, listen, probePort } from './shared/fatal.js';
 
 const config = loadConfig();
 const log = createLogger(config.LOG_LEVEL);
 
+// A port in use: one line naming it, exit 1, before anything is opened.
+await probePort(config.PORT, config.HOST).catch(exitOnStartupFailure);
 // An embedded DATA_DIR another process holds: one line naming the directory and its pid, exit 1.
 const db = await Database.openForService(config, log).catch(exitOnStartupFailure);
 log.info(

@@ -437,7 +437,7 @@ describe('one process per embedded DATA_DIR; a busy port (CONTRACT §18)', () =>
     }
   }, 120_000);
 
-  it('a port in use: exit 1 with one line naming the port, the DATA_DIR released', async () => {
+  it('a port in use: exit 1 with one line naming the port, before the database is opened', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'pp-port-'));
     const busy = createServer();
     await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
@@ -448,7 +448,9 @@ describe('one process per embedded DATA_DIR; a busy port (CONTRACT §18)', () =>
       expect(r.stderr.trim().split('\n')).toEqual([
         `port ${port} is already in use (HOST 127.0.0.1): another process is listening there. Stop it, or set PORT to a free port.`,
       ]);
-      expect(r.stdout).not.toMatch(/"msg":"listening"/);
+      expect(r.stdout).not.toMatch(/"msg":"listening"|Owner token/);
+      // Found before anything was opened: no database was created, no lock left behind.
+      expect(existsSync(join(dataDir, 'PG_VERSION'))).toBe(false);
       expect(existsSync(join(dataDir, 'paywall-proxy.lock'))).toBe(false);
     } finally {
       await new Promise((r) => busy.close(r));

@@ -1,4 +1,4 @@
-import type { Server } from 'node:net';
+import { createServer, type Server } from 'node:net';
 import { DataDirLockedError } from '../db/data-dir-lock.js';
 
 /**
@@ -51,4 +51,15 @@ export function listen(server: Server, port: number, host: string): Promise<void
     server.once('listening', onListening);
     server.listen(port, host);
   });
+}
+
+/**
+ * Binds PORT/HOST for a moment and lets it go: a port already taken is found before the database is
+ * opened, migrated or given a first owner. (The real bind can still lose a race; listen() reports that.)
+ */
+export async function probePort(port: number, host: string): Promise<void> {
+  if (port === 0) return;
+  const probe = createServer();
+  await listen(probe, port, host);
+  await new Promise((r) => probe.close(r));
 }
