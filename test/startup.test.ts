@@ -260,7 +260,7 @@ describe('npm start on a fresh clone (CONTRACT §1)', () => {
       await firstRunAndRestart({ DATA_DIR: dataDir });
       expect(existsSync(join(dataDir, 'PG_VERSION'))).toBe(true);
     } finally {
-      rmSync(dataDir, { recursive: true, force: true });
+      rmSync(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
     }
   }, 120_000);
 
@@ -277,7 +277,7 @@ describe('npm start on a fresh clone (CONTRACT §1)', () => {
       );
       expect(stillThere).toBe(false);
     } finally {
-      rmSync(dataDir, { recursive: true, force: true });
+      rmSync(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
     }
   }, 60_000);
 
@@ -306,7 +306,7 @@ describe('npm start on a fresh clone (CONTRACT §1)', () => {
       expect(out).toMatch(/"msg":"webhook worker stopped"/);
     } finally {
       running.delete(proc);
-      rmSync(dataDir, { recursive: true, force: true });
+      rmSync(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
     }
   }, 60_000);
 
@@ -326,7 +326,7 @@ describe('npm start on a fresh clone (CONTRACT §1)', () => {
         await firstRunAndRestart({ DATABASE_URL: url.toString(), DATA_DIR: dataDir });
         expect(existsSync(join(dataDir, 'PG_VERSION'))).toBe(false);
       } finally {
-        rmSync(dataDir, { recursive: true, force: true });
+        rmSync(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
         await admin.query(`drop database if exists ${name} with (force)`);
         await admin.end();
       }
@@ -414,7 +414,7 @@ describe('one process per embedded DATA_DIR; a busy port (CONTRACT §18)', () =>
       expect(verify.code).toBe(0);
       expect(JSON.parse(verify.stdout)).toMatchObject({ ok: true });
     } finally {
-      rmSync(dataDir, { recursive: true, force: true });
+      rmSync(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
     }
   }, 120_000);
 
@@ -433,7 +433,7 @@ describe('one process per embedded DATA_DIR; a busy port (CONTRACT §18)', () =>
       expect(verify.code).toBe(0);
       expect(existsSync(lockFile)).toBe(false);
     } finally {
-      rmSync(dataDir, { recursive: true, force: true });
+      rmSync(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
     }
   }, 120_000);
 
@@ -454,7 +454,7 @@ describe('one process per embedded DATA_DIR; a busy port (CONTRACT §18)', () =>
       expect(existsSync(join(dataDir, 'paywall-proxy.lock'))).toBe(false);
     } finally {
       await new Promise((r) => busy.close(r));
-      rmSync(dataDir, { recursive: true, force: true });
+      rmSync(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
     }
   }, 60_000);
 });
