@@ -10,6 +10,7 @@ import { useServer } from 'graphql-ws/use/ws';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import { authenticate, Loaders, type AppContext } from './graphql/context.js';
+import type { Auth } from './modules/paywalls/paywall-info.js';
 import { formatGraphQLError, graphqlCode } from './graphql/errors.js';
 import {
   GRAPHQL_LIMITS,
@@ -153,6 +154,10 @@ export async function createApp(deps: AppDeps): Promise<App> {
   });
 
   const jsonBody = express.json({ limit: '1mb', type: ['application/json', 'application/*+json'] });
+  const smallJsonBody = express.json({
+    limit: UNAUTHENTICATED_GRAPHQL_BODY,
+    type: ['application/json', 'application/*+json'],
+  });
 
   // GraphQL over HTTP and graphql-ws: the same limits (src/graphql/limits.ts, docs/graphql.md).
   const armor = graphqlArmor();
@@ -314,11 +319,22 @@ export async function createApp(deps: AppDeps): Promise<App> {
   await apollo.start();
   app.use(
     '/graphql',
-    jsonBody,
+    // The credential is checked before the body is read: without a valid one nothing can be done but
+    // be refused, so at most UNAUTHENTICATED_GRAPHQL_BODY of the body is read (413 beyond it).
+    async (req: Request, res: Response, next: NextFunction) => {
+      const auth = await authenticate(services, req.header('authorization')).then(
+        (a) => ({ a }),
+        (err: unknown) => ({ err }),
+      );
+      res.locals.auth = auth;
+      ('a' in auth && auth.a ? jsonBody : smallJsonBody)(req, res, next);
+    },
     expressMiddleware(apollo, {
-      context: async ({ req }) => ({
+      context: async ({ req, res }) => ({
         requestId: req.id,
-        auth: await authenticate(services, req.header('authorization')).catch(unavailableTo503),
+        auth: await authenticatedBeforeBody(res.locals.auth, () =>
+          authenticate(services, req.header('authorization')),
+        ).catch(unavailableTo503),
         transport: 'graphql' as const,
         services,
         loaders: new Loaders(),
@@ -358,9 +374,13 @@ export async function createApp(deps: AppDeps): Promise<App> {
       return;
     }
     if (err?.type === 'entity.too.large') {
+      const limit =
+        err.limit === 1024 * 1024
+          ? '1 MiB'
+          : `${Math.round(err.limit / 1024)} KiB without a valid credential`;
       return sendError(
         res,
-        new DomainError('request_too_large', 'request body exceeds 1 MiB', null, 'request_too_large'),
+        new DomainError('request_too_large', `request body exceeds ${limit}`, null, 'request_too_large'),
       );
     }
     if (err?.type === 'entity.parse.failed') {
@@ -431,6 +451,19 @@ export async function createApp(deps: AppDeps): Promise<App> {
       await stopServices(services);
     },
   };
+}
+
+/** The body limit of a POST /graphql without a valid credential (it can only be refused). */
+const UNAUTHENTICATED_GRAPHQL_BODY = 64 * 1024;
+
+/** The credential checked before the body was read (a failure then, e.g. an outage, is thrown now). */
+async function authenticatedBeforeBody(
+  before: { a: Auth | null } | { err: unknown } | undefined,
+  again: () => Promise<Auth | null>,
+): Promise<Auth | null> {
+  if (!before) return again();
+  if ('err' in before) throw before.err;
+  return before.a;
 }
 
 /**

@@ -131,6 +131,43 @@ describe('the API key before the body', () => {
     },
   );
 
+  it('POST /graphql without a valid credential reads at most 64 KiB of body (413 beyond); with one, up to 1 MiB as before', async () => {
+    const pad = 'x'.repeat(100 * 1024);
+    const query = { query: '{ paywalls { id } }', variables: { pad } };
+    for (const token of [undefined, 'ot_not_a_token_0000000000000000000']) {
+      const r = await fetch(`${t.url}/graphql`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+        },
+        body: JSON.stringify(query),
+      });
+      expect(r.status).toBe(413);
+      expect(await r.json()).toEqual({
+        error: {
+          message: 'request body exceeds 64 KiB without a valid credential',
+          type: 'invalid_request_error',
+          param: null,
+          code: 'request_too_large',
+        },
+      });
+    }
+    const small = await t.gql('ot_not_a_token_0000000000000000000', '{ paywalls { id } }');
+    expect(small.status).toBe(401);
+    const owner = await fetch(`${t.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${t.ownerToken}` },
+      body: JSON.stringify(query),
+    });
+    expect(owner.status).toBe(200);
+    const answer = await owner.json();
+    expect({ errors: answer.errors, list: Array.isArray(answer.data?.paywalls) }).toEqual({
+      errors: undefined,
+      list: true,
+    });
+  });
+
   it('with a valid key the body is read as before (malformed JSON → 400)', async () => {
     const pw = await t.createPaywall();
     const r = await t.rest('POST', '/v1/chat/completions', { token: pw.apiKey, body: '{"model":' });
