@@ -10,6 +10,7 @@ import { isDatabaseUnavailable } from '../src/db/db-errors.js';
 import { withoutPathUser } from '../src/shared/route-label.js';
 import { loopReason, VIA_HEADER, viaOf } from '../src/modules/proxy/upstream-client.js';
 import { errorBody } from './errors.js';
+import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
 import { userFrom } from './http.js';
 import { sseSink } from './chat.routes.js';
 
@@ -139,16 +140,37 @@ export function meteredFastPath(
       sendError(res, new DomainError('internal', 'Internal server error'));
     };
 
-    const parts: Buffer[] = [];
-    req.on('data', (c: Buffer) => parts.push(c));
-    req.on('error', () => res.destroy());
-    req.on('end', () => {
-      requestContext.run({ reqId }, () => {
-        serve(Buffer.concat(parts)).catch(fail);
-      });
+    // CONTRACT §2: the paywall's API key, checked before the body is read: an unauthenticated client
+    // gets its 401 at once (and the connection closes), without the service buffering its body.
+    const auth = BEARER.exec(req.headers.authorization ?? '');
+    const refuse = (e: unknown) => {
+      // The body is left unread: the connection cannot be reused for another request.
+      res.setHeader('Connection', 'close');
+      fail(e);
+    };
+    requestContext.run({ reqId }, () => {
+      (auth ? services.paywalls.authenticateKey(auth[1]) : Promise.resolve(null)).then((paywall) => {
+        if (!paywall)
+          return refuse(
+            new DomainError(
+              'unauthenticated',
+              auth ? 'Invalid API key.' : 'Missing bearer API key.',
+              null,
+              auth ? 'invalid_api_key' : 'missing_api_key',
+            ),
+          );
+        const parts: Buffer[] = [];
+        req.on('data', (c: Buffer) => parts.push(c));
+        req.on('error', () => res.destroy());
+        req.on('end', () => {
+          requestContext.run({ reqId }, () => {
+            serve(Buffer.concat(parts), paywall).catch(fail);
+          });
+        });
+      }, refuse);
     });
 
-    const serve = async (raw: Buffer) => {
+    const serve = async (raw: Buffer, paywall: PaywallInfo) => {
       // express.json (strict): the body must be a JSON object or array; a BOM is dropped.
       let text = raw.toString('utf8');
       if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
@@ -165,19 +187,6 @@ export function meteredFastPath(
           new DomainError('invalid_request', 'request body is not valid JSON', null, 'invalid_json'),
         );
       }
-      // CONTRACT §2: the paywall's API key.
-      const auth = BEARER.exec(req.headers.authorization ?? '');
-      const paywall = auth ? await services.paywalls.authenticateKey(auth[1]) : null;
-      if (!paywall)
-        return sendError(
-          res,
-          new DomainError(
-            'unauthenticated',
-            auth ? 'Invalid API key.' : 'Missing bearer API key.',
-            null,
-            auth ? 'invalid_api_key' : 'missing_api_key',
-          ),
-        );
       route = `${m.pathUser === undefined ? '/v1' : '/v1/u/{user}'}/${m.kind === 'chat' ? 'chat/completions' : 'responses'}`;
       // A request this service (or a chain of proxies) already forwarded: refused before anything is held.
       const via = viaOf(req.headers[VIA_HEADER]);

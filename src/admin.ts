@@ -17,6 +17,7 @@ import { proveLedger, uncollectedByPaywall } from './modules/ledger/accounts.js'
 import { EarningsService, type WithdrawalRow } from './modules/ledger/earnings.service.js';
 import { DomainError } from './shared/errors.js';
 import { formatUsdc } from './shared/money.js';
+import { exitOnStartupFailure } from './shared/fatal.js';
 
 const USAGE = `usage: npm run admin -- withdrawals list [--status PENDING|PAID|FAILED|CANCELED|all]
        npm run admin -- withdrawals mark-paid <id>
@@ -43,7 +44,10 @@ const show = (w: WithdrawalRow) =>
   );
 
 const config = loadConfig();
-const db = await Database.open({ url: config.DATABASE_URL, dataDir: config.DATA_DIR });
+// On an embedded DATA_DIR the service holds, the admin tools exit 1 at once (stop the service first).
+const db = await Database.open({ url: config.DATABASE_URL, dataDir: config.DATA_DIR }).catch(
+  exitOnStartupFailure,
+);
 try {
   await db.migrate(config);
   const earnings = new EarningsService(db);

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
+import type { Socket } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { ApolloServer, type ApolloServerPlugin } from '@apollo/server';
 import { expressMiddleware } from '@as-integrations/express5';
@@ -9,6 +10,7 @@ import { useServer } from 'graphql-ws/use/ws';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import { authenticate, Loaders, type AppContext } from './graphql/context.js';
+import type { Auth } from './modules/paywalls/paywall-info.js';
 import { formatGraphQLError, graphqlCode } from './graphql/errors.js';
 import {
   GRAPHQL_LIMITS,
@@ -36,6 +38,8 @@ import { answerParserError, sendError } from '../rest-compat/errors.js';
 import { createPagesRouter } from './pages/pages.router.js';
 import { createDashboardRouter } from './pages/dashboard.router.js';
 import { createStripeWebhookRouter } from './modules/payments/stripe/stripe.router.js';
+import { createClientIp, createTrustedProxyCheck, normalizeIp } from './shared/client-ip.js';
+import { requireApiKey } from '../rest-compat/http.js';
 import { logInternalError, routeLabel, withoutPathUser } from './shared/route-label.js';
 
 export interface AppDeps {
@@ -67,8 +71,20 @@ export async function createApp(deps: AppDeps): Promise<App> {
   const services = createServices(config, db, log, metrics);
   const schema = await getSchema();
   const app = express();
-  const server = createServer(app);
+  const server = createServer(
+    {
+      // A request's headers, and the whole request, must arrive in time (408 otherwise): a slow client
+      // cannot hold a connection and its buffers for ever. Answers (streams) are not bounded by these.
+      headersTimeout: config.HTTP_HEADERS_TIMEOUT_MS,
+      requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
+      // How often Node checks them (its default, 30 s, would let a request run that much over).
+      connectionsCheckingInterval: Math.min(1000, Math.ceil(config.HTTP_HEADERS_TIMEOUT_MS / 2)),
+    },
+    app,
+  );
   server.on('clientError', answerParserError);
+  const clientIp = createClientIp(config.TRUSTED_PROXIES);
+  limitConnectionsPerIp(server, config.MAX_CONNECTIONS_PER_IP, config.TRUSTED_PROXIES);
   // The metered routes first, on plain node:http (rest-compat/metered-fast-path.ts); the rest is Express.
   const metered = meteredFastPath(services, log, metrics);
   // Express's own entry point (`app(req, res)` calls `app.handle`): the server's listener stays the app.
@@ -78,9 +94,13 @@ export async function createApp(deps: AppDeps): Promise<App> {
     if (!metered(req, res)) handle(req, res, next);
   };
   app.disable('x-powered-by');
-  // X-Forwarded-For is believed only from a proxy on this host or a private network: a client reaching
-  // the service directly cannot pick its own address (the wallet's per-IP sign-in limit counts on it).
-  app.set('trust proxy', 'loopback, linklocal, uniquelocal');
+  // The client's address comes from one helper (src/shared/client-ip.ts): X-Forwarded-For is believed
+  // only from TRUSTED_PROXIES, and only a valid IP address counts. req.ip is that value everywhere.
+  app.set('trust proxy', false);
+  app.use((req: Request, _res: Response, next: NextFunction) => {
+    Object.defineProperty(req, 'ip', { value: clientIp(req), configurable: true });
+    next();
+  });
 
   // Request id on every log line; metrics by route template and status.
   app.use((req: Request, res: Response, next: NextFunction) => {
@@ -135,22 +155,36 @@ export async function createApp(deps: AppDeps): Promise<App> {
   });
 
   const jsonBody = express.json({ limit: '1mb', type: ['application/json', 'application/*+json'] });
+  const smallJsonBody = express.json({
+    limit: UNAUTHENTICATED_GRAPHQL_BODY,
+    type: ['application/json', 'application/*+json'],
+  });
 
   // GraphQL over HTTP and graphql-ws: the same limits (src/graphql/limits.ts, docs/graphql.md).
   const armor = graphqlArmor();
   const live = new LiveConnections(config);
+  const unauthenticated = new UnauthenticatedSockets(config.MAX_WS_UNAUTHENTICATED_PER_IP);
   const wsServer = new WebSocketServer({
     server,
     path: '/graphql',
     maxPayload: 64 * 1024,
     // Sockets still authenticating hold no connection slot (see onConnect), so they are bounded here:
-    // at most MAX_WS_CONNECTIONS of them at once, each closed after WS_CONNECTION_INIT_TIMEOUT_MS.
-    verifyClient: (_info, done) => {
+    // at most MAX_WS_UNAUTHENTICATED_PER_IP per client address (a flood from one address cannot crowd
+    // out everyone else's subscribers), at most MAX_WS_CONNECTIONS in all, each closed after
+    // WS_CONNECTION_INIT_TIMEOUT_MS.
+    verifyClient: (info, done) => {
       if (wsServer.clients.size - live.connections >= config.MAX_WS_CONNECTIONS)
-        done(false, 503, 'Too many connections waiting to authenticate; retry later');
-      else done(true);
+        return done(false, 503, 'Too many connections waiting to authenticate; retry later');
+      if (!unauthenticated.take(clientIp(info.req), info.req))
+        return done(
+          false,
+          429,
+          `Too many unauthenticated connections from this address (MAX_WS_UNAUTHENTICATED_PER_IP is ${config.MAX_WS_UNAUTHENTICATED_PER_IP}); authenticate or retry later`,
+        );
+      done(true);
     },
   });
+  wsServer.on('connection', (socket, req) => unauthenticated.bind(socket, req));
   const wsCleanup = useServer<Record<string, unknown> | undefined, WsExtra>(
     {
       schema,
@@ -208,6 +242,8 @@ export async function createApp(deps: AppDeps): Promise<App> {
           ctx.extra.socket.close(4403, refused);
           return false;
         }
+        // Authenticated: no longer counts against its address's unauthenticated budget.
+        unauthenticated.release(ctx.extra.socket);
         return true;
       },
       onClose: (ctx) => live.close(ctx.extra),
@@ -284,11 +320,22 @@ export async function createApp(deps: AppDeps): Promise<App> {
   await apollo.start();
   app.use(
     '/graphql',
-    jsonBody,
+    // The credential is checked before the body is read: without a valid one nothing can be done but
+    // be refused, so at most UNAUTHENTICATED_GRAPHQL_BODY of the body is read (413 beyond it).
+    async (req: Request, res: Response, next: NextFunction) => {
+      const auth = await authenticate(services, req.header('authorization')).then(
+        (a) => ({ a }),
+        (err: unknown) => ({ err }),
+      );
+      res.locals.auth = auth;
+      ('a' in auth && auth.a ? jsonBody : smallJsonBody)(req, res, next);
+    },
     expressMiddleware(apollo, {
-      context: async ({ req }) => ({
+      context: async ({ req, res }) => ({
         requestId: req.id,
-        auth: await authenticate(services, req.header('authorization')).catch(unavailableTo503),
+        auth: await authenticatedBeforeBody(res.locals.auth, () =>
+          authenticate(services, req.header('authorization')),
+        ).catch(unavailableTo503),
         transport: 'graphql' as const,
         services,
         loaders: new Loaders(),
@@ -299,7 +346,22 @@ export async function createApp(deps: AppDeps): Promise<App> {
 
   // Before the JSON parser: Stripe's signature covers the raw bytes.
   app.use(createStripeWebhookRouter(services));
-  app.use('/v1', jsonBody, createRestRouter(services));
+  // The API key is checked before the body is read: an unauthenticated client gets its 401 without the
+  // service buffering (up to 1 MiB of) its body. The router checks it again (a cache hit).
+  const keyBeforeBody = requireApiKey(services);
+  app.use(
+    '/v1',
+    (req: Request, res: Response, next: NextFunction) => {
+      // Refused (or failed) with the body unread: the connection closes after the answer.
+      res.setHeader('Connection', 'close');
+      keyBeforeBody(req, res, (err?: unknown) => {
+        if (err === undefined) res.removeHeader('Connection');
+        next(err);
+      });
+    },
+    jsonBody,
+    createRestRouter(services),
+  );
   app.use(createPagesRouter(services));
   app.use(createDashboardRouter());
 
@@ -313,9 +375,13 @@ export async function createApp(deps: AppDeps): Promise<App> {
       return;
     }
     if (err?.type === 'entity.too.large') {
+      const limit =
+        err.limit === 1024 * 1024
+          ? '1 MiB'
+          : `${Math.round(err.limit / 1024)} KiB without a valid credential`;
       return sendError(
         res,
-        new DomainError('request_too_large', 'request body exceeds 1 MiB', null, 'request_too_large'),
+        new DomainError('request_too_large', `request body exceeds ${limit}`, null, 'request_too_large'),
       );
     }
     if (err?.type === 'entity.parse.failed') {
@@ -392,6 +458,19 @@ export async function createApp(deps: AppDeps): Promise<App> {
   };
 }
 
+/** The body limit of a POST /graphql without a valid credential (it can only be refused). */
+const UNAUTHENTICATED_GRAPHQL_BODY = 64 * 1024;
+
+/** The credential checked before the body was read (a failure then, e.g. an outage, is thrown now). */
+async function authenticatedBeforeBody(
+  before: { a: Auth | null } | { err: unknown } | undefined,
+  again: () => Promise<Auth | null>,
+): Promise<Auth | null> {
+  if (!before) return again();
+  if ('err' in before) throw before.err;
+  return before.a;
+}
+
 /**
  * A failure while building the GraphQL context (authentication reads the database) is answered by Apollo
  * itself: a database outage there becomes a 503 with the same extensions as one inside a resolver.
@@ -407,4 +486,93 @@ function unavailableTo503(err: unknown): never {
       http: { status: 503, headers: new Map([['retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS)]]) },
     },
   });
+}
+
+/**
+ * At most `max` open TCP connections per client address (the TCP peer: X-Forwarded-For is not known
+ * before a request is parsed; TRUSTED_PROXIES are exempt, their clients are many). A connection beyond
+ * it is answered 429 and closed before any HTTP parsing, so it holds no parser, buffer or timer.
+ */
+function limitConnectionsPerIp(server: Server, max: number, trustedProxies: readonly string[]): void {
+  const isTrusted = createTrustedProxyCheck(trustedProxies);
+  const open = new Map<string, number>();
+  const handlers = server.listeners('connection') as ((socket: Socket) => void)[];
+  server.removeAllListeners('connection');
+  server.on('connection', (socket: Socket) => {
+    const ip = normalizeIp(socket.remoteAddress) ?? 'unknown';
+    if (!isTrusted(ip)) {
+      const n = (open.get(ip) ?? 0) + 1;
+      if (n > max) {
+        refuseConnection(socket, max);
+        return;
+      }
+      open.set(ip, n);
+      socket.once('close', () => {
+        const left = (open.get(ip) ?? 1) - 1;
+        if (left > 0) open.set(ip, left);
+        else open.delete(ip);
+      });
+    }
+    for (const h of handlers) h.call(server, socket);
+  });
+}
+
+function refuseConnection(socket: Socket, max: number): void {
+  const body = JSON.stringify({
+    error: {
+      message: `Too many open connections from this address (MAX_CONNECTIONS_PER_IP is ${max}); close some or retry later.`,
+      type: 'rate_limit_error',
+      param: null,
+      code: 'too_many_connections',
+    },
+  });
+  socket.on('error', () => undefined);
+  socket.setTimeout(5000, () => socket.destroy());
+  socket.end(
+    `HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `Retry-After: 1\r\nConnection: close\r\n\r\n${body}`,
+  );
+  // Whatever the client sends is read and dropped (not buffered) until it has the answer and closes.
+  socket.resume();
+}
+
+/**
+ * graphql-ws sockets that have not authenticated yet, counted per client address. A slot is taken when
+ * the upgrade is accepted and given back when the socket authenticates or closes (whichever is first).
+ */
+class UnauthenticatedSockets {
+  private readonly byIp = new Map<string, number>();
+  private readonly pending = new WeakMap<object, () => void>();
+
+  constructor(private readonly max: number) {}
+
+  /** Takes a slot for `ip` for the upgrade request `req`; false when the address has none left. */
+  take(ip: string, req: { socket: Socket }): boolean {
+    const n = this.byIp.get(ip) ?? 0;
+    if (n >= this.max) return false;
+    this.byIp.set(ip, n + 1);
+    let held = true;
+    const release = () => {
+      if (!held) return;
+      held = false;
+      const left = (this.byIp.get(ip) ?? 1) - 1;
+      if (left > 0) this.byIp.set(ip, left);
+      else this.byIp.delete(ip);
+    };
+    this.pending.set(req, release);
+    // Also when the upgrade never completes, or the WebSocket closes before authenticating.
+    req.socket.once('close', release);
+    return true;
+  }
+
+  /** The upgrade completed: the WebSocket carries the slot from here. */
+  bind(socket: object, req: object): void {
+    const release = this.pending.get(req);
+    if (release) this.pending.set(socket, release);
+  }
+
+  /** The socket authenticated: its slot is free. */
+  release(socket: object): void {
+    this.pending.get(socket)?.();
+  }
 }

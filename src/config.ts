@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { PRICE_DECIMALS, RAW_DECIMALS, parseAmount, parseDecimal } from './shared/money.js';
+import { parseTrustedProxies } from './shared/client-ip.js';
 
 const bool = z
   .enum(['true', 'false', '1', '0', ''])
@@ -243,6 +244,33 @@ const ConfigSchema = z.object({
   MAX_SUBSCRIPTIONS_PER_CONNECTION: intFrom(20, 1),
   /** Live subscriptions per tenant (a paywall's API key, or an owner token) per instance, all its connections together. */
   MAX_SUBSCRIPTIONS_PER_TENANT: intFrom(200, 1),
+  // The network edge (docs/operations.md "The network edge").
+  /**
+   * Comma-separated IP addresses or CIDR ranges of the reverse proxies in front of the service. Only a
+   * peer in this list may name the client with X-Forwarded-For; none by default (the TCP peer is the client).
+   */
+  TRUSTED_PROXIES: z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      const { list, error } = parseTrustedProxies(v ?? '');
+      if (error) ctx.addIssue({ code: 'custom', message: error });
+      return list;
+    }),
+  /** Longest wait for a request's headers, from its first byte; then 408 and the connection is closed. */
+  HTTP_HEADERS_TIMEOUT_MS: intFrom(10_000, 100),
+  /** Longest wait for a whole request (headers and body); then 408. Answers (streams) are not bounded by it. */
+  HTTP_REQUEST_TIMEOUT_MS: intFrom(30_000, 100),
+  /**
+   * Open TCP connections per client address (the TCP peer; TRUSTED_PROXIES are exempt), HTTP and
+   * graphql-ws together. Beyond it a new connection gets 429 and is closed.
+   */
+  MAX_CONNECTIONS_PER_IP: intFrom(256, 1),
+  /**
+   * graphql-ws sockets per client IP that have not yet authenticated (`connection_init` with a valid
+   * credential); beyond it the upgrade gets HTTP 429. Authenticated connections do not count.
+   */
+  MAX_WS_UNAUTHENTICATED_PER_IP: intFrom(8, 1),
   /** CONTRACT §10: requests per minute per paywall key, all instances together; unset = no limit. */
   RATE_LIMIT_PER_MINUTE: z
     .string()
@@ -367,6 +395,12 @@ export type Config = z.infer<typeof ConfigSchema> & {
 /** Parse the environment once; a bad value stops the start with a message naming the variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const parsed = ConfigSchema.superRefine((c, ctx) => {
+    if (c.HTTP_HEADERS_TIMEOUT_MS > c.HTTP_REQUEST_TIMEOUT_MS)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['HTTP_HEADERS_TIMEOUT_MS'],
+        message: 'HTTP_HEADERS_TIMEOUT_MS must not exceed HTTP_REQUEST_TIMEOUT_MS',
+      });
     // A key without the endpoint secret would take payments that are never credited (and vice versa).
     if (!c.STRIPE_SECRET_KEY !== !c.STRIPE_WEBHOOK_SECRET)
       ctx.addIssue({

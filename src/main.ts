@@ -4,11 +4,15 @@ import { loadConfig } from './config.js';
 import { Database } from './db/database.js';
 import { createApp } from './app.js';
 import { createLogger } from './shared/logger.js';
+import { exitOnStartupFailure, listen, probePort } from './shared/fatal.js';
 
 const config = loadConfig();
 const log = createLogger(config.LOG_LEVEL);
 
-const db = await Database.openForService(config, log);
+// A port in use: one line naming it, exit 1, before anything is opened.
+await probePort(config.PORT, config.HOST).catch(exitOnStartupFailure);
+// An embedded DATA_DIR another process holds: one line naming the directory and its pid, exit 1.
+const db = await Database.openForService(config, log).catch(exitOnStartupFailure);
 log.info(
   { database: db.kind === 'postgres' ? 'postgresql' : `embedded PGlite at ${config.DATA_DIR}` },
   'database opened',
@@ -23,7 +27,19 @@ if (boot.createdToken) {
   console.log(`\nOwner token (shown once, keep it): ${boot.createdToken}\n`);
 }
 await app.start();
-await new Promise<void>((resolve) => app.server.listen(config.PORT, config.HOST, resolve));
+try {
+  await listen(app.server, config.PORT, config.HOST);
+} catch (err) {
+  // Port in use: one line naming it and exit 1 at once, after closing the database (bounded).
+  await Promise.race([
+    app
+      .stop(0)
+      .then(() => db.close())
+      .catch(() => undefined),
+    new Promise((r) => setTimeout(r, 3000).unref()),
+  ]);
+  exitOnStartupFailure(err);
+}
 log.info({ url: `http://${config.HOST}:${config.PORT}`, graphql: '/graphql', rest: '/v1' }, 'listening');
 
 let shuttingDown = false;

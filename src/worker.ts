@@ -9,15 +9,14 @@ import { Database } from './db/database.js';
 import { DeliveryWorker } from './modules/webhooks/delivery-worker.js';
 import { createLogger } from './shared/logger.js';
 import { loadSecretBox } from './shared/crypto.js';
+import { exitOnStartupFailure } from './shared/fatal.js';
 
 const config = loadConfig();
 const log = createLogger(config.LOG_LEVEL).child({ component: 'webhook-worker' });
 
-if (!config.DATABASE_URL) {
-  // The embedded database is one process's files: a second process cannot open it alongside the API.
-  log.warn('no DATABASE_URL: the embedded database can only be used by one process at a time');
-}
-const db = await Database.openForService(config, log);
+// The embedded database is one process's: on a DATA_DIR the API (or another worker) holds, this exits 1
+// at once naming the directory and the holder's pid. Run the worker apart only with DATABASE_URL.
+const db = await Database.openForService(config, log).catch(exitOnStartupFailure);
 // Idempotent: normally the API has migrated already, but the worker must not run against an older schema.
 const applied = await db.migrate(config);
 if (applied.length) log.info({ migrations: applied }, 'migrations applied');

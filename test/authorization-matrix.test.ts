@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { FakeStripe } from './helpers/fake-stripe.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
-import { liveClient, LiveSubscription } from './helpers/live-client.js';
+import { eventually, liveClient, LiveSubscription } from './helpers/live-client.js';
+import { LiveEventHub } from '../src/modules/events/live-event-hub.js';
 import { enumerateOperations, enumerateRoutes, routeKey } from './helpers/routes.js';
 import { getSchema } from '../src/graphql/schema.js';
 
@@ -605,12 +606,14 @@ describe('authorization matrix', () => {
 
     it('Subscription.paywallEvents', async () => {
       const client = liveClient(t.url, control.ownerToken);
+      const before = LiveEventHub.for(t.db).size;
       const s = new LiveSubscription(
         client,
         GQL['Subscription.paywallEvents'].vars(control),
         GQL['Subscription.paywallEvents'].query,
       );
-      await new Promise((r) => setTimeout(r, 300));
+      // Ready when the service has registered the subscription (not after a guessed delay).
+      await eventually(() => LiveEventHub.for(t.db).size, before + 1);
       await ok(
         control.ownerToken,
         `mutation($p: ID) { deposit(input: { paywallId: $p, user: "live", amount: "1" }) { balance } }`,

@@ -118,7 +118,6 @@ describe('a service whose database is unreachable', () => {
     });
 
   test('REST: 503 api_error database_unavailable with Retry-After, no stack trace', async () => {
-    const started = Date.now();
     const res = await post('/v1/user/balance/deposit', apiKey, { user: 'alice', amount: '1' });
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('2');
@@ -132,7 +131,6 @@ describe('a service whose database is unreachable', () => {
       },
     });
     expect(body.error.message).not.toMatch(/\bat \S+:\d+|ECONNREFUSED|127\.0\.0\.1/);
-    expect(Date.now() - started).toBeLessThan(5000);
   });
 
   test('the metered routes (served ahead of Express) answer the same 503 with Retry-After', async () => {

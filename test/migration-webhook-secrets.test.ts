@@ -109,15 +109,19 @@ describe('webhook secrets migration', () => {
     }
   });
 
-  it("PostgreSQL: the table's file holds no plaintext secret either (the dropped column and old row versions are gone)", async () => {
-    if (db.kind !== 'postgres') return; // the embedded database's files live in memory here
-    await db.query('checkpoint');
-    const [{ file }] = await db.query<{ file: Buffer }>(
-      `select pg_read_binary_file(pg_relation_filepath('webhook_subscription')) as file`,
-    );
-    expect(file.length).toBeGreaterThan(0);
-    for (const sub of subs) expect(file.includes(Buffer.from(sub.secret))).toBe(false);
-  });
+  // The embedded database's files live in memory here: this one needs DATABASE_URL.
+  (process.env.DATABASE_URL ? it : it.skip)(
+    "PostgreSQL: the table's file holds no plaintext secret either (the dropped column and old row versions are gone; skipped on the embedded pass: needs DATABASE_URL)",
+    async () => {
+      expect(db.kind).toBe('postgres');
+      await db.query('checkpoint');
+      const [{ file }] = await db.query<{ file: Buffer }>(
+        `select pg_read_binary_file(pg_relation_filepath('webhook_subscription')) as file`,
+      );
+      expect(file.length).toBeGreaterThan(0);
+      for (const sub of subs) expect(file.includes(Buffer.from(sub.secret))).toBe(false);
+    },
+  );
 
   it('the migrated subscriptions sign deliveries with the same secrets as before', async () => {
     const worker = new DeliveryWorker({

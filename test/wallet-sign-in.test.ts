@@ -445,9 +445,6 @@ describe('consent, wallet page and revocation', () => {
     expect((await c.get(`/connect/${a.id}?request=00000000-0000-4000-8000-000000000000`)).status).toBe(404);
     expect((await c.get(`/connect/${a.id}`)).status).toBe(404);
     expect(
-      (await t.db.query(`select count(*)::int as n from wallet_connection`))[0].n,
-    ).toBeGreaterThanOrEqual(0);
-    expect(
       (
         await t.db.query(
           `select count(*)::int as n from wallet_connection where paywall_id = any($1::uuid[])`,

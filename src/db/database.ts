@@ -11,6 +11,7 @@ import { entities } from './entities.js';
 import { migrationsList } from '../../migrations/index.js';
 import { withMigrationSecrets, type SecretsConfig } from './migration-secrets.js';
 import { unavailableOr } from './db-errors.js';
+import { lockDataDir } from './data-dir-lock.js';
 import type { Logger } from '../shared/logger.js';
 import type { Config } from '../config.js';
 
@@ -106,12 +107,24 @@ export class Database {
   private constructor(
     readonly orm: MikroORM,
     private readonly opts: DatabaseOptions,
+    private readonly unlock?: () => void,
   ) {
     this.kind = opts.url ? 'postgres' : 'pglite';
   }
 
+  /**
+   * Opens the database. An embedded database on disk is locked for this process first
+   * (src/db/data-dir-lock.ts): a second process on the same DATA_DIR gets DataDirLockedError.
+   */
   static async open(opts: DatabaseOptions): Promise<Database> {
-    return new Database(await Database.init(opts, true), opts);
+    const onDisk = !opts.url && opts.dataDir !== undefined && !opts.dataDir.startsWith('memory:');
+    const unlock = onDisk ? lockDataDir(opts.dataDir!) : undefined;
+    try {
+      return new Database(await Database.init(opts, true), opts, unlock);
+    } catch (err) {
+      unlock?.();
+      throw err;
+    }
   }
 
   /** The database of a long-running process (the API, the worker): where the config says, with its timeouts. */
@@ -468,7 +481,11 @@ export class Database {
     const background = this.backgroundDb;
     this.backgroundDb = undefined;
     if (background) await (await background.catch(() => undefined))?.close();
-    await this.exclusive(() => this.orm.close(true));
+    try {
+      await this.exclusive(() => this.orm.close(true));
+    } finally {
+      this.unlock?.();
+    }
   }
 }
 

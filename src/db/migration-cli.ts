@@ -5,10 +5,13 @@
 import 'reflect-metadata';
 import { loadConfig } from '../config.js';
 import { Database } from './database.js';
+import { exitOnStartupFailure } from '../shared/fatal.js';
 
 const cmd = process.argv[2];
 const config = loadConfig();
-const db = await Database.open({ url: config.DATABASE_URL, dataDir: config.DATA_DIR });
+const db = await Database.open({ url: config.DATABASE_URL, dataDir: config.DATA_DIR }).catch(
+  exitOnStartupFailure,
+);
 try {
   if (cmd === 'create') {
     await db.migrate(config);

@@ -47,6 +47,9 @@ export async function startTestApp(
     // The fake upstreams of the tests listen on loopback (CONTRACT §1 "Provider targets").
     PROVIDER_ALLOW_PRIVATE_NETWORKS: 'true',
     BOOTSTRAP_OWNER_TOKEN: ownerToken,
+    // The tests stand for a reverse proxy on loopback: X-Forwarded-For (PageClient) names the client.
+    // Tests of the default (no trusted proxy) pass TRUSTED_PROXIES: ''.
+    TRUSTED_PROXIES: '127.0.0.1',
     ENCRYPTION_KEY: 'test-encryption-key-0123456789',
     ...(dbUrl ? { DATABASE_URL: dbUrl } : {}),
     ...env,
