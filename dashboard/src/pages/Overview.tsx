@@ -13,38 +13,50 @@ import {
   YAxis,
 } from 'recharts';
 import { errorMessage } from '../api';
+import { graphql } from '../gql';
+import type { UsageBucketRowFragment } from '../gql/graphql';
 import { integer, moneyAxis, shortDay, toNumber, usdcHeadline, utcDay } from '../format';
 import type { PaywallSummary } from '../session';
 import { Card, DataTable, Empty, ErrorBanner, Loading, Money, moneyColumn, PageHeader, Stat } from '../ui';
 
-interface Bucket {
-  key: string;
-  userId: string | null;
-  requests: number;
-  revenue: string;
-  providerCost: string;
-  margin: string;
-  promptTokens: number;
-  completionTokens: number;
-}
-interface UsageData {
-  paywall: {
-    id: string;
-    byDay: { totals: Bucket; buckets: Bucket[] };
-    byModel: { buckets: Bucket[] };
-    byUser: { buckets: Bucket[] };
-  };
-}
-
-const FIELDS = 'key userId requests revenue providerCost margin promptTokens completionTokens';
-const USAGE = `query Usage($id: ID, $from: String!, $to: String!) {
-  paywall(id: $id) {
-    id
-    byDay: usage(from: $from, to: $to, groupBy: DAY) { totals { ${FIELDS} } buckets { ${FIELDS} } }
-    byModel: usage(from: $from, to: $to, groupBy: MODEL, limit: 12) { buckets { ${FIELDS} } }
-    byUser: usage(from: $from, to: $to, groupBy: USER, limit: 10) { buckets { ${FIELDS} } }
+type Bucket = UsageBucketRowFragment;
+graphql(`
+  fragment UsageBucketRow on UsageBucket {
+    key
+    userId
+    requests
+    revenue
+    providerCost
+    margin
+    promptTokens
+    completionTokens
   }
-}`;
+`);
+const USAGE = graphql(`
+  query Usage($id: ID, $from: String!, $to: String!) {
+    paywall(id: $id) {
+      id
+      byDay: usage(from: $from, to: $to, groupBy: DAY) {
+        totals {
+          ...UsageBucketRow
+        }
+        buckets {
+          ...UsageBucketRow
+        }
+      }
+      byModel: usage(from: $from, to: $to, groupBy: MODEL, limit: 12) {
+        buckets {
+          ...UsageBucketRow
+        }
+      }
+      byUser: usage(from: $from, to: $to, groupBy: USER, limit: 10) {
+        buckets {
+          ...UsageBucketRow
+        }
+      }
+    }
+  }
+`);
 
 const RANGES = [
   [7, '7 days'],
@@ -57,16 +69,20 @@ const money = (v: number) =>
   `${v.toLocaleString(undefined, { minimumFractionDigits: 6, maximumFractionDigits: 6 })} USDC`;
 
 /** SHARED: what the paywall earned for its owner (the earnings account), all time. */
-const EARNINGS = `query OverviewEarnings($id: ID) {
-  paywall(id: $id) { id builtinProvider earnings { available pending withdrawn fees } }
-}`;
-interface EarningsData {
-  paywall: {
-    id: string;
-    builtinProvider: boolean;
-    earnings: { available: string; pending: string; withdrawn: string; fees: string };
-  };
-}
+const EARNINGS = graphql(`
+  query OverviewEarnings($id: ID) {
+    paywall(id: $id) {
+      id
+      builtinProvider
+      earnings {
+        available
+        pending
+        withdrawn
+        fees
+      }
+    }
+  }
+`);
 const axisCount = (v: number) =>
   v >= 1e6 ? `${(v / 1e6).toFixed(1)}M` : v >= 1000 ? `${(v / 1000).toFixed(1)}k` : `${v}`;
 
@@ -81,12 +97,12 @@ const ROUNDED_BAR = { radius: [3, 3, 0, 0] as [number, number, number, number], 
 
 export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
   const [days, setDays] = useState<number>(30);
-  const [{ data, fetching, error }] = useQuery<UsageData>({
+  const [{ data, fetching, error }] = useQuery({
     query: USAGE,
     variables: { id: paywall.id, from: utcDay(-(days - 1)), to: utcDay(0) },
   });
   const shared = paywall.mode === 'SHARED';
-  const [earningsResult] = useQuery<EarningsData>({
+  const [earningsResult] = useQuery({
     query: EARNINGS,
     variables: { id: paywall.id },
     pause: !shared,
