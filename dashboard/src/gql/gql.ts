@@ -19,7 +19,7 @@ type Documents = {
     "\n  query DashboardPaywalls {\n    paywalls(includeArchived: true, first: 100) {\n      ...PaywallSummary\n    }\n  }\n": typeof types.DashboardPaywallsDocument,
     "\n  query DashboardPaywall($id: ID) {\n    paywall(id: $id) {\n      ...PaywallSummary\n    }\n  }\n": typeof types.DashboardPaywallDocument,
     "\n  fragment ConnectionRow on WalletConnection {\n    id\n    externalUserId\n    walletUserId\n    status\n    connectedAt\n    revokedAt\n  }\n": typeof types.ConnectionRowFragmentDoc,
-    "\n  query Connections($id: ID, $after: String) {\n    paywall(id: $id) {\n      id\n      connections(first: 20, after: $after) {\n        edges {\n          node {\n            ...ConnectionRow\n          }\n        }\n        pageInfo {\n          hasNextPage\n          endCursor\n        }\n      }\n    }\n  }\n": typeof types.ConnectionsDocument,
+    "\n  query Connections($id: ID, $after: String) {\n    paywall(id: $id) {\n      id\n      connections(first: 20, after: $after) {\n        edges {\n          node {\n            ...ConnectionRow\n          }\n        }\n        pageInfo {\n          ...PageCursor\n        }\n      }\n    }\n  }\n": typeof types.ConnectionsDocument,
     "\n  fragment WithdrawalRow on Withdrawal {\n    id\n    amount\n    destination\n    status\n    failureReason\n    createdAt\n  }\n": typeof types.WithdrawalRowFragmentDoc,
     "\n  fragment EarningsMovement on EarningsEntry {\n    id\n    kind\n    amount\n    model\n    createdAt\n  }\n": typeof types.EarningsMovementFragmentDoc,
     "\n  query Earnings($id: ID) {\n    paywall(id: $id) {\n      id\n      earnings {\n        available\n        pending\n        withdrawn\n        fees\n      }\n      withdrawals(first: 20) {\n        edges {\n          node {\n            ...WithdrawalRow\n          }\n        }\n      }\n      earningsHistory(first: 20) {\n        edges {\n          node {\n            ...EarningsMovement\n          }\n        }\n      }\n    }\n  }\n": typeof types.EarningsDocument,
@@ -45,12 +45,12 @@ type Documents = {
     "\n  mutation RotateStripe($id: ID) {\n    rotateStripeWebhook(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.RotateStripeDocument,
     "\n  mutation DisconnectStripe($id: ID) {\n    disconnectStripe(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.DisconnectStripeDocument,
     "\n  fragment EndUserRow on EndUser {\n    id\n    externalId\n    balanceFormatted\n    held\n    connected\n    createdAt\n  }\n": typeof types.EndUserRowFragmentDoc,
-    "\n  query Users($id: ID, $after: String) {\n    users(paywallId: $id, first: 20, after: $after) {\n      edges {\n        node {\n          ...EndUserRow\n        }\n      }\n      pageInfo {\n        hasNextPage\n        endCursor\n      }\n    }\n  }\n": typeof types.UsersDocument,
+    "\n  query Users($id: ID, $after: String) {\n    users(paywallId: $id, first: 20, after: $after) {\n      edges {\n        node {\n          ...EndUserRow\n        }\n      }\n      pageInfo {\n        ...PageCursor\n      }\n    }\n  }\n": typeof types.UsersDocument,
     "\n  query FindUser($id: ID, $externalId: String!) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n    }\n  }\n": typeof types.FindUserDocument,
     "\n  mutation Deposit($input: DepositInput!) {\n    deposit(input: $input) {\n      balanceFormatted\n      replayed\n      user {\n        ...EndUserRow\n      }\n    }\n  }\n": typeof types.DepositDocument,
     "\n  mutation Charge($input: ChargeInput!) {\n    charge(input: $input) {\n      success\n      message\n      url\n      balanceFormatted\n      replayed\n      user {\n        ...EndUserRow\n      }\n    }\n  }\n": typeof types.ChargeDocument,
     "\n  fragment LedgerEntryRow on LedgerEntry {\n    id\n    kind\n    amount\n    balanceAfter\n    metadata\n    createdAt\n  }\n": typeof types.LedgerEntryRowFragmentDoc,
-    "\n  query UserDetail($id: ID, $externalId: String!, $after: String) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n      heldRaw\n      connectedAt\n      ledgerEntries(first: 10, after: $after) {\n        edges {\n          node {\n            ...LedgerEntryRow\n          }\n        }\n        pageInfo {\n          hasNextPage\n          endCursor\n        }\n      }\n    }\n  }\n": typeof types.UserDetailDocument,
+    "\n  query UserDetail($id: ID, $externalId: String!, $after: String) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n      heldRaw\n      connectedAt\n      ledgerEntries(first: 10, after: $after) {\n        edges {\n          node {\n            ...LedgerEntryRow\n          }\n        }\n        pageInfo {\n          ...PageCursor\n        }\n      }\n    }\n  }\n": typeof types.UserDetailDocument,
     "\n  fragment WebhookSubscriptionRow on WebhookSubscription {\n    id\n    url\n    events\n    isActive\n    description\n    secretSuffix\n    consecutiveFailures\n    lastDeliveredAt\n    createdAt\n  }\n": typeof types.WebhookSubscriptionRowFragmentDoc,
     "\n  fragment WebhookDeliveryRow on WebhookDelivery {\n    id\n    subscriptionId\n    eventId\n    eventType\n    status\n    attempts\n    nextAttemptAt\n    responseStatus\n    responseLatencyMs\n    responseBody\n    lastError\n    createdAt\n    updatedAt\n    event\n  }\n": typeof types.WebhookDeliveryRowFragmentDoc,
     "\n  query Subs($id: ID) {\n    webhookSubscriptions(paywallId: $id) {\n      ...WebhookSubscriptionRow\n    }\n  }\n": typeof types.SubsDocument,
@@ -60,6 +60,7 @@ type Documents = {
     "\n  mutation Reactivate($id: ID!) {\n    reactivateWebhookSubscription(id: $id) {\n      id\n      isActive\n      consecutiveFailures\n    }\n  }\n": typeof types.ReactivateDocument,
     "\n  mutation Redeliver($eventId: ID!, $subscriptionId: ID) {\n    redeliverWebhookEvent(eventId: $eventId, subscriptionId: $subscriptionId) {\n      ...WebhookDeliveryRow\n    }\n  }\n": typeof types.RedeliverDocument,
     "\n  fragment PaywallSummary on Paywall {\n    id\n    name\n    mode\n    archivedAt\n    apiKeyLastFour\n    createdAt\n  }\n": typeof types.PaywallSummaryFragmentDoc,
+    "\n  fragment PageCursor on PageInfo {\n    hasNextPage\n    endCursor\n  }\n": typeof types.PageCursorFragmentDoc,
 };
 const documents: Documents = {
     "\n  query SignInPaywalls {\n    paywalls {\n      id\n    }\n  }\n": types.SignInPaywallsDocument,
@@ -67,7 +68,7 @@ const documents: Documents = {
     "\n  query DashboardPaywalls {\n    paywalls(includeArchived: true, first: 100) {\n      ...PaywallSummary\n    }\n  }\n": types.DashboardPaywallsDocument,
     "\n  query DashboardPaywall($id: ID) {\n    paywall(id: $id) {\n      ...PaywallSummary\n    }\n  }\n": types.DashboardPaywallDocument,
     "\n  fragment ConnectionRow on WalletConnection {\n    id\n    externalUserId\n    walletUserId\n    status\n    connectedAt\n    revokedAt\n  }\n": types.ConnectionRowFragmentDoc,
-    "\n  query Connections($id: ID, $after: String) {\n    paywall(id: $id) {\n      id\n      connections(first: 20, after: $after) {\n        edges {\n          node {\n            ...ConnectionRow\n          }\n        }\n        pageInfo {\n          hasNextPage\n          endCursor\n        }\n      }\n    }\n  }\n": types.ConnectionsDocument,
+    "\n  query Connections($id: ID, $after: String) {\n    paywall(id: $id) {\n      id\n      connections(first: 20, after: $after) {\n        edges {\n          node {\n            ...ConnectionRow\n          }\n        }\n        pageInfo {\n          ...PageCursor\n        }\n      }\n    }\n  }\n": types.ConnectionsDocument,
     "\n  fragment WithdrawalRow on Withdrawal {\n    id\n    amount\n    destination\n    status\n    failureReason\n    createdAt\n  }\n": types.WithdrawalRowFragmentDoc,
     "\n  fragment EarningsMovement on EarningsEntry {\n    id\n    kind\n    amount\n    model\n    createdAt\n  }\n": types.EarningsMovementFragmentDoc,
     "\n  query Earnings($id: ID) {\n    paywall(id: $id) {\n      id\n      earnings {\n        available\n        pending\n        withdrawn\n        fees\n      }\n      withdrawals(first: 20) {\n        edges {\n          node {\n            ...WithdrawalRow\n          }\n        }\n      }\n      earningsHistory(first: 20) {\n        edges {\n          node {\n            ...EarningsMovement\n          }\n        }\n      }\n    }\n  }\n": types.EarningsDocument,
@@ -93,12 +94,12 @@ const documents: Documents = {
     "\n  mutation RotateStripe($id: ID) {\n    rotateStripeWebhook(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": types.RotateStripeDocument,
     "\n  mutation DisconnectStripe($id: ID) {\n    disconnectStripe(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": types.DisconnectStripeDocument,
     "\n  fragment EndUserRow on EndUser {\n    id\n    externalId\n    balanceFormatted\n    held\n    connected\n    createdAt\n  }\n": types.EndUserRowFragmentDoc,
-    "\n  query Users($id: ID, $after: String) {\n    users(paywallId: $id, first: 20, after: $after) {\n      edges {\n        node {\n          ...EndUserRow\n        }\n      }\n      pageInfo {\n        hasNextPage\n        endCursor\n      }\n    }\n  }\n": types.UsersDocument,
+    "\n  query Users($id: ID, $after: String) {\n    users(paywallId: $id, first: 20, after: $after) {\n      edges {\n        node {\n          ...EndUserRow\n        }\n      }\n      pageInfo {\n        ...PageCursor\n      }\n    }\n  }\n": types.UsersDocument,
     "\n  query FindUser($id: ID, $externalId: String!) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n    }\n  }\n": types.FindUserDocument,
     "\n  mutation Deposit($input: DepositInput!) {\n    deposit(input: $input) {\n      balanceFormatted\n      replayed\n      user {\n        ...EndUserRow\n      }\n    }\n  }\n": types.DepositDocument,
     "\n  mutation Charge($input: ChargeInput!) {\n    charge(input: $input) {\n      success\n      message\n      url\n      balanceFormatted\n      replayed\n      user {\n        ...EndUserRow\n      }\n    }\n  }\n": types.ChargeDocument,
     "\n  fragment LedgerEntryRow on LedgerEntry {\n    id\n    kind\n    amount\n    balanceAfter\n    metadata\n    createdAt\n  }\n": types.LedgerEntryRowFragmentDoc,
-    "\n  query UserDetail($id: ID, $externalId: String!, $after: String) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n      heldRaw\n      connectedAt\n      ledgerEntries(first: 10, after: $after) {\n        edges {\n          node {\n            ...LedgerEntryRow\n          }\n        }\n        pageInfo {\n          hasNextPage\n          endCursor\n        }\n      }\n    }\n  }\n": types.UserDetailDocument,
+    "\n  query UserDetail($id: ID, $externalId: String!, $after: String) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n      heldRaw\n      connectedAt\n      ledgerEntries(first: 10, after: $after) {\n        edges {\n          node {\n            ...LedgerEntryRow\n          }\n        }\n        pageInfo {\n          ...PageCursor\n        }\n      }\n    }\n  }\n": types.UserDetailDocument,
     "\n  fragment WebhookSubscriptionRow on WebhookSubscription {\n    id\n    url\n    events\n    isActive\n    description\n    secretSuffix\n    consecutiveFailures\n    lastDeliveredAt\n    createdAt\n  }\n": types.WebhookSubscriptionRowFragmentDoc,
     "\n  fragment WebhookDeliveryRow on WebhookDelivery {\n    id\n    subscriptionId\n    eventId\n    eventType\n    status\n    attempts\n    nextAttemptAt\n    responseStatus\n    responseLatencyMs\n    responseBody\n    lastError\n    createdAt\n    updatedAt\n    event\n  }\n": types.WebhookDeliveryRowFragmentDoc,
     "\n  query Subs($id: ID) {\n    webhookSubscriptions(paywallId: $id) {\n      ...WebhookSubscriptionRow\n    }\n  }\n": types.SubsDocument,
@@ -108,6 +109,7 @@ const documents: Documents = {
     "\n  mutation Reactivate($id: ID!) {\n    reactivateWebhookSubscription(id: $id) {\n      id\n      isActive\n      consecutiveFailures\n    }\n  }\n": types.ReactivateDocument,
     "\n  mutation Redeliver($eventId: ID!, $subscriptionId: ID) {\n    redeliverWebhookEvent(eventId: $eventId, subscriptionId: $subscriptionId) {\n      ...WebhookDeliveryRow\n    }\n  }\n": types.RedeliverDocument,
     "\n  fragment PaywallSummary on Paywall {\n    id\n    name\n    mode\n    archivedAt\n    apiKeyLastFour\n    createdAt\n  }\n": types.PaywallSummaryFragmentDoc,
+    "\n  fragment PageCursor on PageInfo {\n    hasNextPage\n    endCursor\n  }\n": types.PageCursorFragmentDoc,
 };
 
 /**
@@ -147,7 +149,7 @@ export function graphql(source: "\n  fragment ConnectionRow on WalletConnection 
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  query Connections($id: ID, $after: String) {\n    paywall(id: $id) {\n      id\n      connections(first: 20, after: $after) {\n        edges {\n          node {\n            ...ConnectionRow\n          }\n        }\n        pageInfo {\n          hasNextPage\n          endCursor\n        }\n      }\n    }\n  }\n"): (typeof documents)["\n  query Connections($id: ID, $after: String) {\n    paywall(id: $id) {\n      id\n      connections(first: 20, after: $after) {\n        edges {\n          node {\n            ...ConnectionRow\n          }\n        }\n        pageInfo {\n          hasNextPage\n          endCursor\n        }\n      }\n    }\n  }\n"];
+export function graphql(source: "\n  query Connections($id: ID, $after: String) {\n    paywall(id: $id) {\n      id\n      connections(first: 20, after: $after) {\n        edges {\n          node {\n            ...ConnectionRow\n          }\n        }\n        pageInfo {\n          ...PageCursor\n        }\n      }\n    }\n  }\n"): (typeof documents)["\n  query Connections($id: ID, $after: String) {\n    paywall(id: $id) {\n      id\n      connections(first: 20, after: $after) {\n        edges {\n          node {\n            ...ConnectionRow\n          }\n        }\n        pageInfo {\n          ...PageCursor\n        }\n      }\n    }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -251,7 +253,7 @@ export function graphql(source: "\n  fragment EndUserRow on EndUser {\n    id\n 
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  query Users($id: ID, $after: String) {\n    users(paywallId: $id, first: 20, after: $after) {\n      edges {\n        node {\n          ...EndUserRow\n        }\n      }\n      pageInfo {\n        hasNextPage\n        endCursor\n      }\n    }\n  }\n"): (typeof documents)["\n  query Users($id: ID, $after: String) {\n    users(paywallId: $id, first: 20, after: $after) {\n      edges {\n        node {\n          ...EndUserRow\n        }\n      }\n      pageInfo {\n        hasNextPage\n        endCursor\n      }\n    }\n  }\n"];
+export function graphql(source: "\n  query Users($id: ID, $after: String) {\n    users(paywallId: $id, first: 20, after: $after) {\n      edges {\n        node {\n          ...EndUserRow\n        }\n      }\n      pageInfo {\n        ...PageCursor\n      }\n    }\n  }\n"): (typeof documents)["\n  query Users($id: ID, $after: String) {\n    users(paywallId: $id, first: 20, after: $after) {\n      edges {\n        node {\n          ...EndUserRow\n        }\n      }\n      pageInfo {\n        ...PageCursor\n      }\n    }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -271,7 +273,7 @@ export function graphql(source: "\n  fragment LedgerEntryRow on LedgerEntry {\n 
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  query UserDetail($id: ID, $externalId: String!, $after: String) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n      heldRaw\n      connectedAt\n      ledgerEntries(first: 10, after: $after) {\n        edges {\n          node {\n            ...LedgerEntryRow\n          }\n        }\n        pageInfo {\n          hasNextPage\n          endCursor\n        }\n      }\n    }\n  }\n"): (typeof documents)["\n  query UserDetail($id: ID, $externalId: String!, $after: String) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n      heldRaw\n      connectedAt\n      ledgerEntries(first: 10, after: $after) {\n        edges {\n          node {\n            ...LedgerEntryRow\n          }\n        }\n        pageInfo {\n          hasNextPage\n          endCursor\n        }\n      }\n    }\n  }\n"];
+export function graphql(source: "\n  query UserDetail($id: ID, $externalId: String!, $after: String) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n      heldRaw\n      connectedAt\n      ledgerEntries(first: 10, after: $after) {\n        edges {\n          node {\n            ...LedgerEntryRow\n          }\n        }\n        pageInfo {\n          ...PageCursor\n        }\n      }\n    }\n  }\n"): (typeof documents)["\n  query UserDetail($id: ID, $externalId: String!, $after: String) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n      heldRaw\n      connectedAt\n      ledgerEntries(first: 10, after: $after) {\n        edges {\n          node {\n            ...LedgerEntryRow\n          }\n        }\n        pageInfo {\n          ...PageCursor\n        }\n      }\n    }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -308,6 +310,10 @@ export function graphql(source: "\n  mutation Redeliver($eventId: ID!, $subscrip
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  fragment PaywallSummary on Paywall {\n    id\n    name\n    mode\n    archivedAt\n    apiKeyLastFour\n    createdAt\n  }\n"): (typeof documents)["\n  fragment PaywallSummary on Paywall {\n    id\n    name\n    mode\n    archivedAt\n    apiKeyLastFour\n    createdAt\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment PageCursor on PageInfo {\n    hasNextPage\n    endCursor\n  }\n"): (typeof documents)["\n  fragment PageCursor on PageInfo {\n    hasNextPage\n    endCursor\n  }\n"];
 
 export function graphql(source: string) {
   return (documents as any)[source] ?? {};

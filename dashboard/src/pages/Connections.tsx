@@ -27,8 +27,7 @@ const CONNECTIONS = graphql(`
           }
         }
         pageInfo {
-          hasNextPage
-          endCursor
+          ...PageCursor
         }
       }
     }

@@ -47,8 +47,7 @@ const USERS = graphql(`
         }
       }
       pageInfo {
-        hasNextPage
-        endCursor
+        ...PageCursor
       }
     }
   }
@@ -342,8 +341,7 @@ const DETAIL = graphql(`
           }
         }
         pageInfo {
-          hasNextPage
-          endCursor
+          ...PageCursor
         }
       }
     }
