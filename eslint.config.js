@@ -3,7 +3,7 @@ import tseslint from 'typescript-eslint';
 import reactHooks from 'eslint-plugin-react-hooks';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'dist/', 'data/', 'coverage/'] },
+  { ignores: ['node_modules/', 'dist/', 'data/', 'coverage/', 'dashboard/src/gql/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

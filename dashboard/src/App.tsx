@@ -2,7 +2,8 @@ import { useMemo, useState, type FormEvent } from 'react';
 import { Provider, useQuery } from 'urql';
 import { createApiClient, getToken, probe, setToken } from './api';
 import { Link, navigate, Redirect, usePath } from './router';
-import { SessionContext, useSession, type PaywallSummary, type Session } from './session';
+import { graphql } from './gql';
+import { SessionContext, useSession, type Session } from './session';
 import { Button, ErrorBanner, Field, Loading } from './ui';
 import { PaywallsPage } from './pages/Paywalls';
 import { OverviewPage } from './pages/Overview';
@@ -49,6 +50,21 @@ export function App() {
   );
 }
 
+const SIGN_IN_PAYWALLS = graphql(`
+  query SignInPaywalls {
+    paywalls {
+      id
+    }
+  }
+`);
+const SIGN_IN_OWN_PAYWALL = graphql(`
+  query SignInOwnPaywall {
+    paywall {
+      id
+    }
+  }
+`);
+
 /** CONTRACT §12: one field labelled "Token" (owner token or a paywall API key) and a button "Sign in". */
 function SignIn(props: { onSignedIn: (token: string, kind: Session['kind']) => void }) {
   const [token, setTokenValue] = useState('');
@@ -60,13 +76,13 @@ function SignIn(props: { onSignedIn: (token: string, kind: Session['kind']) => v
     if (!t) return setError('Enter an owner token or a paywall API key.');
     setBusy(true);
     setError(null);
-    const list = await probe<{ paywalls: unknown[] }>(t, '{ paywalls { id } }');
+    const list = await probe(t, SIGN_IN_PAYWALLS);
     if (list.error) {
       setBusy(false);
       return setError(list.status === 401 ? 'That token is not valid (or the key was rotated).' : list.error);
     }
     // An API key answers `paywall` without an id; an owner token must name one.
-    const own = await probe<{ paywall: { id: string } }>(t, '{ paywall { id } }');
+    const own = await probe(t, SIGN_IN_OWN_PAYWALL);
     setBusy(false);
     props.onSignedIn(t, own.data?.paywall?.id ? 'apiKey' : 'owner');
   };
@@ -94,8 +110,20 @@ function SignIn(props: { onSignedIn: (token: string, kind: Session['kind']) => v
 }
 
 /** The first 100 paywalls (the most one page of `paywalls` holds); a later one opened by link is read alone. */
-const PAYWALLS = `query DashboardPaywalls { paywalls(includeArchived: true, first: 100) { id name mode archivedAt apiKeyLastFour createdAt } }`;
-const ONE_PAYWALL = `query DashboardPaywall($id: ID) { paywall(id: $id) { id name mode archivedAt apiKeyLastFour createdAt } }`;
+const PAYWALLS = graphql(`
+  query DashboardPaywalls {
+    paywalls(includeArchived: true, first: 100) {
+      ...PaywallSummary
+    }
+  }
+`);
+const ONE_PAYWALL = graphql(`
+  query DashboardPaywall($id: ID) {
+    paywall(id: $id) {
+      ...PaywallSummary
+    }
+  }
+`);
 
 const SECTIONS = [
   ['overview', 'Overview'],
@@ -110,17 +138,13 @@ const SECTIONS = [
 function Shell() {
   const session = useSession();
   const path = usePath();
-  const [{ data, fetching, error }, refetch] = useQuery<{
-    paywalls: (PaywallSummary & { apiKeyLastFour: string; createdAt: string })[];
-  }>({
-    query: PAYWALLS,
-  });
+  const [{ data, fetching, error }, refetch] = useQuery({ query: PAYWALLS });
   const paywalls = data?.paywalls ?? [];
   const m = /^\/p\/([^/]+)(?:\/([a-z]+))?/.exec(path);
   const paywallId = m?.[1] ?? null;
   const section = m?.[2] ?? 'overview';
   const listed = paywalls.find((p) => p.id === paywallId) ?? null;
-  const [one] = useQuery<{ paywall: PaywallSummary | null }>({
+  const [one] = useQuery({
     query: ONE_PAYWALL,
     variables: { id: paywallId },
     pause: !data || !paywallId || listed !== null,

@@ -1,4 +1,4 @@
-import { Client, fetchExchange, subscriptionExchange } from 'urql';
+import { Client, fetchExchange, stringifyDocument, subscriptionExchange, type TypedDocumentNode } from 'urql';
 import { cacheExchange } from '@urql/exchange-graphcache';
 import { createClient as createWsClient, type Client as WsClient } from 'graphql-ws';
 
@@ -80,8 +80,9 @@ export function createApiClient(token: string): { client: Client; ws: WsClient }
 /** Runs one operation outside React (sign-in): the API's error message, or the data. */
 export async function probe<T>(
   token: string,
-  query: string,
+  document: TypedDocumentNode<T, Record<string, never>>,
 ): Promise<{ data?: T; error?: string; status: number }> {
+  const query = stringifyDocument(document);
   try {
     const res = await fetch('/graphql', {
       method: 'POST',

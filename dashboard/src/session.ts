@@ -1,11 +1,19 @@
 import { createContext, useContext } from 'react';
+import { graphql } from './gql';
+import type { PaywallSummaryFragment } from './gql/graphql';
 
-export interface PaywallSummary {
-  id: string;
-  name: string;
-  mode: 'DEFAULT' | 'SHARED';
-  archivedAt: string | null;
-}
+/** What every page knows of the paywall it shows (the list, the switcher, the page's header). */
+graphql(`
+  fragment PaywallSummary on Paywall {
+    id
+    name
+    mode
+    archivedAt
+    apiKeyLastFour
+    createdAt
+  }
+`);
+export type PaywallSummary = PaywallSummaryFragment;
 
 export interface Session {
   token: string;

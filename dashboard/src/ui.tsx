@@ -10,6 +10,8 @@ import {
   type ReactNode,
 } from 'react';
 import { dateTime, usdc } from './format';
+import { graphql } from './gql';
+import type { PageCursorFragment } from './gql/graphql';
 
 export function Card(props: {
   title?: ReactNode;
@@ -360,10 +362,14 @@ export const timeColumn = <T,>(
   opts: { dateOnly?: boolean } = {},
 ): Column<T> => ({ head, cell: (row) => <Time value={value(row)} dateOnly={opts.dateOnly} /> });
 
-export interface PageInfo {
-  hasNextPage: boolean;
-  endCursor: string | null;
-}
+/** Where a page of a connection ends: what the Pager needs of a `pageInfo`. */
+graphql(`
+  fragment PageCursor on PageInfo {
+    hasNextPage
+    endCursor
+  }
+`);
+export type PageInfo = PageCursorFragment;
 
 /** Cursor paging of a connection: the stack of `after` cursors walked so far. */
 export interface Pages {

@@ -1,34 +1,46 @@
 import { useQuery } from 'urql';
 import { errorMessage } from '../api';
+import { graphql } from '../gql';
+import type { ConnectionRowFragment } from '../gql/graphql';
 import type { PaywallSummary } from '../session';
-import { Badge, Card, DataTable, ErrorBanner, Pager, timeColumn, usePages, type PageInfo } from '../ui';
+import { Badge, Card, DataTable, ErrorBanner, Pager, timeColumn, usePages } from '../ui';
 
-interface Connection {
-  id: string;
-  externalUserId: string;
-  walletUserId: string;
-  status: string;
-  connectedAt: string;
-  revokedAt: string | null;
-}
-const CONNECTIONS = `query Connections($id: ID, $after: String) {
-  paywall(id: $id) {
+type Connection = ConnectionRowFragment;
+graphql(`
+  fragment ConnectionRow on WalletConnection {
     id
-    connections(first: 20, after: $after) {
-      edges { node { id externalUserId walletUserId status connectedAt revokedAt } }
-      pageInfo { hasNextPage endCursor }
+    externalUserId
+    walletUserId
+    status
+    connectedAt
+    revokedAt
+  }
+`);
+const CONNECTIONS = graphql(`
+  query Connections($id: ID, $after: String) {
+    paywall(id: $id) {
+      id
+      connections(first: 20, after: $after) {
+        edges {
+          node {
+            ...ConnectionRow
+          }
+        }
+        pageInfo {
+          ...PageCursor
+        }
+      }
     }
   }
-}`;
+`);
 
 /** SHARED mode: which wallet users authorized this paywall (newest first, revoked ones included). */
 export function Connections({ paywall }: { paywall: PaywallSummary }) {
   const pages = usePages();
-  const [{ data, fetching, error }] = useQuery<{
-    paywall: {
-      connections: { edges: { node: Connection }[]; pageInfo: PageInfo };
-    };
-  }>({ query: CONNECTIONS, variables: { id: paywall.id, after: pages.after } });
+  const [{ data, fetching, error }] = useQuery({
+    query: CONNECTIONS,
+    variables: { id: paywall.id, after: pages.after },
+  });
   const list = data?.paywall.connections;
   return (
     <Card title="Wallet connections">

@@ -1,6 +1,8 @@
 import { type FormEvent } from 'react';
 import { useMutation, useQuery } from 'urql';
 import { errorMessage } from '../api';
+import { graphql } from '../gql';
+import type { EarningsMovementFragment, WithdrawalRowFragment } from '../gql/graphql';
 import type { PaywallSummary } from '../session';
 import {
   Badge,
@@ -19,44 +21,74 @@ import {
   useForm,
 } from '../ui';
 
-interface Movement {
-  id: string;
-  kind: string;
-  amount: string;
-  model: string | null;
-  createdAt: string;
-}
-interface Withdrawal {
-  id: string;
-  amount: string;
-  destination: string;
-  status: string;
-  failureReason: string | null;
-  createdAt: string;
-}
-const W = 'id amount destination status failureReason createdAt';
-const EARNINGS = `query Earnings($id: ID) {
-  paywall(id: $id) {
+type Movement = EarningsMovementFragment;
+type Withdrawal = WithdrawalRowFragment;
+graphql(`
+  fragment WithdrawalRow on Withdrawal {
     id
-    earnings { available pending withdrawn fees }
-    withdrawals(first: 20) { edges { node { ${W} } } }
-    earningsHistory(first: 20) { edges { node { id kind amount model createdAt } } }
+    amount
+    destination
+    status
+    failureReason
+    createdAt
   }
-}`;
-const REQUEST = `mutation Withdraw($input: RequestWithdrawalInput!) { requestWithdrawal(input: $input) { ${W} } }`;
-const CANCEL = `mutation Cancel($paywallId: ID, $id: ID!) { cancelWithdrawal(paywallId: $paywallId, id: $id) { ${W} } }`;
+`);
+graphql(`
+  fragment EarningsMovement on EarningsEntry {
+    id
+    kind
+    amount
+    model
+    createdAt
+  }
+`);
+const EARNINGS = graphql(`
+  query Earnings($id: ID) {
+    paywall(id: $id) {
+      id
+      earnings {
+        available
+        pending
+        withdrawn
+        fees
+      }
+      withdrawals(first: 20) {
+        edges {
+          node {
+            ...WithdrawalRow
+          }
+        }
+      }
+      earningsHistory(first: 20) {
+        edges {
+          node {
+            ...EarningsMovement
+          }
+        }
+      }
+    }
+  }
+`);
+const REQUEST = graphql(`
+  mutation Withdraw($input: RequestWithdrawalInput!) {
+    requestWithdrawal(input: $input) {
+      ...WithdrawalRow
+    }
+  }
+`);
+const CANCEL = graphql(`
+  mutation Cancel($paywallId: ID, $id: ID!) {
+    cancelWithdrawal(paywallId: $paywallId, id: $id) {
+      ...WithdrawalRow
+    }
+  }
+`);
 
 const tone = (s: string) =>
   s === 'PAID' ? 'good' : s === 'FAILED' ? 'bad' : s === 'PENDING' ? 'warn' : 'neutral';
 
 export function EarningsPage({ paywall }: { paywall: PaywallSummary }) {
-  const [{ data, fetching, error }, refetch] = useQuery<{
-    paywall: {
-      earnings: { available: string; pending: string; withdrawn: string; fees: string };
-      withdrawals: { edges: { node: Withdrawal }[] };
-      earningsHistory: { edges: { node: Movement }[] };
-    };
-  }>({ query: EARNINGS, variables: { id: paywall.id } });
+  const [{ data, fetching, error }, refetch] = useQuery({ query: EARNINGS, variables: { id: paywall.id } });
   const { values, setValues, set } = useForm({ amount: '', destination: '' });
   const { amount, destination } = values;
   const [rState, request] = useMutation(REQUEST);

@@ -1,21 +1,26 @@
 import { useState } from 'react';
 import { useSubscription } from 'urql';
 import { errorMessage } from '../api';
+import { graphql } from '../gql';
+import type { LiveSubscription, LiveSubscriptionVariables } from '../gql/graphql';
 import { time, usdc } from '../format';
 import type { PaywallSummary } from '../session';
 import { Badge, Button, Card, Empty, ErrorBanner, Json, PageHeader, Select, ToggleButton } from '../ui';
 
-interface LiveEvent {
-  id: string;
-  type: string;
-  createdAt: string;
-  data: Record<string, unknown>;
-  subject: { externalId?: string } | null;
-}
+type LiveEvent = LiveSubscription['paywallEvents'];
 
-const EVENTS = `subscription Live($id: ID, $types: [String!]) {
-  paywallEvents(paywallId: $id, types: $types) { id type version createdAt data subject }
-}`;
+const EVENTS = graphql(`
+  subscription Live($id: ID, $types: [String!]) {
+    paywallEvents(paywallId: $id, types: $types) {
+      id
+      type
+      version
+      createdAt
+      data
+      subject
+    }
+  }
+`);
 
 const FILTERS = [
   { value: '*', label: 'All events' },
@@ -31,9 +36,11 @@ const FILTERS = [
 const MAX = 200;
 
 function summary(e: LiveEvent): string {
-  const d = e.data ?? {};
+  // `data` and `subject` are JSON in the schema: their fields depend on the event type.
+  const d = (e.data ?? {}) as Record<string, unknown>;
+  const subject = e.subject as { externalId?: string } | null;
   const parts: string[] = [];
-  const who = (d.externalUserId as string) ?? e.subject?.externalId;
+  const who = (d.externalUserId as string) ?? subject?.externalId;
   if (who) parts.push(`user ${who}`);
   for (const k of ['amount', 'cost', 'requestedAmount'] as const)
     if (typeof d[k] === 'string')
@@ -55,7 +62,11 @@ export function LivePage({ paywall }: { paywall: PaywallSummary }) {
   const [filter, setFilter] = useState('*');
   const [paused, setPaused] = useState(false);
   const [open, setOpen] = useState<string | null>(null);
-  const [{ data: events = [], error }] = useSubscription<{ paywallEvents: LiveEvent }, LiveEvent[]>(
+  const [{ data: events = [], error }] = useSubscription<
+    LiveSubscription,
+    LiveEvent[],
+    LiveSubscriptionVariables
+  >(
     { query: EVENTS, variables: { id: paywall.id, types: filter === '*' ? null : [filter] }, pause: paused },
     (prev = [], next) => [next.paywallEvents, ...prev].slice(0, MAX),
   );

@@ -1,6 +1,8 @@
 import { useState, type FormEvent } from 'react';
 import { useMutation, useQuery } from 'urql';
 import { errorMessage } from '../api';
+import { graphql } from '../gql';
+import type { ModelRowFragment } from '../gql/graphql';
 import type { PaywallSummary } from '../session';
 import {
   Badge,
@@ -15,21 +17,50 @@ import {
   type Column,
 } from '../ui';
 
-interface Model {
-  id: string;
-  displayName: string;
-  description: string;
-  pricing: { prompt: string; completion: string; request: string };
-  costPricing: { prompt: string; completion: string; request: string };
-  maxCompletionTokens: number | null;
-  dailyRequestLimit: number | null;
-  builtinProvider: boolean;
-}
-const FIELDS = `id displayName description pricing { prompt completion request } costPricing { prompt completion request }
-  maxCompletionTokens dailyRequestLimit builtinProvider`;
-const MODELS = `query Models($id: ID) { paywall(id: $id) { id markup } models(paywallId: $id) { ${FIELDS} } }`;
-const SET = `mutation SetPrice($input: SetModelPricingInput!) { setModelPricing(input: $input) { ${FIELDS} } }`;
-const REMOVE = `mutation RemovePrice($id: ID, $modelId: String!) { removeModelPricing(paywallId: $id, modelId: $modelId) }`;
+type Model = ModelRowFragment;
+graphql(`
+  fragment ModelRow on Model {
+    id
+    displayName
+    description
+    pricing {
+      prompt
+      completion
+      request
+    }
+    costPricing {
+      prompt
+      completion
+      request
+    }
+    maxCompletionTokens
+    dailyRequestLimit
+    builtinProvider
+  }
+`);
+const MODELS = graphql(`
+  query Models($id: ID) {
+    paywall(id: $id) {
+      id
+      markup
+    }
+    models(paywallId: $id) {
+      ...ModelRow
+    }
+  }
+`);
+const SET = graphql(`
+  mutation SetPrice($input: SetModelPricingInput!) {
+    setModelPricing(input: $input) {
+      ...ModelRow
+    }
+  }
+`);
+const REMOVE = graphql(`
+  mutation RemovePrice($id: ID, $modelId: String!) {
+    removeModelPricing(paywallId: $id, modelId: $modelId)
+  }
+`);
 
 /** Per-token prices read better per million tokens: "0.000002" → "2.00". */
 const perMillion = (perToken: string) => {
@@ -55,7 +86,7 @@ const blank = {
 };
 
 export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
-  const [{ data, fetching, error }, refetch] = useQuery<{ paywall: { markup: string }; models: Model[] }>({
+  const [{ data, fetching, error }, refetch] = useQuery({
     query: MODELS,
     variables: { id: paywall.id },
   });

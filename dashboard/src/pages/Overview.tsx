@@ -1,50 +1,55 @@
-import { useState } from 'react';
+import { lazy, Suspense, useState } from 'react';
 import { useQuery } from 'urql';
-import {
-  Bar,
-  BarChart,
-  CartesianGrid,
-  ComposedChart,
-  Legend,
-  Line,
-  ResponsiveContainer,
-  Tooltip,
-  XAxis,
-  YAxis,
-} from 'recharts';
 import { errorMessage } from '../api';
-import { integer, moneyAxis, shortDay, toNumber, usdcHeadline, utcDay } from '../format';
+import { graphql } from '../gql';
+import type { UsageBucketRowFragment } from '../gql/graphql';
+import { integer, shortDay, toNumber, usdcHeadline, utcDay } from '../format';
 import type { PaywallSummary } from '../session';
 import { Card, DataTable, Empty, ErrorBanner, Loading, Money, moneyColumn, PageHeader, Stat } from '../ui';
 
-interface Bucket {
-  key: string;
-  userId: string | null;
-  requests: number;
-  revenue: string;
-  providerCost: string;
-  margin: string;
-  promptTokens: number;
-  completionTokens: number;
-}
-interface UsageData {
-  paywall: {
-    id: string;
-    byDay: { totals: Bucket; buckets: Bucket[] };
-    byModel: { buckets: Bucket[] };
-    byUser: { buckets: Bucket[] };
-  };
-}
-
-const FIELDS = 'key userId requests revenue providerCost margin promptTokens completionTokens';
-const USAGE = `query Usage($id: ID, $from: String!, $to: String!) {
-  paywall(id: $id) {
-    id
-    byDay: usage(from: $from, to: $to, groupBy: DAY) { totals { ${FIELDS} } buckets { ${FIELDS} } }
-    byModel: usage(from: $from, to: $to, groupBy: MODEL, limit: 12) { buckets { ${FIELDS} } }
-    byUser: usage(from: $from, to: $to, groupBy: USER, limit: 10) { buckets { ${FIELDS} } }
+type Bucket = UsageBucketRowFragment;
+graphql(`
+  fragment UsageBucketRow on UsageBucket {
+    key
+    userId
+    requests
+    revenue
+    providerCost
+    margin
+    promptTokens
+    completionTokens
   }
-}`;
+`);
+const USAGE = graphql(`
+  query Usage($id: ID, $from: String!, $to: String!) {
+    paywall(id: $id) {
+      id
+      byDay: usage(from: $from, to: $to, groupBy: DAY) {
+        totals {
+          ...UsageBucketRow
+        }
+        buckets {
+          ...UsageBucketRow
+        }
+      }
+      byModel: usage(from: $from, to: $to, groupBy: MODEL, limit: 12) {
+        buckets {
+          ...UsageBucketRow
+        }
+      }
+      byUser: usage(from: $from, to: $to, groupBy: USER, limit: 10) {
+        buckets {
+          ...UsageBucketRow
+        }
+      }
+    }
+  }
+`);
+
+// The charts (recharts, most of the bundle) are a chunk of their own, fetched when a chart is drawn:
+// the sign-in page and the other pages never load it.
+const DailyChart = lazy(() => import('./OverviewCharts').then((m) => ({ default: m.DailyChart })));
+const ModelChart = lazy(() => import('./OverviewCharts').then((m) => ({ default: m.ModelChart })));
 
 const RANGES = [
   [7, '7 days'],
@@ -53,40 +58,29 @@ const RANGES = [
   [365, '1 year'],
 ] as const;
 
-const money = (v: number) =>
-  `${v.toLocaleString(undefined, { minimumFractionDigits: 6, maximumFractionDigits: 6 })} USDC`;
-
 /** SHARED: what the paywall earned for its owner (the earnings account), all time. */
-const EARNINGS = `query OverviewEarnings($id: ID) {
-  paywall(id: $id) { id builtinProvider earnings { available pending withdrawn fees } }
-}`;
-interface EarningsData {
-  paywall: {
-    id: string;
-    builtinProvider: boolean;
-    earnings: { available: string; pending: string; withdrawn: string; fees: string };
-  };
-}
-const axisCount = (v: number) =>
-  v >= 1e6 ? `${(v / 1e6).toFixed(1)}M` : v >= 1000 ? `${(v / 1000).toFixed(1)}k` : `${v}`;
-
-// What both charts share: margins, grid, axis looks, legend, rounded bar tops, no animation.
-const CHART_MARGIN = { top: 8, right: 8, left: 0, bottom: 0 };
-const TICK = { fontSize: 11, fill: '#7a8394' };
-const X_AXIS = { tick: TICK, tickLine: false, axisLine: { stroke: '#e3e6eb' } };
-const Y_AXIS = { tick: TICK, tickLine: false, axisLine: false };
-const GRID_STROKE = '#eef0f3';
-const LEGEND_STYLE = { fontSize: 12 };
-const ROUNDED_BAR = { radius: [3, 3, 0, 0] as [number, number, number, number], isAnimationActive: false };
-
+const EARNINGS = graphql(`
+  query OverviewEarnings($id: ID) {
+    paywall(id: $id) {
+      id
+      builtinProvider
+      earnings {
+        available
+        pending
+        withdrawn
+        fees
+      }
+    }
+  }
+`);
 export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
   const [days, setDays] = useState<number>(30);
-  const [{ data, fetching, error }] = useQuery<UsageData>({
+  const [{ data, fetching, error }] = useQuery({
     query: USAGE,
     variables: { id: paywall.id, from: utcDay(-(days - 1)), to: utcDay(0) },
   });
   const shared = paywall.mode === 'SHARED';
-  const [earningsResult] = useQuery<EarningsData>({
+  const [earningsResult] = useQuery({
     query: EARNINGS,
     variables: { id: paywall.id },
     pause: !shared,
@@ -102,7 +96,6 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
       Margin: toNumber(b.margin),
       Requests: b.requests,
     })) ?? [];
-  const axis = moneyAxis(series.flatMap((d) => [d.Revenue, d['Provider cost'], d.Margin]));
   const models =
     u?.byModel.buckets.map((b) => ({
       model: b.key || 'manual charges',
@@ -185,32 +178,9 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
               <Empty>No completed charges in this range yet.</Empty>
             ) : (
               <div className="chart" role="img" aria-label="Revenue, provider cost and margin per day">
-                <ResponsiveContainer width="100%" height="100%">
-                  <ComposedChart data={series} margin={CHART_MARGIN}>
-                    <CartesianGrid stroke={GRID_STROKE} vertical={false} />
-                    <XAxis dataKey="day" {...X_AXIS} minTickGap={16} />
-                    <YAxis
-                      ticks={axis.ticks}
-                      domain={[axis.ticks[0], axis.ticks[axis.ticks.length - 1]]}
-                      interval={0}
-                      tickFormatter={axis.format}
-                      {...Y_AXIS}
-                      width={64}
-                    />
-                    <Tooltip formatter={(v) => money(Number(v))} />
-                    <Legend wrapperStyle={LEGEND_STYLE} />
-                    <Bar dataKey="Revenue" fill="#2f5bd3" {...ROUNDED_BAR} maxBarSize={28} />
-                    <Bar dataKey="Provider cost" fill="#f79009" {...ROUNDED_BAR} maxBarSize={28} />
-                    <Line
-                      dataKey="Margin"
-                      stroke="#12b76a"
-                      strokeWidth={2}
-                      dot={false}
-                      type="monotone"
-                      isAnimationActive={false}
-                    />
-                  </ComposedChart>
-                </ResponsiveContainer>
+                <Suspense fallback={null}>
+                  <DailyChart series={series} />
+                </Suspense>
               </div>
             )}
           </Card>
@@ -221,37 +191,9 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
               ) : (
                 <>
                   <div className="chart-sm" role="img" aria-label="Requests and tokens per model">
-                    <ResponsiveContainer width="100%" height="100%">
-                      <BarChart data={models} margin={CHART_MARGIN}>
-                        <CartesianGrid stroke={GRID_STROKE} vertical={false} />
-                        <XAxis dataKey="model" {...X_AXIS} />
-                        <YAxis yAxisId="t" tickFormatter={axisCount} {...Y_AXIS} width={48} />
-                        <YAxis
-                          yAxisId="r"
-                          orientation="right"
-                          tickFormatter={axisCount}
-                          {...Y_AXIS}
-                          width={40}
-                        />
-                        <Tooltip formatter={(v) => integer(Number(v))} />
-                        <Legend wrapperStyle={LEGEND_STYLE} />
-                        <Bar
-                          yAxisId="t"
-                          dataKey="Prompt tokens"
-                          stackId="tok"
-                          fill="#7a9cf0"
-                          isAnimationActive={false}
-                        />
-                        <Bar
-                          yAxisId="t"
-                          dataKey="Completion tokens"
-                          stackId="tok"
-                          fill="#2f5bd3"
-                          {...ROUNDED_BAR}
-                        />
-                        <Bar yAxisId="r" dataKey="Requests" fill="#12b76a" {...ROUNDED_BAR} />
-                      </BarChart>
-                    </ResponsiveContainer>
+                    <Suspense fallback={null}>
+                      <ModelChart models={models} />
+                    </Suspense>
                   </div>
                   <BucketTable buckets={u.byModel.buckets} label="Model" manual="manual charges" />
                 </>

@@ -1,6 +1,8 @@
 import { useState, type FormEvent } from 'react';
 import { useMutation, type CombinedError } from 'urql';
 import { errorMessage } from '../api';
+import { graphql } from '../gql';
+import type { WalletMode } from '../gql/graphql';
 import { Link } from '../router';
 import type { PaywallSummary } from '../session';
 import {
@@ -17,13 +19,37 @@ import {
   useForm,
 } from '../ui';
 
-type Row = PaywallSummary & { apiKeyLastFour: string; createdAt: string };
+type Row = PaywallSummary;
 
-const CREATE = `mutation CreatePaywall($input: CreatePaywallInput!) {
-  createPaywall(input: $input) { apiKey paywall { id name mode archivedAt apiKeyLastFour createdAt } }
-}`;
-const ROTATE = `mutation RotateKey($id: ID) { rotatePaywallSecret(paywallId: $id) { apiKey paywall { id apiKeyLastFour } } }`;
-const ARCHIVE = `mutation Archive($id: ID) { archivePaywall(paywallId: $id) { id archivedAt } }`;
+const CREATE = graphql(`
+  mutation CreatePaywall($input: CreatePaywallInput!) {
+    createPaywall(input: $input) {
+      apiKey
+      paywall {
+        ...PaywallSummary
+      }
+    }
+  }
+`);
+const ROTATE = graphql(`
+  mutation RotateKey($id: ID) {
+    rotatePaywallSecret(paywallId: $id) {
+      apiKey
+      paywall {
+        id
+        apiKeyLastFour
+      }
+    }
+  }
+`);
+const ARCHIVE = graphql(`
+  mutation Archive($id: ID) {
+    archivePaywall(paywallId: $id) {
+      id
+      archivedAt
+    }
+  }
+`);
 
 export function PaywallsPage(props: { paywalls: Row[]; error?: CombinedError; refetch: () => void }) {
   const { values, setValues, set } = useForm({ name: '', mode: 'DEFAULT', description: '' });
@@ -37,7 +63,7 @@ export function PaywallsPage(props: { paywalls: Row[]; error?: CombinedError; re
   const submit = async (e: FormEvent) => {
     e.preventDefault();
     const r = await create({
-      input: { name: name.trim(), mode, description: description.trim() || undefined },
+      input: { name: name.trim(), mode: mode as WalletMode, description: description.trim() || undefined },
     });
     if (r.data) {
       setSecret({

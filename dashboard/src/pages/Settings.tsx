@@ -1,6 +1,8 @@
 import { useState, type FormEvent } from 'react';
 import { useMutation, useQuery } from 'urql';
 import { errorMessage } from '../api';
+import { graphql } from '../gql';
+import type { PaywallSettingsFragment } from '../gql/graphql';
 import type { PaywallSummary } from '../session';
 import {
   Badge,
@@ -16,34 +18,85 @@ import {
   useForm,
 } from '../ui';
 
-interface Settings {
-  id: string;
-  name: string;
-  description: string | null;
-  mode: string;
-  markup: string;
-  topupUrl: string | null;
-  trialCredits: string;
-  dailyRequestLimit: number | null;
-  dailySpendLimit: string | null;
-  connectMessageTemplate: string | null;
-  topupMessageTemplate: string | null;
-  builtinProvider: boolean;
-  provider: { baseUrl: string; apiKeyLastFour: string; connectedAt: string } | null;
-  stripe: { connected: boolean; webhookId: string | null; topupAmounts: string[] };
-}
-const FIELDS = `id name description mode markup topupUrl trialCredits dailyRequestLimit dailySpendLimit connectMessageTemplate
-  topupMessageTemplate builtinProvider provider { baseUrl apiKeyLastFour connectedAt } stripe { connected webhookId topupAmounts }`;
-const SETTINGS = `query Settings($id: ID) { paywall(id: $id) { ${FIELDS} } }`;
-const UPDATE = `mutation Update($input: UpdatePaywallInput!) { updatePaywall(input: $input) { ${FIELDS} } }`;
-const CONNECT_PROVIDER = `mutation ConnectProvider($input: ConnectProviderInput!) { connectProvider(input: $input) { ${FIELDS} } }`;
-const DISCONNECT_PROVIDER = `mutation DisconnectProvider($id: ID) { disconnectProvider(paywallId: $id) { ${FIELDS} } }`;
-const CONNECT_STRIPE = `mutation ConnectStripe($input: ConnectStripeInput!) { connectStripe(input: $input) { ${FIELDS} } }`;
-const ROTATE_STRIPE = `mutation RotateStripe($id: ID) { rotateStripeWebhook(paywallId: $id) { ${FIELDS} } }`;
-const DISCONNECT_STRIPE = `mutation DisconnectStripe($id: ID) { disconnectStripe(paywallId: $id) { ${FIELDS} } }`;
+type Settings = PaywallSettingsFragment;
+graphql(`
+  fragment PaywallSettings on Paywall {
+    id
+    name
+    description
+    mode
+    markup
+    topupUrl
+    trialCredits
+    dailyRequestLimit
+    dailySpendLimit
+    connectMessageTemplate
+    topupMessageTemplate
+    builtinProvider
+    provider {
+      baseUrl
+      apiKeyLastFour
+      connectedAt
+    }
+    stripe {
+      connected
+      webhookId
+      topupAmounts
+    }
+  }
+`);
+const SETTINGS = graphql(`
+  query Settings($id: ID) {
+    paywall(id: $id) {
+      ...PaywallSettings
+    }
+  }
+`);
+const UPDATE = graphql(`
+  mutation Update($input: UpdatePaywallInput!) {
+    updatePaywall(input: $input) {
+      ...PaywallSettings
+    }
+  }
+`);
+const CONNECT_PROVIDER = graphql(`
+  mutation ConnectProvider($input: ConnectProviderInput!) {
+    connectProvider(input: $input) {
+      ...PaywallSettings
+    }
+  }
+`);
+const DISCONNECT_PROVIDER = graphql(`
+  mutation DisconnectProvider($id: ID) {
+    disconnectProvider(paywallId: $id) {
+      ...PaywallSettings
+    }
+  }
+`);
+const CONNECT_STRIPE = graphql(`
+  mutation ConnectStripe($input: ConnectStripeInput!) {
+    connectStripe(input: $input) {
+      ...PaywallSettings
+    }
+  }
+`);
+const ROTATE_STRIPE = graphql(`
+  mutation RotateStripe($id: ID) {
+    rotateStripeWebhook(paywallId: $id) {
+      ...PaywallSettings
+    }
+  }
+`);
+const DISCONNECT_STRIPE = graphql(`
+  mutation DisconnectStripe($id: ID) {
+    disconnectStripe(paywallId: $id) {
+      ...PaywallSettings
+    }
+  }
+`);
 
 export function SettingsPage({ paywall }: { paywall: PaywallSummary }) {
-  const [{ data, fetching, error }] = useQuery<{ paywall: Settings }>({
+  const [{ data, fetching, error }] = useQuery({
     query: SETTINGS,
     variables: { id: paywall.id },
   });

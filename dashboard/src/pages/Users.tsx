@@ -1,6 +1,8 @@
 import { useState, type FormEvent } from 'react';
 import { useMutation, useQuery } from 'urql';
 import { errorMessage } from '../api';
+import { graphql } from '../gql';
+import type { EndUserRowFragment, LedgerEntryRowFragment } from '../gql/graphql';
 import { exactUsdc, newIdempotencyKey, usdc } from '../format';
 import type { PaywallSummary } from '../session';
 import { Connections } from './Connections';
@@ -23,23 +25,40 @@ import {
   timeColumn,
   useForm,
   usePages,
-  type PageInfo,
 } from '../ui';
 
-interface EndUser {
-  id: string;
-  externalId: string;
-  balanceFormatted: string;
-  held: string;
-  connected: boolean;
-  createdAt: string;
-}
-const USER_FIELDS = 'id externalId balanceFormatted held connected createdAt';
-
-const USERS = `query Users($id: ID, $after: String) {
-  users(paywallId: $id, first: 20, after: $after) { edges { node { ${USER_FIELDS} } } pageInfo { hasNextPage endCursor } }
-}`;
-const FIND = `query FindUser($id: ID, $externalId: String!) { user(paywallId: $id, externalId: $externalId) { ${USER_FIELDS} } }`;
+type EndUser = EndUserRowFragment;
+graphql(`
+  fragment EndUserRow on EndUser {
+    id
+    externalId
+    balanceFormatted
+    held
+    connected
+    createdAt
+  }
+`);
+const USERS = graphql(`
+  query Users($id: ID, $after: String) {
+    users(paywallId: $id, first: 20, after: $after) {
+      edges {
+        node {
+          ...EndUserRow
+        }
+      }
+      pageInfo {
+        ...PageCursor
+      }
+    }
+  }
+`);
+const FIND = graphql(`
+  query FindUser($id: ID, $externalId: String!) {
+    user(paywallId: $id, externalId: $externalId) {
+      ...EndUserRow
+    }
+  }
+`);
 
 export function UsersPage({ paywall }: { paywall: PaywallSummary }) {
   const pages = usePages();
@@ -47,13 +66,11 @@ export function UsersPage({ paywall }: { paywall: PaywallSummary }) {
   const [searched, setSearched] = useState<string | null>(null);
   const [selected, setSelected] = useState<string | null>(null);
   const [version, setVersion] = useState(0);
-  const [list, refetchList] = useQuery<{
-    users: { edges: { node: EndUser }[]; pageInfo: PageInfo };
-  }>({
+  const [list, refetchList] = useQuery({
     query: USERS,
     variables: { id: paywall.id, after: pages.after },
   });
-  const [found] = useQuery<{ user: EndUser | null }>({
+  const [found] = useQuery({
     query: FIND,
     variables: { id: paywall.id, externalId: searched ?? '' },
     pause: !searched,
@@ -148,10 +165,31 @@ export function UsersPage({ paywall }: { paywall: PaywallSummary }) {
   );
 }
 
-const DEPOSIT = `mutation Deposit($input: DepositInput!) { deposit(input: $input) { balanceFormatted replayed user { ${USER_FIELDS} } } }`;
-const CHARGE = `mutation Charge($input: ChargeInput!) {
-  charge(input: $input) { success message url balanceFormatted replayed user { ${USER_FIELDS} } }
-}`;
+const DEPOSIT = graphql(`
+  mutation Deposit($input: DepositInput!) {
+    deposit(input: $input) {
+      balanceFormatted
+      replayed
+      user {
+        ...EndUserRow
+      }
+    }
+  }
+`);
+const CHARGE = graphql(`
+  mutation Charge($input: ChargeInput!) {
+    charge(input: $input) {
+      success
+      message
+      url
+      balanceFormatted
+      replayed
+      user {
+        ...EndUserRow
+      }
+    }
+  }
+`);
 
 function MoneyForms(props: { paywall: PaywallSummary; user: string | null; onDone: (user: string) => void }) {
   const { values: f, setValues } = useForm(() => ({
@@ -279,31 +317,40 @@ function MoneyForms(props: { paywall: PaywallSummary; user: string | null; onDon
   );
 }
 
-interface LedgerEntry {
-  id: string;
-  kind: string;
-  amount: string;
-  balanceAfter: string;
-  metadata: Record<string, unknown>;
-  createdAt: string;
-}
-const DETAIL = `query UserDetail($id: ID, $externalId: String!, $after: String) {
-  user(paywallId: $id, externalId: $externalId) {
-    ${USER_FIELDS} heldRaw connectedAt
-    ledgerEntries(first: 10, after: $after) { edges { node { id kind amount balanceAfter metadata createdAt } } pageInfo { hasNextPage endCursor } }
+type LedgerEntry = LedgerEntryRowFragment;
+graphql(`
+  fragment LedgerEntryRow on LedgerEntry {
+    id
+    kind
+    amount
+    balanceAfter
+    metadata
+    createdAt
   }
-}`;
+`);
+const DETAIL = graphql(`
+  query UserDetail($id: ID, $externalId: String!, $after: String) {
+    user(paywallId: $id, externalId: $externalId) {
+      ...EndUserRow
+      heldRaw
+      connectedAt
+      ledgerEntries(first: 10, after: $after) {
+        edges {
+          node {
+            ...LedgerEntryRow
+          }
+        }
+        pageInfo {
+          ...PageCursor
+        }
+      }
+    }
+  }
+`);
 
 function UserDetail(props: { paywall: PaywallSummary; externalId: string }) {
   const pages = usePages();
-  const [{ data, fetching, error }] = useQuery<{
-    user:
-      | (EndUser & {
-          connectedAt: string | null;
-          ledgerEntries: { edges: { node: LedgerEntry }[]; pageInfo: PageInfo };
-        })
-      | null;
-  }>({
+  const [{ data, fetching, error }] = useQuery({
     query: DETAIL,
     variables: { id: props.paywall.id, externalId: props.externalId, after: pages.after },
   });

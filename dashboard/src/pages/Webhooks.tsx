@@ -1,6 +1,8 @@
 import { useState, type FormEvent } from 'react';
 import { useMutation, useQuery } from 'urql';
 import { errorMessage } from '../api';
+import { graphql } from '../gql';
+import type { WebhookDeliveryRowFragment, WebhookSubscriptionRowFragment } from '../gql/graphql';
 import type { PaywallSummary } from '../session';
 import {
   Badge,
@@ -21,57 +23,105 @@ import {
   ToggleButton,
   useForm,
   usePages,
-  type PageInfo,
 } from '../ui';
 
-interface Sub {
-  id: string;
-  url: string;
-  events: string[];
-  isActive: boolean;
-  description: string | null;
-  secretSuffix: string;
-  consecutiveFailures: number;
-  lastDeliveredAt: string | null;
-  createdAt: string;
-}
-interface Delivery {
-  id: string;
-  subscriptionId: string;
-  eventId: string;
-  eventType: string;
-  status: string;
-  attempts: number;
-  nextAttemptAt: string | null;
-  responseStatus: number | null;
-  responseLatencyMs: number | null;
-  responseBody: string | null;
-  lastError: string | null;
-  createdAt: string;
-  updatedAt: string;
-  event: Record<string, unknown>;
-}
-const SUB_FIELDS =
-  'id url events isActive description secretSuffix consecutiveFailures lastDeliveredAt createdAt';
-const SUBS = `query Subs($id: ID) { webhookSubscriptions(paywallId: $id) { ${SUB_FIELDS} } }`;
-const DELIVERY_FIELDS =
-  'id subscriptionId eventId eventType status attempts nextAttemptAt responseStatus responseLatencyMs responseBody lastError createdAt updatedAt event';
-const DELIVERIES = `query Deliveries($id: ID, $status: String, $eventType: String, $subscriptionId: ID, $after: String) {
-  webhookDeliveries(paywallId: $id, status: $status, eventType: $eventType, subscriptionId: $subscriptionId, first: 20, after: $after) {
-    nodes { ${DELIVERY_FIELDS} } pageInfo { hasNextPage endCursor }
+type Sub = WebhookSubscriptionRowFragment;
+type Delivery = WebhookDeliveryRowFragment;
+graphql(`
+  fragment WebhookSubscriptionRow on WebhookSubscription {
+    id
+    url
+    events
+    isActive
+    description
+    secretSuffix
+    consecutiveFailures
+    lastDeliveredAt
+    createdAt
   }
-}`;
-const CREATE = `mutation CreateSub($input: CreateWebhookSubscriptionInput!) { createWebhookSubscription(input: $input) { ${SUB_FIELDS} secret } }`;
-const DEACTIVATE = `mutation Deactivate($id: ID!) { deactivateWebhookSubscription(id: $id) { id isActive } }`;
-const REACTIVATE = `mutation Reactivate($id: ID!) { reactivateWebhookSubscription(id: $id) { id isActive consecutiveFailures } }`;
-const REDELIVER = `mutation Redeliver($eventId: ID!, $subscriptionId: ID) {
-  redeliverWebhookEvent(eventId: $eventId, subscriptionId: $subscriptionId) { ${DELIVERY_FIELDS} }
-}`;
+`);
+graphql(`
+  fragment WebhookDeliveryRow on WebhookDelivery {
+    id
+    subscriptionId
+    eventId
+    eventType
+    status
+    attempts
+    nextAttemptAt
+    responseStatus
+    responseLatencyMs
+    responseBody
+    lastError
+    createdAt
+    updatedAt
+    event
+  }
+`);
+const SUBS = graphql(`
+  query Subs($id: ID) {
+    webhookSubscriptions(paywallId: $id) {
+      ...WebhookSubscriptionRow
+    }
+  }
+`);
+const DELIVERIES = graphql(`
+  query Deliveries($id: ID, $status: String, $eventType: String, $subscriptionId: ID, $after: String) {
+    webhookDeliveries(
+      paywallId: $id
+      status: $status
+      eventType: $eventType
+      subscriptionId: $subscriptionId
+      first: 20
+      after: $after
+    ) {
+      nodes {
+        ...WebhookDeliveryRow
+      }
+      pageInfo {
+        hasNextPage
+        endCursor
+      }
+    }
+  }
+`);
+const CREATE = graphql(`
+  mutation CreateSub($input: CreateWebhookSubscriptionInput!) {
+    createWebhookSubscription(input: $input) {
+      ...WebhookSubscriptionRow
+      secret
+    }
+  }
+`);
+const DEACTIVATE = graphql(`
+  mutation Deactivate($id: ID!) {
+    deactivateWebhookSubscription(id: $id) {
+      id
+      isActive
+    }
+  }
+`);
+const REACTIVATE = graphql(`
+  mutation Reactivate($id: ID!) {
+    reactivateWebhookSubscription(id: $id) {
+      id
+      isActive
+      consecutiveFailures
+    }
+  }
+`);
+const REDELIVER = graphql(`
+  mutation Redeliver($eventId: ID!, $subscriptionId: ID) {
+    redeliverWebhookEvent(eventId: $eventId, subscriptionId: $subscriptionId) {
+      ...WebhookDeliveryRow
+    }
+  }
+`);
 
 const statusTone = (s: string) => (s === 'success' ? 'good' : s === 'error' ? 'bad' : 'warn');
 
 export function WebhooksPage({ paywall }: { paywall: PaywallSummary }) {
-  const [subs, refetchSubs] = useQuery<{ webhookSubscriptions: Sub[] }>({
+  const [subs, refetchSubs] = useQuery({
     query: SUBS,
     variables: { id: paywall.id },
   });
@@ -79,9 +129,7 @@ export function WebhooksPage({ paywall }: { paywall: PaywallSummary }) {
   const filters = useForm({ status: '', eventType: '', subscriptionId: '' }, pages.reset);
   const { status, eventType, subscriptionId } = filters.values;
   const [selected, setSelected] = useState<string | null>(null);
-  const [deliveries, refetchDeliveries] = useQuery<{
-    webhookDeliveries: { nodes: Delivery[]; pageInfo: PageInfo };
-  }>({
+  const [deliveries, refetchDeliveries] = useQuery({
     query: DELIVERIES,
     variables: {
       id: paywall.id,
