@@ -1,39 +1,16 @@
 import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import { isDatabaseUnavailable } from '../db/db-errors.js';
-import { DomainError, databaseUnavailable, type ErrorCode } from '../shared/errors.js';
+import { DomainError, databaseUnavailable, type ErrorKind } from '../shared/errors.js';
+import { ERROR_KINDS } from '../shared/error-codes.js';
 
-/** GraphQL `extensions.code` for each domain error code (exhaustive). */
-export function graphqlCode(code: ErrorCode): string {
-  switch (code) {
-    case 'invalid_request':
-    case 'invalid_amount':
-    case 'missing_user':
-    case 'unsupported_in_mode':
-    case 'request_too_large':
-      return 'BAD_USER_INPUT';
-    case 'unauthenticated':
-      return 'UNAUTHENTICATED';
-    case 'forbidden':
-      return 'FORBIDDEN';
-    case 'not_found':
-    case 'model_not_found':
-      return 'NOT_FOUND';
-    case 'idempotency_in_flight':
-    case 'conflict':
-      return 'CONFLICT';
-    case 'idempotency_mismatch':
-      return 'UNPROCESSABLE';
-    case 'rate_limited':
-      return 'RATE_LIMITED';
-    case 'upstream_error':
-      return 'UPSTREAM_ERROR';
-    case 'provider_not_connected':
-      return 'FAILED_PRECONDITION';
-    case 'unavailable':
-      return 'SERVICE_UNAVAILABLE';
-    case 'internal':
-      return 'INTERNAL_SERVER_ERROR';
-  }
+/** GraphQL `extensions.code` of each kind of domain error (from the one map, so exhaustive). */
+export function graphqlCode(code: ErrorKind): string {
+  return ERROR_KINDS[code].graphql;
+}
+
+/** The `extensions` a domain error carries over GraphQL: its code, its public code and the field. */
+export function graphqlExtensions(e: DomainError): { code: string; errorCode: string; param: string | null } {
+  return { code: graphqlCode(e.code), errorCode: e.publicCode ?? e.code, param: e.param };
 }
 
 /** Apollo `formatError`: domain errors keep their message and code; anything unknown is masked. */
@@ -47,11 +24,7 @@ export function formatGraphQLError(formatted: GraphQLFormattedError, error: unkn
       message: original.message,
       path: formatted.path,
       locations: formatted.locations,
-      extensions: {
-        code: graphqlCode(original.code),
-        errorCode: original.publicCode ?? original.code,
-        param: original.param,
-      },
+      extensions: graphqlExtensions(original),
     };
   }
   // Errors of the GraphQL layer itself (syntax, validation, variable coercion) are safe to show.

@@ -1,4 +1,5 @@
 import type { WebSocket } from 'ws';
+import { ERROR_KINDS, type CodeOf } from '../shared/error-codes.js';
 import { GraphQLError } from 'graphql';
 import type { Config } from '../config.js';
 import type { Auth } from '../modules/paywalls/paywall-info.js';
@@ -26,8 +27,8 @@ export const tenantWord = (tenant: string): string =>
 export const TOO_MANY_CONNECTIONS = 'Too many connections on this server; retry later';
 
 /** `RATE_LIMITED` as graphql-ws sends it (its errors bypass Apollo's formatError). */
-export function rateLimited(message: string, errorCode: string): GraphQLError {
-  return new GraphQLError(message, { extensions: { code: 'RATE_LIMITED', errorCode } });
+export function rateLimited(message: string, errorCode: CodeOf<'rate_limited'>): GraphQLError {
+  return new GraphQLError(message, { extensions: { code: ERROR_KINDS.rate_limited.graphql, errorCode } });
 }
 
 /**

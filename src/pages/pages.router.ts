@@ -1,6 +1,7 @@
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import type { Services } from '../services.js';
 import { DomainError } from '../shared/errors.js';
+import { pageAnswerOf } from '../shared/error-codes.js';
 import { renderDocument, type html } from './html.js';
 import {
   challengeOf,
@@ -28,42 +29,9 @@ type View = ReturnType<typeof html>;
 const send = (res: Response, status: number, view: View) =>
   res.status(status).type('html').send(renderDocument(view));
 
-/** HTTP status of a service's refusal on a page (the pages' own small mapper). */
-function statusOf(err: DomainError): number {
-  if (err.publicCode === 'connect_link_expired') return 410;
-  switch (err.code) {
-    case 'not_found':
-      return 404;
-    case 'conflict':
-      return 409;
-    case 'forbidden':
-      return 403;
-    case 'rate_limited':
-      return 429;
-    case 'upstream_error':
-      return 502;
-    case 'unavailable':
-      return 503;
-    case 'invalid_request':
-    case 'invalid_amount':
-    case 'missing_user':
-    case 'unsupported_in_mode':
-      return 400;
-    default:
-      return 500;
-  }
-}
-
-const TITLES: Record<number, string> = {
-  400: 'That did not work',
-  403: 'Not allowed',
-  404: 'Link not valid',
-  409: 'Already decided',
-  410: 'Link expired',
-  429: 'Too many attempts',
-  502: 'Try again',
-  503: 'Try again in a moment',
-};
+/** The page that answers a service's refusal (status and title), from the one error map; null: a 500. */
+const answerOf = (err: DomainError) => pageAnswerOf(err.code, err.publicCode);
+const statusOf = (err: DomainError): number => answerOf(err)?.status ?? 500;
 
 /**
  * Hosted pages (CONTRACT §8): wallet sign-in, consent for connect links, the wallet, top-ups, and the
@@ -99,17 +67,17 @@ export function createPagesRouter(s: Services): Router {
         await fn(req, res);
       } catch (err) {
         if (!(err instanceof DomainError)) return next(err);
-        const status = statusOf(err);
-        if (status === 500) return next(err);
+        const answer = answerOf(err);
+        if (!answer) return next(err);
         if (err instanceof TopupRateLimited) res.set('Retry-After', String(err.retryAfterSeconds));
         // The DEFAULT top-up page belongs to an app, not to the hosted wallet: no wallet header there.
         const topupPage = req.path.startsWith('/topup/');
         send(
           res,
-          status,
+          answer.status,
           MessagePage({
             page: req.page,
-            title: TITLES[status] ?? 'Error',
+            title: answer.title,
             message: err.message,
             wallet: !topupPage,
             link: topupPage ? backToTopup(req) : null,

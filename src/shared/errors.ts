@@ -1,39 +1,37 @@
-/** Every failure a service reports. Transports map codes to HTTP status / GraphQL extensions exhaustively. */
-export type ErrorCode =
-  | 'invalid_request'
-  | 'invalid_amount'
-  | 'missing_user'
-  | 'unauthenticated'
-  | 'forbidden'
-  | 'not_found'
-  | 'model_not_found'
-  | 'unsupported_in_mode'
-  | 'idempotency_in_flight'
-  | 'idempotency_mismatch'
-  | 'request_too_large'
-  | 'rate_limited'
-  | 'upstream_error'
-  | 'provider_not_connected'
-  | 'conflict'
-  /** The database cannot be reached, or did not answer in time (restart, failover, freeze): retry later. */
-  | 'unavailable'
-  | 'internal';
+import type { CodeOf, ErrorCode, ErrorKind, ProviderCode } from './error-codes.js';
 
-export class DomainError extends Error {
+export type { ErrorCode, ErrorKind } from './error-codes.js';
+export { providerCode } from './error-codes.js';
+
+/**
+ * Every failure a service reports: a kind (`code`, how each transport answers) and, where the public
+ * code differs from the kind, that code. Both come from the closed map in `error-codes.ts`, so an unknown
+ * kind, an unknown public code, or a public code of another kind does not compile.
+ */
+// K only checks the constructor's arguments; the fields are typed broadly, so every DomainError is one type.
+export class DomainError<K extends ErrorKind = ErrorKind> extends Error {
+  readonly code: ErrorKind;
+  /** Public code (OpenAI `error.code`, GraphQL `extensions.errorCode`) when it differs from the kind. */
+  readonly publicCode?: ErrorCode | ProviderCode;
+
   constructor(
-    readonly code: ErrorCode,
+    code: K,
     message: string,
     readonly param: string | null = null,
-    /** Public code (OpenAI `error.code`) when it differs from the internal one. */
-    readonly publicCode?: string,
+    publicCode?: CodeOf<K> | ProviderCode,
   ) {
     super(message);
     this.name = 'DomainError';
+    this.code = code;
+    this.publicCode = publicCode;
   }
 }
 
-export const invalid = (message: string, param: string | null = null, publicCode?: string) =>
-  new DomainError('invalid_request', message, param, publicCode);
+export const invalid = (
+  message: string,
+  param: string | null = null,
+  publicCode?: CodeOf<'invalid_request'>,
+) => new DomainError('invalid_request', message, param, publicCode);
 export const notFound = (what: string) => new DomainError('not_found', `${what} not found`);
 
 /** Seconds a client is told to wait (Retry-After) after a 503 `database_unavailable`. */

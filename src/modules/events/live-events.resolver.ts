@@ -1,7 +1,7 @@
 import { GraphQLError } from 'graphql';
 import { Arg, ID, Resolver, Root, Subscription } from 'type-graphql';
 import { requireAuth, type AppContext } from '../../graphql/context.js';
-import { graphqlCode } from '../../graphql/errors.js';
+import { graphqlExtensions } from '../../graphql/errors.js';
 import { DomainError } from '../../shared/errors.js';
 import { subscribeToEvents, type LiveEvent, type LiveEventsArgs } from './live-event-hub.js';
 import { PaywallEventType } from './live-events.types.js';
@@ -14,7 +14,7 @@ function graphqlError(err: unknown): unknown {
   if (!(err instanceof DomainError)) return err;
   return new GraphQLError(err.message, {
     originalError: err,
-    extensions: { code: graphqlCode(err.code), errorCode: err.publicCode ?? err.code, param: err.param },
+    extensions: graphqlExtensions(err),
   });
 }
 

@@ -1,5 +1,5 @@
 import type { Sql } from '../../db/database.js';
-import { DomainError, type ErrorCode } from '../../shared/errors.js';
+import { DomainError, type ErrorKind } from '../../shared/errors.js';
 import { sha256Hex } from '../../shared/ids.js';
 import type { Services } from '../../services.js';
 
@@ -15,7 +15,7 @@ const CLEANUP_EVERY_MS = 60 * 60 * 1000;
  * Errors that are the answer to the request itself (the same request would get the same answer), so
  * they are stored and replayed. Anything else releases the claim and the client may retry.
  */
-const STORED_ERRORS = new Set<ErrorCode>(['unsupported_in_mode', 'invalid_amount', 'invalid_request']);
+const STORED_ERRORS = new Set<ErrorKind>(['unsupported_in_mode', 'invalid_amount', 'invalid_request']);
 
 /** JSON with object keys sorted at every level: two bodies that are equal as JSON hash the same. */
 export function canonicalJson(value: unknown): string {
@@ -50,7 +50,15 @@ export interface Codec<T> {
 
 type Stored =
   | { ok: true; result: unknown }
-  | { ok: false; error: { code: ErrorCode; message: string; param: string | null; publicCode?: string } };
+  | {
+      ok: false;
+      error: {
+        code: ErrorKind;
+        message: string;
+        param: string | null;
+        publicCode?: DomainError['publicCode'];
+      };
+    };
 
 /**
  * Idempotency keys (CONTRACT §4), scoped to (paywall, endpoint, key), Stripe's semantics:

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Services } from '../../services.js';
-import { DomainError, invalid } from '../../shared/errors.js';
+import { DomainError, invalid, providerCode } from '../../shared/errors.js';
 import { chatCost, providerCostRaw, usdcDecimal } from '../../shared/money.js';
 import type { EventTrigger, NewEvent } from '../events/event.service.js';
 import { recordEvents } from '../events/event.service.js';
@@ -159,8 +159,8 @@ export function rejectionError(out: ChatJson | null): DomainError {
   const message = typeof err.message === 'string' ? err.message : 'The model provider refused the request.';
   const param = typeof err.param === 'string' ? err.param : null;
   const code = typeof err.code === 'string' ? err.code : 'upstream_error';
-  if (out?.status === 429) return new DomainError('rate_limited', message, param, code);
-  return new DomainError('invalid_request', message, param, code);
+  if (out?.status === 429) return new DomainError('rate_limited', message, param, providerCode(code));
+  return new DomainError('invalid_request', message, param, providerCode(code));
 }
 
 /**

@@ -90,7 +90,7 @@ export class AuthorizationService {
           ? `This request was already approved: ${r.name} is connected to a wallet. You can close this page.`
           : `This request was already declined. To connect, ask ${r.name} for a new link.`,
         'request',
-        `connect_request_${r.status}`,
+        r.status === 'approved' ? 'connect_request_approved' : 'connect_request_declined',
       );
     if (r.expired)
       throw new DomainError(

@@ -1,6 +1,7 @@
 import { randomBytes, randomInt, randomUUID } from 'node:crypto';
 import type { Sql } from '../../db/database.js';
 import { DomainError } from '../../shared/errors.js';
+import type { CodeOf } from '../../shared/error-codes.js';
 import { safeEqual } from '../../shared/ids.js';
 import type { Services } from '../../services.js';
 import { newToken, tokenHash, type WalletSecrets } from './wallet-secrets.js';
@@ -73,7 +74,7 @@ export function normalizeEmail(input: unknown): string {
 /** A challenge token as this service issues them (43 base64url characters); anything else is none. */
 const isChallengeToken = (v: unknown): v is string => typeof v === 'string' && /^[\w-]{43}$/.test(v);
 
-const codeError = (code: string, message: string) =>
+const codeError = (code: CodeOf<'invalid_request'>, message: string) =>
   new DomainError('invalid_request', message, 'code', code);
 
 /**
