@@ -444,8 +444,11 @@ export async function createApp(deps: AppDeps): Promise<App> {
       // After the grace period, cut what is still open (streams have been settled by then or are aborted now).
       // Proxied requests still running are cut first, so a stream ends with the shutdown's error event
       // and is settled for what it produced before its connection goes.
+      // The cut waits at most CUT_SETTLE_MS for those settlements: connections are closed in any case, so
+      // a settlement that cannot finish (the database gone) never holds the process open.
       const timer = setTimeout(() => {
-        void services.proxy.cutInFlight().finally(() => {
+        const settled = services.proxy.cutInFlight().catch(() => undefined);
+        void Promise.race([settled, new Promise((r) => setTimeout(r, CUT_SETTLE_MS).unref())]).finally(() => {
           server.closeAllConnections();
           for (const socket of wsServer.clients) socket.terminate();
         });
@@ -457,6 +460,9 @@ export async function createApp(deps: AppDeps): Promise<App> {
     },
   };
 }
+
+/** After the grace period, how long cut streams may take to settle before their connections are closed. */
+const CUT_SETTLE_MS = 3000;
 
 /** The body limit of a POST /graphql without a valid credential (it can only be refused). */
 const UNAUTHENTICATED_GRAPHQL_BODY = 64 * 1024;

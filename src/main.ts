@@ -42,13 +42,23 @@ try {
 }
 log.info({ url: `http://${config.HOST}:${config.PORT}`, graphql: '/graphql', rest: '/v1' }, 'listening');
 
+/** What a shutdown may take beyond SHUTDOWN_GRACE_MS (settling cut streams, closing the database). */
+const SHUTDOWN_MARGIN_MS = 10_000;
 let shuttingDown = false;
 const shutdown = async (signal: string) => {
   if (shuttingDown) return;
   shuttingDown = true;
   log.info({ signal }, 'shutting down');
+  // A shutdown that cannot finish (a stuck connection or database close) must not leave the process
+  // running for ever: after the grace period and a margin, say which step hung and exit 1.
+  let step = 'closing connections';
+  setTimeout(() => {
+    log.error({ step, afterMs: config.SHUTDOWN_GRACE_MS + SHUTDOWN_MARGIN_MS }, 'shutdown did not finish');
+    process.exit(1);
+  }, config.SHUTDOWN_GRACE_MS + SHUTDOWN_MARGIN_MS).unref();
   try {
     await app.stop(config.SHUTDOWN_GRACE_MS);
+    step = 'closing the database';
     await db.close();
     log.info('stopped');
     process.exit(0);
