@@ -298,7 +298,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
   );
 
   // Before the JSON parser: Stripe's signature covers the raw bytes.
-  app.use(createStripeWebhookRouter(services));
+  app.use(createStripeWebhookRouter(services.stripeEvents));
   app.use('/v1', jsonBody, createRestRouter(services));
   app.use(createPagesRouter(services));
   app.use(createDashboardRouter());

@@ -308,7 +308,7 @@ export class UserService {
         user: externalId,
       });
     const hosted = withParam(`${this.s.config.PUBLIC_BASE_URL}/topup/${paywall.id}`, { user: externalId });
-    if (!paywall.topupUrl || (await this.s.stripe.topupAmounts(paywall.id, sql))) return hosted;
+    if (!paywall.topupUrl || (await this.s.stripeCheckout.topupAmounts(paywall.id, sql))) return hosted;
     return withParam(paywall.topupUrl, { user: externalId });
   }
 

@@ -189,9 +189,10 @@ export class WalletService {
 
   /**
    * Card top-ups (the platform's Stripe, `STRIPE_SECRET_KEY` + `STRIPE_WEBHOOK_SECRET`): the Checkout
-   * URL to redirect to. Fulfilment is the platform webhook (StripeService.receiveWalletWebhook).
+   * URL to redirect to. Fulfilment is Stripe webhook ingest on the platform's endpoint
+   * (StripeWebhookIngestService.receiveWallet).
    */
   async startCheckout(walletUser: { id: string; accountId: string }, amountInput: unknown): Promise<string> {
-    return this.s.stripe.startWalletCheckout(walletUser, amountInput);
+    return this.s.stripeCheckout.startWalletCheckout(walletUser, amountInput);
   }
 }
