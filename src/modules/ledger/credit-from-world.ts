@@ -5,7 +5,7 @@ import { WORLD_ACCOUNT_ID } from './accounts.js';
 /**
  * Money entering from the world: a deposit through the API, wallet test funds, a paid Stripe Checkout
  * Session, an app's trial credits. Each is one transfer world → account with its events; the SQL that
- * writes it lives here once (docs/ledger-model.md "Money entering from the world").
+ * writes it lives here once (docs/accounts.md "Money entering from the world").
  */
 export interface WorldCredit {
   /** `deposit` (money paid in: API, Stripe, test funds) or `trial` (credits an app grants a new user). */
