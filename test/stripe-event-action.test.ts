@@ -64,7 +64,7 @@ describe('stripeEventAction (Stripe events → ledger action)', () => {
     );
     expect(stripeEventAction(zero, OWNED)).toEqual({
       kind: 'ignore',
-      reason: 'the session has no positive amount; not credited',
+      reason: 'Stripe session has no positive amount; not credited',
       record: true,
     });
     const eur = verified(
@@ -72,7 +72,7 @@ describe('stripeEventAction (Stripe events → ledger action)', () => {
     );
     expect(stripeEventAction(eur, OWNED)).toEqual({
       kind: 'ignore',
-      reason: 'the session is not in USD; not credited',
+      reason: 'Stripe session is not in USD; not credited',
       record: true,
     });
   });

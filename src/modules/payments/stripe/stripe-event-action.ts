@@ -42,10 +42,10 @@ export function stripeEventAction(
   if (!paid) return { kind: 'pending', sessionId: session.id };
   const cents = session.amountTotal;
   if (!cents || cents <= 0)
-    return { kind: 'ignore', reason: 'the session has no positive amount; not credited', record: true };
+    return { kind: 'ignore', reason: 'Stripe session has no positive amount; not credited', record: true };
   // The hosted pages only sell USD (1 cent = 10,000 raw units); any other currency has no rate here.
   if (session.currency !== 'usd')
-    return { kind: 'ignore', reason: 'the session is not in USD; not credited', record: true };
+    return { kind: 'ignore', reason: 'Stripe session is not in USD; not credited', record: true };
   return {
     kind: 'credit',
     sessionId: session.id,

@@ -178,10 +178,8 @@ export class StripeWebhookIngestService {
         // Unpaid (async payment pending): the claim made sure the session row exists; nothing more.
         return;
       case 'ignore':
-        this.d.log.warn(
-          { sessionId: session.id, currency: session.currency, reason: action.reason },
-          `Stripe session recorded but ${action.reason}`,
-        );
+        // Recorded as processed (it is this endpoint's), but nothing can be credited.
+        this.d.log.warn({ sessionId: session.id, currency: session.currency }, action.reason);
         return;
       case 'credit':
         return this.credit(tx, session, action, targetOf);
