@@ -345,7 +345,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
   );
 
   // Before the JSON parser: Stripe's signature covers the raw bytes.
-  app.use(createStripeWebhookRouter(services));
+  app.use(createStripeWebhookRouter(services.stripeEvents));
   // The API key is checked before the body is read: an unauthenticated client gets its 401 without the
   // service buffering (up to 1 MiB of) its body. The router checks it again (a cache hit).
   const keyBeforeBody = requireApiKey(services);

@@ -19,7 +19,12 @@ import { SignInService } from './modules/wallet/sign-in.service.js';
 import { AuthorizationService } from './modules/wallet/authorization.service.js';
 import { WalletService } from './modules/wallet/wallet.service.js';
 import { WalletSecrets } from './modules/wallet/wallet-secrets.js';
-import { StripeService } from './modules/payments/stripe/stripe.service.js';
+import { createStripeGateway } from './modules/payments/stripe/stripe-gateway.js';
+import { StripeSecrets } from './modules/payments/stripe/stripe-integration.store.js';
+import { StripeIntegrationService } from './modules/payments/stripe/stripe-integration.service.js';
+import { StripeCheckoutService } from './modules/payments/stripe/stripe-checkout.service.js';
+import { StripeWebhookIngestService } from './modules/payments/stripe/stripe-webhook-ingest.service.js';
+import { TopupLimiter } from './modules/payments/stripe/topup-limits.js';
 
 /**
  * Every service, built once per process and shared by GraphQL, REST and the pages. Services receive
@@ -50,8 +55,10 @@ export interface Services {
   signIn: SignInService;
   authorizations: AuthorizationService;
   wallet: WalletService;
-  /** Stripe top-ups of DEFAULT paywalls (CONTRACT §9). */
-  stripe: StripeService;
+  /** Stripe top-ups (docs/stripe.md): a paywall's connection, the two Checkouts, incoming Stripe events. */
+  stripeIntegration: StripeIntegrationService;
+  stripeCheckout: StripeCheckoutService;
+  stripeEvents: StripeWebhookIngestService;
 }
 
 interface Lifecycle {
@@ -83,7 +90,19 @@ export function createServices(config: Config, db: Database, log: Logger, metric
   s.signIn = new SignInService(s, s.walletSecrets);
   s.authorizations = new AuthorizationService(s);
   s.wallet = new WalletService(s);
-  s.stripe = new StripeService(s);
+  // Each Stripe service declares the few of these it uses (its *Deps interface).
+  const { paywalls, users, clock } = s;
+  const stripe = {
+    ...{ db, config, log, clock, paywalls, users },
+    gateway: createStripeGateway(config.STRIPE_API_BASE),
+    secrets: new StripeSecrets(config, log),
+  };
+  s.stripeIntegration = new StripeIntegrationService(stripe);
+  s.stripeCheckout = new StripeCheckoutService({ ...stripe, limits: new TopupLimiter(config, s.clock) });
+  s.stripeEvents = new StripeWebhookIngestService({
+    ...stripe,
+    retireReplacedEndpoints: (paywallId) => s.stripeIntegration.retireReplacedEndpoints(paywallId),
+  });
   return s;
 }
 
@@ -98,7 +117,7 @@ const lifecycles = (s: Services): Lifecycle[] =>
     s.proxy,
     s.webhooks,
     s.signIn,
-    s.stripe,
+    s.stripeIntegration,
   ] as Lifecycle[];
 
 /** Starts background parts (cache-invalidation listeners, the webhook worker) of every service that has them. */

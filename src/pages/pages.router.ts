@@ -21,7 +21,7 @@ import { CodeStep, EmailStep } from './sign-in.page.js';
 import { ConsentPage } from './connect.page.js';
 import { DisconnectConfirmPage, NOTICES, WalletPage } from './wallet.page.js';
 import { DefaultTopupPage, WalletTopupPage, type TopupOptions } from './topup.page.js';
-import { WALLET_TOPUP_AMOUNTS } from '../modules/payments/stripe/stripe.service.js';
+import { WALLET_TOPUP_AMOUNTS } from '../modules/payments/stripe/stripe-amounts.js';
 import { TopupRateLimited } from '../modules/payments/stripe/topup-limits.js';
 
 type View = ReturnType<typeof html>;
@@ -42,7 +42,7 @@ export function createPagesRouter(s: Services): Router {
   const r = Router();
   const topup = (): TopupOptions => ({
     testFunds: s.config.WALLET_TEST_FUNDS,
-    cards: s.stripe.walletCardsEnabled() ? WALLET_TOPUP_AMOUNTS : null,
+    cards: s.stripeCheckout.walletCardsEnabled() ? WALLET_TOPUP_AMOUNTS : null,
   });
 
   r.get('/assets/pages.css', (_req, res) => {
@@ -315,7 +315,7 @@ export function createPagesRouter(s: Services): Router {
   pages.get(
     '/topup/:paywallId',
     h(async (req, res) => {
-      s.stripe.topupPageView(clientIp(req));
+      s.stripeCheckout.topupPageView(clientIp(req));
       const p = await s.paywalls.publicInfo(String(req.params.paywallId));
       if (!p)
         return send(
@@ -330,7 +330,7 @@ export function createPagesRouter(s: Services): Router {
       // A SHARED app's users pay into their hosted wallet, not into this app.
       if (p.mode === 'SHARED') return res.redirect(303, '/wallet/topup');
       const user = typeof req.query.user === 'string' ? req.query.user : null;
-      const amounts = await s.stripe.topupAmounts(p.id);
+      const amounts = await s.stripeCheckout.topupAmounts(p.id);
       const state = req.query.checkout;
       send(
         res,
@@ -349,8 +349,8 @@ export function createPagesRouter(s: Services): Router {
   pages.post(
     '/topup/:paywallId/checkout',
     post(async (req, res) => {
-      s.stripe.topupPageView(clientIp(req));
-      const url = await s.stripe.startCheckout(
+      s.stripeCheckout.topupPageView(clientIp(req));
+      const url = await s.stripeCheckout.startCheckout(
         String(req.params.paywallId),
         body(req, 'user'),
         body(req, 'amount'),

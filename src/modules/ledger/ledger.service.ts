@@ -9,8 +9,9 @@ import { buildEvent } from '../events/event-payloads.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
 import { checkExternalId, triggerOf, walletUserIdOf, type EnsuredUser } from '../users/user.service.js';
 import { IdempotencyService, type Codec } from './idempotency.service.js';
+import { creditFromWorld } from './credit-from-world.js';
 import { decodeCursor, decodeSeqCursor, encodeCursor, encodeSeqCursor } from '../../shared/cursor.js';
-import { earningsAccountOf, FEES_ACCOUNT_ID, splitCharge, WORLD_ACCOUNT_ID } from './accounts.js';
+import { earningsAccountOf, FEES_ACCOUNT_ID, splitCharge } from './accounts.js';
 
 export const MAX_METADATA_KEYS = 50;
 export const MAX_METADATA_BYTES = 8 * 1024;
@@ -236,35 +237,21 @@ export class LedgerService {
         activityId: ledgerEntryId,
       },
     );
-    let rows: any[];
+    let after: Awaited<ReturnType<typeof creditFromWorld>>;
     try {
-      // world → the user's account: one transfer and both balance updates in one statement.
-      rows = await sql.query(
-        `with u as (
-           update ledger_account set balance_raw = balance_raw + $1::bigint
-            where id = (select account_id from end_user where id = $2::uuid)
-           returning id, balance_raw, held_raw
-         ), w as (
-           update ledger_account set balance_raw = balance_raw - $1::bigint
-            where id = '${WORLD_ACCOUNT_ID}' and exists (select 1 from u)
-         ), t as (
-           insert into transfer (id, kind, debit_account_id, credit_account_id, amount_raw, balance_after_raw,
-                                 paywall_id, end_user_id, metadata, created_at)
-           select $3::uuid, 'deposit', '${WORLD_ACCOUNT_ID}', u.id, $1::bigint, u.balance_raw, $6::uuid, $2::uuid,
-                  $4::jsonb, now() from u
-         ), e as (
-           ${insertEventsSql(5)} where exists (select 1 from u)
-         )
-         select (balance_raw - held_raw)::text as free from u`,
-        [
-          amountRaw.toString(),
-          user.id,
-          ledgerEntryId,
-          JSON.stringify(metadata),
-          JSON.stringify(eventRows([event])),
-          paywall.id,
-        ],
-      );
+      // world → the user's account: one transfer, both balance updates and the event in one statement.
+      after = user.accountId
+        ? await creditFromWorld(sql, {
+            account: user.accountId,
+            kind: 'deposit',
+            transferId: ledgerEntryId,
+            amountRaw,
+            paywallId: paywall.id,
+            endUserId: user.id,
+            metadata,
+            events: [event],
+          })
+        : null;
     } catch (e) {
       if (isOverflow(e))
         throw new DomainError(
@@ -275,8 +262,14 @@ export class LedgerService {
         );
       throw e;
     }
-    if (rows.length !== 1) throw new Error('end user vanished during a deposit');
-    return { userId: user.id, externalId, ledgerEntryId, amountRaw, balanceRaw: BigInt(rows[0].free) };
+    if (!after) throw new Error('end user vanished during a deposit');
+    return {
+      userId: user.id,
+      externalId,
+      ledgerEntryId,
+      amountRaw,
+      balanceRaw: after.balanceRaw - after.heldRaw,
+    };
   }
 
   /**

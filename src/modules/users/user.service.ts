@@ -5,16 +5,10 @@ import { usdcDecimal } from '../../shared/money.js';
 import { decodeCursor, encodeCursor } from '../../shared/cursor.js';
 import { hasLoneSurrogate } from '../../shared/text.js';
 import type { Services } from '../../services.js';
-import {
-  eventRows,
-  insertEventsSql,
-  recordEvents,
-  type EventTrigger,
-  type NewEvent,
-} from '../events/event.service.js';
+import { recordEvents, type EventTrigger, type NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
-import { WORLD_ACCOUNT_ID } from '../ledger/accounts.js';
+import { worldCreditCtes, worldCreditParams } from '../ledger/credit-from-world.js';
 
 export const MAX_EXTERNAL_ID_LENGTH = 256;
 
@@ -172,26 +166,16 @@ export class UserService {
     const rows = await sql.query(
       `with u as (
          insert into end_user (id, paywall_id, external_id, account_id, created_at)
-         values ($1::uuid, $2::uuid, $3::varchar, case when $7::boolean then $1::uuid end, now())
+         values ($1::uuid, $2::uuid, $3::varchar, case when $5::boolean then $1::uuid end, now())
          on conflict (paywall_id, external_id) do nothing
          returning id, paywall_id, external_id, account_id, wallet_user_id, connected_at, created_at
        ), uc as (
          insert into usage_counter (end_user_id) select id from u
        ), a as (
          insert into ledger_account (id, kind, paywall_id, balance_raw, created_at)
-         select u.id, 'user', u.paywall_id, $4::bigint, now() from u where $7::boolean
+         select u.id, 'user', u.paywall_id, $4::bigint, now() from u where $5::boolean
          returning id, balance_raw, held_raw
-       ), w as (
-         update ledger_account set balance_raw = balance_raw - $4::bigint
-          where id = '${WORLD_ACCOUNT_ID}' and $4::bigint > 0 and exists (select 1 from a)
-       ), t as (
-         insert into transfer (id, kind, debit_account_id, credit_account_id, amount_raw, balance_after_raw,
-                               paywall_id, end_user_id, created_at)
-         select $5::uuid, 'trial', '${WORLD_ACCOUNT_ID}', a.id, $4::bigint, $4::bigint, $2::uuid, a.id, now()
-           from a where $4::bigint > 0
-       ), e as (
-         ${insertEventsSql(6)} where exists (select 1 from u)
-       )
+       ), ${worldCreditCtes('a', 6)}
        select u.*, coalesce(a.balance_raw, 0)::text as balance_raw, coalesce(a.held_raw, 0)::text as held_raw
          from u left join a on true`,
       [
@@ -199,9 +183,15 @@ export class UserService {
         paywall.id,
         externalId,
         trial.toString(),
-        ledgerId,
-        JSON.stringify(eventRows(events)),
         paywall.mode === 'DEFAULT',
+        ...worldCreditParams({
+          kind: 'trial',
+          transferId: ledgerId,
+          amountRaw: trial,
+          paywallId: paywall.id,
+          endUserId: id,
+          events,
+        }),
       ],
     );
     if (rows.length === 1) {
@@ -318,7 +308,7 @@ export class UserService {
         user: externalId,
       });
     const hosted = withParam(`${this.s.config.PUBLIC_BASE_URL}/topup/${paywall.id}`, { user: externalId });
-    if (!paywall.topupUrl || (await this.s.stripe.topupAmounts(paywall.id, sql))) return hosted;
+    if (!paywall.topupUrl || (await this.s.stripeCheckout.topupAmounts(paywall.id, sql))) return hosted;
     return withParam(paywall.topupUrl, { user: externalId });
   }
 

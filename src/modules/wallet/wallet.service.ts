@@ -2,9 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { DomainError } from '../../shared/errors.js';
 import { parseAmount, usdcDecimal } from '../../shared/money.js';
 import type { Services } from '../../services.js';
-import { recordEvents } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
-import { WORLD_ACCOUNT_ID } from '../ledger/accounts.js';
+import { creditFromWorld } from '../ledger/credit-from-world.js';
 import { pageTrigger } from './authorization.service.js';
 
 /** Test funds are a development aid: one credit is at most this much (1000 USDC). */
@@ -155,28 +154,6 @@ export class WalletService {
           order by c.paywall_id, c.created_at desc`,
         [walletUser.id],
       );
-      const [row] = await tx.query(
-        `with w as (
-           update ledger_account set balance_raw = balance_raw - $3::bigint where id = $2::uuid returning id
-         ), c as (
-           update ledger_account set balance_raw = balance_raw + $3::bigint
-            where id = $4::uuid and kind = 'wallet' and exists (select 1 from w)
-           returning balance_raw, held_raw
-         ), t as (
-           insert into transfer (id, kind, debit_account_id, credit_account_id, amount_raw, balance_after_raw, metadata, created_at)
-           select $1::uuid, 'deposit', $2::uuid, $4::uuid, $3::bigint, c.balance_raw, $5::jsonb, now() from c
-           returning id
-         )
-         select c.balance_raw::text as balance_raw, c.held_raw::text as held_raw from c, t`,
-        [
-          transferId,
-          WORLD_ACCOUNT_ID,
-          amountRaw.toString(),
-          walletUser.accountId,
-          JSON.stringify({ source: 'test_funds', walletUserId: walletUser.id }),
-        ],
-      );
-      if (!row) throw new Error('test funds: the wallet or world account is missing');
       const events = conns.map((c) =>
         buildEvent(
           'paywall.balance.deposit.created',
@@ -195,16 +172,27 @@ export class WalletService {
           },
         ),
       );
-      await recordEvents(tx, events);
-      return { amountRaw, balanceRaw: BigInt(row.balance_raw) - BigInt(row.held_raw) };
+      const after = await creditFromWorld(tx, {
+        account: walletUser.accountId,
+        kind: 'deposit',
+        transferId,
+        amountRaw,
+        paywallId: null,
+        endUserId: null,
+        metadata: { source: 'test_funds', walletUserId: walletUser.id },
+        events,
+      });
+      if (!after) throw new Error('test funds: the wallet account is missing');
+      return { amountRaw, balanceRaw: after.balanceRaw - after.heldRaw };
     });
   }
 
   /**
    * Card top-ups (the platform's Stripe, `STRIPE_SECRET_KEY` + `STRIPE_WEBHOOK_SECRET`): the Checkout
-   * URL to redirect to. Fulfilment is the platform webhook (StripeService.receiveWalletWebhook).
+   * URL to redirect to. Fulfilment is Stripe webhook ingest on the platform's endpoint
+   * (StripeWebhookIngestService.receiveWallet).
    */
   async startCheckout(walletUser: { id: string; accountId: string }, amountInput: unknown): Promise<string> {
-    return this.s.stripe.startWalletCheckout(walletUser, amountInput);
+    return this.s.stripeCheckout.startWalletCheckout(walletUser, amountInput);
   }
 }

@@ -1,6 +1,6 @@
 import Stripe from 'stripe';
 
-/** The three Checkout events the webhook endpoint subscribes to (CONTRACT §9). */
+/** The three Checkout events a Stripe events endpoint subscribes to (docs/stripe.md). */
 export const STRIPE_WEBHOOK_EVENTS = [
   'checkout.session.completed',
   'checkout.session.async_payment_succeeded',
@@ -15,7 +15,7 @@ export interface CreatedWebhookEndpoint {
 
 export interface CheckoutRequest {
   amountCents: number;
-  /** Names paywall and end user (our reference, see stripe.service.ts). */
+  /** Names paywall and end user (our reference, see stripe-checkout.service.ts). */
   clientReferenceId: string;
   metadata: Record<string, string>;
   successUrl: string;

@@ -4,7 +4,7 @@ import { EndUser } from '../../users/end-user.entity.js';
 import { WalletUser } from '../../wallet/wallet.entity.js';
 
 /**
- * A paywall's Stripe account (CONTRACT §9): the secret key and the webhook endpoint's signing secret
+ * A paywall's Stripe account (docs/stripe.md): the secret key and the webhook endpoint's signing secret
  * are AES-256-GCM ciphertext (shared/crypto.ts, bound to the paywall id), never returned.
  * `topup_amounts_cents` are the amounts the hosted top-up page offers, in US cents.
  * `previous_*`: the endpoint a rotation replaced, kept (and its secret still verifying) until

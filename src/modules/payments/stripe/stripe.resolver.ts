@@ -12,7 +12,7 @@ export class StripeResolver {
       'events; the key and the endpoint secret are stored encrypted.',
   })
   async connectStripe(@Ctx() ctx: AppContext, @Arg('input') input: ConnectStripeInput): Promise<PaywallType> {
-    return PaywallType.from(await ctx.services.stripe.connect(requireAuth(ctx), input));
+    return PaywallType.from(await ctx.services.stripeIntegration.connect(requireAuth(ctx), input));
   }
 
   @Mutation(() => PaywallType, {
@@ -22,7 +22,7 @@ export class StripeResolver {
     @Ctx() ctx: AppContext,
     @Arg('paywallId', () => ID, { nullable: true }) paywallId?: string,
   ): Promise<PaywallType> {
-    return PaywallType.from(await ctx.services.stripe.rotateWebhook(requireAuth(ctx), paywallId));
+    return PaywallType.from(await ctx.services.stripeIntegration.rotateWebhook(requireAuth(ctx), paywallId));
   }
 
   @Mutation(() => PaywallType, {
@@ -32,14 +32,14 @@ export class StripeResolver {
     @Ctx() ctx: AppContext,
     @Arg('paywallId', () => ID, { nullable: true }) paywallId?: string,
   ): Promise<PaywallType> {
-    return PaywallType.from(await ctx.services.stripe.disconnect(requireAuth(ctx), paywallId));
+    return PaywallType.from(await ctx.services.stripeIntegration.disconnect(requireAuth(ctx), paywallId));
   }
 
   @FieldResolver(() => StripeInfoType, { description: 'Stripe top-ups of this paywall (never the key).' })
   async stripe(@Root() paywall: PaywallType, @Ctx() ctx: AppContext): Promise<StripeInfoType> {
     const loader = ctx.loaders.get(
       'stripe',
-      () => new DataLoader((ids: readonly string[]) => ctx.services.stripe.infoMany(ids)),
+      () => new DataLoader((ids: readonly string[]) => ctx.services.stripeIntegration.infoMany(ids)),
     );
     return StripeInfoType.from(await loader.load(paywall.id));
   }

@@ -1,5 +1,5 @@
 import { Field, ID, InputType, ObjectType } from 'type-graphql';
-import type { StripeInfo } from './stripe.service.js';
+import type { StripeInfo } from './stripe-integration.store.js';
 
 @ObjectType('StripeIntegration', {
   description:
