@@ -26,6 +26,13 @@ const CUT_WAIT_MS = 2_000;
 /** A stream records what it produced on its hold at most this often (for the sweeper after a crash). */
 export const PROGRESS_INTERVAL_MS = 5_000;
 
+/** Waits for `p`, at most `ms`. */
+async function within(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([p, new Promise((r) => (timer = setTimeout(r, ms)))]);
+  clearTimeout(timer);
+}
+
 /** The configuration the proxy applies. */
 export type ProxyLimits = Pick<
   Config,
@@ -116,16 +123,7 @@ export class ProxyService {
   async stop(): Promise<void> {
     this.sweeper.stop();
     const pending = () => [...this.flights.values()].map((f) => f.done);
-    if (this.flights.size > 0) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        Promise.all(pending()),
-        new Promise((r) => {
-          timer = setTimeout(r, this.d.limits.SHUTDOWN_GRACE_MS);
-        }),
-      ]);
-      clearTimeout(timer);
-    }
+    if (this.flights.size > 0) await within(Promise.all(pending()), this.d.limits.SHUTDOWN_GRACE_MS);
     for (const f of this.flights.values()) abortFlight(f, 'shutdown');
     await Promise.all(pending());
   }
@@ -139,14 +137,7 @@ export class ProxyService {
       abortFlight(f, 'shutdown');
       return f.done;
     });
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.all(pending),
-      new Promise((r) => {
-        timer = setTimeout(r, CUT_WAIT_MS);
-      }),
-    ]);
-    clearTimeout(timer);
+    await within(Promise.all(pending), CUT_WAIT_MS);
   }
 
   /** Number of requests between hold and settlement on this instance. */
