@@ -15,23 +15,28 @@ declare module 'express-serve-static-core' {
   }
 }
 
-/** REST calls authenticate with the paywall's API key (CONTRACT §2); anything else is a 401. */
+/** The API key of an `Authorization: Bearer …` header, or null. */
+export function bearerKey(header: string | undefined): string | null {
+  return /^Bearer\s+(\S+)\s*$/i.exec(header ?? '')?.[1] ?? null;
+}
+
+/** The 401 for a request without a valid API key (`given`: a bearer key was sent, and is unknown). */
+export function apiKeyRefused(given: boolean): DomainError {
+  return new DomainError(
+    'unauthenticated',
+    given ? 'Invalid API key.' : 'Missing bearer API key.',
+    null,
+    given ? 'invalid_api_key' : 'missing_api_key',
+  );
+}
+
+/** REST calls authenticate with the paywall's API key; anything else is a 401. */
 export function requireApiKey(services: Services): RequestHandler {
   return async (req, res, next) => {
     try {
-      const m = /^Bearer\s+(\S+)\s*$/i.exec(req.header('authorization') ?? '');
-      const paywall = m ? await services.paywalls.authenticateKey(m[1]) : null;
-      if (!paywall) {
-        return sendError(
-          res,
-          new DomainError(
-            'unauthenticated',
-            m ? 'Invalid API key.' : 'Missing bearer API key.',
-            null,
-            m ? 'invalid_api_key' : 'missing_api_key',
-          ),
-        );
-      }
+      const key = bearerKey(req.header('authorization'));
+      const paywall = key !== null ? await services.paywalls.authenticateKey(key) : null;
+      if (!paywall) return sendError(res, apiKeyRefused(key !== null));
       req.paywall = paywall;
       next();
     } catch (e) {
@@ -120,7 +125,11 @@ export const route =
 
 /** A JSON object body, or a 400. */
 export function jsonObject(req: Request): Record<string, unknown> {
-  const b = req.body;
+  return objectBody(req.body);
+}
+
+/** The parsed body when it is a JSON object, else a 400. */
+export function objectBody(b: unknown): Record<string, unknown> {
   if (!b || typeof b !== 'object' || Array.isArray(b))
     throw new DomainError('invalid_request', 'request body must be a JSON object', null);
   return b as Record<string, unknown>;

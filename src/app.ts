@@ -29,6 +29,7 @@ import { getSchema } from './graphql/schema.js';
 import { createServices, startServices, stopServices, type Services } from './services.js';
 import { requestContext, type Logger } from './shared/logger.js';
 import { createMetrics } from './shared/metrics.js';
+import { observe } from './shared/observe.js';
 import { DomainError, UNAVAILABLE_RETRY_AFTER_SECONDS, databaseUnavailable } from './shared/errors.js';
 import { isDatabaseUnavailable } from './db/db-errors.js';
 import { safeEqual, sha256Hex } from './shared/ids.js';
@@ -102,30 +103,16 @@ export async function createApp(deps: AppDeps): Promise<App> {
     next();
   });
 
-  // Request id on every log line; metrics by route template and status.
+  // Request id on every log line; metrics by route template and status (src/shared/observe.ts).
   app.use((req: Request, res: Response, next: NextFunction) => {
-    const incoming = req.header('x-request-id');
-    req.id = incoming && /^[\w.-]{1,128}$/.test(incoming) ? incoming : randomUUID();
-    req.log = log.child({ reqId: req.id });
-    res.setHeader('X-Request-Id', req.id);
-    const start = process.hrtime.bigint();
-    res.on('finish', () => {
-      const route = routeLabel(req);
-      const status = String(res.statusCode);
-      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-      metrics.httpRequests.inc({ route, method: req.method, status });
-      metrics.httpDuration.observe({ route, method: req.method, status }, seconds);
-      req.log.info(
-        {
-          method: req.method,
-          url: withoutPathUser(req.originalUrl.split('?')[0]),
-          route,
-          status: res.statusCode,
-          ms: Math.round(seconds * 1000),
-        },
-        'request',
-      );
+    const seen = observe(req, res, {
+      log,
+      metrics,
+      route: () => routeLabel(req),
+      url: () => withoutPathUser(req.originalUrl.split('?')[0]),
     });
+    req.id = seen.id;
+    req.log = seen.log();
     requestContext.run({ reqId: req.id }, next);
   });
 

@@ -83,7 +83,16 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     perTenant: config.GRAPHQL_HEAVY_READS_PER_TENANT,
   });
   s.catalog = new CatalogService(s);
-  s.proxy = new ProxyService(s);
+  s.proxy = new ProxyService({
+    db,
+    catalog: s.catalog,
+    providers: s.providers,
+    users: s.users,
+    clock: s.clock,
+    log,
+    metrics,
+    limits: config,
+  });
   s.webhooks = new WebhookService(s);
   s.mailer = createMailer(config, log);
   s.walletSecrets = new WalletSecrets(config);

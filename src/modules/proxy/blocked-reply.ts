@@ -18,7 +18,7 @@ export function blockedText(
   return t.split('{url}').join(url);
 }
 
-/** CONTRACT §10: the reply to a request over a daily limit says which limit and when it resets. */
+/** The reply to a request over a daily limit says which limit and when it resets. */
 export function rateLimitedText(what: string, resetsAt: Date): string {
   return (
     `You have reached today's limit of ${what} for this app. ` +
@@ -34,13 +34,18 @@ export interface BlockedReply {
   paywall: { reason: BlockReason; url: string | null; resetsAt?: string };
 }
 
-export function blockedReply(
-  model: string,
-  reason: BlockReason,
-  url: string | null,
-  text: string,
-  resetsAt?: Date,
-): BlockedReply {
+/** What a payment-blocked reply says: why, where to go (connect or top up), and when a limit resets. */
+export interface BlockedReplyOptions {
+  model: string;
+  reason: BlockReason;
+  /** The connect or top-up link; null for a limit (nothing to do but wait). */
+  url: string | null;
+  text: string;
+  /** When a daily limit resets. */
+  resetsAt?: Date;
+}
+
+export function blockedReply({ model, reason, url, text, resetsAt }: BlockedReplyOptions): BlockedReply {
   return {
     id: `chatcmpl-${randomBytes(12).toString('base64url')}`,
     created: Math.floor(Date.now() / 1000),

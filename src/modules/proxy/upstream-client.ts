@@ -1,26 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { request as undiciRequest, type Dispatcher } from 'undici';
+import { request as undiciRequest } from 'undici';
 import { DomainError } from '../../shared/errors.js';
+import type { ProviderClient, UpstreamOptions, UpstreamResponse, UpstreamTarget } from './provider-client.js';
 
-/** What the proxy needs of a paywall's provider (see ProviderService.getUpstream). */
-export interface UpstreamTarget {
-  /** e.g. `http://127.0.0.1:PORT/v1`, no trailing slash. */
-  baseUrl: string;
-  /** The provider's key (decrypted); sent upstream, never shown to clients. */
-  apiKey: string;
-  /** A keep-alive connection pool to the provider's origin. */
-  dispatcher?: Dispatcher | null;
-}
-
-export interface UpstreamResponse {
-  status: number;
-  contentType: string;
-  /** The announced `content-length`, or null. */
-  contentLength: number | null;
-  /** The provider's `retry-after` (passed on with a refusal), or null. */
-  retryAfter: string | null;
-  body: Dispatcher.ResponseData['body'];
-}
+export type { UpstreamResponse, UpstreamTarget } from './provider-client.js';
 
 /**
  * Loop detection (a provider whose base URL is this service, or a chain of proxies): every upstream
@@ -77,7 +60,7 @@ export async function postUpstream(
   up: UpstreamTarget,
   endpoint: string,
   payload: string,
-  opts: { stream: boolean; signal: AbortSignal; timeoutMs: number; via?: string[] },
+  opts: UpstreamOptions,
 ): Promise<UpstreamResponse> {
   const { origin, path } = target(up.baseUrl, endpoint);
   const options = {
@@ -109,6 +92,9 @@ export async function postUpstream(
     body: res.body,
   };
 }
+
+/** The OpenAI-compatible provider kind: every wire format's body goes to it as it is. */
+export const openAiCompatibleClient: ProviderClient = { kind: 'openai-compatible', post: postUpstream };
 
 /** The provider's answer is larger than UPSTREAM_MAX_BYTES (it was not read further). */
 export class TooLargeError extends Error {

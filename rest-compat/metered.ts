@@ -1,0 +1,103 @@
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { ChatCall, ChatJson, StreamSink } from '../src/modules/proxy/proxy.service.js';
+import { loopReason, VIA_HEADER, viaOf } from '../src/modules/proxy/upstream-client.js';
+import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
+import { invalid } from '../src/shared/errors.js';
+import { objectBody, userFrom } from './http.js';
+
+/** The HTTP response as the proxy's stream sink: SSE headers flushed at once, each write sent at once. */
+export function sseSink(res: ServerResponse): StreamSink {
+  return {
+    open() {
+      res.writeHead(200, {
+        'content-type': 'text/event-stream',
+        'cache-control': 'no-cache',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+      });
+      res.flushHeaders();
+    },
+    write: (chunk) => res.write(chunk),
+    drain: () =>
+      new Promise<void>((resolve) => {
+        if (res.destroyed || !res.writableNeedDrain) return resolve();
+        const done = () => {
+          res.off('drain', done);
+          res.off('close', done);
+          resolve();
+        };
+        res.on('drain', done);
+        res.on('close', done);
+      }),
+    end: () => res.end(),
+  };
+}
+
+/** The client APIs served by the metered proxy (ProxyService.chat / .responses). */
+export type MeteredKind = 'chat' | 'responses';
+
+/** What the metered handler needs of the proxy. */
+export interface MeteredProxy {
+  chat(call: ChatCall, sink?: StreamSink): Promise<ChatJson | null>;
+  responses(call: ChatCall, sink?: StreamSink): Promise<ChatJson | null>;
+}
+
+/** A metered request as both entries (the fast path and Express) see it, the API key checked. */
+export interface MeteredRequestIn {
+  kind: MeteredKind;
+  paywall: PaywallInfo;
+  headers: IncomingHttpHeaders;
+  /** The `user` query parameter, when given once. */
+  queryUser: string | undefined;
+  /** The user named by a `/v1/u/{user}/…` path. */
+  pathUser: string | undefined;
+  /** The parsed JSON body. */
+  body: unknown;
+}
+
+/**
+ * The one metered handler, for POST /v1/chat/completions and /v1/responses (and their /v1/u/{user}/…
+ * forms), whichever entry took the request: the plain node:http fast path or the Express route. It
+ * refuses a loop, takes the end user, and calls the proxy; a whole answer is written here, a stream by
+ * the proxy through the sink. DomainErrors are thrown for the entry to answer.
+ */
+export async function serveMetered(
+  proxy: MeteredProxy,
+  r: MeteredRequestIn,
+  res: ServerResponse,
+): Promise<void> {
+  // A request this service (or a chain of proxies) already forwarded: refuse it before anything is
+  // held, or a provider base URL pointing at the service itself would recurse (and hold) at each hop.
+  const via = viaOf(r.headers[VIA_HEADER]);
+  const loop = loopReason(via);
+  if (loop) throw invalid(loop, null, 'proxy_loop');
+  const b = objectBody(r.body);
+  const header = r.headers['x-paywall-user'];
+  const user = userFrom(typeof header === 'string' ? header : undefined, r.queryUser, r.pathUser, b.user);
+  // A client that leaves before the answer ended: abort the upstream, settle what was produced.
+  const gone = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) gone.abort();
+  });
+  const call = { paywall: r.paywall, externalUserId: user, body: b, signal: gone.signal, via };
+  const sink = sseSink(res);
+  const out = r.kind === 'chat' ? await proxy.chat(call, sink) : await proxy.responses(call, sink);
+  // Written directly: express's res.json would also hash the body for an ETag nobody uses here.
+  if (out) sendJson(res, out.status, out.body, out.headers);
+}
+
+/** A JSON answer with its length (no ETag). */
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers?: Record<string, string>,
+): void {
+  const json = JSON.stringify(body);
+  res.writeHead(status, {
+    ...headers,
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(json),
+  });
+  res.end(json);
+}

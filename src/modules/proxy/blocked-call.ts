@@ -1,0 +1,141 @@
+import type { Database } from '../../db/database.js';
+import { nextUtcMidnight, utcDay } from '../../shared/clock.js';
+import { usdcDecimal } from '../../shared/money.js';
+import type { ModelPriceInfo } from '../catalog/catalog.service.js';
+import { recordEvents, type EventTrigger, type NewEvent } from '../events/event.service.js';
+import { buildEvent } from '../events/event-payloads.js';
+import type { DailyLimit, ReserveResult } from '../ledger/holds.js';
+import type { PaywallInfo } from '../paywalls/paywall-info.js';
+import { blockedReply, blockedText, rateLimitedText, type BlockReason } from './blocked-reply.js';
+import type { ChatCall, ChatJson, StreamSink } from './flight.js';
+import type { MeteredRequest, WireFormat } from './wire-format.js';
+
+/** The links a blocked reply offers (UserService; each link records its own event). */
+export interface PaymentLinks {
+  connectLink(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<string>;
+  topupLink(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<string>;
+}
+
+/** A refused hold, to be answered with a payment-blocked reply. */
+export interface BlockedCall<R extends MeteredRequest> {
+  fmt: WireFormat<R>;
+  call: ChatCall;
+  req: R;
+  /** The hold statement's row (who, the free balance, the limit that refused). */
+  hold: ReserveResult;
+  reason: BlockReason;
+  requestId: string;
+  trigger: EventTrigger;
+  /** What the smallest request would have held (for `paywall.balance.depleted`). */
+  neededRaw: bigint;
+  now: Date;
+  price: ModelPriceInfo;
+  sink?: StreamSink;
+}
+
+/** A daily limit in words and as the value events carry. */
+function describeLimit(
+  limit: DailyLimit,
+  paywall: PaywallInfo,
+  price: ModelPriceInfo,
+): { what: string; value: string } {
+  if (limit === 'dailySpendLimit') {
+    const v = usdcDecimal(paywall.dailySpendLimitRaw ?? 0n);
+    return { what: `${v} USDC of usage per day`, value: v };
+  }
+  const n = limit === 'dailyRequestLimit' ? paywall.dailyRequestLimit : price.dailyRequestLimit;
+  return {
+    what: `${n} requests per day${limit === 'modelDailyRequestLimit' ? ` with ${price.modelId}` : ''}`,
+    value: String(n),
+  };
+}
+
+/**
+ * Answers a refused hold: records the blocked request's events and replies in the client's format with
+ * the connect or top-up link (or, over a daily limit, when it resets). Returns null when the reply was
+ * streamed to the sink.
+ */
+export async function answerBlocked<R extends MeteredRequest>(
+  deps: { db: Database; links: PaymentLinks },
+  o: BlockedCall<R>,
+): Promise<ChatJson | null> {
+  const { fmt, req, hold, reason, requestId, trigger, now, price, sink } = o;
+  const { paywall, externalUserId } = o.call;
+  const url =
+    reason === 'not_connected'
+      ? await deps.links.connectLink(paywall, externalUserId, trigger)
+      : reason === 'insufficient_balance'
+        ? await deps.links.topupLink(paywall, externalUserId, trigger)
+        : null;
+  const walletUserId = hold.walletUserId;
+  const onRequest = {
+    paywall,
+    trigger,
+    subject: { type: 'request' as const, id: requestId, externalId: externalUserId },
+  };
+  const onUser = {
+    paywall,
+    trigger,
+    subject: { type: 'end_user' as const, id: hold.userId, externalId: externalUserId },
+  };
+  const events: NewEvent[] = [
+    buildEvent('paywall.proxy.request.started', onRequest, {
+      requestId,
+      walletUserId,
+      model: req.model,
+      stream: req.stream,
+    }),
+    buildEvent('paywall.request.blocked', onUser, { walletUserId, reason, requestId }),
+    buildEvent('paywall.proxy.request.blocked', onRequest, {
+      requestId,
+      walletUserId,
+      reason,
+      model: req.model,
+    }),
+  ];
+  if (reason === 'insufficient_balance')
+    events.push(
+      buildEvent('paywall.balance.depleted', onUser, {
+        walletUserId,
+        requestedAmount: usdcDecimal(o.neededRaw),
+        availableBalance: usdcDecimal(hold.freeRaw > 0n ? hold.freeRaw : 0n),
+      }),
+    );
+  const limit = hold.limit ? describeLimit(hold.limit, paywall, price) : null;
+  if (reason === 'rate_limited' && limit)
+    events.push(
+      buildEvent('paywall.usage.rate.limited', onUser, {
+        limit: hold.limit!,
+        value: limit.value,
+        date: utcDay(now),
+        model: req.model,
+        walletUserId,
+      }),
+    );
+  await recordEvents(deps.db, events);
+
+  const reply =
+    reason === 'rate_limited' || url === null
+      ? blockedReply({
+          model: req.model,
+          reason,
+          url: null,
+          text: rateLimitedText(limit?.what ?? 'requests', nextUtcMidnight(now)),
+          resetsAt: nextUtcMidnight(now),
+        })
+      : blockedReply({
+          model: req.model,
+          reason,
+          url,
+          text: blockedText(
+            reason === 'not_connected' ? paywall.connectMessageTemplate : paywall.topupMessageTemplate,
+            reason,
+            url,
+          ),
+        });
+  if (!req.stream || !sink) return { status: 200, body: fmt.blockedJson(reply) };
+  sink.open();
+  sink.write(fmt.blockedStream(reply, req));
+  sink.end();
+  return null;
+}

@@ -1,0 +1,81 @@
+import type { EventTrigger } from '../events/event.service.js';
+import type { ModelPriceInfo } from '../catalog/catalog.service.js';
+import type { ReserveResult } from '../ledger/holds.js';
+import type { PaywallInfo } from '../paywalls/paywall-info.js';
+import type { MeteredRequest, WireFormat } from './wire-format.js';
+import type { ProviderClient, UpstreamTarget } from './provider-client.js';
+
+/** One metered call (chat completion or Responses), from REST or GraphQL. */
+export interface ChatCall {
+  paywall: PaywallInfo;
+  externalUserId: string;
+  /** The client's JSON body (validated here). */
+  body: unknown;
+  /** Who acts, for events; default: the paywall's API key through the proxy. */
+  trigger?: EventTrigger;
+  /** Fires when the client goes away before the answer ended: the upstream request is aborted. */
+  signal?: AbortSignal;
+  /** Paywall Proxy instances the request already went through (VIA_HEADER), for loop detection. */
+  via?: string[];
+}
+
+/** A whole answer: the completion, a payment-blocked reply, or a provider's 4xx passed through. */
+export interface ChatJson {
+  status: number;
+  body: Record<string, any>;
+  /**
+   * Set when the answer charged the user: `x-paywall-cost` (USDC, = usage.cost) and
+   * `x-paywall-balance` (the free balance after the charge, USDC).
+   */
+  headers?: Record<string, string>;
+}
+
+/** Where a streamed answer goes (the REST layer adapts the HTTP response to it). */
+export interface StreamSink {
+  /** Status 200 and the SSE headers, flushed at once. */
+  open(): void;
+  /** Writes at once; false when the client is slow (wait for `drain()`). */
+  write(chunk: string): boolean;
+  /** Resolves when the client can take more, or has gone. */
+  drain(): Promise<void>;
+  end(): void;
+}
+
+/** `deadline`: UPSTREAM_MAX_DURATION_MS reached (idle timeouts are undici's, seen as failures). */
+export type AbortReason = 'client' | 'deadline' | 'shutdown';
+export type Outcome = 'completed' | 'failed' | 'canceled';
+
+/** A forwarded request, from its hold to its settlement. */
+export interface Flight {
+  paywall: PaywallInfo;
+  fmt: WireFormat<any>;
+  req: MeteredRequest;
+  externalUserId: string;
+  price: ModelPriceInfo;
+  upstream: UpstreamTarget;
+  /** The adapter that speaks to this provider kind. */
+  provider: ProviderClient;
+  chargeId: string;
+  trigger: EventTrigger;
+  hold: ReserveResult;
+  via: string[];
+  controller: AbortController;
+  reason: AbortReason | null;
+  settled: boolean;
+  /** Resolves when the request has settled and answered. */
+  done: Promise<void>;
+  finish(): void;
+}
+
+/** Aborts the upstream request of a flight (once; not after it settled). */
+export function abortFlight(f: Flight, reason: AbortReason): void {
+  if (f.reason || f.settled) return;
+  f.reason = reason;
+  f.controller.abort();
+}
+
+/** undici's idle limits (UPSTREAM_TIMEOUT_MS): no headers, or no body data, in time. */
+export const isTimeout = (e: unknown): boolean => {
+  const code = (e as { code?: string } | null)?.code;
+  return code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+};

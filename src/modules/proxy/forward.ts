@@ -1,0 +1,214 @@
+import { DomainError } from '../../shared/errors.js';
+import type { Logger } from '../../shared/logger.js';
+import { usdcDecimal } from '../../shared/money.js';
+import { isTimeout, type ChatJson, type Flight, type Outcome, type StreamSink } from './flight.js';
+import type { UpstreamResponse } from './provider-client.js';
+import type { RelayedResponses } from './relayed-responses.js';
+import { tokensOf, type Settlement } from './settlement.js';
+import { passedThrough, refusalAnswer } from './upstream-refusal.js';
+import { describeFailure, readLimited, TooLargeError, upstreamError } from './upstream-client.js';
+import { isObject } from './wire-format.js';
+
+export interface ForwardDeps {
+  settlement: Settlement;
+  relayed: RelayedResponses;
+  log: Logger;
+  /** UPSTREAM_TIMEOUT_MS and UPSTREAM_MAX_BYTES. */
+  limits: { UPSTREAM_TIMEOUT_MS: number; UPSTREAM_MAX_BYTES: number };
+  /** How often a stream records its progress on the hold. */
+  progressIntervalMs(): number;
+}
+
+/**
+ * The forward and meter steps of a metered call: the request goes to the provider (through the flight's
+ * ProviderClient), the answer comes back whole (JSON) or relayed chunk by chunk (a stream), is metered
+ * in the flight's WireFormat, and the hold is settled before the answer's end reaches the client.
+ */
+export class Forwarder {
+  constructor(private readonly d: ForwardDeps) {}
+
+  private async send(f: Flight): Promise<UpstreamResponse> {
+    try {
+      // The client's body with the completion cap the hold affords (and never the end user's id).
+      return await f.provider.post(f.upstream, f.fmt.upstreamPath, f.fmt.upstreamBody(f.req, f.hold.cap), {
+        stream: f.req.stream,
+        signal: f.controller.signal,
+        timeoutMs: this.d.limits.UPSTREAM_TIMEOUT_MS,
+        via: f.via,
+      });
+    } catch (e) {
+      throw await this.failedBeforeOutput(f, e);
+    }
+  }
+
+  /** Nothing was produced: void the hold (nothing charged) and say why. */
+  private async failedBeforeOutput(f: Flight, e: unknown): Promise<DomainError> {
+    if (e instanceof DomainError) return e;
+    const canceled = f.reason === 'client' || f.reason === 'shutdown';
+    const timedOut = f.reason === 'deadline' || isTimeout(e);
+    const code = timedOut
+      ? 'upstream_timeout'
+      : canceled
+        ? 'canceled'
+        : e instanceof TooLargeError
+          ? 'upstream_too_large'
+          : 'upstream_error';
+    await this.d.settlement.settle(f, canceled ? 'canceled' : 'failed', code, null);
+    if (timedOut) return upstreamError('timed out');
+    if (canceled) return upstreamError('request canceled');
+    return upstreamError(describeFailure(e));
+  }
+
+  /** A provider error status: the hold is voided, the answer is the refusal passed on (or a 502). */
+  private async rejected(
+    f: Flight,
+    status: number,
+    text: string,
+    retryAfter: string | null,
+  ): Promise<ChatJson> {
+    await this.d.settlement.settle(
+      f,
+      'failed',
+      passedThrough(status) ? `upstream_${status}` : 'upstream_error',
+      null,
+    );
+    return refusalAnswer(status, text, retryAfter);
+  }
+
+  /** A whole answer: read, metered, settled, and returned with its cost. */
+  async json(f: Flight): Promise<ChatJson> {
+    const res = await this.send(f);
+    let text: string;
+    try {
+      text = await readLimited(res, this.d.limits.UPSTREAM_MAX_BYTES);
+    } catch (e) {
+      throw await this.failedBeforeOutput(f, e);
+    }
+    if (res.status < 200 || res.status >= 300) return this.rejected(f, res.status, text, res.retryAfter);
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = null;
+    }
+    if (!isObject(json)) {
+      await this.d.settlement.settle(f, 'failed', 'upstream_invalid_response', null);
+      throw upstreamError('the answer was not a JSON object');
+    }
+    const answer = json;
+    const tokens = tokensOf(f, f.fmt.jsonUsage(answer), () => f.fmt.countJson(answer));
+    // An answer with no output that ended in an error or without a finish reason costs nothing, the
+    // request price included (the client still gets it as the provider sent it).
+    const empty = tokens.completion === 0 && !f.fmt.jsonFinished(answer);
+    const { captured, freeAfterRaw } = await this.d.settlement.settle(
+      f,
+      'completed',
+      null,
+      empty ? null : tokens,
+    );
+    if (!empty) await this.d.relayed.remember(f, answer.id, tokens);
+    const cost = usdcDecimal(captured);
+    f.fmt.addCost(answer, tokens, cost);
+    const headers: Record<string, string> = {};
+    if (captured > 0n) {
+      headers['x-paywall-cost'] = cost;
+      if (freeAfterRaw !== null) headers['x-paywall-balance'] = usdcDecimal(freeAfterRaw);
+    }
+    return { status: 200, body: answer, headers };
+  }
+
+  /** A stream: relayed to `sink` as it comes, settled before its last event; null once written. */
+  async stream(f: Flight, sink: StreamSink): Promise<ChatJson | null> {
+    const res = await this.send(f);
+    if (res.status < 200 || res.status >= 300) {
+      let text = '';
+      try {
+        text = await readLimited(res, Math.min(this.d.limits.UPSTREAM_MAX_BYTES, 1024 * 1024));
+      } catch {
+        /* the status says enough */
+      }
+      // Nothing was sent yet: the error is a plain JSON answer (the SDK raises it as an APIError).
+      return this.rejected(f, res.status, text, res.retryAfter);
+    }
+    sink.open();
+    const relay = f.fmt.relay(f.req);
+    let failure: unknown = null;
+    const limit = this.d.limits.UPSTREAM_MAX_BYTES;
+    let bytes = 0;
+    let nextProgress = Date.now() + this.d.progressIntervalMs();
+    let progress: Promise<void> | null = null;
+    try {
+      // A streaming decoder: a multi-byte character split across two network reads stays whole.
+      const decoder = new TextDecoder();
+      for await (const chunk of res.body) {
+        bytes += (chunk as Buffer).length;
+        // Over the limit: this chunk is neither relayed nor metered; the stream is cut below.
+        if (bytes > limit) throw new TooLargeError(limit);
+        const out = relay.feed(decoder.decode(chunk as Buffer, { stream: true }));
+        if (out && f.reason !== 'client' && !sink.write(out)) await sink.drain();
+        if (relay.done) break;
+        // A long stream records what it produced on its hold now and then (one UPDATE, never per chunk).
+        if (!progress && Date.now() >= nextProgress) {
+          progress = this.d.settlement.recordProgress(f, relay).finally(() => {
+            progress = null;
+            nextProgress = Date.now() + this.d.progressIntervalMs();
+          });
+        }
+      }
+    } catch (e) {
+      failure = e;
+      if (!f.reason) this.d.log.warn({ err: e, chargeId: f.chargeId }, 'upstream stream failed');
+    }
+    if (relay.done || failure instanceof TooLargeError) res.body.destroy();
+    if (progress) await progress;
+
+    const complete = relay.done || (failure === null && relay.finished && !relay.upstreamError);
+    const outcome: Outcome = complete ? 'completed' : f.reason === 'client' ? 'canceled' : 'failed';
+    const errorCode =
+      outcome !== 'failed'
+        ? null
+        : f.reason === 'deadline' || (!f.reason && isTimeout(failure))
+          ? 'upstream_timeout'
+          : f.reason === 'shutdown'
+            ? 'shutdown'
+            : failure instanceof TooLargeError
+              ? 'upstream_too_large'
+              : 'upstream_error';
+    const usage = relay.usageTokens();
+    const tokens = tokensOf(f, usage, () => relay.producedTokens());
+    // Output tokens, or an answer that ended with a finish reason (usage for a prompt answered by
+    // nothing): else nothing is charged, the request price included, whatever usage the provider sent.
+    const producedSomething =
+      tokens.completion > 0 || (usage !== null && outcome === 'completed' && relay.finished);
+    const { captured, freeAfterRaw } = await this.d.settlement.settle(
+      f,
+      outcome,
+      errorCode,
+      producedSomething ? tokens : null,
+    );
+
+    if (producedSomething) await this.d.relayed.remember(f, relay.responseId?.(), tokens);
+    if (f.reason !== 'client') {
+      if (outcome === 'completed') {
+        const balance = freeAfterRaw === null ? null : usdcDecimal(freeAfterRaw);
+        sink.write(f.fmt.streamEnd(f.req, relay, tokens, { cost: usdcDecimal(captured), balance }));
+      } else if (!relay.upstreamError) {
+        const message =
+          f.reason === 'deadline'
+            ? 'The request reached its maximum duration (UPSTREAM_MAX_DURATION_MS); the stream was cut.'
+            : errorCode === 'upstream_timeout'
+              ? 'The model provider timed out mid-stream.'
+              : errorCode === 'shutdown'
+                ? 'The service is shutting down; the stream was cut.'
+                : errorCode === 'upstream_too_large'
+                  ? `The model provider's answer exceeded the ${limit}-byte limit (UPSTREAM_MAX_BYTES); the stream was cut.`
+                  : 'The model provider failed mid-stream.';
+        sink.write(
+          f.fmt.streamError(relay, message, errorCode === 'shutdown' ? 'shutdown' : 'upstream_error'),
+        );
+      }
+      sink.end();
+    }
+    return null;
+  }
+}

@@ -1,0 +1,83 @@
+import type { Database } from '../../db/database.js';
+import { ledgerTick, type ReserveInput, type ReserveResult, type SettleInput } from '../ledger/holds.js';
+import type { BlockReason } from './blocked-reply.js';
+import { GroupCommit } from './group-commit.js';
+
+/**
+ * Ledger operations (holds and settlements) of one end user in one group-commit statement at most. The
+ * statement decides several holds of one balance at once when it covers them all; when it does not, the
+ * later ones come back to be decided first in the next statement. The bound keeps such a statement small.
+ */
+const LEDGER_OPS_PER_USER = 64;
+
+type LedgerOp =
+  { kind: 'hold'; key: string; input: ReserveInput } | { kind: 'settle'; key: string; input: SettleInput };
+
+/**
+ * What one hold statement decided: the hold is placed; it is refused (not connected, a daily or rate
+ * limit, or a balance that cannot afford the minimum completion); or another hold of the same statement
+ * on the same balance came first and it must be submitted again.
+ */
+export type HoldOutcome =
+  | { kind: 'held'; hold: ReserveResult }
+  | { kind: 'blocked'; reason: BlockReason; hold: ReserveResult }
+  | { kind: 'retry' };
+
+/** The hold statement's row as a {@link HoldOutcome}. */
+export function holdOutcome(r: ReserveResult): HoldOutcome {
+  if (r.retry) return { kind: 'retry' };
+  if (!r.connected) return { kind: 'blocked', reason: 'not_connected', hold: r };
+  if (!r.held) return { kind: 'blocked', reason: r.limit ? 'rate_limited' : 'insufficient_balance', hold: r };
+  return { kind: 'held', hold: r };
+}
+
+/**
+ * Holds and settlements of concurrent requests share one statement and one commit (GroupCommit,
+ * holds.ledgerTick), several of one end user too (a hot user: see holds.tickSql for how its holds are
+ * decided against one balance).
+ */
+export class LedgerBatch {
+  private readonly commit: GroupCommit<LedgerOp, ReserveResult | null | bigint | boolean>;
+
+  constructor(db: Database) {
+    this.commit = new GroupCommit(
+      async (ops) => {
+        const holds: ReserveInput[] = [];
+        const settlements: SettleInput[] = [];
+        for (const op of ops) {
+          if (op.kind === 'hold') holds.push(op.input);
+          else settlements.push(op.input);
+        }
+        const r = await ledgerTick(db, holds, settlements);
+        let h = 0;
+        let st = 0;
+        // A settlement answers the free balance after it (or false when it was already settled).
+        return ops.map((op) => {
+          if (op.kind === 'hold') return r.holds[h++];
+          const i = st++;
+          return r.settlements[i] ? (r.freeAfter[i] ?? true) : false;
+        });
+      },
+      (op) => op.key,
+      { perKey: LEDGER_OPS_PER_USER },
+    );
+  }
+
+  /**
+   * Places a hold for the end user `key`; null when the end user does not exist yet. `ahead`: submitted
+   * ahead of the queue (a hold the previous statement left open).
+   */
+  async hold(key: string, input: ReserveInput, ahead = false): Promise<ReserveResult | null> {
+    return (await this.commit.submit({ kind: 'hold', key, input }, ahead)) as ReserveResult | null;
+  }
+
+  /** Posts or voids a hold: the free balance after it, true when unknown, false when it was already settled. */
+  async settle(key: string, input: SettleInput): Promise<bigint | boolean> {
+    return (await this.commit.submit({ kind: 'settle', key, input })) as bigint | boolean;
+  }
+
+  /** Statements run, the holds and settlements they carried, time spent. */
+  get stats(): { batches: number; items: number; ms: number } {
+    return { ...this.commit.stats };
+  }
+}

@@ -1,0 +1,204 @@
+import { randomUUID } from 'node:crypto';
+import type { Database } from '../../db/database.js';
+import type { Clock } from '../../shared/clock.js';
+import { utcDay } from '../../shared/clock.js';
+import { DomainError, invalid } from '../../shared/errors.js';
+import type { ModelPriceInfo } from '../catalog/catalog.service.js';
+import type { PaywallRef } from '../paywalls/provider.service.js';
+import { modelNotFound } from '../catalog/catalog.service.js';
+import type { EventTrigger, NewEvent } from '../events/event.service.js';
+import { buildEvent } from '../events/event-payloads.js';
+import { SCALE_PER_RAW, type ReserveInput } from '../ledger/holds.js';
+import { windowOf } from '../limits/rate-limit.js';
+import { answerBlocked, type PaymentLinks } from './blocked-call.js';
+import { abortFlight, type ChatCall, type ChatJson, type Flight, type StreamSink } from './flight.js';
+import type { Forwarder } from './forward.js';
+import type { LedgerBatch } from './ledger-batch.js';
+import { placeHold, type EnsureUser } from './place-hold.js';
+import type { ProviderClient, UpstreamTarget } from './provider-client.js';
+import type { RelayedResponses } from './relayed-responses.js';
+import type { MeteredRequest, WireFormat } from './wire-format.js';
+
+/** A model without a configured maximum output is assumed to produce at most this many tokens. */
+export const DEFAULT_MAX_COMPLETION_TOKENS = 4096;
+/** Below this affordable completion the user gets the top-up reply. */
+export const MIN_COMPLETION_TOKENS = 16;
+const PPM = 1_000_000n;
+
+/** The limits a metered call applies (from the validated configuration). */
+export interface MeteredLimits {
+  UPSTREAM_MAX_DURATION_MS: number;
+  RATE_LIMIT_PER_MINUTE?: number | null;
+  MAX_UNCOLLECTED_PER_USER: bigint;
+  PLATFORM_FEE_BPS: number;
+}
+
+export interface MeteredCallDeps {
+  db: Database;
+  clock: Clock;
+  /** The model's price (CatalogService). */
+  prices: { getPrice(paywall: PaywallRef, modelId: string): Promise<ModelPriceInfo | null> };
+  /** The paywall's provider (ProviderService). */
+  upstreams: { getUpstream(paywall: PaywallRef): Promise<UpstreamTarget | null> };
+  /** The adapter for the provider's kind. */
+  providerClient: ProviderClient;
+  links: PaymentLinks;
+  ensureUser: EnsureUser;
+  ledger: LedgerBatch;
+  relayed: RelayedResponses;
+  forward: Forwarder;
+  limits: MeteredLimits;
+  /** Requests between hold and settlement on this instance, by charge id. */
+  flights: Map<string, Flight>;
+}
+
+/**
+ * The metered call: authorize → hold → forward → meter → settle, for every wire format. The request is
+ * validated by its format, priced, held (place-hold.ts; a refused hold is answered by blocked-call.ts),
+ * forwarded and metered (forward.ts), and settled (settlement.ts). The money is here and in those
+ * steps, once; what differs between client APIs is the WireFormat.
+ */
+export async function meteredCall<R extends MeteredRequest>(
+  d: MeteredCallDeps,
+  fmt: WireFormat<R>,
+  call: ChatCall,
+  sink?: StreamSink,
+): Promise<ChatJson | null> {
+  const req = fmt.parse(call.body);
+  if (req.stream && !sink)
+    throw invalid(
+      'streaming is served by POST /v1/chat/completions; this operation returns whole completions',
+      'stream',
+      'unsupported_parameter',
+    );
+  const { paywall } = call;
+  const price = await d.prices.getPrice(paywall, req.model);
+  if (!price) throw modelNotFound(req.model);
+  const upstream = await d.upstreams.getUpstream(paywall);
+  if (!upstream)
+    throw new DomainError(
+      'provider_not_connected',
+      'This paywall has no model provider connected.',
+      null,
+      'provider_not_connected',
+    );
+
+  // Responses API: a continued response makes the provider bill the earlier context as input again.
+  const context =
+    fmt.name === 'responses'
+      ? await d.relayed.earlierContext(paywall.id, req.body)
+      : { known: 0, unknown: 0 };
+  req.promptEstimate += context.known;
+  const promptEstimate = req.promptEstimate + context.unknown;
+  const modelMax = price.maxCompletionTokens ?? DEFAULT_MAX_COMPLETION_TOKENS;
+  const maxCap = Math.min(req.clientMaxTokens ?? modelMax, modelMax);
+  const chargeId = randomUUID();
+  const trigger: EventTrigger = call.trigger ?? {
+    source: 'proxy',
+    actorType: 'api_key',
+    actorId: paywall.id,
+  };
+  const ctx = {
+    paywall,
+    trigger,
+    subject: { type: 'request' as const, id: chargeId, externalId: call.externalUserId },
+  };
+  const startEvents: NewEvent[] = [
+    buildEvent('paywall.proxy.request.started', ctx, {
+      requestId: chargeId,
+      model: req.model,
+      stream: req.stream,
+    }),
+  ];
+  if (req.stream)
+    startEvents.push(
+      buildEvent('paywall.usage.charge.deferred', ctx, { deferredRequestId: chargeId, model: req.model }),
+    );
+
+  const markup = paywall.markupPpm;
+  const now = d.clock.now();
+  const holdInput: ReserveInput = {
+    chargeId,
+    paywallId: paywall.id,
+    externalUserId: call.externalUserId,
+    requireConnected: paywall.mode === 'SHARED',
+    fixedScaled: price.requestPico * PPM + markup * BigInt(promptEstimate) * price.promptPico,
+    perTokenScaled: markup * price.completionPico * BigInt(req.n),
+    maxCap,
+    minCap: MIN_COMPLETION_TOKENS,
+    model: req.model,
+    stream: req.stream,
+    metadata: { promptEstimate, choices: req.n },
+    events: startEvents,
+    day: utcDay(now),
+    requestLimit: paywall.dailyRequestLimit,
+    spendLimitRaw: paywall.dailySpendLimitRaw,
+    modelRequestLimit: price.dailyRequestLimit,
+    rateLimit: d.limits.RATE_LIMIT_PER_MINUTE ?? null,
+    rateWindow: windowOf(now),
+    maxDebtRaw: d.limits.MAX_UNCOLLECTED_PER_USER,
+  };
+  const held = await placeHold(d, {
+    paywall,
+    externalUserId: call.externalUserId,
+    trigger,
+    input: holdInput,
+    now,
+  });
+  if (held.kind === 'blocked') {
+    const neededRaw =
+      (holdInput.fixedScaled +
+        BigInt(MIN_COMPLETION_TOKENS) * holdInput.perTokenScaled +
+        SCALE_PER_RAW -
+        1n) /
+      SCALE_PER_RAW;
+    return answerBlocked(d, {
+      fmt,
+      call,
+      req,
+      hold: held.hold,
+      reason: held.reason,
+      requestId: chargeId,
+      trigger,
+      neededRaw,
+      now,
+      price,
+      sink,
+    });
+  }
+
+  let finish!: () => void;
+  const done = new Promise<void>((r) => (finish = r));
+  const flight: Flight = {
+    paywall,
+    fmt,
+    req,
+    externalUserId: call.externalUserId,
+    price,
+    upstream,
+    provider: d.providerClient,
+    chargeId,
+    trigger,
+    hold: held.hold,
+    via: call.via ?? [],
+    controller: new AbortController(),
+    reason: null,
+    settled: false,
+    done,
+    finish,
+  };
+  d.flights.set(chargeId, flight);
+  // The whole request is bounded (idle limits are undici's: UPSTREAM_TIMEOUT_MS), so the sweeper
+  // (UPSTREAM_MAX_DURATION_MS + 5 min) never meets a live hold.
+  const deadline = setTimeout(() => abortFlight(flight, 'deadline'), d.limits.UPSTREAM_MAX_DURATION_MS);
+  const onClientGone = () => abortFlight(flight, 'client');
+  call.signal?.addEventListener('abort', onClientGone);
+  try {
+    return req.stream ? await d.forward.stream(flight, sink!) : await d.forward.json(flight);
+  } finally {
+    clearTimeout(deadline);
+    call.signal?.removeEventListener('abort', onClientGone);
+    d.flights.delete(chargeId);
+    finish();
+  }
+}

@@ -1,0 +1,47 @@
+import type { Dispatcher } from 'undici';
+
+/** What the proxy needs of a paywall's provider (see ProviderService.getUpstream). */
+export interface UpstreamTarget {
+  /** e.g. `http://127.0.0.1:PORT/v1`, no trailing slash. */
+  baseUrl: string;
+  /** The provider's key (decrypted); sent upstream, never shown to clients. */
+  apiKey: string;
+  /** A keep-alive connection pool to the provider's origin. */
+  dispatcher?: Dispatcher | null;
+}
+
+export interface UpstreamResponse {
+  status: number;
+  contentType: string;
+  /** The announced `content-length`, or null. */
+  contentLength: number | null;
+  /** The provider's `retry-after` (passed on with a refusal), or null. */
+  retryAfter: string | null;
+  body: Dispatcher.ResponseData['body'];
+}
+
+export interface UpstreamOptions {
+  stream: boolean;
+  signal: AbortSignal;
+  /** Idle limit: time to the response headers, and between two body chunks (UPSTREAM_TIMEOUT_MS). */
+  timeoutMs: number;
+  /** Paywall Proxy instances the request already went through (loop detection). */
+  via?: string[];
+}
+
+/**
+ * One kind of model provider, as the metered call sees it: how a request body reaches it. Today there is
+ * one kind, OpenAI-compatible (upstream-client.ts), which takes each wire format's body as it is. A
+ * provider kind that speaks another dialect (Anthropic's Messages) is another ProviderClient: it sends
+ * to its own endpoint, and translates with pure functions where the client's format is not its own.
+ */
+export interface ProviderClient {
+  readonly kind: 'openai-compatible';
+  /** POSTs `payload` to `endpoint` under the provider's base URL; only the provider's own key goes along. */
+  post(
+    up: UpstreamTarget,
+    endpoint: string,
+    payload: string,
+    opts: UpstreamOptions,
+  ): Promise<UpstreamResponse>;
+}

@@ -1,0 +1,193 @@
+import { randomUUID } from 'node:crypto';
+import type { Database } from '../../db/database.js';
+import type { Logger } from '../../shared/logger.js';
+import type { Metrics } from '../../shared/metrics.js';
+import { chatCost, providerCostRaw, usdcDecimal } from '../../shared/money.js';
+import type { NewEvent } from '../events/event.service.js';
+import { buildEvent } from '../events/event-payloads.js';
+import { splitCharge } from '../ledger/accounts.js';
+import { recordHoldProgress, settleBeyondHold, type SettleInput } from '../ledger/holds.js';
+import type { Flight, Outcome } from './flight.js';
+import type { LedgerBatch } from './ledger-batch.js';
+import type { StreamRelay, Tokens } from './wire-format.js';
+
+/** bigint's maximum (`uncollected_raw` is a bigint column). */
+const INT8_MAX = 2n ** 63n - 1n;
+
+/** cost − captured, within a bigint column (a provider reporting absurd usage cannot overflow it). */
+const uncollectedOf = (cost: bigint, captured: bigint): bigint =>
+  cost - captured > INT8_MAX ? INT8_MAX : cost - captured;
+
+/** Token counts for settlement: the upstream's usage, else counted here. */
+export function tokensOf(f: Flight, usage: Partial<Tokens> | null, countCompletion: () => number): Tokens {
+  const prompt = usage?.prompt ?? f.req.promptEstimate;
+  const completion = usage?.completion ?? countCompletion();
+  return { prompt, completion };
+}
+
+/** The exact cost and what the hold can capture of it. */
+function charge(f: Flight, tokens: Tokens): { cost: bigint; captured: bigint } {
+  const cost = chatCost(f.price, f.paywall.markupPpm, tokens.prompt, tokens.completion);
+  return { cost, captured: cost < f.hold.holdRaw ? cost : f.hold.holdRaw };
+}
+
+/**
+ * What the built-in provider costs the platform for these tokens (its cost prices, no markup, rounded
+ * up); 0 when the paywall's own provider served the request.
+ */
+function providerCost(f: Flight, tokens: Tokens): bigint {
+  const cost = f.price.providerCost;
+  return cost ? providerCostRaw(cost, tokens.prompt, tokens.completion) : 0n;
+}
+
+export interface SettlementDeps {
+  db: Database;
+  ledger: LedgerBatch;
+  log: Logger;
+  metrics: Metrics;
+  /** The platform's fee on usage (PLATFORM_FEE_BPS). */
+  platformFeeBps: number;
+}
+
+/** The last step of a metered call: the hold is posted (for what was produced) or voided. */
+export class Settlement {
+  constructor(private readonly d: SettlementDeps) {}
+
+  /**
+   * Records on the hold what the stream produced so far, as the settlement it would be (tokens, the
+   * amount min(cost, hold) and its split): if this instance dies, the sweeper settles the hold for it
+   * instead of releasing it with nothing charged (output already delivered is paid for). Best effort:
+   * a failed update only means the sweeper falls back to an older record, or to releasing.
+   */
+  async recordProgress(f: Flight, relay: StreamRelay): Promise<void> {
+    if (f.settled) return;
+    try {
+      const usage = relay.usageTokens();
+      const tokens = tokensOf(f, usage, () => relay.progressTokens());
+      if (usage === null && tokens.completion === 0) return;
+      const { cost, captured } = charge(f, tokens);
+      const split = splitCharge(f.paywall.mode, captured, providerCost(f, tokens), this.d.platformFeeBps);
+      await recordHoldProgress(this.d.db, f.chargeId, {
+        promptTokens: tokens.prompt,
+        completionTokens: tokens.completion,
+        capturedRaw: captured,
+        ...split,
+        uncollectedRaw: uncollectedOf(cost, captured),
+      });
+    } catch (err) {
+      this.d.log.warn({ err, chargeId: f.chargeId }, 'recording stream progress failed');
+    }
+  }
+
+  /**
+   * Settles the hold: `tokens` null = nothing produced (voided, nothing charged). Records the terminal
+   * proxy event and, when something is charged, `paywall.usage.charge.created`. Returns the amount taken
+   * from the balance and the free balance of the spending account after the settlement (null when
+   * unknown: already settled, or the settlement failed).
+   */
+  async settle(
+    f: Flight,
+    outcome: Outcome,
+    errorCode: string | null,
+    tokens: Tokens | null,
+  ): Promise<{ captured: bigint; freeAfterRaw: bigint | null }> {
+    if (f.settled) return { captured: 0n, freeAfterRaw: null };
+    f.settled = true;
+    const cost = tokens ? charge(f, tokens).cost : 0n;
+    const providerCostRaw = tokens ? providerCost(f, tokens) : 0n;
+    const walletUserId = f.hold.walletUserId;
+    const model = f.req.model;
+    const ctx = {
+      paywall: f.paywall,
+      trigger: f.trigger,
+      subject: { type: 'request' as const, id: f.chargeId, externalId: f.externalUserId },
+    };
+    const data = { requestId: f.chargeId, walletUserId, model };
+    // The settlement for a captured amount (its split, uncollected rest and events depend on it).
+    const build = (captured: bigint): SettleInput => {
+      const uncollected = uncollectedOf(cost, captured);
+      const events: NewEvent[] = [
+        outcome === 'completed'
+          ? buildEvent('paywall.proxy.request.completed', ctx, data)
+          : outcome === 'canceled'
+            ? buildEvent('paywall.proxy.request.canceled', ctx, data)
+            : buildEvent('paywall.proxy.request.failed', ctx, { ...data, errorCode: errorCode ?? 'failed' }),
+      ];
+      if (cost > 0n)
+        events.push(
+          buildEvent(
+            'paywall.usage.charge.created',
+            { ...ctx, subject: { type: 'charge', id: f.chargeId, externalId: f.externalUserId } },
+            {
+              walletUserId,
+              activityId: f.chargeId,
+              model,
+              promptTokens: tokens!.prompt,
+              completionTokens: tokens!.completion,
+              cost: usdcDecimal(captured),
+              ...(uncollected > 0n ? { uncollected: usdcDecimal(uncollected) } : {}),
+            },
+          ),
+        );
+      const split = splitCharge(f.paywall.mode, captured, providerCostRaw, this.d.platformFeeBps);
+      return {
+        chargeId: f.chargeId,
+        paywallId: f.paywall.id,
+        status: cost > 0n ? ('completed' as const) : ('released' as const),
+        capturedRaw: captured,
+        ...split,
+        uncollectedRaw: uncollected,
+        promptTokens: tokens?.prompt ?? null,
+        completionTokens: tokens?.completion ?? null,
+        errorCode: outcome === 'completed' ? null : (errorCode ?? outcome),
+        ledgerEntryId: randomUUID(),
+        // A debt repaid later pays the built-in provider's unpaid cost first (collectDebt).
+        metadata: {
+          model,
+          outcome,
+          ...(uncollected > 0n ? { providerCost: providerCostRaw.toString() } : {}),
+        },
+        events,
+      };
+    };
+    // A failed settlement leaves the hold for the sweeper; retry briefly first (e.g. a pool hiccup).
+    let captured = cost < f.hold.holdRaw ? cost : f.hold.holdRaw;
+    let freeAfterRaw: bigint | null = null;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        let settled: boolean;
+        if (cost > f.hold.holdRaw) {
+          // Beyond the hold (the estimate was short): the rest comes from the free balance, in its own
+          // transaction (rare: never on the group-commit path).
+          const r = await settleBeyondHold(this.d.db, f.chargeId, f.paywall.id, cost, build);
+          settled = r.settled;
+          captured = r.settled ? r.capturedRaw : 0n;
+          freeAfterRaw = r.freeAfter;
+        } else {
+          const r = await this.d.ledger.settle(`${f.paywall.id}\n${f.externalUserId}`, build(captured));
+          settled = r !== false;
+          freeAfterRaw = typeof r === 'bigint' ? r : null;
+        }
+        // Only a sweeper can have settled it first (the request outlived UPSTREAM_MAX_DURATION_MS + 5 min,
+        // or its instance was presumed dead): the sweeper's settlement stands, nothing is charged twice.
+        if (!settled)
+          this.d.log.warn({ chargeId: f.chargeId }, 'chat hold was already settled (by the sweeper)');
+        if (captured > 0n) {
+          this.d.metrics.ledgerEntries.inc({ kind: 'usage' });
+          this.d.metrics.ledgerAmountRaw.inc({ kind: 'usage' }, Number(captured));
+        }
+        break;
+      } catch (err) {
+        if (attempt >= 3) {
+          this.d.log.error(
+            { err, chargeId: f.chargeId },
+            'chat settlement failed; the sweeper will release the hold',
+          );
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 50 * attempt));
+      }
+    }
+    return { captured, freeAfterRaw };
+  }
+}
