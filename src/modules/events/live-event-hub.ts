@@ -1,5 +1,6 @@
 import type { Database } from '../../db/database.js';
-import type { Services } from '../../services.js';
+import type { Config } from '../../config.js';
+import type { PaywallService } from '../paywalls/paywall.service.js';
 import { DomainError, invalid } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Auth } from '../paywalls/paywall-info.js';
@@ -405,6 +406,14 @@ function toLiveEvent(r: Record<string, any>): LiveEvent {
   };
 }
 
+/** What opening a live-events subscription needs: paywalls to authorize, the database and its cap. */
+export interface LiveEventsDeps {
+  db: Database;
+  log: Logger;
+  config: Pick<Config, 'MAX_SUBSCRIPTIONS_PER_TENANT'>;
+  paywalls: Pick<PaywallService, 'resolve' | 'get'>;
+}
+
 export interface LiveEventsArgs {
   types?: string[] | null;
   paywallId?: string | null;
@@ -416,7 +425,7 @@ export interface LiveEventsArgs {
  * (exact names, `prefix.*`, `*`); none or an empty list means every event.
  */
 export async function subscribeToEvents(
-  services: Services,
+  services: LiveEventsDeps,
   auth: Auth,
   args: LiveEventsArgs,
 ): Promise<AsyncIterableIterator<LiveEvent>> {
