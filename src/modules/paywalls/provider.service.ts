@@ -71,7 +71,14 @@ interface Entry {
 /** What the provider service needs (it reaches paywalls to check the caller may manage one). */
 export interface ProviderServiceDeps {
   db: Database;
-  config: Config;
+  config: Pick<
+    Config,
+    | 'BUILTIN_PROVIDER'
+    | 'UPSTREAM_TIMEOUT_MS'
+    | 'PROVIDER_ALLOW_PRIVATE_NETWORKS'
+    | 'ENCRYPTION_KEY'
+    | 'DATA_DIR'
+  >;
   log: Logger;
   paywalls: Pick<PaywallService, 'resolve'>;
 }
@@ -406,7 +413,11 @@ export class ProviderService {
 }
 
 /** The paywall-independent part of the built-in rule: configured, SHARED, (optionally) markup ≥ 1. */
-function builtinApplies(config: Config, paywall: PaywallRef, checkMarkup: boolean): boolean {
+function builtinApplies(
+  config: Pick<Config, 'BUILTIN_PROVIDER'>,
+  paywall: PaywallRef,
+  checkMarkup: boolean,
+): boolean {
   return (
     config.BUILTIN_PROVIDER !== null &&
     paywall.mode === 'SHARED' &&

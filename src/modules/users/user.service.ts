@@ -137,8 +137,8 @@ const withParam = (base: string, params: Record<string, string>): string => {
 };
 
 /**
- * What the end-user service needs. Stripe and the authorization list are reached through ports (a function
- * each), so users do not depend on the Stripe module (which itself credits end users).
+ * What the end-user service needs. Stripe is reached through a port (a function the composition root
+ * wires in), so users do not depend on the Stripe module, which itself credits end users.
  */
 export interface UserServiceDeps {
   db: Database;

@@ -51,10 +51,10 @@ const KIND_LABELS: Record<string, string> = {
   refund: 'Refund',
 };
 
-/** What the hosted wallet needs; card checkout is the Stripe module's, reached through a port. */
 /** Port to the Stripe module: a checkout URL that tops up the signed-in wallet by `amount` USDC. */
 export type StartWalletCheckout = (walletUser: { id: string }, amount: unknown) => Promise<string>;
 
+/** What the hosted wallet needs; card checkout is the Stripe module's, reached through a port. */
 export interface WalletServiceDeps {
   db: Database;
   config: Pick<Config, 'WALLET_TEST_FUNDS'>;

@@ -152,7 +152,7 @@ const view = (s: WebhookSubscription, secret: string | null = null): Subscriptio
 /** What webhook subscriptions need: paywalls to authorize the caller. */
 export interface SubscriptionServiceDeps {
   db: Database;
-  config: Config;
+  config: Pick<Config, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS' | 'ENCRYPTION_KEY' | 'DATA_DIR'>;
   paywalls: Pick<PaywallService, 'resolve'>;
 }
 

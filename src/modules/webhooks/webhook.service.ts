@@ -1,3 +1,4 @@
+import type { Config } from '../../config.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Metrics } from '../../shared/metrics.js';
 import { DeliveryWorker } from './delivery-worker.js';
@@ -6,6 +7,15 @@ import { SubscriptionService, type SubscriptionServiceDeps } from './subscriptio
 
 /** What outgoing webhooks need (subscriptions and the in-process delivery worker). */
 export interface WebhookServiceDeps extends SubscriptionServiceDeps {
+  config: SubscriptionServiceDeps['config'] &
+    Pick<
+      Config,
+      | 'WEBHOOK_WORKER'
+      | 'WEBHOOK_MAX_ATTEMPTS'
+      | 'WEBHOOK_BACKOFF_BASE_MS'
+      | 'WEBHOOK_TIMEOUT_MS'
+      | 'WEBHOOK_POLL_MS'
+    >;
   log: Logger;
   metrics: Pick<Metrics, 'registry'>;
 }
