@@ -14,7 +14,8 @@
 import path from 'node:path';
 import ts from 'typescript';
 
-const root = path.resolve(import.meta.dirname, '..');
+// The repository (or, for the checker's own test, the directory given as the first argument).
+const root = path.resolve(process.argv[2] ?? path.join(import.meta.dirname, '..'));
 const rel = (f: string): string => path.relative(root, f).split(path.sep).join('/');
 
 /**
