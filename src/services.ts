@@ -27,8 +27,9 @@ import { StripeWebhookIngestService } from './modules/payments/stripe/stripe-web
 import { TopupLimiter } from './modules/payments/stripe/topup-limits.js';
 
 /**
- * Every service, built once per process and shared by GraphQL, REST and the pages. Services receive
- * this object and reach their peers through it at call time (so construction order does not matter).
+ * Every service, built once per process: the bag the transports (GraphQL context, REST routes, pages)
+ * use. Services themselves never see it: `createServices`, the one composition root, gives each the few
+ * collaborators it names in its constructor.
  */
 export interface Services {
   config: Config;
@@ -69,20 +70,30 @@ interface Lifecycle {
 export function createServices(config: Config, db: Database, log: Logger, metrics: Metrics): Services {
   const s = { config, db, log, metrics, clock: systemClock() } as Services;
   s.maintenance = new DatabaseMaintenance(db, log, config.DATABASE_VACUUM_INTERVAL_MS);
-  s.owners = new OwnerService(db);
+  s.owners = new OwnerService({ db });
+  // Paywalls ask providers one question (does the built-in provider need a markup?): a port, called
+  // later, so paywalls do not depend on providers (which depend on paywalls).
   s.paywalls = new PaywallService(db, {
     builtinNeedsMarkup: (paywall) => s.providers.builtinNeedsMarkup(paywall),
     maxPerOwner: config.MAX_PAYWALLS_PER_OWNER,
   });
-  s.providers = new ProviderService(s);
-  s.users = new UserService(s);
-  s.ledger = new LedgerService(s);
+  s.providers = new ProviderService({ db, config, log, paywalls: s.paywalls });
+  s.authorizations = new AuthorizationService({ db });
+  s.users = new UserService({
+    db,
+    config,
+    metrics,
+    authorizations: s.authorizations,
+    // Stripe credits end users, and users ask Stripe which card top-ups a paywall offers: a port.
+    stripe: { topupAmounts: (paywallId, sql) => s.stripeCheckout.topupAmounts(paywallId, sql) },
+  });
+  s.ledger = new LedgerService({ db, log, config, metrics, paywalls: s.paywalls, users: s.users });
   s.earnings = new EarningsService(db);
   s.usage = new UsageService(db, {
     total: config.GRAPHQL_HEAVY_READS,
     perTenant: config.GRAPHQL_HEAVY_READS_PER_TENANT,
   });
-  s.catalog = new CatalogService(s);
+  s.catalog = new CatalogService({ db, config, paywalls: s.paywalls, providers: s.providers });
   s.proxy = new ProxyService({
     db,
     catalog: s.catalog,
@@ -93,12 +104,17 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     metrics,
     limits: config,
   });
-  s.webhooks = new WebhookService(s);
+  s.webhooks = new WebhookService({ db, config, log, metrics, paywalls: s.paywalls });
   s.mailer = createMailer(config, log);
   s.walletSecrets = new WalletSecrets(config);
-  s.signIn = new SignInService(s, s.walletSecrets);
-  s.authorizations = new AuthorizationService(s);
-  s.wallet = new WalletService(s);
+  s.signIn = new SignInService({ db, log, mailer: s.mailer, secrets: s.walletSecrets });
+  s.wallet = new WalletService({
+    db,
+    config,
+    stripe: {
+      startWalletCheckout: (walletUser, amount) => s.stripeCheckout.startWalletCheckout(walletUser, amount),
+    },
+  });
   // Each Stripe service declares the few of these it uses (its *Deps interface).
   const { paywalls, users, clock } = s;
   const stripe = {

@@ -1,4 +1,7 @@
-import type { Services } from '../../services.js';
+import type { Config } from '../../config.js';
+import type { Database } from '../../db/database.js';
+import type { PaywallService } from '../paywalls/paywall.service.js';
+import type { ProviderService } from '../paywalls/provider.service.js';
 import { DomainError, invalid } from '../../shared/errors.js';
 import type { BuiltinModel } from '../../config.js';
 import {
@@ -165,6 +168,14 @@ const toModel = (r: Row): CatalogModel =>
     updatedAt: new Date(r.updated_at),
   });
 
+/** What the catalogue needs: paywalls to authorize, providers to know whether the built-in one serves. */
+export interface CatalogServiceDeps {
+  db: Database;
+  config: Pick<Config, 'BUILTIN_PROVIDER'>;
+  paywalls: Pick<PaywallService, 'resolve'>;
+  providers: Pick<ProviderService, 'servedByBuiltin'>;
+}
+
 /**
  * Models a paywall sells and their cost prices (pico-USDC per token / per request), plus the listing with
  * end-user prices (CONTRACT §4: token prices x markup; the request price as is).
@@ -188,7 +199,7 @@ export class CatalogService {
   private readonly builtinCost: ReadonlyMap<string, ModelPrice>;
   private readonly loader = new KeyedLoader<Row[], Catalogue>(
     (paywallId) =>
-      this.s.db.query<Row>(
+      this.deps.db.query<Row>(
         `select ${COLUMNS} from model_price where paywall_id = $1`,
         [paywallId],
         'catalog_load',
@@ -198,17 +209,17 @@ export class CatalogService {
   private unlisten?: () => void;
   private unReconnect?: () => void;
 
-  constructor(private readonly s: Services) {
-    const models = s.config.BUILTIN_PROVIDER?.models ?? [];
+  constructor(private readonly deps: CatalogServiceDeps) {
+    const models = deps.config.BUILTIN_PROVIDER?.models ?? [];
     this.builtin = new Map(models.map((b) => [b.id, fromBuiltin(b)]));
     this.builtinSorted = [...this.builtin.values()].sort(byId);
     this.builtinCost = new Map(models.map((b) => [b.id, costOf(b)]));
   }
 
   async start(): Promise<void> {
-    this.unlisten = await this.s.db.listen(CHANGED_CHANNEL, (paywallId) => this.evict(paywallId));
+    this.unlisten = await this.deps.db.listen(CHANGED_CHANNEL, (paywallId) => this.evict(paywallId));
     // Changes notified while the LISTEN connection was down were missed: forget every catalogue.
-    this.unReconnect = this.s.db.onReconnect(() => {
+    this.unReconnect = this.deps.db.onReconnect(() => {
       this.loader.invalidateAll();
       this.cache.clear();
     });
@@ -234,7 +245,7 @@ export class CatalogService {
   }
 
   private async usesBuiltin(paywall: PaywallRef): Promise<boolean> {
-    return this.builtin.size > 0 && (await this.s.providers.servedByBuiltin(paywall));
+    return this.builtin.size > 0 && (await this.deps.providers.servedByBuiltin(paywall));
   }
 
   /** What the paywall sells now (own provider or built-in), ordered by id. */
@@ -274,14 +285,14 @@ export class CatalogService {
 
   /** The models of a paywall with end-user and cost prices, ordered by id. */
   async list(auth: Auth, paywallId?: string | null): Promise<ModelView[]> {
-    const paywall = await this.s.paywalls.resolve(auth, paywallId, { allowArchived: true });
+    const paywall = await this.deps.paywalls.resolve(auth, paywallId, { allowArchived: true });
     const { models, builtin } = await this.selling(paywall);
     return models.map((m) => toView(m, paywall, builtin));
   }
 
   /** One model of a paywall; `model_not_found` when it does not sell it. */
   async get(auth: Auth, paywallId: string | null | undefined, modelId: string): Promise<ModelView> {
-    const paywall = await this.s.paywalls.resolve(auth, paywallId, { allowArchived: true });
+    const paywall = await this.deps.paywalls.resolve(auth, paywallId, { allowArchived: true });
     const m = await this.getPrice(paywall, modelId);
     if (!m) throw modelNotFound(modelId);
     return toView(m as CatalogModel, paywall, m.providerCost !== null);
@@ -292,7 +303,7 @@ export class CatalogService {
    * a null displayName / description / maxCompletionTokens clears it. On create, a missing price is 0.
    */
   async setPrice(auth: Auth, input: SetModelPricingInput): Promise<ModelView> {
-    const paywall = await this.s.paywalls.resolve(auth, input.paywallId);
+    const paywall = await this.deps.paywalls.resolve(auth, input.paywallId);
     const modelId = checkModelId(input.modelId);
     const prompt = parsePrice(input.prompt, 'prompt');
     const completion = parsePrice(input.completion, 'completion');
@@ -321,7 +332,7 @@ export class CatalogService {
         'dailyRequestLimit',
       );
 
-    const row = await this.s.db.transaction(async (tx) => {
+    const row = await this.deps.db.transaction(async (tx) => {
       // One statement: the insert is skipped (no row returned) when a new model would pass the cap.
       const rows = await tx.query<Row>(
         `insert into model_price as m (paywall_id, model_id, display_name, description, prompt_pico,
@@ -376,9 +387,9 @@ export class CatalogService {
 
   /** Stops selling a model. True when it was there; false when there was nothing to remove. */
   async removePrice(auth: Auth, paywallId: string | null | undefined, modelId: string): Promise<boolean> {
-    const paywall = await this.s.paywalls.resolve(auth, paywallId);
+    const paywall = await this.deps.paywalls.resolve(auth, paywallId);
     if (typeof modelId !== 'string' || !MODEL_ID.test(modelId)) return false;
-    const removed = await this.s.db.transaction(async (tx) => {
+    const removed = await this.deps.db.transaction(async (tx) => {
       const rows = await tx.query(
         'delete from model_price where paywall_id = $1 and model_id = $2 returning model_id',
         [paywall.id, modelId],

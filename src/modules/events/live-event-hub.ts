@@ -1,5 +1,6 @@
 import type { Database } from '../../db/database.js';
-import type { Services } from '../../services.js';
+import type { Config } from '../../config.js';
+import type { PaywallService } from '../paywalls/paywall.service.js';
 import { DomainError, invalid } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Auth } from '../paywalls/paywall-info.js';
@@ -405,6 +406,14 @@ function toLiveEvent(r: Record<string, any>): LiveEvent {
   };
 }
 
+/** What opening a live-events subscription needs: paywalls to authorize, the database and its cap. */
+export interface LiveEventsDeps {
+  db: Database;
+  log: Logger;
+  config: Pick<Config, 'MAX_SUBSCRIPTIONS_PER_TENANT'>;
+  paywalls: Pick<PaywallService, 'resolve' | 'get'>;
+}
+
 export interface LiveEventsArgs {
   types?: string[] | null;
   paywallId?: string | null;
@@ -416,7 +425,7 @@ export interface LiveEventsArgs {
  * (exact names, `prefix.*`, `*`); none or an empty list means every event.
  */
 export async function subscribeToEvents(
-  services: Services,
+  deps: LiveEventsDeps,
   auth: Auth,
   args: LiveEventsArgs,
 ): Promise<AsyncIterableIterator<LiveEvent>> {
@@ -425,10 +434,10 @@ export async function subscribeToEvents(
   if (problem) throw invalid(problem.replace(/^events\b/, 'types'), 'types');
   let scope: LiveScope;
   if (auth.kind === 'apiKey') {
-    const paywall = await services.paywalls.resolve(auth, args.paywallId);
+    const paywall = await deps.paywalls.resolve(auth, args.paywallId);
     // A graphql-ws connection is authenticated once, when it opens: a key rotated since then must not
     // open new subscriptions on it.
-    const [current] = await services.db.query<{ api_key_last_four: string; archived_at: Date | null }>(
+    const [current] = await deps.db.query<{ api_key_last_four: string; archived_at: Date | null }>(
       'select api_key_last_four, archived_at from paywall where id = $1',
       [paywall.id],
     );
@@ -437,12 +446,12 @@ export async function subscribeToEvents(
     }
     scope = { kind: 'apiKey', paywallId: paywall.id, apiKeyLastFour: paywall.apiKeyLastFour };
   } else {
-    const paywallId = args.paywallId ? (await services.paywalls.get(auth.ownerId, args.paywallId)).id : null;
+    const paywallId = args.paywallId ? (await deps.paywalls.get(auth.ownerId, args.paywallId)).id : null;
     scope = { kind: 'owner', ownerId: auth.ownerId, paywallId };
   }
-  return LiveEventHub.for(services.db, services.log).subscribe(
+  return LiveEventHub.for(deps.db, deps.log).subscribe(
     scope,
     patterns,
-    services.config.MAX_SUBSCRIPTIONS_PER_TENANT,
+    deps.config.MAX_SUBSCRIPTIONS_PER_TENANT,
   );
 }

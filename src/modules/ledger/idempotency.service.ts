@@ -1,7 +1,8 @@
 import type { Sql } from '../../db/database.js';
 import { DomainError, type ErrorKind } from '../../shared/errors.js';
 import { sha256Hex } from '../../shared/ids.js';
-import type { Services } from '../../services.js';
+import type { Database } from '../../db/database.js';
+import type { Logger } from '../../shared/logger.js';
 
 export type IdempotentEndpoint = 'deposit' | 'charge';
 
@@ -60,6 +61,12 @@ type Stored =
       };
     };
 
+/** What the idempotency store needs. */
+export interface IdempotencyServiceDeps {
+  db: Database;
+  log: Logger;
+}
+
 /**
  * Idempotency keys (CONTRACT §4), scoped to (paywall, endpoint, key), Stripe's semantics:
  * - the claim is its own autocommit INSERT … ON CONFLICT DO NOTHING, so a concurrent duplicate sees it
@@ -72,12 +79,12 @@ type Stored =
 export class IdempotencyService {
   private timer?: NodeJS.Timeout;
 
-  constructor(private readonly s: Services) {}
+  constructor(private readonly deps: IdempotencyServiceDeps) {}
 
   /** Hourly cleanup of keys older than RETENTION_HOURS (unref'd: never keeps the process alive). */
   start(): void {
     this.timer = setInterval(() => {
-      this.cleanup().catch((err) => this.s.log.warn({ err }, 'idempotency cleanup failed'));
+      this.cleanup().catch((err) => this.deps.log.warn({ err }, 'idempotency cleanup failed'));
     }, CLEANUP_EVERY_MS);
     this.timer.unref();
   }
@@ -87,7 +94,7 @@ export class IdempotencyService {
   }
 
   async cleanup(): Promise<number> {
-    const rows = await this.s.db.query(
+    const rows = await this.deps.db.query(
       `delete from idempotency_key where created_at < now() - make_interval(hours => $1) returning 1`,
       [RETENTION_HOURS],
     );
@@ -104,7 +111,7 @@ export class IdempotencyService {
     effect: (sql: Sql) => Promise<T>,
   ): Promise<{ result: T; replayed: boolean }> {
     if (scope.key === undefined || scope.key === null)
-      return { result: await effect(this.s.db), replayed: false };
+      return { result: await effect(this.deps.db), replayed: false };
     const key = checkIdempotencyKey(scope.key);
     const hash = requestHash(scope.request);
     const id = [scope.paywallId, scope.endpoint, key];
@@ -127,7 +134,7 @@ export class IdempotencyService {
         );
     };
     try {
-      const result = await this.s.db.transaction(async (tx) => {
+      const result = await this.deps.db.transaction(async (tx) => {
         const r = await effect(tx);
         await complete(tx, { ok: true, result: codec.encode(r) }, 200);
         return r;
@@ -137,7 +144,7 @@ export class IdempotencyService {
       if (e instanceof DomainError && STORED_ERRORS.has(e.code)) {
         // The effect rolled back and changed nothing; its refusal is the answer to this key.
         await complete(
-          this.s.db,
+          this.deps.db,
           {
             ok: false,
             error: { code: e.code, message: e.message, param: e.param, publicCode: e.publicCode },
@@ -147,13 +154,13 @@ export class IdempotencyService {
         throw e;
       }
       if (!(e instanceof DomainError && e.code === 'idempotency_in_flight'))
-        await this.s.db
+        await this.deps.db
           .query(
             `delete from idempotency_key where paywall_id = $1 and endpoint = $2 and key = $3
               and created_at = $4::timestamptz and completed_at is null`,
             [...id, claimedAt],
           )
-          .catch((err) => this.s.log.warn({ err }, 'could not release an idempotency claim'));
+          .catch((err) => this.deps.log.warn({ err }, 'could not release an idempotency claim'));
       throw e;
     }
   }
@@ -161,7 +168,7 @@ export class IdempotencyService {
   /** Claims the key (returns the claim token) or settles the request from the existing row. */
   private async claim<T>(id: string[], hash: string, codec: Codec<T>): Promise<string | { result: T }> {
     for (let attempt = 0; attempt < 3; attempt++) {
-      const claimed = await this.s.db.query(
+      const claimed = await this.deps.db.query(
         `insert into idempotency_key (paywall_id, endpoint, key, request_hash, created_at)
          values ($1, $2, $3, $4, now()) on conflict do nothing returning created_at::text as token`,
         [...id, hash],
@@ -169,7 +176,7 @@ export class IdempotencyService {
       );
       if (claimed.length) return claimed[0].token as string;
 
-      const rows = await this.s.db.query(
+      const rows = await this.deps.db.query(
         `select request_hash, response_body, completed_at,
                 created_at < now() - make_interval(secs => $4) as abandoned
            from idempotency_key where paywall_id = $1 and endpoint = $2 and key = $3`,
@@ -205,7 +212,7 @@ export class IdempotencyService {
           'Idempotency-Key',
         );
       // Abandoned claim: take it over (only one taker wins; the WHERE re-checks under the row lock).
-      const taken = await this.s.db.query(
+      const taken = await this.deps.db.query(
         `update idempotency_key set created_at = now() where paywall_id = $1 and endpoint = $2 and key = $3
             and completed_at is null and created_at < now() - make_interval(secs => $4)
           returning created_at::text as token`,

@@ -3,7 +3,12 @@ import type { Sql } from '../../db/database.js';
 import { DomainError } from '../../shared/errors.js';
 import { parseAmount, usdcDecimal } from '../../shared/money.js';
 import { hasLoneSurrogate } from '../../shared/text.js';
-import type { Services } from '../../services.js';
+import type { Config } from '../../config.js';
+import type { Database } from '../../db/database.js';
+import type { Logger } from '../../shared/logger.js';
+import type { Metrics } from '../../shared/metrics.js';
+import type { PaywallService } from '../paywalls/paywall.service.js';
+import type { UserService } from '../users/user.service.js';
 import { eventRows, insertEventsSql, type EventTrigger, type NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
@@ -150,6 +155,16 @@ export function checkMetadata(metadata: unknown): Record<string, unknown> {
 /** PostgreSQL's "bigint out of range": a balance that would overflow is refused, not a 500. */
 const isOverflow = (e: any) => e?.code === '22003' || e?.cause?.code === '22003';
 
+/** What the ledger service needs: paywalls to authorize, end users to credit and charge. */
+export interface LedgerServiceDeps {
+  db: Database;
+  log: Logger;
+  config: Pick<Config, 'PLATFORM_FEE_BPS' | 'SHARED_MAX_MANUAL_CHARGE'>;
+  metrics: Pick<Metrics, 'ledgerEntries' | 'ledgerAmountRaw' | 'chargesFailed'>;
+  paywalls: Pick<PaywallService, 'resolve'>;
+  users: Pick<UserService, 'ensureUser' | 'topupUrl' | 'topupLinkEvent' | 'connectRequest'>;
+}
+
 /**
  * Deposits and manual charges. Each balance change is ONE data-modifying statement: the conditional
  * UPDATE of the balance, its ledger entry and its event rows commit together or not at all, and a
@@ -159,8 +174,8 @@ const isOverflow = (e: any) => e?.code === '22003' || e?.cause?.code === '22003'
 export class LedgerService {
   readonly idempotency: IdempotencyService;
 
-  constructor(private readonly s: Services) {
-    this.idempotency = new IdempotencyService(s);
+  constructor(private readonly deps: LedgerServiceDeps) {
+    this.idempotency = new IdempotencyService(deps);
   }
 
   async start(): Promise<void> {
@@ -193,7 +208,7 @@ export class LedgerService {
     input: MoneyInput,
     opts: MoneyOptions = {},
   ): Promise<{ result: DepositResult; replayed: boolean; paywall: PaywallInfo }> {
-    const paywall = await this.s.paywalls.resolve(auth, input.paywallId);
+    const paywall = await this.deps.paywalls.resolve(auth, input.paywallId);
     const { externalId, amountRaw, metadata, request } = this.validate(input);
     const trigger = opts.trigger ?? triggerOf(auth);
     const out = await this.idempotency.run(
@@ -202,8 +217,8 @@ export class LedgerService {
       (sql) => this.applyDeposit(sql, paywall, externalId, amountRaw, metadata, trigger),
     );
     if (!out.replayed) {
-      this.s.metrics.ledgerEntries.inc({ kind: 'deposit' });
-      this.s.metrics.ledgerAmountRaw.inc({ kind: 'deposit' }, Number(amountRaw));
+      this.deps.metrics.ledgerEntries.inc({ kind: 'deposit' });
+      this.deps.metrics.ledgerAmountRaw.inc({ kind: 'deposit' }, Number(amountRaw));
     }
     return { ...out, paywall };
   }
@@ -223,7 +238,7 @@ export class LedgerService {
         null,
         'unsupported_in_mode',
       );
-    const user = await this.s.users.ensureUser(sql, paywall, externalId, trigger);
+    const user = await this.deps.users.ensureUser(sql, paywall, externalId, trigger);
     const ledgerEntryId = randomUUID();
     const event = buildEvent(
       'paywall.balance.deposit.created',
@@ -281,7 +296,7 @@ export class LedgerService {
     input: MoneyInput,
     opts: MoneyOptions = {},
   ): Promise<{ result: ChargeResult; replayed: boolean; paywall: PaywallInfo }> {
-    const paywall = await this.s.paywalls.resolve(auth, input.paywallId);
+    const paywall = await this.deps.paywalls.resolve(auth, input.paywallId);
     const { externalId, amountRaw, metadata, request } = this.validate(input);
     const trigger = opts.trigger ?? triggerOf(auth);
     const out = await this.idempotency.run(
@@ -291,10 +306,10 @@ export class LedgerService {
     );
     if (!out.replayed) {
       if (out.result.success) {
-        this.s.metrics.ledgerEntries.inc({ kind: 'charge' });
-        this.s.metrics.ledgerAmountRaw.inc({ kind: 'charge' }, Number(amountRaw));
+        this.deps.metrics.ledgerEntries.inc({ kind: 'charge' });
+        this.deps.metrics.ledgerAmountRaw.inc({ kind: 'charge' }, Number(amountRaw));
       } else {
-        this.s.metrics.chargesFailed.inc({ reason: out.result.errorCode ?? 'unknown' });
+        this.deps.metrics.chargesFailed.inc({ reason: out.result.errorCode ?? 'unknown' });
       }
     }
     return { ...out, paywall };
@@ -308,15 +323,15 @@ export class LedgerService {
     metadata: Record<string, unknown>,
     trigger: EventTrigger,
   ): Promise<ChargeResult> {
-    const user = await this.s.users.ensureUser(sql, paywall, externalId, trigger);
+    const user = await this.deps.users.ensureUser(sql, paywall, externalId, trigger);
     const chargeId = randomUUID();
     if (!user.connected) return this.refuse(sql, paywall, user, chargeId, amountRaw, metadata, trigger, null);
     // A SHARED app charges a wallet that pays for other apps too: one manual charge is capped by the operator.
-    if (paywall.mode === 'SHARED' && amountRaw > this.s.config.SHARED_MAX_MANUAL_CHARGE)
+    if (paywall.mode === 'SHARED' && amountRaw > this.deps.config.SHARED_MAX_MANUAL_CHARGE)
       return this.refuse(sql, paywall, user, chargeId, amountRaw, metadata, trigger, null, true);
 
     const ledgerEntryId = randomUUID();
-    const split = splitCharge(paywall.mode, amountRaw, 0n, this.s.config.PLATFORM_FEE_BPS);
+    const split = splitCharge(paywall.mode, amountRaw, 0n, this.deps.config.PLATFORM_FEE_BPS);
     const ctx = {
       paywall,
       trigger,
@@ -456,10 +471,10 @@ export class LedgerService {
     if (errorCode === 'charge_limit_exceeded') {
       url = null;
       message =
-        `A single manual charge of a shared-wallet user is limited to ${usdcDecimal(this.s.config.SHARED_MAX_MANUAL_CHARGE)} USDC; ` +
+        `A single manual charge of a shared-wallet user is limited to ${usdcDecimal(this.deps.config.SHARED_MAX_MANUAL_CHARGE)} USDC; ` +
         `${usdcDecimal(amountRaw)} USDC was requested. Nothing was charged.`;
     } else if (errorCode === 'insufficient_balance') {
-      url = await this.s.users.topupUrl(paywall, user.externalId, sql);
+      url = await this.deps.users.topupUrl(paywall, user.externalId, sql);
       message = `Insufficient balance: ${usdcDecimal(available)} USDC available, ${usdcDecimal(amountRaw)} USDC requested. Top up here: ${url}`;
       events.push(
         buildEvent(
@@ -472,10 +487,10 @@ export class LedgerService {
           },
           { walletUserId, requestedAmount: usdcDecimal(amountRaw), availableBalance: usdcDecimal(available) },
         ),
-        this.s.users.topupLinkEvent(paywall, user, url, trigger),
+        this.deps.users.topupLinkEvent(paywall, user, url, trigger),
       );
     } else {
-      const req = await this.s.users.connectRequest(sql, paywall, user, trigger);
+      const req = await this.deps.users.connectRequest(sql, paywall, user, trigger);
       url = req.url;
       message = `User is not connected to this paywall; nothing was charged. Connect here: ${url}`;
       events.push(req.event);
@@ -522,7 +537,7 @@ export class LedgerService {
    */
   async ledgerPages(keys: readonly PageKey[]): Promise<Page<LedgerEntryRow>[]> {
     const afters = keys.map((k) => (k.after ? decodeSeqCursor(k.after, 'le') : null));
-    const rows = await this.s.db.query(
+    const rows = await this.deps.db.query(
       // A user's statement: the transfers they caused, the legs of one charge (earnings, fee, provider
       // cost) shown as one entry of the whole amount; money in is positive, money spent negative.
       `select k.idx, le.id, le.seq::text as seq, le.kind, le.amount_raw::text as amount_raw,
@@ -565,7 +580,7 @@ export class LedgerService {
   /** Charge pages for many users at once (DataLoader batch): newest first. */
   async chargePages(keys: readonly PageKey[]): Promise<Page<ChargeRow>[]> {
     const afters = keys.map((k) => (k.after ? decodeCursor(k.after, 'c') : null));
-    const rows = await this.s.db.query(
+    const rows = await this.deps.db.query(
       `select k.idx, c.id, c.kind, c.status, c.amount_raw::text as amount_raw, c.hold_raw::text as hold_raw,
               c.uncollected_raw::text as uncollected_raw, c.recovered_raw::text as recovered_raw, c.model, c.prompt_tokens, c.completion_tokens,
               c.error_code, c.metadata, c.created_at, c.settled_at, c.created_at::text as created_text

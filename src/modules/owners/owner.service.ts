@@ -7,7 +7,11 @@ const OWNER_TOKEN_PREFIX = 'ot_';
 export class OwnerService {
   private readonly byHash = new Map<string, string>();
 
-  constructor(private readonly db: Database) {}
+  private readonly db: Database;
+
+  constructor(deps: { db: Database }) {
+    this.db = deps.db;
+  }
 
   /**
    * CONTRACT §1 "First owner": with a bootstrap token, make sure that owner exists; without one, create

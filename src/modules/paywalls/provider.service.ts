@@ -1,7 +1,9 @@
 import { Pool, type Dispatcher } from 'undici';
 import { assertPublicHost, createGuardedConnector, UrlGuardError } from '../../shared/url-guard.js';
 import type { Config } from '../../config.js';
-import type { Services } from '../../services.js';
+import type { Database } from '../../db/database.js';
+import type { Logger } from '../../shared/logger.js';
+import type { PaywallService } from './paywall.service.js';
 import { loadSecretBox, type SecretBox } from '../../shared/crypto.js';
 import { DomainError, invalid } from '../../shared/errors.js';
 import { recordEvents, type EventTrigger } from '../events/event.service.js';
@@ -66,6 +68,21 @@ interface Entry {
   expires: number;
 }
 
+/** What the provider service needs (it reaches paywalls to check the caller may manage one). */
+export interface ProviderServiceDeps {
+  db: Database;
+  config: Pick<
+    Config,
+    | 'BUILTIN_PROVIDER'
+    | 'UPSTREAM_TIMEOUT_MS'
+    | 'PROVIDER_ALLOW_PRIVATE_NETWORKS'
+    | 'ENCRYPTION_KEY'
+    | 'DATA_DIR'
+  >;
+  log: Logger;
+  paywalls: Pick<PaywallService, 'resolve'>;
+}
+
 /**
  * The model provider of a paywall: any OpenAI-compatible base URL and its key, the key encrypted at rest
  * (AES-256-GCM, see shared/crypto.ts), never returned and never logged.
@@ -88,7 +105,7 @@ export class ProviderService {
   private readonly loader = new KeyedLoader<ProviderRow | undefined, Entry>(
     async (paywallId) =>
       (
-        await this.s.db.query<ProviderRow>(
+        await this.deps.db.query<ProviderRow>(
           'select base_url, api_key_ciphertext from provider where paywall_id = $1',
           [paywallId],
           'provider_upstream',
@@ -104,14 +121,14 @@ export class ProviderService {
   private unReconnect?: () => void;
   private stopped = false;
 
-  constructor(private readonly s: Services) {}
+  constructor(private readonly deps: ProviderServiceDeps) {}
 
   async start(): Promise<void> {
     this.box(); // fail at start, not on the first request, when the key file cannot be read or written
-    this.unlisten = await this.s.db.listen(CHANGED_CHANNEL, (paywallId) => this.evict(paywallId));
+    this.unlisten = await this.deps.db.listen(CHANGED_CHANNEL, (paywallId) => this.evict(paywallId));
     // Changes notified while the LISTEN connection was down were missed: every entry is read again on
     // its next use (a pool whose provider did not change is kept; see remember).
-    this.unReconnect = this.s.db.onReconnect(() => this.expireAll());
+    this.unReconnect = this.deps.db.onReconnect(() => this.expireAll());
   }
 
   private expireAll(): void {
@@ -139,9 +156,9 @@ export class ProviderService {
 
   private box(): SecretBox {
     if (!this.secretBox) {
-      const loaded = loadSecretBox(this.s.config);
+      const loaded = loadSecretBox(this.deps.config);
       if (loaded.generated)
-        this.s.log.warn(
+        this.deps.log.warn(
           { path: loaded.path },
           'ENCRYPTION_KEY is not set: generated a key file for provider keys. Production must set ENCRYPTION_KEY (the same on every instance).',
         );
@@ -160,7 +177,7 @@ export class ProviderService {
     const entry = await this.entry(paywall.id);
     if (entry.error) throw entry.error;
     if (entry.upstream) return entry.upstream;
-    return builtinApplies(this.s.config, paywall, true) ? this.builtin() : null;
+    return builtinApplies(this.deps.config, paywall, true) ? this.builtin() : null;
   }
 
   /**
@@ -171,18 +188,18 @@ export class ProviderService {
    * priced and forwarded always agree.
    */
   async servedByBuiltin(paywall: PaywallRef): Promise<boolean> {
-    if (!builtinApplies(this.s.config, paywall, true)) return false;
+    if (!builtinApplies(this.deps.config, paywall, true)) return false;
     return (await this.entry(paywall.id)).fingerprint === null;
   }
 
   /** The part of {@link servedByBuiltin} that needs no lookup (for a resolver that batches the rest). */
   builtinMayServe(paywall: PaywallRef): boolean {
-    return builtinApplies(this.s.config, paywall, true);
+    return builtinApplies(this.deps.config, paywall, true);
   }
 
   /** Whether updatePaywall must keep the markup at 1 or more (the built-in provider would serve). */
   async builtinNeedsMarkup(paywall: PaywallRef): Promise<boolean> {
-    if (!builtinApplies(this.s.config, paywall, false)) return false;
+    if (!builtinApplies(this.deps.config, paywall, false)) return false;
     return (await this.entry(paywall.id)).fingerprint === null;
   }
 
@@ -193,7 +210,7 @@ export class ProviderService {
 
   private builtin(): Upstream {
     if (!this.builtinUpstream) {
-      const { baseUrl, apiKey } = this.s.config.BUILTIN_PROVIDER!;
+      const { baseUrl, apiKey } = this.deps.config.BUILTIN_PROVIDER!;
       this.builtinUpstream = { baseUrl, apiKey, dispatcher: this.pool(baseUrl, false) };
     }
     return this.builtinUpstream;
@@ -205,9 +222,9 @@ export class ProviderService {
    * PROVIDER_ALLOW_PRIVATE_NETWORKS; the operator's built-in provider is trusted as configured.
    */
   private pool(baseUrl: string, guarded = true): Dispatcher {
-    const timeout = this.s.config.UPSTREAM_TIMEOUT_MS;
+    const timeout = this.deps.config.UPSTREAM_TIMEOUT_MS;
     const connect =
-      guarded && !this.s.config.PROVIDER_ALLOW_PRIVATE_NETWORKS
+      guarded && !this.deps.config.PROVIDER_ALLOW_PRIVATE_NETWORKS
         ? createGuardedConnector({ allowPrivate: false, timeoutMs: 10_000 })
         : { timeout: 10_000 };
     return new Pool(new URL(baseUrl).origin, {
@@ -246,7 +263,7 @@ export class ProviderService {
     try {
       apiKey = this.box().decrypt(row.api_key_ciphertext, paywallId);
     } catch (e) {
-      this.s.log.error(
+      this.deps.log.error(
         { paywallId, reason: (e as any)?.reason },
         'provider key cannot be decrypted: ENCRYPTION_KEY differs from the one it was stored with',
       );
@@ -289,20 +306,20 @@ export class ProviderService {
     if (entry.upstream && !this.stopped)
       this.loader
         .load(paywallId)
-        .catch((err) => this.s.log.warn({ err, paywallId }, 'provider reload failed'));
+        .catch((err) => this.deps.log.warn({ err, paywallId }, 'provider reload failed'));
   }
 
   /** Connects (or replaces) the provider of a paywall; records `paywall.integration.connected`. */
   async connect(auth: Auth, input: ConnectProviderInput): Promise<PaywallInfo> {
-    const paywall = await this.s.paywalls.resolve(auth, input.paywallId);
+    const paywall = await this.deps.paywalls.resolve(auth, input.paywallId);
     const baseUrl = normalizeBaseUrl(input.baseUrl);
     const apiKey = checkApiKey(input.apiKey);
-    if (!this.s.config.PROVIDER_ALLOW_PRIVATE_NETWORKS) await checkPublicBaseUrl(baseUrl);
+    if (!this.deps.config.PROVIDER_ALLOW_PRIVATE_NETWORKS) await checkPublicBaseUrl(baseUrl);
     // Bound to the paywall id: a ciphertext copied to another paywall's row does not decrypt there.
     const ciphertext = this.box().encrypt(apiKey, paywall.id);
     const lastFour = apiKey.length >= 12 ? apiKey.slice(-4) : '';
     const trigger = actorOf(auth);
-    await this.s.db.transaction(async (tx) => {
+    await this.deps.db.transaction(async (tx) => {
       const [row] = await tx.query<{ inserted: boolean }>(
         `insert into provider (paywall_id, base_url, api_key_ciphertext, api_key_last_four, created_at, updated_at)
          values ($1, $2, $3, $4, now(), now())
@@ -327,7 +344,7 @@ export class ProviderService {
       await tx.query('select pg_notify($1, $2)', [CHANGED_CHANNEL, paywall.id]);
     });
     this.evict(paywall.id);
-    this.s.log.info({ paywallId: paywall.id, baseUrl }, 'provider connected');
+    this.deps.log.info({ paywallId: paywall.id, baseUrl }, 'provider connected');
     return paywall;
   }
 
@@ -337,9 +354,9 @@ export class ProviderService {
    * owner can always withdraw a key.
    */
   async disconnect(auth: Auth, paywallId?: string | null): Promise<PaywallInfo> {
-    const paywall = await this.s.paywalls.resolve(auth, paywallId, { allowArchived: true });
+    const paywall = await this.deps.paywalls.resolve(auth, paywallId, { allowArchived: true });
     const trigger = actorOf(auth);
-    const removed = await this.s.db.transaction(async (tx) => {
+    const removed = await this.deps.db.transaction(async (tx) => {
       const rows = await tx.query('delete from provider where paywall_id = $1 returning base_url', [
         paywall.id,
       ]);
@@ -361,14 +378,14 @@ export class ProviderService {
     });
     if (removed) {
       this.evict(paywall.id);
-      this.s.log.info({ paywallId: paywall.id }, 'provider disconnected');
+      this.deps.log.info({ paywallId: paywall.id }, 'provider disconnected');
     }
     return paywall;
   }
 
   /** The providers of several paywalls (in the order asked, null where none), for a DataLoader. */
   async infoMany(paywallIds: readonly string[]): Promise<(ProviderInfo | null)[]> {
-    const rows = await this.s.db.query<{
+    const rows = await this.deps.db.query<{
       paywall_id: string;
       base_url: string;
       api_key_last_four: string;
@@ -396,7 +413,11 @@ export class ProviderService {
 }
 
 /** The paywall-independent part of the built-in rule: configured, SHARED, (optionally) markup ≥ 1. */
-function builtinApplies(config: Config, paywall: PaywallRef, checkMarkup: boolean): boolean {
+function builtinApplies(
+  config: Pick<Config, 'BUILTIN_PROVIDER'>,
+  paywall: PaywallRef,
+  checkMarkup: boolean,
+): boolean {
   return (
     config.BUILTIN_PROVIDER !== null &&
     paywall.mode === 'SHARED' &&

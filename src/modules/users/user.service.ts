@@ -4,8 +4,17 @@ import { DomainError } from '../../shared/errors.js';
 import { usdcDecimal } from '../../shared/money.js';
 import { decodeCursor, encodeCursor } from '../../shared/cursor.js';
 import { hasLoneSurrogate } from '../../shared/text.js';
-import type { Services } from '../../services.js';
-import { recordEvents, type EventTrigger, type NewEvent } from '../events/event.service.js';
+import type { Config } from '../../config.js';
+import type { Database } from '../../db/database.js';
+import type { Metrics } from '../../shared/metrics.js';
+import type { AuthorizationService } from '../wallet/authorization.service.js';
+import {
+  eventRows,
+  insertEventsSql,
+  recordEvents,
+  type EventTrigger,
+  type NewEvent,
+} from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
 import { worldCreditCtes, worldCreditParams } from '../ledger/credit-from-world.js';
@@ -127,9 +136,26 @@ const withParam = (base: string, params: Record<string, string>): string => {
   return u.toString();
 };
 
+/**
+ * What the end-user service needs. Stripe is reached through a port (a function the composition root
+ * wires in), so users do not depend on the Stripe module, which itself credits end users.
+ */
+export interface UserServiceDeps {
+  db: Database;
+  config: Pick<Config, 'PUBLIC_BASE_URL'>;
+  metrics: Pick<Metrics, 'ledgerEntries' | 'ledgerAmountRaw'>;
+  /** Revokes an end user's spending authorizations (SHARED mode) when the user is deleted. */
+  authorizations: { revokeByExternalId: AuthorizationService['revokeByExternalId'] };
+  /** The Stripe top-up amounts a paywall offers (null when it takes no card payments). */
+  stripe: { topupAmounts: TopupAmounts };
+}
+
+/** Port to the Stripe module: the top-up amounts a paywall offers by card, or null. */
+export type TopupAmounts = (paywallId: string, sql: Sql) => Promise<readonly string[] | null>;
+
 /** End users (created on first sight per paywall), trial credits, connections, top-up links. */
 export class UserService {
-  constructor(private readonly s: Services) {}
+  constructor(private readonly deps: UserServiceDeps) {}
 
   /**
    * Gets or creates the end user. Creation and the trial grant (balance, `trial` ledger entry,
@@ -196,8 +222,8 @@ export class UserService {
     );
     if (rows.length === 1) {
       if (trial > 0n) {
-        this.s.metrics.ledgerEntries.inc({ kind: 'trial' });
-        this.s.metrics.ledgerAmountRaw.inc({ kind: 'trial' }, Number(trial));
+        this.deps.metrics.ledgerEntries.inc({ kind: 'trial' });
+        this.deps.metrics.ledgerAmountRaw.inc({ kind: 'trial' }, Number(trial));
       }
       const u = toUserRow(rows[0]);
       return { ...u, created: true, connected: isConnected(paywall, u) };
@@ -224,17 +250,17 @@ export class UserService {
    */
   async sightOnRead(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<void> {
     if (paywall.mode !== 'DEFAULT' || paywall.trialCreditsRaw <= 0n) return;
-    await this.ensureUser(this.s.db, paywall, externalId, trigger);
+    await this.ensureUser(this.deps.db, paywall, externalId, trigger);
   }
 
   /** The end user, or null. Never creates one. */
   async findUser(paywallId: string, externalId: string): Promise<EndUserRow | null> {
-    return this.select(this.s.db, paywallId, externalId);
+    return this.select(this.deps.db, paywallId, externalId);
   }
 
   /** Users by id (DataLoader batch function); missing ids give null. */
   async byIds(ids: readonly string[]): Promise<(EndUserRow | null)[]> {
-    const rows = await this.s.db.query(
+    const rows = await this.deps.db.query(
       `select ${USER_COLUMNS} from ${USER_FROM} where e.id = any($1::uuid[])`,
       [ids as string[]],
     );
@@ -253,7 +279,7 @@ export class UserService {
   ): Promise<{ rows: (EndUserRow & { cursor: string })[]; hasNextPage: boolean }> {
     let cur: { ts: string; id: string } | null = null;
     if (after) cur = decodeCursor(after, 'u');
-    const rows = await this.s.db.query(
+    const rows = await this.deps.db.query(
       `select ${USER_COLUMNS}, e.created_at::text as created_text from ${USER_FROM}
         where e.paywall_id = $1 and ($2::timestamptz is null or (e.created_at, e.id) < ($2::timestamptz, $3::uuid))
         order by e.created_at desc, e.id desc limit $4`,
@@ -273,7 +299,7 @@ export class UserService {
     after: string | null,
   ): Promise<{ rows: ConnectionRow[]; hasNextPage: boolean }> {
     const cur = after ? decodeCursor(after, 'wc') : null;
-    const rows = await this.s.db.query(
+    const rows = await this.deps.db.query(
       `select c.id, c.end_user_id, e.external_id, c.wallet_user_id, c.created_at, c.revoked_at,
               c.created_at::text as created_text
          from wallet_connection c join end_user e on e.id = c.end_user_id
@@ -301,14 +327,14 @@ export class UserService {
    * top-up. DEFAULT: the hosted page when Stripe is connected (it offers the Pay buttons; CONTRACT §9),
    * else the paywall's own `topupUrl` when set, else the hosted page (which says whom to ask).
    */
-  async topupUrl(paywall: PaywallInfo, externalId: string, sql: Sql = this.s.db): Promise<string> {
+  async topupUrl(paywall: PaywallInfo, externalId: string, sql: Sql = this.deps.db): Promise<string> {
     if (paywall.mode === 'SHARED')
-      return withParam(`${this.s.config.PUBLIC_BASE_URL}/wallet/topup`, {
+      return withParam(`${this.deps.config.PUBLIC_BASE_URL}/wallet/topup`, {
         paywall: paywall.id,
         user: externalId,
       });
-    const hosted = withParam(`${this.s.config.PUBLIC_BASE_URL}/topup/${paywall.id}`, { user: externalId });
-    if (!paywall.topupUrl || (await this.s.stripeCheckout.topupAmounts(paywall.id, sql))) return hosted;
+    const hosted = withParam(`${this.deps.config.PUBLIC_BASE_URL}/topup/${paywall.id}`, { user: externalId });
+    if (!paywall.topupUrl || (await this.deps.stripe.topupAmounts(paywall.id, sql))) return hosted;
     return withParam(paywall.topupUrl, { user: externalId });
   }
 
@@ -341,8 +367,8 @@ export class UserService {
     trigger: EventTrigger,
   ): Promise<{ url: string; requestId: string; event: NewEvent }> {
     // Reuse-or-create must be serialised per end user: outside a transaction, open one for it.
-    if (sql === this.s.db)
-      return this.s.db.transaction((tx) => this.connectRequest(tx, paywall, user, trigger));
+    if (sql === this.deps.db)
+      return this.deps.db.transaction((tx) => this.connectRequest(tx, paywall, user, trigger));
     await sql.query(`select pg_advisory_xact_lock(hashtextextended('connect_request:' || $1::text, 0))`, [
       user.id,
     ]);
@@ -356,7 +382,7 @@ export class UserService {
       [user.id, paywall.id],
     );
     const linkOf = (requestId: string) =>
-      withParam(`${this.s.config.PUBLIC_BASE_URL}/connect/${paywall.id}`, { request: requestId });
+      withParam(`${this.deps.config.PUBLIC_BASE_URL}/connect/${paywall.id}`, { request: requestId });
     const requestId: string = reused ? reused.id : randomUUID();
     if (!reused)
       await sql.query(
@@ -382,9 +408,9 @@ export class UserService {
    */
   async topupLink(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<string> {
     checkExternalId(externalId);
-    const user = await this.ensureUser(this.s.db, paywall, externalId, trigger);
+    const user = await this.ensureUser(this.deps.db, paywall, externalId, trigger);
     const url = await this.topupUrl(paywall, externalId);
-    await recordEvents(this.s.db, [this.topupLinkEvent(paywall, user, url, trigger)]);
+    await recordEvents(this.deps.db, [this.topupLinkEvent(paywall, user, url, trigger)]);
     return url;
   }
 
@@ -394,8 +420,8 @@ export class UserService {
    */
   async connectLink(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<string> {
     checkExternalId(externalId);
-    const user = await this.ensureUser(this.s.db, paywall, externalId, trigger);
-    return this.s.db.transaction(async (tx) => {
+    const user = await this.ensureUser(this.deps.db, paywall, externalId, trigger);
+    return this.deps.db.transaction(async (tx) => {
       const { url, event } = await this.connectRequest(tx, paywall, user, trigger);
       await recordEvents(tx, [event]);
       return url;
@@ -408,7 +434,7 @@ export class UserService {
    */
   async connect(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<ConnectResult> {
     checkExternalId(externalId);
-    const user = await this.ensureUser(this.s.db, paywall, externalId, trigger);
+    const user = await this.ensureUser(this.deps.db, paywall, externalId, trigger);
     if (paywall.mode === 'DEFAULT')
       return {
         connected: true,
@@ -459,7 +485,7 @@ export class UserService {
           'DEFAULT mode has no end-user authorization to revoke; every identified user is connected. Nothing was changed.',
       };
     // The hosted wallet's authorization service owns revocation (row locks: one event per revoke).
-    const revoked = await this.s.authorizations.revokeByExternalId(paywall.id, externalId, trigger);
+    const revoked = await this.deps.authorizations.revokeByExternalId(paywall.id, externalId, trigger);
     return revoked
       ? { success: true, message: 'The user was disconnected; their authorization is revoked.' }
       : { success: true, message: 'The user was not connected; nothing to revoke.' };

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Sql } from '../../db/database.js';
 import { DomainError } from '../../shared/errors.js';
-import type { Services } from '../../services.js';
+import type { Database } from '../../db/database.js';
 import { recordEvents, type EventTrigger } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 
@@ -45,13 +45,18 @@ export const pageTrigger = (walletUserId: string): EventTrigger => ({
   actorId: walletUserId,
 });
 
+/** What spending authorizations need: the database only. */
+export interface AuthorizationServiceDeps {
+  db: Database;
+}
+
 /**
  * Consent between a SHARED paywall's end user and a wallet user (CONTRACT §8): approve or decline a
  * connect request, revoke a connection. Every decision locks the rows it changes (the request, then
  * the end user, then the connection — the same order everywhere), so concurrent clicks record one event.
  */
 export class AuthorizationService {
-  constructor(private readonly s: Services) {}
+  constructor(private readonly deps: AuthorizationServiceDeps) {}
 
   /**
    * A pending, unexpired connect request of THAT paywall. Unknown ids, ids of another paywall and
@@ -59,7 +64,7 @@ export class AuthorizationService {
    * an expired or already-decided request says so.
    */
   async pendingRequest(paywallId: string, requestId: string): Promise<ConsentRequest> {
-    return this.load(this.s.db, paywallId, requestId, false);
+    return this.load(this.deps.db, paywallId, requestId, false);
   }
 
   private async load(
@@ -120,7 +125,7 @@ export class AuthorizationService {
     paywallId: string,
     requestId: unknown,
   ): Promise<ApproveResult> {
-    return this.s.db.transaction(async (tx) => {
+    return this.deps.db.transaction(async (tx) => {
       const req = await this.load(tx, paywallId, requestId, true);
       const [eu] = await tx.query(`select id, wallet_user_id from end_user where id = $1 for update`, [
         req.endUserId,
@@ -171,7 +176,7 @@ export class AuthorizationService {
     paywallId: string,
     requestId: unknown,
   ): Promise<{ paywallName: string }> {
-    return this.s.db.transaction(async (tx) => {
+    return this.deps.db.transaction(async (tx) => {
       const req = await this.load(tx, paywallId, requestId, true);
       await tx.query(
         `update connect_request set status = 'declined', wallet_user_id = $2, decided_at = now() where id = $1`,
@@ -198,7 +203,7 @@ export class AuthorizationService {
     connectionId: unknown,
   ): Promise<{ connectionId: string; paywallName: string; active: boolean }> {
     if (typeof connectionId !== 'string' || !UUID.test(connectionId)) throw connectionNotFound();
-    const [c] = await this.s.db.query(
+    const [c] = await this.deps.db.query(
       `select c.id, c.revoked_at, p.name from wallet_connection c join paywall p on p.id = c.paywall_id
         where c.id = $1 and c.wallet_user_id = $2`,
       [connectionId, walletUserId],
@@ -217,7 +222,7 @@ export class AuthorizationService {
   ): Promise<{ revoked: boolean; paywallName: string }> {
     const notFound = connectionNotFound();
     if (typeof connectionId !== 'string' || !UUID.test(connectionId)) throw notFound;
-    return this.s.db.transaction(async (tx) => {
+    return this.deps.db.transaction(async (tx) => {
       const [c] = await tx.query(
         `select c.end_user_id, p.name from wallet_connection c join paywall p on p.id = c.paywall_id
           where c.id = $1 and c.wallet_user_id = $2`,
@@ -234,7 +239,7 @@ export class AuthorizationService {
    * when the end user was not connected (or does not exist).
    */
   async revokeByExternalId(paywallId: string, externalId: string, trigger: EventTrigger): Promise<boolean> {
-    return this.s.db.transaction(async (tx) => {
+    return this.deps.db.transaction(async (tx) => {
       const [eu] = await tx.query(`select id from end_user where paywall_id = $1 and external_id = $2`, [
         paywallId,
         externalId,

@@ -3,7 +3,9 @@ import type { Sql } from '../../db/database.js';
 import { DomainError } from '../../shared/errors.js';
 import type { CodeOf } from '../../shared/error-codes.js';
 import { safeEqual } from '../../shared/ids.js';
-import type { Services } from '../../services.js';
+import type { Database } from '../../db/database.js';
+import type { Logger } from '../../shared/logger.js';
+import type { Mailer } from '../../shared/mailer.js';
 import { newToken, tokenHash, type WalletSecrets } from './wallet-secrets.js';
 
 /** Sign-in rules. Limits are counted in the database, so they hold across instances. */
@@ -85,18 +87,27 @@ const codeError = (code: CodeOf<'invalid_request'>, message: string) =>
  * (counted in `wallet_sign_in`, serialised with advisory locks so concurrent requests cannot overshoot).
  * Sessions are random 256-bit tokens stored as SHA-256 digests; the cookie holds the token.
  */
+/** What sign-in needs: the database, a mailer for the codes, and the secrets that pepper them. */
+export interface SignInServiceDeps {
+  db: Database;
+  log: Logger;
+  mailer: Mailer;
+  secrets: WalletSecrets;
+}
+
 export class SignInService {
   private timer?: NodeJS.Timeout;
 
-  constructor(
-    private readonly s: Services,
-    private readonly secrets: WalletSecrets,
-  ) {}
+  private readonly secrets: WalletSecrets;
+
+  constructor(private readonly deps: SignInServiceDeps) {
+    this.secrets = deps.secrets;
+  }
 
   /** Hourly purge (unref'd: never keeps the process alive). */
   start(): void {
     this.timer = setInterval(() => {
-      this.purgeExpired().catch((err) => this.s.log.warn({ err }, 'wallet purge failed'));
+      this.purgeExpired().catch((err) => this.deps.log.warn({ err }, 'wallet purge failed'));
     }, PURGE_EVERY_MS);
     this.timer.unref();
   }
@@ -112,15 +123,15 @@ export class SignInService {
    */
   async purgeExpired(): Promise<{ codes: number; sessions: number; connectRequests: number }> {
     const [codes, sessions, connectRequests] = await Promise.all([
-      this.s.db.query(
+      this.deps.db.query(
         `delete from wallet_sign_in where created_at < now() - make_interval(days => $1) returning 1`,
         [SIGN_IN.purgeAfterDays],
       ),
-      this.s.db.query(
+      this.deps.db.query(
         `delete from wallet_session where expires_at < now() - make_interval(days => $1) returning 1`,
         [SIGN_IN.purgeAfterDays],
       ),
-      this.s.db.query(
+      this.deps.db.query(
         `delete from connect_request where expires_at < now() - make_interval(days => $1) returning 1`,
         [SIGN_IN.connectRequestPurgeDays],
       ),
@@ -143,7 +154,7 @@ export class SignInService {
     const token = isChallengeToken(challenge) ? challenge : newToken();
     const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
     const clientIp = ip.slice(0, 64);
-    const sent = await this.s.db.transaction(async (tx) => {
+    const sent = await this.deps.db.transaction(async (tx) => {
       // Email first, IP second in every transaction: no lock cycle between two senders.
       await tx.query(
         `select pg_advisory_xact_lock(hashtextextended('wallet_sign_in:email:' || $1::text, 0))`,
@@ -166,7 +177,7 @@ export class SignInService {
         counts.by_email < SIGN_IN.perAddress &&
         counts.by_ip < SIGN_IN.perIp;
       if (!allowed)
-        this.s.log.info(
+        this.deps.log.info(
           { byEmail: counts.by_email, byIp: counts.by_ip },
           'sign-in code held back by a limit',
         );
@@ -191,7 +202,7 @@ export class SignInService {
       return allowed;
     });
     if (sent)
-      this.s.mailer
+      this.deps.mailer
         .send({
           to: email,
           subject: `Your sign-in code: ${code}`,
@@ -200,7 +211,7 @@ export class SignInService {
             `It works once, for ${SIGN_IN.codeTtlMinutes} minutes, in the browser where you asked for it. ` +
             `If you did not ask for it, ignore this e-mail: nobody can sign in without the code.\n`,
         })
-        .catch((err) => this.s.log.error({ err }, 'sign-in e-mail could not be sent'));
+        .catch((err) => this.deps.log.error({ err }, 'sign-in e-mail could not be sent'));
     return { email, challenge: token, sent };
   }
 
@@ -223,7 +234,7 @@ export class SignInService {
         'No code is waiting for this address in this browser. Request a new code here, then enter it on this page.',
       );
     if (!isChallengeToken(challenge)) throw noCode();
-    const outcome = await this.s.db.transaction(async (tx) => {
+    const outcome = await this.deps.db.transaction(async (tx) => {
       // Locks this browser's recent codes for the address: its concurrent tries run one at a time.
       const rows = await tx.query(
         `select id, code_hash, attempts, used_at, expires_at <= now() as expired
@@ -317,7 +328,7 @@ export class SignInService {
   /** The live session of a cookie token, or null (unknown, expired, or signed out). */
   async session(token: string | undefined): Promise<WalletSession | null> {
     if (!token || token.length > 128) return null;
-    const rows = await this.s.db.query(
+    const rows = await this.deps.db.query(
       `select s.id, s.expires_at, w.id as wallet_user_id, w.email, w.account_id
          from wallet_session s join wallet_user w on w.id = s.wallet_user_id
         where s.token_hash = $1 and s.expires_at > now()`,
@@ -335,6 +346,6 @@ export class SignInService {
 
   /** Ends a session (sign-out). */
   async signOut(sessionId: string): Promise<void> {
-    await this.s.db.query(`delete from wallet_session where id = $1`, [sessionId]);
+    await this.deps.db.query(`delete from wallet_session where id = $1`, [sessionId]);
   }
 }

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { DomainError } from '../../shared/errors.js';
 import { parseAmount, usdcDecimal } from '../../shared/money.js';
-import type { Services } from '../../services.js';
+import type { Config } from '../../config.js';
+import type { Database } from '../../db/database.js';
+import { recordEvents } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import { creditFromWorld } from '../ledger/credit-from-world.js';
 import { pageTrigger } from './authorization.service.js';
@@ -49,17 +51,28 @@ const KIND_LABELS: Record<string, string> = {
   refund: 'Refund',
 };
 
+/** Port to the Stripe module: a checkout URL that tops up the signed-in wallet by `amount` USDC. */
+export type StartWalletCheckout = (walletUser: { id: string }, amount: unknown) => Promise<string>;
+
+/** What the hosted wallet needs; card checkout is the Stripe module's, reached through a port. */
+export interface WalletServiceDeps {
+  db: Database;
+  config: Pick<Config, 'WALLET_TEST_FUNDS'>;
+  /** Starts a Stripe checkout that tops up the signed-in wallet (port to the Stripe module). */
+  stripe: { startWalletCheckout: StartWalletCheckout };
+}
+
 /** The wallet page's data and the wallet's own money movements (test funds; card top-ups next). */
 export class WalletService {
-  constructor(private readonly s: Services) {}
+  constructor(private readonly deps: WalletServiceDeps) {}
 
   /** Balance, connected apps and the 20 latest movements across apps, newest first. */
   async overview(walletUser: { id: string; email: string; accountId: string }): Promise<WalletOverview> {
-    const [acct] = await this.s.db.query(
+    const [acct] = await this.deps.db.query(
       `select balance_raw::text as balance_raw, held_raw::text as held_raw from ledger_account where id = $1`,
       [walletUser.accountId],
     );
-    const apps = await this.s.db.query(
+    const apps = await this.deps.db.query(
       `select c.id, c.paywall_id, p.name, c.created_at from wallet_connection c join paywall p on p.id = c.paywall_id
         where c.wallet_user_id = $1 and c.revoked_at is null order by c.created_at desc`,
       [walletUser.id],
@@ -68,7 +81,7 @@ export class WalletService {
     // platform fee, the built-in provider's cost), but the user paid one amount, the charge's. The window
     // holds at least ACTIVITY_ROWS charges (three legs at most each); the amount comes from the charge row,
     // so a charge whose older legs fall outside the window still shows in full.
-    const activity = await this.s.db.query(
+    const activity = await this.deps.db.query(
       `with w as (
          select t.seq, t.id, t.created_at, t.kind, t.amount_raw, t.credit_account_id, t.paywall_id, t.charge_id,
                 t.metadata, case when t.charge_id is not null and t.kind in (${CHARGE_LEG_KINDS})
@@ -128,7 +141,7 @@ export class WalletService {
     walletUser: { id: string; accountId: string },
     amountInput: unknown,
   ): Promise<{ amountRaw: bigint; balanceRaw: bigint }> {
-    if (!this.s.config.WALLET_TEST_FUNDS)
+    if (!this.deps.config.WALLET_TEST_FUNDS)
       throw new DomainError(
         'forbidden',
         'Test funds are not enabled on this server.',
@@ -145,7 +158,7 @@ export class WalletService {
       );
     const transferId = randomUUID();
     const trigger = pageTrigger(walletUser.id);
-    return this.s.db.transaction(async (tx) => {
+    return this.deps.db.transaction(async (tx) => {
       // One wallet's connections, one event per paywall (the latest connection names the end user).
       const conns = await tx.query(
         `select distinct on (c.paywall_id) c.paywall_id, p.owner_id, eu.id as end_user_id, eu.external_id
@@ -193,6 +206,6 @@ export class WalletService {
    * (StripeWebhookIngestService.receiveWallet).
    */
   async startCheckout(walletUser: { id: string; accountId: string }, amountInput: unknown): Promise<string> {
-    return this.s.stripeCheckout.startWalletCheckout(walletUser, amountInput);
+    return this.deps.stripe.startWalletCheckout(walletUser, amountInput);
   }
 }

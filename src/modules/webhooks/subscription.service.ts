@@ -1,5 +1,7 @@
 import type { Tx } from '../../db/database.js';
-import type { Services } from '../../services.js';
+import type { Config } from '../../config.js';
+import type { Database } from '../../db/database.js';
+import type { PaywallService } from '../paywalls/paywall.service.js';
 import { DomainError, invalid, notFound } from '../../shared/errors.js';
 import { newId, newSecret } from '../../shared/ids.js';
 import { EVENT_TYPES, eventMatches, validateEventPatterns } from '../events/event-catalog.js';
@@ -147,6 +149,13 @@ const view = (s: WebhookSubscription, secret: string | null = null): Subscriptio
   lastDeliveredAt: s.lastDeliveredAt ?? null,
 });
 
+/** What webhook subscriptions need: paywalls to authorize the caller. */
+export interface SubscriptionServiceDeps {
+  db: Database;
+  config: Pick<Config, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS' | 'ENCRYPTION_KEY' | 'DATA_DIR'>;
+  paywalls: Pick<PaywallService, 'resolve'>;
+}
+
 /**
  * Webhook subscriptions and their delivery logs: the management side of webhooks. Deliveries themselves are
  * written by the `event_fanout` trigger (one outbox row per matching active subscription, in the transaction
@@ -159,17 +168,17 @@ const view = (s: WebhookSubscription, secret: string | null = null): Subscriptio
 export class SubscriptionService {
   private secretBox?: SecretBox;
 
-  constructor(private readonly s: Services) {}
+  constructor(private readonly deps: SubscriptionServiceDeps) {}
 
   /** Signing secrets are stored encrypted, like provider keys (ENCRYPTION_KEY; shared/crypto.ts). */
   private box(): SecretBox {
-    this.secretBox ??= loadSecretBox(this.s.config).box;
+    this.secretBox ??= loadSecretBox(this.deps.config).box;
     return this.secretBox;
   }
 
   /** Validates everything first (nothing is written on a 400), then stores; the secret is returned once. */
   async create(auth: Auth, input: CreateSubscriptionInput): Promise<SubscriptionView> {
-    const paywall = await this.s.paywalls.resolve(auth, input.paywallId);
+    const paywall = await this.deps.paywalls.resolve(auth, input.paywallId);
     const url = await this.checkUrl(input.url);
     const events = checkEvents(input.events);
     const description = checkDescription(input.description);
@@ -177,7 +186,7 @@ export class SubscriptionService {
     const secret = input.secret == null ? newSecret(SECRET_PREFIX) : checkSecret(input.secret);
     const createdBy = auth.kind === 'apiKey' ? `api_key:${auth.paywall.id}` : `owner:${auth.ownerId}`;
 
-    const created = await this.s.db.transaction(async (tx) => {
+    const created = await this.deps.db.transaction(async (tx) => {
       // Lock the paywall row so two concurrent creations cannot both pass the cap.
       await tx.query(`select 1 from paywall where id = $1 for update`, [paywall.id]);
       const [{ n }] = await tx.query<{ n: number }>(
@@ -218,19 +227,19 @@ export class SubscriptionService {
     paywallId: string | null | undefined,
     status?: string | null,
   ): Promise<SubscriptionView[]> {
-    const paywall = await this.s.paywalls.resolve(auth, paywallId, { allowArchived: true });
+    const paywall = await this.deps.paywalls.resolve(auth, paywallId, { allowArchived: true });
     if (status != null && !(SUBSCRIPTION_STATUSES as readonly string[]).includes(status))
       throw invalid('status must be "active" or "inactive"', 'status');
     const where: Record<string, unknown> = { paywall: paywall.id };
     if (status != null) where.isActive = status === 'active';
-    const rows = await this.s.db.withEm((em) =>
+    const rows = await this.deps.db.withEm((em) =>
       em.find(WebhookSubscription, where, { orderBy: { createdAt: 'desc', id: 'desc' } }),
     );
     return rows.map((r) => view(r));
   }
 
   async get(auth: Auth, id: string): Promise<SubscriptionView> {
-    const sub = await this.s.db.withEm((em) => this.find(em, auth, id));
+    const sub = await this.deps.db.withEm((em) => this.find(em, auth, id));
     return view(sub);
   }
 
@@ -276,7 +285,7 @@ export class SubscriptionService {
     paywallId: string | null | undefined,
     q: DeliveryQuery,
   ): Promise<DeliveryPage> {
-    const paywall = await this.s.paywalls.resolve(auth, paywallId, { allowArchived: true });
+    const paywall = await this.deps.paywalls.resolve(auth, paywallId, { allowArchived: true });
     const first = q.first ?? LOGS_DEFAULT_LIMIT;
     if (!Number.isInteger(first) || first < 1 || first > LOGS_MAX_LIMIT)
       throw invalid(`first must be an integer from 1 to ${LOGS_MAX_LIMIT}`, 'first');
@@ -290,7 +299,7 @@ export class SubscriptionService {
     const where = ['d.paywall_id = $1'];
     if (q.subscriptionId != null) {
       const [owned] = UUID.test(q.subscriptionId)
-        ? await this.s.db.query(`select 1 from webhook_subscription where id = $1 and paywall_id = $2`, [
+        ? await this.deps.db.query(`select 1 from webhook_subscription where id = $1 and paywall_id = $2`, [
             q.subscriptionId,
             paywall.id,
           ])
@@ -315,7 +324,7 @@ export class SubscriptionService {
       );
     }
     params.push(first + 1);
-    const rows = await this.s.db.query(
+    const rows = await this.deps.db.query(
       `${DELIVERY_SELECT} where ${where.join(' and ')}
        order by d.created_at desc, e.seq desc, d.id desc limit $${params.length}`,
       params,
@@ -341,7 +350,7 @@ export class SubscriptionService {
   async redeliver(auth: Auth, eventId: string, subscriptionId?: string | null): Promise<DeliveryView[]> {
     const event = UUID.test(eventId)
       ? (
-          await this.s.db.query<{ id: string; paywall_id: string; type: string }>(
+          await this.deps.db.query<{ id: string; paywall_id: string; type: string }>(
             `select id, paywall_id, type from event where id = $1`,
             [eventId],
           )
@@ -353,7 +362,7 @@ export class SubscriptionService {
     let targets: string[];
     if (subscriptionId != null) {
       const sub = UUID.test(subscriptionId)
-        ? await this.s.db.withEm((em) =>
+        ? await this.deps.db.withEm((em) =>
             em.findOne(WebhookSubscription, { id: subscriptionId, paywall: event.paywall_id }),
           )
         : null;
@@ -368,7 +377,7 @@ export class SubscriptionService {
         throw invalid(`the subscription does not subscribe to ${event.type}`, 'subscriptionId');
       targets = [sub.id];
     } else {
-      const subs = await this.s.db.query<{ id: string }>(
+      const subs = await this.deps.db.query<{ id: string }>(
         `select id from webhook_subscription
           where paywall_id = $1 and is_active and event_matches(events, $2)`,
         [event.paywall_id, event.type],
@@ -377,7 +386,7 @@ export class SubscriptionService {
     }
     if (targets.length === 0) return [];
 
-    const rows = await this.s.db.transaction(async (tx: Tx) => {
+    const rows = await this.deps.db.transaction(async (tx: Tx) => {
       await tx.query(
         `insert into webhook_delivery (id, subscription_id, paywall_id, event_id, event_type, status, attempts,
                                        next_attempt_at, created_at, updated_at)
@@ -406,7 +415,7 @@ export class SubscriptionService {
     try {
       // Store the parsed form: what the guard checked is exactly what the worker will connect to.
       const parsed = await validateWebhookUrl(url.trim(), {
-        allowPrivate: this.s.config.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+        allowPrivate: this.deps.config.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
       });
       return parsed.href;
     } catch (e) {
@@ -418,7 +427,7 @@ export class SubscriptionService {
   /** True when the caller may act on that paywall (its key, or its owner). */
   private async mayAct(auth: Auth, paywallId: string): Promise<boolean> {
     if (auth.kind === 'apiKey') return auth.paywall.id === paywallId;
-    const rows = await this.s.db.query(`select 1 from paywall where id = $1 and owner_id = $2`, [
+    const rows = await this.deps.db.query(`select 1 from paywall where id = $1 and owner_id = $2`, [
       paywallId,
       auth.ownerId,
     ]);
@@ -444,7 +453,7 @@ export class SubscriptionService {
     id: string,
     fn: (sub: WebhookSubscription) => boolean,
   ): Promise<SubscriptionView> {
-    const sub = await this.s.db.transaction(async (tx) => {
+    const sub = await this.deps.db.transaction(async (tx) => {
       const found = await this.find(tx.em, auth, id);
       if (fn(found)) found.updatedAt = new Date();
       return found;

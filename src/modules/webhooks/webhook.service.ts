@@ -1,15 +1,32 @@
-import type { Services } from '../../services.js';
+import type { Config } from '../../config.js';
+import type { Logger } from '../../shared/logger.js';
+import type { Metrics } from '../../shared/metrics.js';
 import { DeliveryWorker } from './delivery-worker.js';
 import { loadSecretBox } from '../../shared/crypto.js';
-import { SubscriptionService } from './subscription.service.js';
+import { SubscriptionService, type SubscriptionServiceDeps } from './subscription.service.js';
+
+/** What outgoing webhooks need (subscriptions and the in-process delivery worker). */
+export interface WebhookServiceDeps extends SubscriptionServiceDeps {
+  config: SubscriptionServiceDeps['config'] &
+    Pick<
+      Config,
+      | 'WEBHOOK_WORKER'
+      | 'WEBHOOK_MAX_ATTEMPTS'
+      | 'WEBHOOK_BACKOFF_BASE_MS'
+      | 'WEBHOOK_TIMEOUT_MS'
+      | 'WEBHOOK_POLL_MS'
+    >;
+  log: Logger;
+  metrics: Pick<Metrics, 'registry'>;
+}
 
 /** Webhook subscriptions, delivery logs, redelivery. */
 export class WebhookService {
   /** Management API: subscriptions, delivery logs, manual resend (subscription.service.ts). */
   readonly subscriptions: SubscriptionService;
 
-  constructor(private readonly s: Services) {
-    this.subscriptions = new SubscriptionService(s);
+  constructor(private readonly deps: WebhookServiceDeps) {
+    this.subscriptions = new SubscriptionService(deps);
   }
 
   /** The outbox consumer running in this process (unset when WEBHOOK_WORKER=false or before start). */
@@ -17,19 +34,19 @@ export class WebhookService {
 
   /** Starts the in-process delivery worker unless WEBHOOK_WORKER=false (then `npm run worker` runs it apart). */
   async start(): Promise<void> {
-    const c = this.s.config;
+    const c = this.deps.config;
     if (!c.WEBHOOK_WORKER || this.worker) return;
     this.worker = new DeliveryWorker({
       // Its own small pool: a flood of API reads cannot starve deliveries (Database.background).
-      db: await this.s.db.background(),
-      log: this.s.log.child({ component: 'webhook-worker' }),
+      db: await this.deps.db.background(),
+      log: this.deps.log.child({ component: 'webhook-worker' }),
       maxAttempts: c.WEBHOOK_MAX_ATTEMPTS,
       backoffBaseMs: c.WEBHOOK_BACKOFF_BASE_MS,
       timeoutMs: c.WEBHOOK_TIMEOUT_MS,
       pollMs: c.WEBHOOK_POLL_MS,
       allowPrivate: c.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
       secretBox: loadSecretBox(c).box,
-      metrics: this.s.metrics.registry,
+      metrics: this.deps.metrics.registry,
     });
     await this.worker.start();
   }
