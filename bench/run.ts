@@ -237,7 +237,7 @@ async function openDatabase() {
 }
 
 /**
- * The service, one paywall, USERS funded users and HOT_USER. `withLimits`: every limit of CONTRACT §10 is
+ * The service, one paywall, USERS funded users and HOT_USER. `withLimits`: every limit of docs/reference.md §10 is
  * on (set far above what the run reaches), so the run compares the cost of checking and counting them.
  */
 async function runService(upstreamPort: number, sinkPort: number, withLimits: boolean): Promise<void> {

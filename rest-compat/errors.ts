@@ -56,7 +56,7 @@ export function sendError(res: Response, e: DomainError): void {
 /**
  * Node's HTTP parser refuses some requests before any route runs (headers over 16 KiB, malformed HTTP, a
  * request not sent in time) and by default answers them with an empty body. The same status, with the
- * OpenAI error body every other non-2xx REST answer has (CONTRACT §4); the connection is closed after it.
+ * OpenAI error body every other non-2xx REST answer has (docs/reference.md §4); the connection is closed after it.
  */
 export function answerParserError(err: Error & { code?: string }, socket: Duplex): void {
   const pending = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;

@@ -58,7 +58,7 @@ export function restContext(req: Request, services: Services): AppContext {
 }
 
 /**
- * The end user of a request (CONTRACT §2, §4): header `X-Paywall-User` wins over body `user` and query
+ * The end user of a request (docs/reference.md §2, §4): header `X-Paywall-User` wins over body `user` and query
  * `user`; a `/v1/u/{user}/…` path names the user and anything else given must agree with it.
  */
 export function userOf(req: Request, bodyUser?: unknown): string {

@@ -10,7 +10,7 @@ import { modelsRoutes } from './models.routes.js';
 import { webhooksRoutes } from './webhooks.routes.js';
 
 /**
- * CONTRACT §10: `RATE_LIMIT_PER_MINUTE` per paywall key across instances. Chat and Responses requests are counted by
+ * docs/reference.md §10: `RATE_LIMIT_PER_MINUTE` per paywall key across instances. Chat and Responses requests are counted by
  * the hold's own statement (no extra round trip); every other route here, with one small statement.
  */
 function rateLimit(services: Services) {

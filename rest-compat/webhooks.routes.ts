@@ -8,7 +8,7 @@ import { jsonObject, restContext, route } from './http.js';
 const SUB = `id paywallId url events isActive description customHeaders createdAt updatedAt
   secretSuffix createdBy consecutiveFailures lastDeliveredAt`;
 const SUB_WITH_SECRET = SUB.replace('updatedAt', 'updatedAt secret');
-/** CONTRACT §4 "Log entries", and `lastError` (why an attempt got no answer: timeout, refused address…). */
+/** docs/reference.md §4 "Log entries", and `lastError` (why an attempt got no answer: timeout, refused address…). */
 const ENTRY = `id subscriptionId eventId eventType status attempts nextAttemptAt responseStatus responseLatencyMs
   responseBody lastError createdAt updatedAt event`;
 

@@ -49,7 +49,7 @@ export interface BuiltinModel {
   maxCompletionTokens: number | null;
 }
 
-/** The operator's built-in provider (CONTRACT §8); null when not configured. */
+/** The operator's built-in provider (docs/reference.md §8); null when not configured. */
 export interface BuiltinProvider {
   /** Absolute http(s) URL without a trailing slash, e.g. https://api.openai.com/v1 */
   baseUrl: string;
@@ -155,7 +155,7 @@ function parseBuiltinModels(text: string, ctx: z.RefinementCtx): BuiltinModel[] 
   return models;
 }
 
-/** Every environment variable the service reads (CONTRACT §1). Nothing else reads process.env. */
+/** Every environment variable the service reads (docs/reference.md §1). Nothing else reads process.env. */
 const ConfigSchema = z.object({
   NODE_ENV: z.string().optional().default('development'),
   PORT: intFrom(8080, 0),
@@ -212,7 +212,7 @@ const ConfigSchema = z.object({
   WEBHOOK_BACKOFF_BASE_MS: intFrom(30000, 0),
   WEBHOOK_TIMEOUT_MS: intFrom(10000, 1),
   WEBHOOK_ALLOW_PRIVATE_NETWORKS: bool,
-  /** CONTRACT §1: also allow loopback/private provider base URLs (self-hosted models, development, tests). */
+  /** docs/reference.md §1: also allow loopback/private provider base URLs (self-hosted models, development, tests). */
   PROVIDER_ALLOW_PRIVATE_NETWORKS: bool,
   /** Run the webhook delivery worker inside the API process (default); set false when `npm run worker` runs apart. */
   WEBHOOK_WORKER: z
@@ -271,7 +271,7 @@ const ConfigSchema = z.object({
    * credential); beyond it the upgrade gets HTTP 429. Authenticated connections do not count.
    */
   MAX_WS_UNAUTHENTICATED_PER_IP: intFrom(8, 1),
-  /** CONTRACT §10: requests per minute per paywall key, all instances together; unset = no limit. */
+  /** docs/reference.md §10: requests per minute per paywall key, all instances together; unset = no limit. */
   RATE_LIMIT_PER_MINUTE: z
     .string()
     .optional()
@@ -298,9 +298,9 @@ const ConfigSchema = z.object({
       }
       return raw;
     }),
-  /** SHARED mode: the platform's fee on what a developer receives, in basis points (CONTRACT §8). */
+  /** SHARED mode: the platform's fee on what a developer receives, in basis points (docs/reference.md §8). */
   PLATFORM_FEE_BPS: intFrom(0, 0).pipe(z.number().max(10000, 'PLATFORM_FEE_BPS is at most 10000')),
-  /** The built-in provider of SHARED paywalls (CONTRACT §8): active when base URL and models are set. */
+  /** The built-in provider of SHARED paywalls (docs/reference.md §8): active when base URL and models are set. */
   BUILTIN_PROVIDER_BASE_URL: blankIsUnset.refine(
     (v) => v === undefined || isPlainHttpUrl(v),
     'BUILTIN_PROVIDER_BASE_URL must be an absolute http(s) URL without credentials, query or fragment',
@@ -313,7 +313,7 @@ const ConfigSchema = z.object({
     v === undefined ? undefined : parseBuiltinModels(v, ctx),
   ),
 
-  // Hosted wallet (SHARED mode, CONTRACT §8).
+  // Hosted wallet (SHARED mode, docs/reference.md §8).
   /** `smtp://[user:pass@]host:port` or `smtps://…`; unset: sign-in e-mails are written to the log (development). */
   SMTP_URL: z
     .string()
@@ -358,7 +358,7 @@ const ConfigSchema = z.object({
         .optional(),
     ),
   /**
-   * The platform's Stripe secret key: card top-ups of the hosted wallet (CONTRACT §8 "Top-up"). Goes
+   * The platform's Stripe secret key: card top-ups of the hosted wallet (docs/reference.md §8 "Top-up"). Goes
    * with STRIPE_WEBHOOK_SECRET.
    */
   STRIPE_SECRET_KEY: z

@@ -23,7 +23,7 @@ if (applied.length) log.info({ migrations: applied }, 'migrations applied');
 const app = await createApp({ config, db, log });
 const boot = await app.services.owners.bootstrap(config.BOOTSTRAP_OWNER_TOKEN);
 if (boot.createdToken) {
-  // Printed once, on stdout, so a newcomer can start using the API (CONTRACT §1 "First owner").
+  // Printed once, on stdout, so a newcomer can start using the API (docs/reference.md §1 "First owner").
   console.log(`\nOwner token (shown once, keep it): ${boot.createdToken}\n`);
 }
 await app.start();

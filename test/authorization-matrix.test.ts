@@ -200,15 +200,15 @@ const GQL: Record<string, GqlCase> = {
  * REST routes outside the API-key surface, each with the reason. Everything else must be in REST below.
  */
 const PUBLIC: Record<string, string> = {
-  'GET /healthz': 'liveness probe, no data (CONTRACT §1)',
-  'GET /readyz': 'readiness probe, no data (CONTRACT §1)',
+  'GET /healthz': 'liveness probe, no data (docs/reference.md §1)',
+  'GET /readyz': 'readiness probe, no data (docs/reference.md §1)',
   'GET /metrics': 'METRICS_TOKEN bearer when set; checked in ops.test.ts and below',
   'POST /v1/stripe/webhooks/wallet':
-    'authenticated by the Stripe-Signature of the platform endpoint (CONTRACT §8)',
+    'authenticated by the Stripe-Signature of the platform endpoint (docs/reference.md §8)',
   'POST /v1/stripe/webhooks/:paywallId':
-    "authenticated by the Stripe-Signature of the paywall's endpoint (CONTRACT §9)",
+    "authenticated by the Stripe-Signature of the paywall's endpoint (docs/reference.md §9)",
   'GET /assets/pages.css': 'static stylesheet of the hosted pages',
-  'GET /wallet/sign-in': 'hosted sign-in form (CONTRACT §8)',
+  'GET /wallet/sign-in': 'hosted sign-in form (docs/reference.md §8)',
   'POST /wallet/sign-in': 'e-mails a one-time code; CSRF token, per-IP limit',
   'POST /wallet/sign-in/code': 'checks the one-time code; CSRF token',
   'POST /wallet/sign-out': 'wallet session cookie + CSRF token',
@@ -221,9 +221,10 @@ const PUBLIC: Record<string, string> = {
   'GET /wallet/topup': 'wallet session cookie',
   'POST /wallet/topup': 'wallet session cookie + CSRF token',
   'POST /wallet/topup/checkout': 'wallet session cookie + CSRF token',
-  'GET /topup/:paywallId': 'signed top-up link token in the query (CONTRACT §9)',
+  'GET /topup/:paywallId': 'signed top-up link token in the query (docs/reference.md §9)',
   'POST /topup/:paywallId/checkout': 'signed top-up link token + CSRF token',
-  'GET /dashboard': 'the static console (no data; it calls GraphQL with the token typed in, CONTRACT §12)',
+  'GET /dashboard':
+    'the static console (no data; it calls GraphQL with the token typed in, docs/reference.md §12)',
   'GET /dashboard/*path': 'the console and its assets (client-side routes get the same static page)',
 };
 

@@ -13,7 +13,7 @@ import { fundWallet } from './helpers/wallet-fixtures.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { connectShared, money, type ProxyPaywall } from './helpers/proxy-setup.js';
 
-/** CONTRACT §8 "Built-in provider": the operator's models served to SHARED paywalls with no provider. */
+/** docs/reference.md §8 "Built-in provider": the operator's models served to SHARED paywalls with no provider. */
 
 const BUILTIN_KEY = 'sk-builtin-operator-key-0001';
 const OWN_KEY = 'sk-own-provider-key-00000001';
@@ -324,7 +324,7 @@ describe('built-in provider: forwarding', () => {
     // request 100 + 2 x (10 x 2 + 20 x 8) = 100 + 360 = 460 raw units.
     expect(r.body.usage.cost).toBe('0.00046');
     expect((await money(t, pw, 'lee')).balance).toBe(1_000_000n - 460n);
-    // The split (CONTRACT §8 "Fee base"): the provider's cost 100 + 10 x 2 + 20 x 8 = 280 to the platform's
+    // The split (docs/reference.md §8 "Fee base"): the provider's cost 100 + 10 x 2 + 20 x 8 = 280 to the platform's
     // provider account; of the 180 left, the fee floor(180 x 1000 / 10000) = 18; the paywall earns 162.
     expect(await balanceOf(wallet.accountId)).toBe(1_000_000n - 460n);
     expect((await balanceOf(PROVIDER_ACCOUNT_ID)) - providerBefore).toBe(280n);

@@ -1,6 +1,6 @@
 import { loadConfig } from '../src/config.js';
 
-describe('loadConfig (CONTRACT §1)', () => {
+describe('loadConfig (docs/reference.md §1)', () => {
   it('runs with no environment at all: embedded database under ./data on 0.0.0.0:8080', () => {
     const c = loadConfig({});
     expect(c).toMatchObject({

@@ -15,7 +15,7 @@ import {
 } from './helpers/proxy-setup.js';
 
 /**
- * Daily usage limits (CONTRACT §10): counted in the hold's statement, exact under concurrency and across
+ * Daily usage limits (docs/reference.md §10): counted in the hold's statement, exact under concurrency and across
  * instances; over a limit the request is not forwarded and gets a `rate_limited` reply; the day is UTC
  * (the clock is moved, never slept).
  */

@@ -33,7 +33,7 @@ const expected = (events: NewEvent[], extraData: Record<string, unknown> = {}) =
   eventRows(events).map(({ id: _id, ...e }) => ({ ...e, data: { ...(e.data as object), ...extraData } }));
 
 /**
- * CONTRACT §7: consumers rely on exact event payloads. The ledger statement writes the events of holds
+ * docs/reference.md §7: consumers rely on exact event payloads. The ledger statement writes the events of holds
  * and settlements (however it ships them to PostgreSQL): every stored row must be exactly the row
  * `eventRows` builds from the events given, whatever they share or do not share.
  */

@@ -21,7 +21,7 @@ function price(request: string, prompt: string, completion: string): ModelPrice 
 }
 const markup = (s: string) => parseDecimal(s, MARKUP_DECIMALS)!;
 
-describe('parseAmount (CONTRACT §4 "Amounts in")', () => {
+describe('parseAmount (docs/reference.md §4 "Amounts in")', () => {
   it.each([
     ['1', 1_000_000n],
     ['1.5', 1_500_000n],
@@ -86,7 +86,7 @@ describe('formatting raw units', () => {
   });
 });
 
-describe('chatCost (CONTRACT §5.2)', () => {
+describe('chatCost (docs/reference.md §5.2)', () => {
   it('request 0.001 + 1.5 x (11 x 0.000002 + 7 x 0.000005) = 0.0010855 → 1086 raw units (rounded up)', () => {
     expect(chatCost(price('0.001', '0.000002', '0.000005'), markup('1.5'), 11, 7)).toBe(1086n);
   });

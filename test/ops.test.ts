@@ -26,7 +26,7 @@ afterAll(async () => {
   await t?.close();
 });
 
-describe('health and readiness (CONTRACT §1)', () => {
+describe('health and readiness (docs/reference.md §1)', () => {
   it('GET /healthz → 200 {"status":"ok"}, no auth needed', async () => {
     const r = await t.rest('GET', '/healthz');
     expect(r.status).toBe(200);
@@ -117,7 +117,7 @@ describe('request ids', () => {
   });
 });
 
-describe('REST error conventions (CONTRACT §4)', () => {
+describe('REST error conventions (docs/reference.md §4)', () => {
   const openAiError = (type: string, code: string | null, param: string | null = null) => ({
     error: { message: expect.any(String), type, param, code },
   });

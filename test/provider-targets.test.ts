@@ -2,7 +2,7 @@ import { FakeUpstream } from './helpers/fake-upstream.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
 /**
- * CONTRACT §1 "Provider targets": connectProvider accepts, and the proxy connects to, only http(s) URLs
+ * docs/reference.md §1 "Provider targets": connectProvider accepts, and the proxy connects to, only http(s) URLs
  * whose host resolves to public addresses, unless PROVIDER_ALLOW_PRIVATE_NETWORKS=true (self-hosted models).
  * Found by a hostile probe: a loopback "provider" answered with an internal service's JSON.
  */

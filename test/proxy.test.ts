@@ -254,7 +254,7 @@ describe('holds and caps', () => {
   });
 
   it('answers the top-up message when the balance affords fewer than 16 completion tokens, even for a smaller client cap', async () => {
-    // CONTRACT §5.3: "When the free balance cannot afford even 16 completion tokens, the reply is the top-up
+    // docs/reference.md §5.3: "When the free balance cannot afford even 16 completion tokens, the reply is the top-up
     // message" — whatever the client's cap. The prompt estimate of these messages, from a funded request:
     await deposit(t, pw, 'cap-probe', '1');
     await client(t, pw, 'cap-probe').chat.completions.create({ model: MODEL, messages: hi, max_tokens: 5 });

@@ -4,7 +4,7 @@ import { startInstances, OWNER_TOKEN, type Instance } from './helpers/instances.
 import { MODEL, PROVIDER_KEY } from './helpers/proxy-setup.js';
 
 /**
- * The API rate limit (CONTRACT §10): RATE_LIMIT_PER_MINUTE per paywall key, all instances together (the
+ * The API rate limit (docs/reference.md §10): RATE_LIMIT_PER_MINUTE per paywall key, all instances together (the
  * count is in PostgreSQL); over it, 429 rate_limit_error with Retry-After and x-ratelimit-* headers.
  * Chats are counted by the hold's statement, other routes by one small statement. The clock is moved.
  */

@@ -34,7 +34,7 @@ afterAll(async () => {
 });
 beforeEach(() => fake.reset());
 
-describe('POST /v1/responses (CONTRACT §11)', () => {
+describe('POST /v1/responses (docs/reference.md §11)', () => {
   it('answers through the openai SDK and charges the exact cost to the raw unit, with cost headers', async () => {
     await deposit(t, pw, 'r-alice', '1');
     const { data: r, response } = await client(t, pw, 'r-alice')
@@ -298,7 +298,7 @@ describe('POST /v1/responses (CONTRACT §11)', () => {
   });
 });
 
-describe('x-paywall-cost / x-paywall-balance on chat completions (CONTRACT §11)', () => {
+describe('x-paywall-cost / x-paywall-balance on chat completions (docs/reference.md §11)', () => {
   it('a whole chat answer carries the charge and the free balance after it', async () => {
     await deposit(t, pw, 'h-chat', '2');
     const { data: c, response } = await client(t, pw, 'h-chat')

@@ -5,7 +5,7 @@ import { printSchemaFile } from '../src/graphql/schema.js';
 const SCHEMA_FILE = new URL('../schema.graphql', import.meta.url);
 const STALE = 'schema.graphql is stale: run npm run schema';
 
-describe('schema.graphql (CONTRACT §3: generated, a test fails when it is stale)', () => {
+describe('schema.graphql (docs/reference.md §3: generated, a test fails when it is stale)', () => {
   let generated: string;
   beforeAll(async () => {
     generated = await printSchemaFile();
@@ -19,7 +19,7 @@ describe('schema.graphql (CONTRACT §3: generated, a test fails when it is stale
   it('is valid SDL that carries the operations the acceptance checks rely on', () => {
     const schema = parseSdl(generated);
     const mutations = schema.getMutationType()!.getFields();
-    // The argument shapes CONTRACT §3 fixes (more optional arguments would be allowed).
+    // The argument shapes docs/reference.md §3 fixes (more optional arguments would be allowed).
     const args = (name: string) => mutations[name]?.args.map((a) => `${a.name}: ${a.type}`);
     expect(args('createPaywall')).toEqual(['input: CreatePaywallInput!']);
     expect(args('connectProvider')).toEqual(['input: ConnectProviderInput!']);
@@ -52,7 +52,7 @@ describe('schema.graphql (CONTRACT §3: generated, a test fails when it is stale
     ).toEqual(['DEFAULT', 'SHARED']);
     const events = schema.getSubscriptionType()?.getFields().paywallEvents;
     expect(String(events?.type)).toBe('PaywallEvent!');
-    // CONTRACT §3 fixes `types`; more optional arguments are allowed.
+    // docs/reference.md §3 fixes `types`; more optional arguments are allowed.
     expect(events?.args.map((a) => `${a.name}: ${a.type}`)).toContain('types: [String!]');
     expect(Object.keys((schema.getType('PaywallEvent') as any).getFields())).toEqual(
       expect.arrayContaining(['id', 'type', 'version', 'createdAt', 'data']),

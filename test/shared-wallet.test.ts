@@ -6,7 +6,7 @@ import { client, createProxyPaywall, MODEL, type ProxyPaywall } from './helpers/
 import { connectEndUser, createWallet } from './helpers/wallet-fixtures.js';
 
 /**
- * One wallet, many apps (CONTRACT §8): a wallet connected to two SHARED paywalls has one balance that
+ * One wallet, many apps (docs/reference.md §8): a wallet connected to two SHARED paywalls has one balance that
  * both spend; each charge moves the amount to the paywall's earnings less the platform fee; withdrawals
  * take from the earnings. Money is checked to the raw unit, and the ledger proof after each test.
  */

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 
 /**
- * What a new user does on a fresh clone (CONTRACT §1, README "Quick start"): `npm start` with no
+ * What a new user does on a fresh clone (docs/reference.md §1, README "Quick start"): `npm start` with no
  * configuration, copy the printed owner token, create a paywall, deposit, read the balance; stop with
  * SIGTERM; start again and find everything where it was. The built service runs as a child process,
  * exactly as `npm start` runs it (`npm test` builds it first through `pretest`).
@@ -162,7 +162,7 @@ async function call(
 
 /** The README quick start, step by step: the same requests as its curl lines, the same answers. */
 async function quickStart(url: string, ownerToken: string) {
-  // The dashboard (CONTRACT §12) is served by the built service on the same port.
+  // The dashboard (docs/reference.md §12) is served by the built service on the same port.
   const dashboard = await fetch(`${url}/dashboard`);
   expect(dashboard.status).toBe(200);
   expect(await dashboard.text()).toContain('<div id="root"></div>');
@@ -253,7 +253,7 @@ async function firstRunAndRestart(env: Record<string, string>) {
   }
 }
 
-describe('npm start on a fresh clone (CONTRACT §1)', () => {
+describe('npm start on a fresh clone (docs/reference.md §1)', () => {
   it('embedded database, no configuration: healthy, owner token printed once, quick start works, data survives a restart, SIGTERM exits 0', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'pp-startup-'));
     try {
@@ -366,7 +366,7 @@ async function deadPid(): Promise<number> {
   return p.pid!;
 }
 
-describe('one process per embedded DATA_DIR; a busy port (CONTRACT §18)', () => {
+describe('one process per embedded DATA_DIR; a busy port (docs/reference.md §18)', () => {
   it('a second service, worker or admin on the same DATA_DIR exits 1 naming the directory and the holder’s pid; the first keeps serving, and its data is all there after a restart', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'pp-lock-'));
     try {

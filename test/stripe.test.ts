@@ -67,7 +67,7 @@ const post = (paywallId: string, payload: string, signature?: string) =>
     body: payload,
   });
 
-describe('Stripe top-ups (CONTRACT §9)', () => {
+describe('Stripe top-ups (docs/reference.md §9)', () => {
   it('connectStripe creates exactly one endpoint for the three Checkout events; the key never comes back', async () => {
     const before = fake.requests.length;
     const pw = await connected();

@@ -6,7 +6,7 @@ import { createProxyPaywall, deposit, MODEL, money } from './helpers/proxy-setup
 
 /**
  * Regression (found by test/faults/upstream.fault.test.ts): a provider answering a redirect got its 3xx
- * status relayed to the client. CONTRACT §4 passes through only 4xx; a 3xx is not followed and, like a
+ * status relayed to the client. docs/reference.md §4 passes through only 4xx; a 3xx is not followed and, like a
  * 5xx, is a 502 `upstream_error` with nothing charged.
  */
 

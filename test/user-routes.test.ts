@@ -674,7 +674,7 @@ describe('authentication and isolation', () => {
   });
 });
 
-describe('Idempotency-Key (CONTRACT §4)', () => {
+describe('Idempotency-Key (docs/reference.md §4)', () => {
   it('replays the first answer with Idempotent-Replayed: true; a different body is 422', async () => {
     const pw = await t.createPaywall();
     const h = { 'Idempotency-Key': 'order-1' };

@@ -151,7 +151,7 @@ describe('the hosted wallet in Chromium', () => {
   });
 
   it('Disconnect asks first (Cancel keeps the app), then revokes: the API hands out a connect link again', async () => {
-    // Named exactly "Disconnect" (CONTRACT §8); the app's name is its description.
+    // Named exactly "Disconnect" (docs/reference.md §8); the app's name is its description.
     const disconnect = page.getByRole('button', { name: 'Disconnect', exact: true });
     expect(await disconnect.getAttribute('aria-describedby')).toBeTruthy();
     await disconnect.click();

@@ -5,7 +5,7 @@ import { PageClient } from './helpers/page-client.js';
 import { startSmtpCatcher, type SmtpCatcher } from './helpers/smtp-catcher.js';
 import { connectEndUser } from './helpers/wallet-fixtures.js';
 
-/** Card top-ups of the hosted wallet with the PLATFORM's Stripe (CONTRACT §8 "Top-up", §9 rules). */
+/** Card top-ups of the hosted wallet with the PLATFORM's Stripe (docs/reference.md §8 "Top-up", §9 rules). */
 const PLATFORM_KEY = 'sk_test_platform_wallet_key_1a2b3c4d';
 const WEBHOOK_SECRET = 'whsec_platform_wallet_endpoint_secret_5e6f';
 
@@ -144,7 +144,7 @@ describe('wallet card top-ups (platform Stripe)', () => {
     expect(String(transfers[0].amount_raw)).toBe('10000000');
     expect(transfers[0].metadata).toMatchObject({ source: 'stripe', checkoutSessionId: session.id });
     const bal = await t.rest('GET', '/v1/user/balance?user=ann', { token: a.apiKey });
-    expect(bal.body.balance).toBe('10000000'); // raw units (CONTRACT §4)
+    expect(bal.body.balance).toBe('10000000'); // raw units (docs/reference.md §4)
     for (const [pw, user] of [
       [a, 'ann'],
       [b, 'ben'],

@@ -65,7 +65,7 @@ const SIGN_IN_OWN_PAYWALL = graphql(`
   }
 `);
 
-/** CONTRACT §12: one field labelled "Token" (owner token or a paywall API key) and a button "Sign in". */
+/** docs/reference.md §12: one field labelled "Token" (owner token or a paywall API key) and a button "Sign in". */
 function SignIn(props: { onSignedIn: (token: string, kind: Session['kind']) => void }) {
   const [token, setTokenValue] = useState('');
   const [error, setError] = useState<string | null>(null);

@@ -2,7 +2,7 @@ import { Client, fetchExchange, stringifyDocument, subscriptionExchange, type Ty
 import { cacheExchange } from '@urql/exchange-graphcache';
 import { createClient as createWsClient, type Client as WsClient } from 'graphql-ws';
 
-/** The token lives in this tab only (CONTRACT §12): sessionStorage, never localStorage or a cookie. */
+/** The token lives in this tab only (docs/reference.md §12): sessionStorage, never localStorage or a cookie. */
 const TOKEN_KEY = 'paywall-proxy.token';
 export const getToken = (): string | null => sessionStorage.getItem(TOKEN_KEY);
 export const setToken = (t: string | null): void => {

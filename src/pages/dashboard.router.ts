@@ -14,7 +14,7 @@ function projectRoot(): string {
 export const DASHBOARD_DIR = join(projectRoot(), 'dist', 'dashboard');
 
 /**
- * The developer console (CONTRACT §12): a static single-page app over the public GraphQL API. Scripts,
+ * The developer console (docs/reference.md §12): a static single-page app over the public GraphQL API. Scripts,
  * styles and connections from this origin only; hashed assets cached for a year, the page itself never
  * (a new build is picked up at once); every other path under /dashboard is a client-side route and gets
  * the page (SPA fallback), except missing assets, which are 404s.

@@ -34,7 +34,7 @@ const answerOf = (err: DomainError) => pageAnswerOf(err.code, err.publicCode);
 const statusOf = (err: DomainError): number => answerOf(err)?.status ?? 500;
 
 /**
- * Hosted pages (CONTRACT §8): wallet sign-in, consent for connect links, the wallet, top-ups, and the
+ * Hosted pages (docs/reference.md §8): wallet sign-in, consent for connect links, the wallet, top-ups, and the
  * DEFAULT-mode top-up page. Server-rendered, no JavaScript; every POST carries a CSRF token. Routes
  * parse, call one service, render — the rules live in src/modules/wallet/.
  */

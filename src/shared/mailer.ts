@@ -18,7 +18,7 @@ export interface Mailer {
 }
 
 /**
- * The service's outgoing mail (CONTRACT §8): nodemailer over `SMTP_URL` (smtp:// or smtps://) from
+ * The service's outgoing mail (docs/reference.md §8): nodemailer over `SMTP_URL` (smtp:// or smtps://) from
  * `MAIL_FROM`. Without `SMTP_URL` the message is written to the log at info level, code included, so a
  * developer can sign in locally; production sets SMTP_URL and nothing secret reaches the log.
  */

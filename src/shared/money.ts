@@ -62,7 +62,7 @@ const PICO_PER_RAW = 10n ** BigInt(PRICE_DECIMALS - RAW_DECIMALS);
 const PPM = 10n ** BigInt(MARKUP_DECIMALS);
 
 /**
- * CONTRACT §5.2: request + markup x (promptTokens x prompt + completionTokens x completion),
+ * docs/reference.md §5.2: request + markup x (promptTokens x prompt + completionTokens x completion),
  * rounded up to a whole raw unit. Computed exactly in pico-USDC x ppm.
  */
 export function chatCost(
@@ -82,7 +82,7 @@ export function endUserTokenPrice(pico: bigint, markupPpm: bigint): string {
 }
 
 /**
- * What a request costs at the provider's own prices (CONTRACT §8, built-in provider): request +
+ * What a request costs at the provider's own prices (docs/reference.md §8, built-in provider): request +
  * promptTokens x prompt + completionTokens x completion, rounded up to a whole raw unit (no markup).
  */
 export function providerCostRaw(cost: ModelPrice, promptTokens: number, completionTokens: number): bigint {

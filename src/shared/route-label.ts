@@ -1,6 +1,6 @@
 import type { Request } from 'express';
 
-/** `/v1/u/alice/…` → `/v1/u/{user}/…`: labels and logs never carry an end-user id (CONTRACT §11). */
+/** `/v1/u/alice/…` → `/v1/u/{user}/…`: labels and logs never carry an end-user id (docs/reference.md §11). */
 const PATH_USER = /^\/v1\/u\/[^/?]*/;
 export const withoutPathUser = (path: string): string => path.replace(PATH_USER, '/v1/u/{user}');
 

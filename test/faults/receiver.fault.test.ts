@@ -13,7 +13,7 @@ import {
 } from './helpers/service.js';
 
 /**
- * Webhook receiver faults against the real service process (CONTRACT §1 "Webhook retries",
+ * Webhook receiver faults against the real service process (docs/reference.md §1 "Webhook retries",
  * docs/webhooks.md "Answers, retries and timeouts"): a receiver that hangs past WEBHOOK_TIMEOUT_MS, resets
  * the connection, redirects (not followed: a failed attempt), is slow but within the timeout, flaps (fails
  * twice, then answers), answers 410 (ends at once) or 429 (retried). One event goes to one subscription per

@@ -15,7 +15,7 @@ import {
 } from './helpers/service.js';
 
 /**
- * Upstream faults against the real service process (CONTRACT §4 "Upstream errors", docs/proxy.md): a slow
+ * Upstream faults against the real service process (docs/reference.md §4 "Upstream errors", docs/proxy.md): a slow
  * provider, one that never sends headers, one that stalls mid-stream, resets (before the answer and
  * mid-stream), malformed JSON, malformed SSE, 429/400 (passed through), 500 (→ 502), a redirect to another
  * host (never followed), and a huge answer (UPSTREAM_MAX_BYTES). Each case: the

@@ -44,7 +44,7 @@ export async function startTestApp(
     LOG_LEVEL: 'silent',
     PORT: '0',
     WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-    // The fake upstreams of the tests listen on loopback (CONTRACT §1 "Provider targets").
+    // The fake upstreams of the tests listen on loopback (docs/reference.md §1 "Provider targets").
     PROVIDER_ALLOW_PRIVATE_NETWORKS: 'true',
     BOOTSTRAP_OWNER_TOKEN: ownerToken,
     // The tests stand for a reverse proxy on loopback: X-Forwarded-For (PageClient) names the client.

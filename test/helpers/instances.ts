@@ -59,7 +59,7 @@ async function startInstance(
     LOG_LEVEL: 'silent',
     PORT: '0',
     WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-    // The fake upstreams of the tests listen on loopback (CONTRACT §1 "Provider targets").
+    // The fake upstreams of the tests listen on loopback (docs/reference.md §1 "Provider targets").
     PROVIDER_ALLOW_PRIVATE_NETWORKS: 'true',
     BOOTSTRAP_OWNER_TOKEN: OWNER_TOKEN,
     ENCRYPTION_KEY: 'test-encryption-key-0123456789',

@@ -84,7 +84,7 @@ export type RequestWithdrawalInput = {
 export type SetModelPricingInput = {
   /** Cost per completion token. */
   completion?: string | null | undefined;
-  /** Requests of this model per end user per UTC day (CONTRACT §10); null removes the limit. */
+  /** Requests of this model per end user per UTC day (docs/reference.md §10); null removes the limit. */
   dailyRequestLimit?: number | null | undefined;
   /** null clears it. */
   description?: string | null | undefined;
@@ -105,7 +105,7 @@ export type SetModelPricingInput = {
 export type UpdatePaywallInput = {
   /** Blocked-reply text for unconnected users; must contain {url}. */
   connectMessageTemplate?: string | null | undefined;
-  /** Chat requests per end user per UTC day (CONTRACT §10); null removes the limit. */
+  /** Chat requests per end user per UTC day (docs/reference.md §10); null removes the limit. */
   dailyRequestLimit?: number | null | undefined;
   /** Chat spend per end user per UTC day, USDC decimal string; null removes the limit. */
   dailySpendLimit?: string | null | undefined;

@@ -22,14 +22,14 @@ export interface ModelPriceInfo {
   promptPico: bigint;
   /** pico-USDC per completion token, before markup */
   completionPico: bigint;
-  /** pico-USDC per request (never marked up, CONTRACT §5.2) */
+  /** pico-USDC per request (never marked up, docs/reference.md §5.2) */
   requestPico: bigint;
-  /** CONTRACT §10: requests of this model per end user per UTC day; null = no limit. */
+  /** docs/reference.md §10: requests of this model per end user per UTC day; null = no limit. */
   dailyRequestLimit: number | null;
   /** cap on completion tokens for a hold; null = the default (4096) */
   maxCompletionTokens: number | null;
   /**
-   * The built-in provider's cost prices when it serves this request (CONTRACT §8): the settlement
+   * The built-in provider's cost prices when it serves this request (docs/reference.md §8): the settlement
    * moves `providerCostRaw(providerCost, tokens)` (request + tokens x these, rounded up, no markup) to
    * the platform's provider account and the rest of the charge to the paywall's earnings. null when the
    * paywall's own provider serves it (the whole charge is the developer's).
@@ -178,14 +178,14 @@ export interface CatalogServiceDeps {
 
 /**
  * Models a paywall sells and their cost prices (pico-USDC per token / per request), plus the listing with
- * end-user prices (CONTRACT §4: token prices x markup; the request price as is).
+ * end-user prices (docs/reference.md §4: token prices x markup; the request price as is).
  *
  * The request path calls {@link getPrice} on every chat request. A paywall's whole catalogue is cached
  * as one Map (catalogues are small), so an unknown model is answered from memory too, and a client
  * sending random model names cannot grow the cache. setModelPricing / removeModelPricing evict at once
  * on this instance and through NOTIFY `catalog_changed` (payload: paywall id) on the others.
  *
- * Built-in provider (CONTRACT §8, docs/catalog.md): while it serves a SHARED paywall (no provider of
+ * Built-in provider (docs/reference.md §8, docs/catalog.md): while it serves a SHARED paywall (no provider of
  * its own, see ProviderService.servedByBuiltin), the paywall sells exactly the built-in models — at the
  * operator's cost x the paywall's markup, or at the paywall's own price where it priced that model id.
  * Its own rows for other ids are kept but neither listed nor served (the built-in provider could not
@@ -414,7 +414,7 @@ function toView(m: CatalogModel, paywall: PaywallInfo, builtinProvider: boolean)
     pricing: {
       prompt: endUserTokenPrice(m.promptPico, paywall.markupPpm),
       completion: endUserTokenPrice(m.completionPico, paywall.markupPpm),
-      // CONTRACT §5.2: charge = request + markup x tokens, so the request price is not marked up.
+      // docs/reference.md §5.2: charge = request + markup x tokens, so the request price is not marked up.
       request: formatPrice(m.requestPico),
     },
     costPricing: {

@@ -83,7 +83,8 @@ export class SetModelPricingInput {
   maxCompletionTokens?: number | null;
   @Field(() => Int, {
     nullable: true,
-    description: 'Requests of this model per end user per UTC day (CONTRACT §10); null removes the limit.',
+    description:
+      'Requests of this model per end user per UTC day (docs/reference.md §10); null removes the limit.',
   })
   dailyRequestLimit?: number | null;
 }

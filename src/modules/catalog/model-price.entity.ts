@@ -14,7 +14,7 @@ export const ModelPriceSchema = defineEntity({
     completionPico: p.bigint('bigint').defaultRaw('0').check('completion_pico >= 0'),
     requestPico: p.bigint('bigint').defaultRaw('0').check('request_pico >= 0'),
     maxCompletionTokens: p.integer().nullable(),
-    /** CONTRACT §10: requests of this model per end user per UTC day (null = no limit). */
+    /** docs/reference.md §10: requests of this model per end user per UTC day (null = no limit). */
     dailyRequestLimit: p.integer().nullable().check('daily_request_limit >= 0'),
     createdAt: p.datetime().defaultRaw('now()'),
     updatedAt: p.datetime().defaultRaw('now()'),

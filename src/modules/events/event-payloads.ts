@@ -3,7 +3,7 @@ import type { EventSubject, EventTrigger, NewEvent } from './event.service.js';
 
 /**
  * The `data` of every event, one type per event (the spec's catalogue, plus the fields this service adds).
- * Amounts are USDC decimal strings (CONTRACT §4). Services build events only through `buildEvent`, so a
+ * Amounts are USDC decimal strings (docs/reference.md §4). Services build events only through `buildEvent`, so a
  * payload is written in one place; `paywallId` and `ownerUserId` come from the paywall.
  */
 type Usdc = string;

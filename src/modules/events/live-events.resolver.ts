@@ -32,7 +32,7 @@ function withGraphQLErrors(events: AsyncIterableIterator<LiveEvent>): AsyncItera
   return iterator;
 }
 
-/** `paywallEvents` subscription over graphql-ws, fed by LISTEN/NOTIFY (CONTRACT §3). */
+/** `paywallEvents` subscription over graphql-ws, fed by LISTEN/NOTIFY (docs/reference.md §3). */
 @Resolver()
 export class LiveEventsResolver {
   @Subscription(() => PaywallEventType, {

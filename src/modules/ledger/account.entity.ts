@@ -84,7 +84,7 @@ TransferSchema.setClass(Transfer);
 export const WITHDRAWAL_STATUSES = ['PENDING', 'PAID', 'FAILED', 'CANCELED'] as const;
 export type WithdrawalStatus = (typeof WITHDRAWAL_STATUSES)[number];
 
-/** A developer's request to be paid out a SHARED paywall's earnings (CONTRACT §8). */
+/** A developer's request to be paid out a SHARED paywall's earnings (docs/reference.md §8). */
 export const WithdrawalSchema = defineEntity({
   name: 'Withdrawal',
   tableName: 'withdrawal',

@@ -24,7 +24,7 @@ export interface ChargeSplit {
 }
 
 /**
- * CONTRACT §8 "Fee base": DEFAULT charges are the paywall's revenue whole (no platform fee: the
+ * docs/reference.md §8 "Fee base": DEFAULT charges are the paywall's revenue whole (no platform fee: the
  * developer collects the money). SHARED: the built-in provider's cost first (never more than what was
  * captured), then fee = floor(rest x bps / 10000), and the developer's earnings are the rest.
  */

@@ -12,7 +12,7 @@ import {
   WithdrawalType,
 } from './earnings.types.js';
 
-/** Earnings, their history and withdrawals of a paywall (CONTRACT §8). */
+/** Earnings, their history and withdrawals of a paywall (docs/reference.md §8). */
 @Resolver(() => PaywallType)
 export class EarningsResolver {
   @FieldResolver(() => EarningsType, { description: 'What this paywall earned (SHARED: withdrawable).' })

@@ -58,7 +58,7 @@ const WITHDRAWAL_COLUMNS = `id, paywall_id, amount_raw::text as amount_raw, dest
 const isUuid = (s: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(s);
 
 /**
- * A paywall's earnings (CONTRACT §8) and withdrawals. Every movement is one statement: the transfer,
+ * A paywall's earnings (docs/reference.md §8) and withdrawals. Every movement is one statement: the transfer,
  * both balance updates and the withdrawal row's change commit together, and a withdrawal can never
  * take more than the available earnings (conditional update, CHECK behind it). The payout rail is out
  * of scope: the operator marks withdrawals paid or failed (`npm run admin -- withdrawals …`).

@@ -9,7 +9,7 @@ import { earningsAccountOf, FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from './accou
 import { RATE_WINDOW_UPSERT } from '../limits/rate-limit.js';
 
 /**
- * Holds for chat requests (CONTRACT §5.3). Reserving and settling are ONE data-modifying statement,
+ * Holds for chat requests (docs/reference.md §5.3). Reserving and settling are ONE data-modifying statement,
  * for one request or for a batch of concurrent ones (group commit): the hot path costs one round trip
  * to reserve and one to settle, and the event rows are written in the same transaction (the
  * statement) as the change they report.
@@ -41,7 +41,7 @@ export interface ReserveInput {
   /** The completion cap before the balance is considered: min(client max, model max). */
   maxCap: number;
   /**
-   * When the free balance cannot afford this many completion tokens the request is refused (16; CONTRACT §5.3),
+   * When the free balance cannot afford this many completion tokens the request is refused (16; docs/reference.md §5.3),
    * also when the client asked for fewer.
    */
   minCap: number;
@@ -49,7 +49,7 @@ export interface ReserveInput {
   stream: boolean;
   /** Stored on the charge (e.g. the prompt estimate the hold was computed from). */
   metadata: Record<string, unknown>;
-  /** The UTC day (YYYY-MM-DD) the request counts on for the daily limits (CONTRACT §10). */
+  /** The UTC day (YYYY-MM-DD) the request counts on for the daily limits (docs/reference.md §10). */
   day: string;
   /** Daily limits that apply (null = none): requests per end user, spend per end user, requests of the model. */
   requestLimit: number | null;
@@ -67,7 +67,7 @@ export interface ReserveInput {
   maxDebtRaw?: bigint;
 }
 
-/** Which daily limit refused a request (CONTRACT §10). */
+/** Which daily limit refused a request (docs/reference.md §10). */
 export type DailyLimit = 'dailyRequestLimit' | 'dailySpendLimit' | 'modelDailyRequestLimit';
 
 export interface ReserveResult {
@@ -603,7 +603,7 @@ export async function ledgerTick(
   for (const r of rows) {
     if (r.kind === 's') {
       out.settlements[r.i] = true;
-      // The spending account's free balance after the whole statement (CONTRACT §11 x-paywall-balance).
+      // The spending account's free balance after the whole statement (docs/reference.md §11 x-paywall-balance).
       out.freeAfter[r.i] = r.free === null || r.free === undefined ? null : BigInt(r.free);
     } else out.holds[r.i] = holdResult(r);
   }

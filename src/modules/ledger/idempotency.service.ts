@@ -8,7 +8,7 @@ export type IdempotentEndpoint = 'deposit' | 'charge';
 
 /** A claim older than this with no answer is abandoned (its process died) and may be taken over. */
 export const IN_FLIGHT_TTL_SECONDS = 60;
-/** Keys are kept at least 24 h (CONTRACT §4); the cleanup removes them after 48 h. */
+/** Keys are kept at least 24 h (docs/reference.md §4); the cleanup removes them after 48 h. */
 export const RETENTION_HOURS = 48;
 const CLEANUP_EVERY_MS = 60 * 60 * 1000;
 
@@ -68,7 +68,7 @@ export interface IdempotencyServiceDeps {
 }
 
 /**
- * Idempotency keys (CONTRACT §4), scoped to (paywall, endpoint, key), Stripe's semantics:
+ * Idempotency keys (docs/reference.md §4), scoped to (paywall, endpoint, key), Stripe's semantics:
  * - the claim is its own autocommit INSERT … ON CONFLICT DO NOTHING, so a concurrent duplicate sees it
  *   at once and gets 409 instead of waiting on the first request's locks;
  * - the effect and the stored answer commit in ONE transaction: a crash leaves either both or neither

@@ -46,7 +46,7 @@ export class Charge extends ChargeSchema.class {}
 ChargeSchema.setClass(Charge);
 
 /**
- * Idempotency keys (CONTRACT §4): claimed before the effect, completed with the stored response in
+ * Idempotency keys (docs/reference.md §4): claimed before the effect, completed with the stored response in
  * the effect's transaction. `completedAt` null = still in flight.
  */
 export const IdempotencyKeySchema = defineEntity({

@@ -3,7 +3,7 @@ import { Paywall } from '../paywalls/paywall.entity.js';
 import { EndUser } from '../users/end-user.entity.js';
 
 /**
- * An end user's usage on its current UTC day (CONTRACT §10), one row per end user created with it:
+ * An end user's usage on its current UTC day (docs/reference.md §10), one row per end user created with it:
  * chat requests, chat spend (holds while they run, then what was charged) and requests per model. The
  * hold's statement locks this row, so the daily limits are exact across instances and under concurrency;
  * a new day starts the counts over (the row keeps only the current day).
@@ -23,7 +23,7 @@ export class UsageCounter extends UsageCounterSchema.class {}
 UsageCounterSchema.setClass(UsageCounter);
 
 /**
- * The API rate limit's counter (CONTRACT §10): requests of one paywall key in the current minute, shared
+ * The API rate limit's counter (docs/reference.md §10): requests of one paywall key in the current minute, shared
  * by every instance (PostgreSQL is the shared state). A new minute starts the count over.
  */
 export const RateWindowSchema = defineEntity({

@@ -14,7 +14,7 @@ export class OwnerService {
   }
 
   /**
-   * CONTRACT §1 "First owner": with a bootstrap token, make sure that owner exists; without one, create
+   * docs/reference.md §1 "First owner": with a bootstrap token, make sure that owner exists; without one, create
    * an owner when there is none and return its token (printed once by the caller).
    */
   async bootstrap(token: string | undefined): Promise<{ createdToken?: string; ownerId: string }> {

@@ -11,9 +11,9 @@ export interface PaywallInfo {
   markupPpm: bigint;
   topupUrl: string | null;
   trialCreditsRaw: bigint;
-  /** CONTRACT §10: chat requests per end user per UTC day; null = no limit. */
+  /** docs/reference.md §10: chat requests per end user per UTC day; null = no limit. */
   dailyRequestLimit: number | null;
-  /** CONTRACT §10: chat spend per end user per UTC day (raw units); null = no limit. */
+  /** docs/reference.md §10: chat spend per end user per UTC day (raw units); null = no limit. */
   dailySpendLimitRaw: bigint | null;
   connectMessageTemplate: string | null;
   topupMessageTemplate: string | null;

@@ -25,9 +25,9 @@ export const PaywallSchema = defineEntity({
     trialCreditsRaw: p.bigint('bigint').defaultRaw('0').check('trial_credits_raw >= 0'),
     connectMessageTemplate: p.text().nullable(),
     topupMessageTemplate: p.text().nullable(),
-    /** CONTRACT §10: chat requests per end user per UTC day (null = no limit). */
+    /** docs/reference.md §10: chat requests per end user per UTC day (null = no limit). */
     dailyRequestLimit: p.integer().nullable().check('daily_request_limit >= 0'),
-    /** CONTRACT §10: chat spend per end user per UTC day, raw units (null = no limit). */
+    /** docs/reference.md §10: chat spend per end user per UTC day, raw units (null = no limit). */
     dailySpendLimitRaw: p.bigint('bigint').nullable().check('daily_spend_limit_raw >= 0'),
     archivedAt: p.datetime().nullable(),
     createdAt: p.datetime().defaultRaw('now()'),

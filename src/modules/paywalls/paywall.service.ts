@@ -282,7 +282,7 @@ export class PaywallService {
           'markup must be a decimal string > 0 and ≤ 1000 with at most 6 fraction digits',
           'markup',
         );
-      // CONTRACT §8: the built-in provider is paid its cost out of each charge; below 1 it would sell at a loss.
+      // docs/reference.md §8: the built-in provider is paid its cost out of each charge; below 1 it would sell at a loss.
       if (ppm < MARKUP_ONE_PPM && ppm !== current.markupPpm && (await this.peers.builtinNeedsMarkup(current)))
         throw invalid(
           'markup must be at least 1 while the built-in provider serves this SHARED paywall (a lower markup would sell below cost); connect your own provider to set a lower markup',

@@ -106,7 +106,7 @@ export class UpdatePaywallInput {
   trialCredits?: string | null;
   @Field(() => Int, {
     nullable: true,
-    description: 'Chat requests per end user per UTC day (CONTRACT §10); null removes the limit.',
+    description: 'Chat requests per end user per UTC day (docs/reference.md §10); null removes the limit.',
   })
   dailyRequestLimit?: number | null;
   @Field(() => String, {

@@ -95,7 +95,7 @@ export interface ProviderServiceDeps {
  * Base URLs may be http or https and may point at loopback or private addresses: self-hosted models
  * (vLLM, Ollama, LM Studio) usually live there. The URL is chosen by an authenticated paywall owner.
  *
- * Built-in provider (CONTRACT §8): the operator's `BUILTIN_PROVIDER_BASE_URL` / `_API_KEY` serve a
+ * Built-in provider (docs/reference.md §8): the operator's `BUILTIN_PROVIDER_BASE_URL` / `_API_KEY` serve a
  * SHARED paywall that has no provider of its own (see {@link servedByBuiltin}). Its URL is set by the
  * operator, not by a paywall owner, so it is not subject to the rules for provider URLs; one pool
  * serves every paywall.
@@ -218,7 +218,7 @@ export class ProviderService {
 
   /**
    * A keep-alive pool to a provider's origin. A paywall's own provider connects through the URL guard
-   * (the address the socket really connects to must be public, CONTRACT §1) unless
+   * (the address the socket really connects to must be public, docs/reference.md §1) unless
    * PROVIDER_ALLOW_PRIVATE_NETWORKS; the operator's built-in provider is trusted as configured.
    */
   private pool(baseUrl: string, guarded = true): Dispatcher {
@@ -454,7 +454,7 @@ export function normalizeBaseUrl(input: unknown): string {
 }
 
 /**
- * CONTRACT §1 "Provider targets": a provider's host must resolve to public addresses only (checked here
+ * docs/reference.md §1 "Provider targets": a provider's host must resolve to public addresses only (checked here
  * at connect time, and again by the pool's guarded connector for every connection).
  */
 async function checkPublicBaseUrl(baseUrl: string): Promise<void> {

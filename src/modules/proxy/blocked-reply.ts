@@ -58,7 +58,7 @@ export function blockedReply({ model, reason, url, text, resetsAt }: BlockedRepl
 const ZERO_USAGE = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cost: '0' };
 
 /**
- * CONTRACT §6: an ordinary `chat.completion` whose assistant message carries the link, plus the
+ * docs/reference.md §6: an ordinary `chat.completion` whose assistant message carries the link, plus the
  * `paywall` extension field. Every OpenAI SDK renders it as a normal reply.
  */
 export function blockedCompletion(r: BlockedReply): Record<string, unknown> {

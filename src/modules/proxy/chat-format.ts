@@ -32,7 +32,7 @@ const chatUsage = (u: Record<string, any> | null): Partial<Tokens> | null =>
       }
     : null;
 
-/** Chat completions (`POST /v1/chat/completions`), CONTRACT §5, §6. */
+/** Chat completions (`POST /v1/chat/completions`), docs/reference.md §5, §6. */
 export const chatFormat: WireFormat<MeteredChatRequest> = {
   name: 'chat',
   upstreamPath: '/chat/completions',

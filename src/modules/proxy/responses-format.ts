@@ -8,7 +8,7 @@ import { contentTokens, countText, ProducedText } from './token-counter.js';
 import { isObject, tokenCount, type StreamRelay, type Tokens, type WireFormat } from './wire-format.js';
 
 /**
- * OpenAI's Responses API (`POST /v1/responses`), CONTRACT §11: the same money rules as chat
+ * OpenAI's Responses API (`POST /v1/responses`), docs/reference.md §11: the same money rules as chat
  * completions; the output cap is `max_output_tokens`, usage is `input_tokens` / `output_tokens`, and a
  * stream is named events (`event: response.output_text.delta` …) ending in `response.completed`.
  */

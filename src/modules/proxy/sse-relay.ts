@@ -25,7 +25,7 @@ export const sseData = (data: string): string =>
  * Relays an upstream chat-completion SSE stream chunk by chunk. Chunks are passed through as the
  * upstream wrote their data (no JSON re-serialisation), except the usage: it is removed when the client
  * did not ask for usage; when it did, the usage chunk is held back with `[DONE]`: the proxy settles the
- * charge first, then ends the stream with the usage plus `cost` and `balance` (CONTRACT §11). The data of every relayed chunk is kept
+ * charge first, then ends the stream with the usage plus `cost` and `balance` (docs/reference.md §11). The data of every relayed chunk is kept
  * (as text) so tokens can be counted afterwards when no usage arrives (disconnect, upstream failure).
  */
 export class SseRelay {

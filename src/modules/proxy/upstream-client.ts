@@ -127,7 +127,7 @@ export async function readLimited(res: UpstreamResponse, limit: number): Promise
   return Buffer.concat(parts, size).toString('utf8');
 }
 
-/** 502 `upstream_error` (CONTRACT §4): the provider failed, timed out or could not be reached. */
+/** 502 `upstream_error` (docs/reference.md §4): the provider failed, timed out or could not be reached. */
 export const upstreamError = (detail: string): DomainError =>
   new DomainError('upstream_error', `The model provider failed: ${detail}`, null, 'upstream_error');
 

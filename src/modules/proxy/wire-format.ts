@@ -1,6 +1,6 @@
 import type { BlockedReply } from './blocked-reply.js';
 
-/** Token counts a request is charged for (CONTRACT §5.2). */
+/** Token counts a request is charged for (docs/reference.md §5.2). */
 export interface Tokens {
   prompt: number;
   completion: number;
@@ -81,7 +81,7 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
    * failed or timed out, `shutdown` when this service stopped.
    */
   streamError(relay: StreamRelay, message: string, code: string): string;
-  /** A payment-blocked reply as a whole answer, and as a whole event stream (CONTRACT §6, §11). */
+  /** A payment-blocked reply as a whole answer, and as a whole event stream (docs/reference.md §6, §11). */
   blockedJson(reply: BlockedReply): Record<string, unknown>;
   blockedStream(reply: BlockedReply, req: R): string;
 }

@@ -11,7 +11,7 @@ import {
   TopUpLink,
 } from './user.types.js';
 
-/** End users: lookups, the paywall's user list, connection (CONTRACT §4) and top-up links. */
+/** End users: lookups, the paywall's user list, connection (docs/reference.md §4) and top-up links. */
 @Resolver(() => EndUserType)
 export class UserResolver {
   @Query(() => EndUserType, {

@@ -8,13 +8,7 @@ import type { Config } from '../../config.js';
 import type { Database } from '../../db/database.js';
 import type { Metrics } from '../../shared/metrics.js';
 import type { AuthorizationService } from '../wallet/authorization.service.js';
-import {
-  eventRows,
-  insertEventsSql,
-  recordEvents,
-  type EventTrigger,
-  type NewEvent,
-} from '../events/event.service.js';
+import { recordEvents, type EventTrigger, type NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
 import { worldCreditCtes, worldCreditParams } from '../ledger/credit-from-world.js';
@@ -174,7 +168,7 @@ export class UserService {
 
     const id = randomUUID();
     const ledgerId = randomUUID();
-    // Trial credits are a DEFAULT-mode feature (CONTRACT §8): a SHARED user spends a wallet.
+    // Trial credits are a DEFAULT-mode feature (docs/reference.md §8): a SHARED user spends a wallet.
     const trial = paywall.mode === 'DEFAULT' && paywall.trialCreditsRaw > 0n ? paywall.trialCreditsRaw : 0n;
     const events: NewEvent[] =
       trial > 0n
@@ -324,7 +318,7 @@ export class UserService {
 
   /**
    * URL of the top-up page for a user (no side effects; see `topupLink`). SHARED: the hosted wallet's
-   * top-up. DEFAULT: the hosted page when Stripe is connected (it offers the Pay buttons; CONTRACT §9),
+   * top-up. DEFAULT: the hosted page when Stripe is connected (it offers the Pay buttons; docs/reference.md §9),
    * else the paywall's own `topupUrl` when set, else the hosted page (which says whom to ask).
    */
   async topupUrl(paywall: PaywallInfo, externalId: string, sql: Sql = this.deps.db): Promise<string> {
@@ -429,7 +423,7 @@ export class UserService {
   }
 
   /**
-   * Connection check (CONTRACT §4). DEFAULT: every identified user is connected. SHARED: a connected
+   * Connection check (docs/reference.md §4). DEFAULT: every identified user is connected. SHARED: a connected
    * user is described; otherwise the answer carries a connect link (and its event).
    */
   async connect(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<ConnectResult> {

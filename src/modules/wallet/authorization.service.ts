@@ -51,7 +51,7 @@ export interface AuthorizationServiceDeps {
 }
 
 /**
- * Consent between a SHARED paywall's end user and a wallet user (CONTRACT §8): approve or decline a
+ * Consent between a SHARED paywall's end user and a wallet user (docs/reference.md §8): approve or decline a
  * connect request, revoke a connection. Every decision locks the rows it changes (the request, then
  * the end user, then the connection — the same order everywhere), so concurrent clicks record one event.
  */

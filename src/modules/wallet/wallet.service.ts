@@ -3,7 +3,6 @@ import { DomainError } from '../../shared/errors.js';
 import { parseAmount, usdcDecimal } from '../../shared/money.js';
 import type { Config } from '../../config.js';
 import type { Database } from '../../db/database.js';
-import { recordEvents } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import { creditFromWorld } from '../ledger/credit-from-world.js';
 import { pageTrigger } from './authorization.service.js';

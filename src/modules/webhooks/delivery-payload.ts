@@ -92,7 +92,7 @@ const object = (v: unknown): Record<string, unknown> =>
 /**
  * The delivery payload, exactly the spec's fields in the spec's order.
  *
- * @param attempt the number of THIS attempt, 1 on the first (CONTRACT §4 "Delivery payload"): the worker
+ * @param attempt the number of THIS attempt, 1 on the first (docs/reference.md §4 "Delivery payload"): the worker
  *   passes the attempt it is about to make, the logs pass the attempts made so far.
  *
  * `event.status` is always `pending`: the spec shows that value in delivery bodies and defines no other; it

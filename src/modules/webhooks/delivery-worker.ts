@@ -82,7 +82,7 @@ export interface Outcome {
 }
 
 /**
- * The delivery rules (spec "Delivery", CONTRACT §1): 2xx → success; 400/401/403/404/410/422, a refused
+ * The delivery rules (spec "Delivery", docs/reference.md §1): 2xx → success; 400/401/403/404/410/422, a refused
  * address or a malformed request → error at once; anything else (5xx, other 4xx, 3xx — redirects are not
  * followed —, timeouts, network errors) → retried with backoff until `maxAttempts` attempts were made.
  */

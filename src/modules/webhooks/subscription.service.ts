@@ -28,7 +28,7 @@ export const MAX_ACTIVE_SUBSCRIPTIONS = 100;
 export const SECRET_PREFIX = 'whsec_';
 export const LOGS_DEFAULT_LIMIT = 20;
 export const LOGS_MAX_LIMIT = 100;
-/** CONTRACT §4 "Log entries": the response body is shown up to 4 KiB. */
+/** docs/reference.md §4 "Log entries": the response body is shown up to 4 KiB. */
 export const RESPONSE_BODY_MAX_BYTES = 4096;
 
 export const SUBSCRIPTION_STATUSES = ['active', 'inactive'] as const;
