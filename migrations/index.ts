@@ -11,9 +11,9 @@ import { Migration20261124000000_event_fanout_statement } from './Migration20261
 import { Migration20261124100000_event_matches_plpgsql } from './Migration20261124100000_event_matches_plpgsql.js';
 import { Migration20261124200000_request_path_writes } from './Migration20261124200000_request_path_writes.js';
 import { Migration20261125100000_stripe_endpoints } from './Migration20261125100000_stripe_endpoints.js';
+import { Migration20261125200000_uncollected } from './Migration20261125200000_uncollected.js';
 import { Migration20261125400000_sign_in_challenge } from './Migration20261125400000_sign_in_challenge.js';
 import { Migration20261125500000_usage_provider_cost } from './Migration20261125500000_usage_provider_cost.js';
-import { Migration20261125200000_uncollected } from './Migration20261125200000_uncollected.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -35,7 +35,7 @@ export const migrationsList: MigrationObject[] = [
   },
   { name: 'Migration20261124200000_request_path_writes', class: Migration20261124200000_request_path_writes },
   { name: 'Migration20261125100000_stripe_endpoints', class: Migration20261125100000_stripe_endpoints },
+  { name: 'Migration20261125200000_uncollected', class: Migration20261125200000_uncollected },
   { name: 'Migration20261125400000_sign_in_challenge', class: Migration20261125400000_sign_in_challenge },
   { name: 'Migration20261125500000_usage_provider_cost', class: Migration20261125500000_usage_provider_cost },
-  { name: 'Migration20261125200000_uncollected', class: Migration20261125200000_uncollected },
 ];
