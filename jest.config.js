@@ -1,4 +1,4 @@
-/** Jest in ESM mode with ts-jest (see STACK.md): run through `npm test`. */
+/** Jest in ESM mode with ts-jest (ESM-only MikroORM: see the README, Development): run through `npm test`. */
 export default {
   testEnvironment: 'node',
   extensionsToTreatAsEsm: ['.ts'],

@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
 /**
- * Usage limits (CONTRACT §10): paywall and model daily limits, one usage counter per end user (created
+ * Usage limits (docs/reference.md §10): paywall and model daily limits, one usage counter per end user (created
  * for every existing end user here, and with each new one by UserService.ensureUser), and the API rate
  * limit's per-minute window per paywall key.
  */

@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
 /**
- * Stripe top-ups (CONTRACT §9): a paywall's Stripe integration (encrypted key and webhook secret), one
+ * Stripe top-ups (docs/reference.md §9): a paywall's Stripe integration (encrypted key and webhook secret), one
  * row per Checkout Session (unique session id: credited exactly once) and the processed Stripe event
  * ids. Generated against a scratch database (the raw objects MikroORM proposed to drop are left out).
  */

@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 
 /**
- * Card top-ups of the hosted wallet (CONTRACT §8 "Top-up"): a Checkout Session belongs either to an end
+ * Card top-ups of the hosted wallet (docs/reference.md §8 "Top-up"): a Checkout Session belongs either to an end
  * user of a DEFAULT paywall or to a wallet user (`wallet_user_id`), and events of the platform's own
  * webhook endpoint have no paywall. Generated against a scratch database (the raw objects MikroORM
  * proposed to drop are left out).
