@@ -3,7 +3,8 @@ import type { Services } from '../src/services.js';
 import { Operation } from './graphql-bridge.js';
 import { restContext, route } from './http.js';
 
-const FIELDS = 'id object name display_name description createdAt pricing { prompt completion request }';
+const FIELDS =
+  'id object name display_name description createdAt pricing { prompt completion request cacheRead cacheWrite audioPrompt reasoning audioCompletion }';
 const LIST = new Operation(`query { models { ${FIELDS} } }`);
 const ONE = new Operation(`query($id: String!) { model(id: $id) { ${FIELDS} } }`);
 
@@ -14,7 +15,16 @@ interface GqlModel {
   display_name: string;
   description: string;
   createdAt: string;
-  pricing: { prompt: string; completion: string; request: string };
+  pricing: {
+    prompt: string;
+    completion: string;
+    request: string;
+    cacheRead: string;
+    cacheWrite: string;
+    audioPrompt: string;
+    reasoning: string;
+    audioCompletion: string;
+  };
 }
 
 /** The spec's Model plus `created` and `owned_by`, so OpenAI SDKs' models.list() / retrieve() work. */
@@ -26,7 +36,17 @@ const openAiModel = ({ createdAt, ...m }: GqlModel, ownedBy: string) => ({
   name: m.name,
   display_name: m.display_name,
   description: m.description,
-  pricing: m.pricing,
+  // docs/reference.md §13: the bucket prices under their REST names, always present.
+  pricing: {
+    prompt: m.pricing.prompt,
+    completion: m.pricing.completion,
+    request: m.pricing.request,
+    input_cache_read: m.pricing.cacheRead,
+    input_cache_write: m.pricing.cacheWrite,
+    internal_reasoning: m.pricing.reasoning,
+    audio_prompt: m.pricing.audioPrompt,
+    audio_completion: m.pricing.audioCompletion,
+  },
 });
 
 /** `GET /v1/models` and `GET /v1/models/{id}` (ids may contain "/", e.g. "openai/gpt-4o"). */

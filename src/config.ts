@@ -45,6 +45,12 @@ export interface BuiltinModel {
   completionPico: bigint;
   /** pico-USDC per request (cost) */
   requestPico: bigint;
+  /** pico-USDC per bucket token (cost, docs/reference.md §13); null = the prompt / completion price. */
+  cacheReadPico: bigint | null;
+  cacheWritePico: bigint | null;
+  audioPromptPico: bigint | null;
+  reasoningPico: bigint | null;
+  audioCompletionPico: bigint | null;
   /** completion-token cap for a hold; null = the default (4096) */
   maxCompletionTokens: number | null;
 }
@@ -67,14 +73,20 @@ const BUILTIN_MODEL_KEYS = new Set([
   'prompt',
   'completion',
   'request',
+  'cacheRead',
+  'cacheWrite',
+  'audioPrompt',
+  'reasoning',
+  'audioCompletion',
   'maxCompletionTokens',
   'displayName',
   'description',
 ]);
 
 /**
- * BUILTIN_MODELS: a JSON array of `{"id", "prompt", "completion", "request"?, "maxCompletionTokens"?,
- * "displayName"?, "description"?}`; prices are USDC decimal strings (per token / per request), parsed
+ * BUILTIN_MODELS: a JSON array of `{"id", "prompt", "completion", "request"?, "cacheRead"?, "cacheWrite"?,
+ * "audioPrompt"?, "reasoning"?, "audioCompletion"?, "maxCompletionTokens"?, "displayName"?,
+ * "description"?}`; prices are USDC decimal strings (per token / per request), parsed
  * exactly (no floats). Every problem is reported with the model's index so the operator can find it.
  */
 function parseBuiltinModels(text: string, ctx: z.RefinementCtx): BuiltinModel[] | undefined {
@@ -104,9 +116,13 @@ function parseBuiltinModels(text: string, ctx: z.RefinementCtx): BuiltinModel[] 
       return fail(`${at}.id must be 1 to 200 characters of letters, digits and . _ : / @ -`);
     if (seen.has(o.id)) return fail(`${at}.id "${o.id}" is listed twice`);
     seen.add(o.id);
-    const price = (field: string, required: boolean): bigint | undefined => {
+    const price = (
+      field: string,
+      required: boolean,
+      unset: bigint | null = 0n,
+    ): bigint | null | undefined => {
       const v = o[field];
-      if (v === undefined && !required) return 0n;
+      if (v === undefined && !required) return unset;
       const pico = parseDecimal(v, PRICE_DECIMALS);
       if (pico === null || pico > MAX_PRICE_PICO) {
         fail(
@@ -119,7 +135,28 @@ function parseBuiltinModels(text: string, ctx: z.RefinementCtx): BuiltinModel[] 
     const promptPico = price('prompt', true);
     const completionPico = price('completion', true);
     const requestPico = price('request', false);
-    if (promptPico === undefined || completionPico === undefined || requestPico === undefined)
+    if (
+      promptPico === undefined ||
+      promptPico === null ||
+      completionPico === undefined ||
+      completionPico === null ||
+      requestPico === undefined ||
+      requestPico === null
+    )
+      return undefined;
+    // Bucket prices: unset follows the prompt / completion price (docs/reference.md §13).
+    const cacheReadPico = price('cacheRead', false, null);
+    const cacheWritePico = price('cacheWrite', false, null);
+    const audioPromptPico = price('audioPrompt', false, null);
+    const reasoningPico = price('reasoning', false, null);
+    const audioCompletionPico = price('audioCompletion', false, null);
+    if (
+      cacheReadPico === undefined ||
+      cacheWritePico === undefined ||
+      audioPromptPico === undefined ||
+      reasoningPico === undefined ||
+      audioCompletionPico === undefined
+    )
       return undefined;
     const max = o.maxCompletionTokens;
     if (
@@ -148,6 +185,11 @@ function parseBuiltinModels(text: string, ctx: z.RefinementCtx): BuiltinModel[] 
         promptPico,
         completionPico,
         requestPico,
+        cacheReadPico,
+        cacheWritePico,
+        audioPromptPico,
+        reasoningPico,
+        audioCompletionPico,
         maxCompletionTokens: (max as number | null | undefined) ?? null,
       }),
     );

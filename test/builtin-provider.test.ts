@@ -116,7 +116,16 @@ describe('built-in provider: catalogue', () => {
           name: 'builtin-large',
           display_name: 'builtin-large',
           description: '',
-          pricing: { prompt: '0.000002', completion: '0.000008', request: '0.0001' },
+          pricing: {
+            prompt: '0.000002',
+            completion: '0.000008',
+            request: '0.0001',
+            input_cache_read: '0.000002',
+            input_cache_write: '0.000002',
+            internal_reasoning: '0.000008',
+            audio_prompt: '0.000002',
+            audio_completion: '0.000008',
+          },
         },
         {
           id: 'builtin-small',
@@ -126,7 +135,16 @@ describe('built-in provider: catalogue', () => {
           name: 'Small',
           display_name: 'Small',
           description: '',
-          pricing: { prompt: '0.0000001', completion: '0.0000004', request: '0' },
+          pricing: {
+            prompt: '0.0000001',
+            completion: '0.0000004',
+            request: '0',
+            input_cache_read: '0.0000001',
+            input_cache_write: '0.0000001',
+            internal_reasoning: '0.0000004',
+            audio_prompt: '0.0000001',
+            audio_completion: '0.0000004',
+          },
         },
       ],
     });
@@ -141,7 +159,16 @@ describe('built-in provider: catalogue', () => {
     expect((await setMarkup(pw, '1.5')).errors).toBeUndefined();
     const one = await t.rest('GET', '/v1/models/builtin-large', { token: pw.apiKey });
     expect(one.status).toBe(200);
-    expect(one.body.pricing).toEqual({ prompt: '0.000003', completion: '0.000012', request: '0.0001' });
+    expect(one.body.pricing).toEqual({
+      prompt: '0.000003',
+      completion: '0.000012',
+      request: '0.0001',
+      input_cache_read: '0.000003',
+      input_cache_write: '0.000003',
+      internal_reasoning: '0.000012',
+      audio_prompt: '0.000003',
+      audio_completion: '0.000012',
+    });
     const sdk = new OpenAI({ apiKey: pw.apiKey, baseURL: `${t.url}/v1`, maxRetries: 0 });
     expect((await sdk.models.retrieve('builtin-small')).id).toBe('builtin-small');
 
@@ -180,10 +207,24 @@ describe('built-in provider: catalogue', () => {
       modelId: 'builtin-large',
       promptPico: 2_000_000n,
       completionPico: 8_000_000n,
+      cacheReadPico: null,
+      cacheWritePico: null,
+      audioPromptPico: null,
+      reasoningPico: null,
+      audioCompletionPico: null,
       requestPico: 100_000_000n,
       maxCompletionTokens: 500,
       dailyRequestLimit: null,
-      providerCost: { promptPico: 2_000_000n, completionPico: 8_000_000n, requestPico: 100_000_000n },
+      providerCost: {
+        promptPico: 2_000_000n,
+        completionPico: 8_000_000n,
+        requestPico: 100_000_000n,
+        cacheReadPico: null,
+        cacheWritePico: null,
+        audioPromptPico: null,
+        reasoningPico: null,
+        audioCompletionPico: null,
+      },
       displayName: null,
       description: null,
       createdAt: null,
@@ -207,8 +248,32 @@ describe('built-in provider: catalogue', () => {
     });
     const list = await t.rest('GET', '/v1/models', { token: pw.apiKey });
     expect(list.body.data.map((m: any) => [m.id, m.pricing])).toEqual([
-      ['builtin-large', { prompt: '0.000002', completion: '0.000008', request: '0.0001' }],
-      ['builtin-small', { prompt: '0.000001', completion: '0.000002', request: '0.01' }],
+      [
+        'builtin-large',
+        {
+          prompt: '0.000002',
+          completion: '0.000008',
+          request: '0.0001',
+          input_cache_read: '0.000002',
+          input_cache_write: '0.000002',
+          internal_reasoning: '0.000008',
+          audio_prompt: '0.000002',
+          audio_completion: '0.000008',
+        },
+      ],
+      [
+        'builtin-small',
+        {
+          prompt: '0.000001',
+          completion: '0.000002',
+          request: '0.01',
+          input_cache_read: '0.000001',
+          input_cache_write: '0.000001',
+          internal_reasoning: '0.000002',
+          audio_prompt: '0.000001',
+          audio_completion: '0.000002',
+        },
+      ],
     ]);
     const price = await t.app.services.catalog.getPrice(await info(pw), 'builtin-small');
     expect(price).toMatchObject({
@@ -459,6 +524,11 @@ describe('built-in provider: configuration', () => {
           promptPico: 2_000_000n,
           completionPico: 8_000_000n,
           requestPico: 100_000_000n,
+          cacheReadPico: null,
+          cacheWritePico: null,
+          audioPromptPico: null,
+          reasoningPico: null,
+          audioCompletionPico: null,
           maxCompletionTokens: 500,
         },
         {
@@ -468,6 +538,11 @@ describe('built-in provider: configuration', () => {
           promptPico: 100_000n,
           completionPico: 400_000n,
           requestPico: 0n,
+          cacheReadPico: null,
+          cacheWritePico: null,
+          audioPromptPico: null,
+          reasoningPico: null,
+          audioCompletionPico: null,
           maxCompletionTokens: null,
         },
       ],

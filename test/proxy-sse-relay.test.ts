@@ -21,13 +21,16 @@ describe('SseRelay', () => {
     const relay = new SseRelay(true);
     const out = relay.feed(chunk('Hi') + usage + 'data: [DONE]\n\n');
     expect(out).toBe(chunk('Hi')); // usage and [DONE] wait for the settlement
-    const last = JSON.parse(relay.usageChunk({ cost: '0.000012', balance: '0.999988' })!);
+    const last = JSON.parse(
+      relay.usageChunk({ cost: '0.000012', costDetails: { prompt: '0.000012' }, balance: '0.999988' })!,
+    );
     expect(last.choices).toEqual([]);
     expect(last.usage).toEqual({
       prompt_tokens: 3,
       completion_tokens: 2,
       total_tokens: 5,
       cost: '0.000012',
+      cost_details: { prompt: '0.000012' },
       balance: '0.999988',
     });
   });
@@ -38,7 +41,7 @@ describe('SseRelay', () => {
     const out = relay.feed(withUsage);
     expect(JSON.parse(out.trim().slice(6))).toMatchObject({ choices: [{ delta: { content: 'end' } }] });
     expect(JSON.parse(out.trim().slice(6)).usage).toBeUndefined();
-    expect(JSON.parse(relay.usageChunk({ cost: '1', balance: null })!)).toMatchObject({
+    expect(JSON.parse(relay.usageChunk({ cost: '1', costDetails: {}, balance: null })!)).toMatchObject({
       id: 'c1',
       choices: [],
       usage: { prompt_tokens: 3, completion_tokens: 2, cost: '1' },

@@ -1,3 +1,5 @@
+import { BUCKETS, textUsage, type Bucket, type UsageBuckets } from './usage-buckets.js';
+
 /**
  * Money is integer raw units of 10⁻⁶ USDC, held as `bigint`. Prices per token can be finer than a raw
  * unit, so they are held in pico-USDC (10⁻¹² USDC); markup is held in millionths (ppm). No floats anywhere.
@@ -56,25 +58,99 @@ export interface ModelPrice {
   completionPico: bigint;
   /** pico-USDC per request */
   requestPico: bigint;
+  /** pico-USDC per bucket token (docs/reference.md §13); unset (or null) = the default of bucketPico. */
+  cacheReadPico?: bigint | null;
+  cacheWritePico?: bigint | null;
+  audioPromptPico?: bigint | null;
+  reasoningPico?: bigint | null;
+  audioCompletionPico?: bigint | null;
 }
 
 const PICO_PER_RAW = 10n ** BigInt(PRICE_DECIMALS - RAW_DECIMALS);
 const PPM = 10n ** BigInt(MARKUP_DECIMALS);
 
 /**
- * docs/reference.md §5.2: request + markup x (promptTokens x prompt + completionTokens x completion),
- * rounded up to a whole raw unit. Computed exactly in pico-USDC x ppm.
+ * The price of one token of a bucket: its own price, else the default of docs/reference.md §13 (cache
+ * read, cache write and audio prompt cost what prompt costs; reasoning and audio completion what
+ * completion costs).
  */
+export function bucketPico(price: ModelPrice, bucket: Bucket): bigint {
+  switch (bucket) {
+    case 'prompt':
+      return price.promptPico;
+    case 'completion':
+      return price.completionPico;
+    case 'cacheRead':
+      return price.cacheReadPico ?? price.promptPico;
+    case 'cacheWrite':
+      return price.cacheWritePico ?? price.promptPico;
+    case 'audioPrompt':
+      return price.audioPromptPico ?? price.promptPico;
+    case 'reasoning':
+      return price.reasoningPico ?? price.completionPico;
+    case 'audioCompletion':
+      return price.audioCompletionPico ?? price.completionPico;
+  }
+}
+
+/** Σ bucket tokens x bucket price, in pico-USDC (before markup). */
+function tokensPico(price: ModelPrice, usage: UsageBuckets): bigint {
+  let sum = 0n;
+  for (const b of BUCKETS) if (usage[b] !== 0) sum += BigInt(usage[b]) * bucketPico(price, b);
+  return sum;
+}
+
+/**
+ * docs/reference.md §13: request + markup x Σ(bucket tokens x bucket price), rounded up to a whole raw
+ * unit. Computed exactly in pico-USDC x ppm.
+ */
+export function usageCost(price: ModelPrice, markupPpm: bigint, usage: UsageBuckets): bigint {
+  const scaled = price.requestPico * PPM + markupPpm * tokensPico(price, usage);
+  return ceilDiv(scaled, PICO_PER_RAW * PPM);
+}
+
+/** docs/reference.md §5.2: the charge with two buckets (prompt and completion). */
 export function chatCost(
   price: ModelPrice,
   markupPpm: bigint,
   promptTokens: number,
   completionTokens: number,
 ): bigint {
-  const tokens = BigInt(promptTokens) * price.promptPico + BigInt(completionTokens) * price.completionPico;
-  const scaled = price.requestPico * PPM + markupPpm * tokens;
-  return ceilDiv(scaled, PICO_PER_RAW * PPM);
+  return usageCost(price, markupPpm, textUsage(promptTokens, completionTokens));
 }
+
+/** The keys of `usage.cost_details` (docs/reference.md §13), by bucket. */
+export const COST_DETAIL_KEYS: Record<Bucket, string> = {
+  prompt: 'prompt',
+  cacheRead: 'cache_read',
+  cacheWrite: 'cache_write',
+  audioPrompt: 'audio_prompt',
+  reasoning: 'reasoning',
+  audioCompletion: 'audio_completion',
+  completion: 'completion',
+};
+
+/** pico-USDC x ppm → USDC decimal with at most 12 fraction digits, rounded up where it needs more. */
+const scaledToPriceDecimal = (scaled: bigint): string => formatDecimal(ceilDiv(scaled, PPM), PRICE_DECIMALS);
+
+/**
+ * `usage.cost_details`: the charge per bucket (markup x tokens x price; the request price as is), exact
+ * USDC decimal strings. A part that needs more than 12 fraction digits (a markup with many digits) is
+ * rounded up to 12; `usage.cost` is the exact sum rounded up to a raw unit (usageCost).
+ */
+export function costDetails(
+  price: ModelPrice,
+  markupPpm: bigint,
+  usage: UsageBuckets,
+): Record<string, string> {
+  const out: Record<string, string> = { request: formatDecimal(price.requestPico, PRICE_DECIMALS) };
+  for (const b of BUCKETS) out[COST_DETAIL_KEYS[b]] = bucketCharge(bucketPico(price, b), markupPpm, usage[b]);
+  return out;
+}
+
+/** One bucket's part of a charge: markup x tokens x price, as in `usage.cost_details` (and receipts). */
+export const bucketCharge = (pico: bigint, markupPpm: bigint, tokens: number): string =>
+  scaledToPriceDecimal(markupPpm * BigInt(tokens) * pico);
 
 /** End-user price per token (cost x markup) as a USDC decimal string, exact. */
 export function endUserTokenPrice(pico: bigint, markupPpm: bigint): string {
@@ -83,8 +159,8 @@ export function endUserTokenPrice(pico: bigint, markupPpm: bigint): string {
 
 /**
  * What a request costs at the provider's own prices (docs/reference.md §8, built-in provider): request +
- * promptTokens x prompt + completionTokens x completion, rounded up to a whole raw unit (no markup).
+ * Σ bucket tokens x bucket price, rounded up to a whole raw unit (no markup).
  */
-export function providerCostRaw(cost: ModelPrice, promptTokens: number, completionTokens: number): bigint {
-  return chatCost(cost, PPM, promptTokens, completionTokens);
+export function providerCostRaw(cost: ModelPrice, usage: UsageBuckets): bigint {
+  return usageCost(cost, PPM, usage);
 }

@@ -26,6 +26,11 @@ export interface FakeBehavior {
   ignoreMaxTokens?: boolean;
   /** Tool calls to return instead of text (non-streaming). */
   toolCalls?: unknown[];
+  /**
+   * A provider's own usage object, sent exactly as given instead of the one built from `usage` (a
+   * recorded fixture: test/helpers/provider-usage.ts). Not cut at the cap.
+   */
+  rawUsage?: Record<string, unknown>;
 }
 
 export const DEFAULT_BEHAVIOR: Required<Pick<FakeBehavior, 'content' | 'usage'>> = {
@@ -178,9 +183,9 @@ export class FakeUpstream {
         finish = 'length';
       }
     }
-    const fullUsage = usage
-      ? { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens }
-      : null;
+    const fullUsage =
+      b.rawUsage ??
+      (usage ? { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens } : null);
 
     if (body?.stream !== true) {
       const message: Record<string, unknown> = { role: 'assistant', content: words.join(''), refusal: null };
@@ -268,15 +273,17 @@ export class FakeUpstream {
         truncated = true;
       }
     }
-    const usage = tokens
-      ? {
-          input_tokens: tokens.prompt_tokens,
-          input_tokens_details: { cached_tokens: 0 },
-          output_tokens: tokens.completion_tokens,
-          output_tokens_details: { reasoning_tokens: 0 },
-          total_tokens: tokens.prompt_tokens + tokens.completion_tokens,
-        }
-      : null;
+    const usage = b.rawUsage
+      ? b.rawUsage
+      : tokens
+        ? {
+            input_tokens: tokens.prompt_tokens,
+            input_tokens_details: { cached_tokens: 0 },
+            output_tokens: tokens.completion_tokens,
+            output_tokens_details: { reasoning_tokens: 0 },
+            total_tokens: tokens.prompt_tokens + tokens.completion_tokens,
+          }
+        : null;
     const text = words.join('');
     const part = { type: 'output_text', text, annotations: [] };
     const item = { id: msgId, type: 'message', status: 'completed', role: 'assistant', content: [part] };

@@ -82,6 +82,14 @@ export type RequestWithdrawalInput = {
 
 /** Create or update a model. Prices are USDC decimal strings (≥ 0, ≤ 1000, up to 12 fraction digits): prompt and completion per token, request per request. On update, omitted fields keep their value. */
 export type SetModelPricingInput = {
+  /** Cost per audio output token; unset on create = the completion price. */
+  audioCompletion?: string | null | undefined;
+  /** Cost per audio input token; unset on create = the prompt price. */
+  audioPrompt?: string | null | undefined;
+  /** Cost per cached input token read; unset on create = the prompt price. */
+  cacheRead?: string | null | undefined;
+  /** Cost per input token written to a cache; unset on create = the prompt price. */
+  cacheWrite?: string | null | undefined;
   /** Cost per completion token. */
   completion?: string | null | undefined;
   /** Requests of this model per end user per UTC day (docs/reference.md §10); null removes the limit. */
@@ -98,6 +106,8 @@ export type SetModelPricingInput = {
   paywallId?: string | number | null | undefined;
   /** Cost per prompt token, e.g. "0.000002". */
   prompt?: string | null | undefined;
+  /** Cost per reasoning token; unset on create = the completion price. */
+  reasoning?: string | null | undefined;
   /** Price per request (not marked up). */
   request?: string | null | undefined;
 };

@@ -4,8 +4,10 @@ import type { PaywallService } from '../paywalls/paywall.service.js';
 import type { ProviderService } from '../paywalls/provider.service.js';
 import { DomainError, invalid } from '../../shared/errors.js';
 import type { BuiltinModel } from '../../config.js';
+import type { Bucket } from '../../shared/usage-buckets.js';
 import {
   PRICE_DECIMALS,
+  bucketPico,
   endUserTokenPrice,
   formatDecimal,
   parseDecimal,
@@ -24,6 +26,12 @@ export interface ModelPriceInfo {
   completionPico: bigint;
   /** pico-USDC per request (never marked up, docs/reference.md §5.2) */
   requestPico: bigint;
+  /** pico-USDC per bucket token (docs/reference.md §13); null = the prompt / completion price. */
+  cacheReadPico: bigint | null;
+  cacheWritePico: bigint | null;
+  audioPromptPico: bigint | null;
+  reasoningPico: bigint | null;
+  audioCompletionPico: bigint | null;
   /** docs/reference.md §10: requests of this model per end user per UTC day; null = no limit. */
   dailyRequestLimit: number | null;
   /** cap on completion tokens for a hold; null = the default (4096) */
@@ -46,11 +54,19 @@ export interface CatalogModel extends ModelPriceInfo {
   updatedAt: Date | null;
 }
 
-/** USDC decimal strings ("0.000003"), per token for prompt/completion, per request for request. */
+/**
+ * USDC decimal strings ("0.000003"): per token for prompt, completion and each usage bucket (docs/reference.md §13,
+ * resolved: an unset bucket shows the price it follows), per request for request.
+ */
 export interface PricingStrings {
   prompt: string;
   completion: string;
   request: string;
+  cacheRead: string;
+  cacheWrite: string;
+  audioPrompt: string;
+  reasoning: string;
+  audioCompletion: string;
 }
 
 /** A model as the API shows it. */
@@ -79,9 +95,23 @@ export interface SetModelPricingInput {
   prompt?: string | null;
   completion?: string | null;
   request?: string | null;
+  cacheRead?: string | null;
+  cacheWrite?: string | null;
+  audioPrompt?: string | null;
+  reasoning?: string | null;
+  audioCompletion?: string | null;
   maxCompletionTokens?: number | null;
   dailyRequestLimit?: number | null;
 }
+
+/** The per-bucket prices setModelPricing takes, and their columns. */
+const BUCKET_PRICES = [
+  ['cacheRead', 'cache_read_pico'],
+  ['cacheWrite', 'cache_write_pico'],
+  ['audioPrompt', 'audio_prompt_pico'],
+  ['reasoning', 'reasoning_pico'],
+  ['audioCompletion', 'audio_completion_pico'],
+] as const;
 
 const CHANGED_CHANNEL = 'catalog_changed';
 /** Safety net only: changes evict at once locally and through NOTIFY on other instances. */
@@ -122,6 +152,11 @@ interface Row {
   prompt_pico: string | bigint;
   completion_pico: string | bigint;
   request_pico: string | bigint;
+  cache_read_pico: string | bigint | null;
+  cache_write_pico: string | bigint | null;
+  audio_prompt_pico: string | bigint | null;
+  reasoning_pico: string | bigint | null;
+  audio_completion_pico: string | bigint | null;
   max_completion_tokens: number | null;
   daily_request_limit: number | null;
   created_at: string | Date;
@@ -129,10 +164,22 @@ interface Row {
 }
 
 const COLUMNS = `model_id, display_name, description, prompt_pico, completion_pico, request_pico,
+  cache_read_pico, cache_write_pico, audio_prompt_pico, reasoning_pico, audio_completion_pico,
   max_completion_tokens, daily_request_limit, created_at, updated_at`;
 
+const picoOrNull = (v: string | bigint | null): bigint | null => (v === null ? null : BigInt(v));
+
 const costOf = (b: BuiltinModel): ModelPrice =>
-  Object.freeze({ promptPico: b.promptPico, completionPico: b.completionPico, requestPico: b.requestPico });
+  Object.freeze({
+    promptPico: b.promptPico,
+    completionPico: b.completionPico,
+    requestPico: b.requestPico,
+    cacheReadPico: b.cacheReadPico,
+    cacheWritePico: b.cacheWritePico,
+    audioPromptPico: b.audioPromptPico,
+    reasoningPico: b.reasoningPico,
+    audioCompletionPico: b.audioCompletionPico,
+  });
 
 /** A built-in model at the operator's cost prices (the paywall's markup applies on top). */
 const fromBuiltin = (b: BuiltinModel): CatalogModel =>
@@ -141,6 +188,11 @@ const fromBuiltin = (b: BuiltinModel): CatalogModel =>
     promptPico: b.promptPico,
     completionPico: b.completionPico,
     requestPico: b.requestPico,
+    cacheReadPico: b.cacheReadPico,
+    cacheWritePico: b.cacheWritePico,
+    audioPromptPico: b.audioPromptPico,
+    reasoningPico: b.reasoningPico,
+    audioCompletionPico: b.audioCompletionPico,
     maxCompletionTokens: b.maxCompletionTokens,
     dailyRequestLimit: null,
     providerCost: costOf(b),
@@ -159,6 +211,11 @@ const toModel = (r: Row): CatalogModel =>
     promptPico: BigInt(r.prompt_pico),
     completionPico: BigInt(r.completion_pico),
     requestPico: BigInt(r.request_pico),
+    cacheReadPico: picoOrNull(r.cache_read_pico),
+    cacheWritePico: picoOrNull(r.cache_write_pico),
+    audioPromptPico: picoOrNull(r.audio_prompt_pico),
+    reasoningPico: picoOrNull(r.reasoning_pico),
+    audioCompletionPico: picoOrNull(r.audio_completion_pico),
     maxCompletionTokens: r.max_completion_tokens === null ? null : Number(r.max_completion_tokens),
     dailyRequestLimit: r.daily_request_limit === null ? null : Number(r.daily_request_limit),
     providerCost: null,
@@ -308,6 +365,7 @@ export class CatalogService {
     const prompt = parsePrice(input.prompt, 'prompt');
     const completion = parsePrice(input.completion, 'completion');
     const request = parsePrice(input.request, 'request');
+    const buckets = BUCKET_PRICES.map(([field]) => parsePrice(input[field], field)?.toString() ?? null);
     const displayName = optionalText(input.displayName, 'displayName', MAX_DISPLAY_NAME);
     const description = optionalText(input.description, 'description', MAX_DESCRIPTION);
     const maxTokens = input.maxCompletionTokens;
@@ -334,11 +392,14 @@ export class CatalogService {
 
     const row = await this.deps.db.transaction(async (tx) => {
       // One statement: the insert is skipped (no row returned) when a new model would pass the cap.
+      // Bucket prices ($15–$19): a null keeps the stored one (null on create: the default it follows).
       const rows = await tx.query<Row>(
         `insert into model_price as m (paywall_id, model_id, display_name, description, prompt_pico,
-           completion_pico, request_pico, max_completion_tokens, daily_request_limit, created_at, updated_at)
+           completion_pico, request_pico, max_completion_tokens, daily_request_limit,
+           ${BUCKET_PRICES.map(([, c]) => c).join(', ')}, created_at, updated_at)
          select $1::uuid, $2::text, $3::text, $4::text, coalesce($5::bigint, 0), coalesce($6::bigint, 0),
-                coalesce($7::bigint, 0), $8::int, $13::int, now(), now()
+                coalesce($7::bigint, 0), $8::int, $13::int, $15::bigint, $16::bigint, $17::bigint,
+                $18::bigint, $19::bigint, now(), now()
           where (select count(*) from model_price where paywall_id = $1::uuid) < $12::int
              or exists (select 1 from model_price where paywall_id = $1::uuid and model_id = $2::text)
          on conflict (paywall_id, model_id) do update set
@@ -347,6 +408,7 @@ export class CatalogService {
            prompt_pico = coalesce($5::bigint, m.prompt_pico),
            completion_pico = coalesce($6::bigint, m.completion_pico),
            request_pico = coalesce($7::bigint, m.request_pico),
+           ${BUCKET_PRICES.map(([, c], i) => `${c} = coalesce($${15 + i}::bigint, m.${c})`).join(',\n           ')},
            max_completion_tokens = case when $11::boolean then excluded.max_completion_tokens
                                         else m.max_completion_tokens end,
            daily_request_limit = case when $14::boolean then excluded.daily_request_limit
@@ -368,6 +430,7 @@ export class CatalogService {
           MAX_MODELS_PER_PAYWALL,
           dailyLimit ?? null,
           dailyLimit !== undefined,
+          ...buckets,
         ],
       );
       if (rows.length === 0)
@@ -404,6 +467,24 @@ export class CatalogService {
 
 const formatPrice = (pico: bigint): string => formatDecimal(pico, PRICE_DECIMALS);
 
+/** Token prices per bucket (cost x `markupPpm`), the request price as is. */
+function pricingOf(m: ModelPrice, markupPpm: bigint): PricingStrings {
+  const token = (b: Bucket) => endUserTokenPrice(bucketPico(m, b), markupPpm);
+  return {
+    prompt: token('prompt'),
+    completion: token('completion'),
+    // docs/reference.md §5.2: charge = request + markup x tokens, so the request price is not marked up.
+    request: formatPrice(m.requestPico),
+    cacheRead: token('cacheRead'),
+    cacheWrite: token('cacheWrite'),
+    audioPrompt: token('audioPrompt'),
+    reasoning: token('reasoning'),
+    audioCompletion: token('audioCompletion'),
+  };
+}
+
+const ONE_PPM = 1_000_000n;
+
 function toView(m: CatalogModel, paywall: PaywallInfo, builtinProvider: boolean): ModelView {
   const name = m.displayName ?? m.modelId;
   return {
@@ -411,17 +492,8 @@ function toView(m: CatalogModel, paywall: PaywallInfo, builtinProvider: boolean)
     name,
     displayName: name,
     description: m.description ?? '',
-    pricing: {
-      prompt: endUserTokenPrice(m.promptPico, paywall.markupPpm),
-      completion: endUserTokenPrice(m.completionPico, paywall.markupPpm),
-      // docs/reference.md §5.2: charge = request + markup x tokens, so the request price is not marked up.
-      request: formatPrice(m.requestPico),
-    },
-    costPricing: {
-      prompt: formatPrice(m.promptPico),
-      completion: formatPrice(m.completionPico),
-      request: formatPrice(m.requestPico),
-    },
+    pricing: pricingOf(m, paywall.markupPpm),
+    costPricing: pricingOf(m, ONE_PPM),
     maxCompletionTokens: m.maxCompletionTokens,
     dailyRequestLimit: m.dailyRequestLimit,
     builtinProvider,

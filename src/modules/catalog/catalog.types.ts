@@ -3,12 +3,18 @@ import type { ModelView, PricingStrings } from './catalog.service.js';
 
 @ObjectType('ModelPricing', {
   description:
-    'USDC decimal strings: prompt and completion per token, request per request (e.g. "0.000003").',
+    'USDC decimal strings: prompt, completion and each usage bucket per token, request per request ' +
+    '(e.g. "0.000003"). A bucket without a price of its own shows the one it follows (docs/reference.md §13).',
 })
 export class ModelPricingType {
   @Field() prompt!: string;
   @Field() completion!: string;
   @Field() request!: string;
+  @Field({ description: 'Per cached input token read (default: prompt).' }) cacheRead!: string;
+  @Field({ description: 'Per input token written to a cache (default: prompt).' }) cacheWrite!: string;
+  @Field({ description: 'Per audio input token (default: prompt).' }) audioPrompt!: string;
+  @Field({ description: 'Per reasoning token (default: completion).' }) reasoning!: string;
+  @Field({ description: 'Per audio output token (default: completion).' }) audioCompletion!: string;
 
   static from(p: PricingStrings): ModelPricingType {
     return Object.assign(new ModelPricingType(), p);
@@ -79,6 +85,31 @@ export class SetModelPricingInput {
     string | null;
   @Field(() => String, { nullable: true, description: 'Price per request (not marked up).' }) request?:
     string | null;
+  @Field(() => String, {
+    nullable: true,
+    description: 'Cost per cached input token read; unset on create = the prompt price.',
+  })
+  cacheRead?: string | null;
+  @Field(() => String, {
+    nullable: true,
+    description: 'Cost per input token written to a cache; unset on create = the prompt price.',
+  })
+  cacheWrite?: string | null;
+  @Field(() => String, {
+    nullable: true,
+    description: 'Cost per audio input token; unset on create = the prompt price.',
+  })
+  audioPrompt?: string | null;
+  @Field(() => String, {
+    nullable: true,
+    description: 'Cost per reasoning token; unset on create = the completion price.',
+  })
+  reasoning?: string | null;
+  @Field(() => String, {
+    nullable: true,
+    description: 'Cost per audio output token; unset on create = the completion price.',
+  })
+  audioCompletion?: string | null;
   @Field(() => Int, { nullable: true, description: '16 to 1,000,000; null = the default 4096.' })
   maxCompletionTokens?: number | null;
   @Field(() => Int, {

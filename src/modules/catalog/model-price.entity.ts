@@ -13,6 +13,12 @@ export const ModelPriceSchema = defineEntity({
     promptPico: p.bigint('bigint').defaultRaw('0').check('prompt_pico >= 0'),
     completionPico: p.bigint('bigint').defaultRaw('0').check('completion_pico >= 0'),
     requestPico: p.bigint('bigint').defaultRaw('0').check('request_pico >= 0'),
+    /** docs/reference.md §13: per-bucket prices; null = the prompt (input) or completion (output) price. */
+    cacheReadPico: p.bigint('bigint').nullable().check('cache_read_pico >= 0'),
+    cacheWritePico: p.bigint('bigint').nullable().check('cache_write_pico >= 0'),
+    audioPromptPico: p.bigint('bigint').nullable().check('audio_prompt_pico >= 0'),
+    reasoningPico: p.bigint('bigint').nullable().check('reasoning_pico >= 0'),
+    audioCompletionPico: p.bigint('bigint').nullable().check('audio_completion_pico >= 0'),
     maxCompletionTokens: p.integer().nullable(),
     /** docs/reference.md §10: requests of this model per end user per UTC day (null = no limit). */
     dailyRequestLimit: p.integer().nullable().check('daily_request_limit >= 0'),

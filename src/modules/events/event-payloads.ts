@@ -61,9 +61,19 @@ export interface EventDataMap {
     walletUserId: string | null;
     activityId: string;
     model: string;
+    /** All input tokens (cache and audio included). */
     promptTokens: number;
+    /** All output tokens (reasoning and audio included). */
     completionTokens: number;
+    /** The parts of promptTokens / completionTokens billed at their own prices (docs/reference.md §13). */
+    cacheReadTokens: number;
+    cacheWriteTokens: number;
+    audioPromptTokens: number;
+    reasoningTokens: number;
+    audioCompletionTokens: number;
     cost: Usdc;
+    /** The charge per bucket before rounding (the `usage.cost_details` of the answer). */
+    costDetails: Record<string, string>;
     /** Usage neither the hold nor the free balance could cover (it becomes a debt); present only when > 0. */
     uncollected?: Usdc;
   };

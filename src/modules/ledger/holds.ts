@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Database, Sql } from '../../db/database.js';
 import { usdcDecimal } from '../../shared/money.js';
+import { storedBuckets, textUsage, type UsageBuckets } from '../../shared/usage-buckets.js';
 import { EVENT_VERSION } from '../events/event-catalog.js';
 import { eventRows, recordEvents, type EventTrigger, type NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
@@ -630,6 +631,10 @@ export async function settleHolds(sql: Sql, inputs: SettleInput[]): Promise<bool
 export interface HoldProgress {
   promptTokens: number;
   completionTokens: number;
+  /** The usage per bucket, its cost details and the prices it was charged at (the receipt's record). */
+  buckets: UsageBuckets;
+  costDetails: Record<string, string>;
+  pricing: Record<string, string>;
   capturedRaw: bigint;
   earningsRaw: bigint;
   feeRaw: bigint;
@@ -650,6 +655,9 @@ export async function recordHoldProgress(sql: Sql, chargeId: string, p: HoldProg
       JSON.stringify({
         promptTokens: p.promptTokens,
         completionTokens: p.completionTokens,
+        buckets: p.buckets,
+        costDetails: p.costDetails,
+        pricing: p.pricing,
         captured: p.capturedRaw.toString(),
         earnings: p.earningsRaw.toString(),
         fee: p.feeRaw.toString(),
@@ -697,6 +705,9 @@ update ledger_account a set held_raw = a.held_raw - p.total
 const SWEEPER: EventTrigger = { source: 'system', actorType: 'system', actorId: 'hold-sweeper' };
 
 /** A recorded token count as the int4 columns take it (a bad value must not fail the whole sweep). */
+const isStringRecord = (v: unknown): v is Record<string, string> =>
+  typeof v === 'object' && v !== null && Object.values(v).every((x) => typeof x === 'string');
+
 const storedTokens = (v: unknown): number =>
   typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? Math.min(v, 2_147_483_647) : 0;
 
@@ -757,6 +768,10 @@ export async function sweepAbandonedHolds(
       const uncollected = bigintOr0(p.uncollected);
       const promptTokens = storedTokens(p.promptTokens);
       const completionTokens = storedTokens(p.completionTokens);
+      // Progress recorded before usage buckets existed has none: all of it is text.
+      const buckets = storedBuckets(p.buckets) ?? textUsage(promptTokens, completionTokens);
+      const costDetails = isStringRecord(p.costDetails) ? p.costDetails : {};
+      const pricing = isStringRecord(p.pricing) ? { pricing: p.pricing, buckets } : {};
       settle.push({
         chargeId: r.id,
         paywallId: r.paywall_id,
@@ -770,7 +785,7 @@ export async function sweepAbandonedHolds(
         completionTokens,
         errorCode: 'abandoned',
         ledgerEntryId: randomUUID(),
-        metadata: { model: r.model, outcome: 'abandoned' },
+        metadata: { model: r.model, outcome: 'abandoned', ...pricing },
         events: [
           failed,
           buildEvent(
@@ -782,7 +797,13 @@ export async function sweepAbandonedHolds(
               model: r.model,
               promptTokens,
               completionTokens,
+              cacheReadTokens: buckets.cacheRead,
+              cacheWriteTokens: buckets.cacheWrite,
+              audioPromptTokens: buckets.audioPrompt,
+              reasoningTokens: buckets.reasoning,
+              audioCompletionTokens: buckets.audioCompletion,
               cost: usdcDecimal(captured),
+              costDetails,
               ...(uncollected > 0n ? { uncollected: usdcDecimal(uncollected) } : {}),
             },
           ),

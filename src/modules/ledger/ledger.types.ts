@@ -1,5 +1,7 @@
 import { GraphQLJSONObject } from 'graphql-scalars';
 import { Ctx, Field, ID, InputType, Int, ObjectType } from 'type-graphql';
+import { storedBuckets, textUsage } from '../../shared/usage-buckets.js';
+import { receiptOf } from './receipt.js';
 import type { AppContext } from '../../graphql/context.js';
 import { MoneyScalar } from '../../graphql/scalars.js';
 import { formatUsdc } from '../../shared/money.js';
@@ -61,6 +63,49 @@ export class DepositPayload {
   }
 }
 
+@ObjectType('ChargeUsage', {
+  description:
+    "A usage charge's tokens per bucket (docs/reference.md §13): each token in exactly one bucket. " +
+    'promptTokens + cacheReadTokens + cacheWriteTokens + audioPromptTokens is all input; ' +
+    'completionTokens + reasoningTokens + audioCompletionTokens all output.',
+})
+export class ChargeUsageType {
+  @Field(() => Int, { description: 'Input not billed in another bucket.' }) promptTokens!: number;
+  @Field(() => Int) cacheReadTokens!: number;
+  @Field(() => Int) cacheWriteTokens!: number;
+  @Field(() => Int) audioPromptTokens!: number;
+  @Field(() => Int) reasoningTokens!: number;
+  @Field(() => Int) audioCompletionTokens!: number;
+  @Field(() => Int, { description: 'Output not billed in another bucket.' }) completionTokens!: number;
+}
+
+@ObjectType('ReceiptLine', { description: 'One usage bucket of a receipt.' })
+export class ReceiptLineType {
+  @Field({
+    description:
+      '`prompt`, `cacheRead`, `cacheWrite`, `audioPrompt`, `reasoning`, `audioCompletion` or `completion`.',
+  })
+  bucket!: string;
+  @Field({ description: 'What the end user reads, e.g. "Cached input".' }) label!: string;
+  @Field(() => Int) tokens!: number;
+  @Field({ description: 'End-user price per token (cost x markup), exact USDC decimal string.' })
+  unitPrice!: string;
+  @Field({ description: "tokens x unitPrice, as in the answer's usage.cost_details." }) amount!: string;
+}
+
+@ObjectType('Receipt', {
+  description:
+    'An itemised usage charge: the model, the tokens per bucket at their end-user prices, and the total ' +
+    '(request price + the lines, rounded up to a raw unit), the same numbers as the charge.',
+})
+export class ReceiptType {
+  @Field() model!: string;
+  @Field({ description: 'Price per request (not marked up), USDC.' }) requestPrice!: string;
+  @Field(() => [ReceiptLineType]) lines!: ReceiptLineType[];
+  @Field({ description: 'The cost, USDC with 6 decimals (= amount + uncollected).' }) total!: string;
+  @Field(() => MoneyScalar, { description: 'The cost in raw units.' }) totalRaw!: bigint;
+}
+
 @ObjectType('Charge', { description: 'A manual charge, or the usage charge (hold) of a chat request.' })
 export class ChargeType {
   @Field(() => ID) id!: string;
@@ -77,11 +122,46 @@ export class ChargeType {
   recovered!: bigint;
   @Field(() => String, { nullable: true }) errorCode!: string | null;
   @Field(() => String, { nullable: true }) model!: string | null;
-  @Field(() => Int, { nullable: true }) promptTokens!: number | null;
-  @Field(() => Int, { nullable: true }) completionTokens!: number | null;
+  @Field(() => Int, { nullable: true, description: 'All input tokens (cache and audio included).' })
+  promptTokens!: number | null;
+  @Field(() => Int, { nullable: true, description: 'All output tokens (reasoning and audio included).' })
+  completionTokens!: number | null;
   @Field(() => GraphQLJSONObject) metadata!: Record<string, unknown>;
   @Field() createdAt!: string;
   @Field(() => String, { nullable: true }) settledAt!: string | null;
+
+  @Field(() => ChargeUsageType, {
+    nullable: true,
+    description: "A settled usage charge's tokens per bucket; null for manual charges and open holds.",
+  })
+  usage(): ChargeUsageType | null {
+    if (this.kind !== 'usage' || this.promptTokens === null || this.completionTokens === null) return null;
+    const b = storedBuckets(this.metadata.buckets) ?? textUsage(this.promptTokens, this.completionTokens);
+    return Object.assign(new ChargeUsageType(), {
+      promptTokens: b.prompt,
+      cacheReadTokens: b.cacheRead,
+      cacheWriteTokens: b.cacheWrite,
+      audioPromptTokens: b.audioPrompt,
+      reasoningTokens: b.reasoning,
+      audioCompletionTokens: b.audioCompletion,
+      completionTokens: b.completion,
+    });
+  }
+
+  @Field(() => ReceiptType, {
+    nullable: true,
+    description:
+      'The itemised receipt of a usage charge (docs/reference.md §13); null for manual charges, open ' +
+      'holds, charges with nothing charged, and usage charged before receipts were kept.',
+  })
+  receipt(): ReceiptType | null {
+    const r = receiptOf(this);
+    if (!r) return null;
+    return Object.assign(new ReceiptType(), {
+      ...r,
+      lines: r.lines.map((l) => Object.assign(new ReceiptLineType(), l)),
+    });
+  }
 
   static from(c: ChargeRow): ChargeType {
     return Object.assign(new ChargeType(), {

@@ -1,36 +1,32 @@
 import { blockedCompletion, blockedStream } from './blocked-reply.js';
 import { parseChatRequest, type ChatRequest } from './chat-request.js';
-import { SseRelay, sseData, withBalance } from './sse-relay.js';
-import { countPromptTokens, ProducedText } from './token-counter.js';
 import {
-  isObject,
-  tokenCount,
-  type MeteredRequest,
-  type StreamRelay,
-  type Tokens,
-  type WireFormat,
-} from './wire-format.js';
+  inputTokens,
+  outputTokens,
+  type ReportedUsage,
+  type UsageBuckets,
+} from '../../shared/usage-buckets.js';
+import { chatUsage } from './provider-usage.js';
+import { chargedFields, SseRelay, sseData } from './sse-relay.js';
+import { countPromptTokens, ProducedText } from './token-counter.js';
+import { isObject, type MeteredRequest, type StreamRelay, type WireFormat } from './wire-format.js';
 
 export type MeteredChatRequest = ChatRequest & MeteredRequest;
 
 class ChatRelay extends SseRelay implements StreamRelay {
-  usageTokens(): Partial<Tokens> | null {
-    return this.usage
-      ? {
-          prompt: tokenCount(this.usage.prompt_tokens) ?? undefined,
-          completion: tokenCount(this.usage.completion_tokens) ?? undefined,
-        }
-      : null;
+  usageTokens(): ReportedUsage | null {
+    return chatUsage(this.usage);
   }
 }
 
-const chatUsage = (u: Record<string, any> | null): Partial<Tokens> | null =>
-  u
-    ? {
-        prompt: tokenCount(u.prompt_tokens) ?? undefined,
-        completion: tokenCount(u.completion_tokens) ?? undefined,
-      }
-    : null;
+/** The usage object the proxy writes when the provider sent none: its metered counts per bucket. */
+const meteredChatUsage = (u: UsageBuckets) => ({
+  prompt_tokens: inputTokens(u),
+  completion_tokens: outputTokens(u),
+  total_tokens: inputTokens(u) + outputTokens(u),
+  prompt_tokens_details: { cached_tokens: u.cacheRead, audio_tokens: u.audioPrompt },
+  completion_tokens_details: { reasoning_tokens: u.reasoning, audio_tokens: u.audioCompletion },
+});
 
 /** Chat completions (`POST /v1/chat/completions`), docs/reference.md §5, §6. */
 export const chatFormat: WireFormat<MeteredChatRequest> = {
@@ -53,7 +49,7 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
     return JSON.stringify(body);
   },
 
-  jsonUsage: (json) => chatUsage(isObject(json.usage) ? json.usage : null),
+  jsonUsage: (json) => chatUsage(json.usage),
 
   jsonFinished: (json) =>
     json.error == null &&
@@ -68,16 +64,10 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
     return produced.tokens();
   },
 
-  addCost(json, tokens, cost) {
+  addCost(json, usage, charged) {
     json.usage = {
-      ...(isObject(json.usage)
-        ? json.usage
-        : {
-            prompt_tokens: tokens.prompt,
-            completion_tokens: tokens.completion,
-            total_tokens: tokens.prompt + tokens.completion,
-          }),
-      cost,
+      ...(isObject(json.usage) ? json.usage : meteredChatUsage(usage)),
+      ...chargedFields({ ...charged, balance: null }),
     };
   },
 
@@ -85,7 +75,7 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
     return new ChatRelay(req.includeUsage);
   },
 
-  streamEnd(req, relay, tokens, charged) {
+  streamEnd(req, relay, usage, charged) {
     const r = relay as ChatRelay;
     let tail = '';
     const held = r.usageChunk(charged);
@@ -100,12 +90,7 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
           created: h.created,
           model: h.model ?? req.model,
           choices: [],
-          usage: {
-            prompt_tokens: tokens.prompt,
-            completion_tokens: tokens.completion,
-            total_tokens: tokens.prompt + tokens.completion,
-            ...withBalance(charged),
-          },
+          usage: { ...meteredChatUsage(usage), ...chargedFields(charged) },
         }),
       );
     }

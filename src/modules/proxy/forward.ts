@@ -4,10 +4,26 @@ import { usdcDecimal } from '../../shared/money.js';
 import { isTimeout, type ChatJson, type Flight, type Outcome, type StreamSink } from './flight.js';
 import type { UpstreamResponse } from './provider-client.js';
 import type { RelayedResponses } from './relayed-responses.js';
-import { tokensOf, type Settlement } from './settlement.js';
+import { outputTokens, type UsageBuckets } from '../../shared/usage-buckets.js';
+import { costDetailsOf, usageOf, type Settlement } from './settlement.js';
 import { passedThrough, refusalAnswer } from './upstream-refusal.js';
 import { describeFailure, readLimited, TooLargeError, upstreamError } from './upstream-client.js';
 import { isObject } from './wire-format.js';
+
+/**
+ * `usage.cost_details` of an answer: the charge per bucket; all zero when nothing was charged (an empty
+ * answer, or a hold a sweeper settled first).
+ */
+function chargedDetails(
+  f: Flight,
+  free: boolean,
+  captured: bigint,
+  usage: UsageBuckets,
+): Record<string, string> {
+  const details = costDetailsOf(f, usage);
+  if (!free && captured > 0n) return details;
+  return Object.fromEntries(Object.keys(details).map((k) => [k, '0']));
+}
 
 export interface ForwardDeps {
   settlement: Settlement;
@@ -96,19 +112,23 @@ export class Forwarder {
       throw upstreamError('the answer was not a JSON object');
     }
     const answer = json;
-    const tokens = tokensOf(f, f.fmt.jsonUsage(answer), () => f.fmt.countJson(answer));
+    const usage = usageOf(f, f.fmt.jsonUsage(answer), () => f.fmt.countJson(answer));
     // An answer with no output that ended in an error or without a finish reason costs nothing, the
     // request price included (the client still gets it as the provider sent it).
-    const empty = tokens.completion === 0 && !f.fmt.jsonFinished(answer);
+    const empty = outputTokens(usage) === 0 && !f.fmt.jsonFinished(answer);
     const { captured, freeAfterRaw } = await this.d.settlement.settle(
       f,
       'completed',
       null,
-      empty ? null : tokens,
+      empty ? null : usage,
     );
-    if (!empty) await this.d.relayed.remember(f, answer.id, tokens);
+    if (!empty) await this.d.relayed.remember(f, answer.id, usage);
     const cost = usdcDecimal(captured);
-    f.fmt.addCost(answer, tokens, cost);
+    f.fmt.addCost(answer, usage, {
+      cost,
+      costDetails: chargedDetails(f, empty, captured, usage),
+      balance: null,
+    });
     const headers: Record<string, string> = {};
     if (captured > 0n) {
       headers['x-paywall-cost'] = cost;
@@ -174,24 +194,27 @@ export class Forwarder {
             : failure instanceof TooLargeError
               ? 'upstream_too_large'
               : 'upstream_error';
-    const usage = relay.usageTokens();
-    const tokens = tokensOf(f, usage, () => relay.producedTokens());
+    const reported = relay.usageTokens();
+    const usage = usageOf(f, reported, () => relay.producedTokens());
     // Output tokens, or an answer that ended with a finish reason (usage for a prompt answered by
     // nothing): else nothing is charged, the request price included, whatever usage the provider sent.
     const producedSomething =
-      tokens.completion > 0 || (usage !== null && outcome === 'completed' && relay.finished);
+      outputTokens(usage) > 0 || (reported !== null && outcome === 'completed' && relay.finished);
     const { captured, freeAfterRaw } = await this.d.settlement.settle(
       f,
       outcome,
       errorCode,
-      producedSomething ? tokens : null,
+      producedSomething ? usage : null,
     );
 
-    if (producedSomething) await this.d.relayed.remember(f, relay.responseId?.(), tokens);
+    if (producedSomething) await this.d.relayed.remember(f, relay.responseId?.(), usage);
     if (f.reason !== 'client') {
       if (outcome === 'completed') {
         const balance = freeAfterRaw === null ? null : usdcDecimal(freeAfterRaw);
-        sink.write(f.fmt.streamEnd(f.req, relay, tokens, { cost: usdcDecimal(captured), balance }));
+        const costDetails = chargedDetails(f, !producedSomething, captured, usage);
+        sink.write(
+          f.fmt.streamEnd(f.req, relay, usage, { cost: usdcDecimal(captured), costDetails, balance }),
+        );
       } else if (!relay.upstreamError) {
         const message =
           f.reason === 'deadline'

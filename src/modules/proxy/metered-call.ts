@@ -3,6 +3,7 @@ import type { Database } from '../../db/database.js';
 import type { Clock } from '../../shared/clock.js';
 import { utcDay } from '../../shared/clock.js';
 import { DomainError, invalid } from '../../shared/errors.js';
+import { bucketPico, type ModelPrice } from '../../shared/money.js';
 import type { ModelPriceInfo } from '../catalog/catalog.service.js';
 import type { PaywallRef } from '../paywalls/provider.service.js';
 import { modelNotFound } from '../catalog/catalog.service.js';
@@ -50,6 +51,26 @@ export interface MeteredCallDeps {
   limits: MeteredLimits;
   /** Requests between hold and settlement on this instance, by charge id. */
   flights: Map<string, Flight>;
+}
+
+const max = (a: bigint, b: bigint): bigint => (a > b ? a : b);
+
+/**
+ * The price a hold counts an input token at (docs/reference.md §13): the dearest a provider may bill it
+ * as, prompt or cache write (a provider decides what it caches; audio parts are already counted at
+ * their upper bound in tokens).
+ */
+const inputHoldPico = (price: ModelPrice): bigint =>
+  max(bucketPico(price, 'prompt'), bucketPico(price, 'cacheWrite'));
+
+/**
+ * The price a hold counts an output token at: completion or reasoning (a reasoning model may spend the
+ * whole cap thinking), and audio completion when the request asks for audio output.
+ */
+function outputHoldPico(price: ModelPrice, body: Record<string, unknown>): bigint {
+  const out = max(bucketPico(price, 'completion'), bucketPico(price, 'reasoning'));
+  const audio = Array.isArray(body.modalities) && body.modalities.includes('audio');
+  return audio ? max(out, bucketPico(price, 'audioCompletion')) : out;
 }
 
 /**
@@ -122,8 +143,8 @@ export async function meteredCall<R extends MeteredRequest>(
     paywallId: paywall.id,
     externalUserId: call.externalUserId,
     requireConnected: paywall.mode === 'SHARED',
-    fixedScaled: price.requestPico * PPM + markup * BigInt(promptEstimate) * price.promptPico,
-    perTokenScaled: markup * price.completionPico * BigInt(req.n),
+    fixedScaled: price.requestPico * PPM + markup * BigInt(promptEstimate) * inputHoldPico(price),
+    perTokenScaled: markup * outputHoldPico(price, req.body) * BigInt(req.n),
     maxCap,
     minCap: MIN_COMPLETION_TOKENS,
     model: req.model,

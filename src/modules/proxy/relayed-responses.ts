@@ -3,7 +3,8 @@ import { invalid } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Flight } from './flight.js';
 import { UNKNOWN_INPUT_BOUND } from './token-counter.js';
-import { MAX_TOKEN_COUNT, type Tokens } from './wire-format.js';
+import { inputTokens, outputTokens, type UsageBuckets } from '../../shared/usage-buckets.js';
+import { MAX_TOKEN_COUNT } from './wire-format.js';
 
 /**
  * Responses API: a continued response makes the provider bill the earlier context as input again. The
@@ -43,7 +44,7 @@ export class RelayedResponses {
   }
 
   /** Remembers a relayed Responses answer's context size (input + output tokens), best effort. */
-  async remember(f: Flight, id: unknown, tokens: Tokens): Promise<void> {
+  async remember(f: Flight, id: unknown, usage: UsageBuckets): Promise<void> {
     // A response the provider does not store (`store: false`) cannot be continued.
     if (f.fmt.name !== 'responses' || f.req.body.store === false) return;
     if (typeof id !== 'string' || id === '' || id.length > 255) return;
@@ -51,7 +52,7 @@ export class RelayedResponses {
       await this.db.query(
         `insert into relayed_response (paywall_id, id, tokens) values ($1, $2, $3::bigint)
            on conflict (paywall_id, id) do update set tokens = excluded.tokens`,
-        [f.paywall.id, id, String(tokens.prompt + tokens.completion)],
+        [f.paywall.id, id, String(inputTokens(usage) + outputTokens(usage))],
         'proxy_remember_response',
       );
     } catch (err) {

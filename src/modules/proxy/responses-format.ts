@@ -3,9 +3,16 @@ import { createParser, type EventSourceMessage, type EventSourceParser } from 'e
 import { invalid } from '../../shared/errors.js';
 import type { BlockedReply } from './blocked-reply.js';
 import { checkBodyAndModel } from './chat-request.js';
-import { withBalance } from './sse-relay.js';
+import {
+  inputTokens,
+  outputTokens,
+  type ReportedUsage,
+  type UsageBuckets,
+} from '../../shared/usage-buckets.js';
+import { responsesUsage } from './provider-usage.js';
+import { chargedFields } from './sse-relay.js';
 import { contentTokens, countText, ProducedText } from './token-counter.js';
-import { isObject, tokenCount, type StreamRelay, type Tokens, type WireFormat } from './wire-format.js';
+import { isObject, type Charged, type StreamRelay, type WireFormat } from './wire-format.js';
 
 /**
  * OpenAI's Responses API (`POST /v1/responses`), docs/reference.md §11: the same money rules as chat
@@ -36,29 +43,18 @@ export function countResponsesPrompt(body: Record<string, unknown>): number {
   return n;
 }
 
-const responsesUsage = (u: unknown): Partial<Tokens> | null =>
-  isObject(u)
-    ? {
-        prompt: tokenCount(u.input_tokens) ?? undefined,
-        completion: tokenCount(u.output_tokens) ?? undefined,
-      }
-    : null;
-
-const usageWithCost = (
-  u: unknown,
-  tokens: Tokens,
-  charged: { cost: string; balance?: string | null },
-): Record<string, unknown> => ({
+/** The usage: the provider's, else the metered counts per bucket; with what was charged. */
+const usageWithCost = (u: unknown, usage: UsageBuckets, charged: Charged): Record<string, unknown> => ({
   ...(isObject(u)
     ? u
     : {
-        input_tokens: tokens.prompt,
-        input_tokens_details: { cached_tokens: 0 },
-        output_tokens: tokens.completion,
-        output_tokens_details: { reasoning_tokens: 0 },
-        total_tokens: tokens.prompt + tokens.completion,
+        input_tokens: inputTokens(usage),
+        input_tokens_details: { cached_tokens: usage.cacheRead },
+        output_tokens: outputTokens(usage),
+        output_tokens_details: { reasoning_tokens: usage.reasoning },
+        total_tokens: inputTokens(usage) + outputTokens(usage),
       }),
-  ...withBalance({ cost: charged.cost, balance: charged.balance ?? null }),
+  ...chargedFields(charged),
 });
 
 const sseEvent = (type: string, data: unknown): string => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
@@ -130,7 +126,7 @@ class ResponsesRelay implements StreamRelay {
     this.out += `${prefix}data: ${e.data.replace(/\n/g, '\ndata: ')}\n\n`;
   }
 
-  usageTokens(): Partial<Tokens> | null {
+  usageTokens(): ReportedUsage | null {
     return responsesUsage(this.final?.response?.usage);
   }
 
@@ -195,17 +191,17 @@ export const responsesFormat: WireFormat = {
     return produced.tokens();
   },
 
-  addCost(json, tokens, cost) {
-    json.usage = usageWithCost(json.usage, tokens, { cost });
+  addCost(json, usage, charged) {
+    json.usage = usageWithCost(json.usage, usage, { ...charged, balance: null });
   },
 
   relay: () => new ResponsesRelay(),
 
-  streamEnd(_req, relay, tokens, charged) {
+  streamEnd(_req, relay, usage, charged) {
     const r = relay as ResponsesRelay;
     const final = r.final ?? { type: 'response.completed', sequence_number: r.lastSeq + 1, response: {} };
     const response = isObject(final.response) ? final.response : {};
-    final.response = { ...response, usage: usageWithCost(response.usage, tokens, charged) };
+    final.response = { ...response, usage: usageWithCost(response.usage, usage, charged) };
     return sseEvent(r.finalType, final);
   },
 

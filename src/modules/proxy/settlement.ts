@@ -2,14 +2,31 @@ import { randomUUID } from 'node:crypto';
 import type { Database } from '../../db/database.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Metrics } from '../../shared/metrics.js';
-import { chatCost, providerCostRaw, usdcDecimal } from '../../shared/money.js';
+import {
+  bucketPico,
+  costDetails,
+  formatDecimal,
+  MARKUP_DECIMALS,
+  PRICE_DECIMALS,
+  providerCostRaw,
+  usageCost,
+  usdcDecimal,
+} from '../../shared/money.js';
+import {
+  BUCKETS,
+  inputTokens,
+  outputTokens,
+  splitUsage,
+  type ReportedUsage,
+  type UsageBuckets,
+} from '../../shared/usage-buckets.js';
 import type { NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import { splitCharge } from '../ledger/accounts.js';
 import { recordHoldProgress, settleBeyondHold, type SettleInput } from '../ledger/holds.js';
 import type { Flight, Outcome } from './flight.js';
 import type { LedgerBatch } from './ledger-batch.js';
-import type { StreamRelay, Tokens } from './wire-format.js';
+import type { StreamRelay } from './wire-format.js';
 
 /** bigint's maximum (`uncollected_raw` is a bigint column). */
 const INT8_MAX = 2n ** 63n - 1n;
@@ -18,26 +35,51 @@ const INT8_MAX = 2n ** 63n - 1n;
 const uncollectedOf = (cost: bigint, captured: bigint): bigint =>
   cost - captured > INT8_MAX ? INT8_MAX : cost - captured;
 
-/** Token counts for settlement: the upstream's usage, else counted here. */
-export function tokensOf(f: Flight, usage: Partial<Tokens> | null, countCompletion: () => number): Tokens {
-  const prompt = usage?.prompt ?? f.req.promptEstimate;
-  const completion = usage?.completion ?? countCompletion();
-  return { prompt, completion };
+/**
+ * The usage a request is charged for, per bucket: the upstream's totals and their itemised parts, else
+ * the input estimate and the output counted here.
+ */
+export function usageOf(
+  f: Flight,
+  reported: ReportedUsage | null,
+  countCompletion: () => number,
+): UsageBuckets {
+  const input = reported?.input ?? f.req.promptEstimate;
+  const output = reported?.output ?? countCompletion();
+  return splitUsage(input, output, reported ?? {});
 }
 
 /** The exact cost and what the hold can capture of it. */
-function charge(f: Flight, tokens: Tokens): { cost: bigint; captured: bigint } {
-  const cost = chatCost(f.price, f.paywall.markupPpm, tokens.prompt, tokens.completion);
+function charge(f: Flight, usage: UsageBuckets): { cost: bigint; captured: bigint } {
+  const cost = usageCost(f.price, f.paywall.markupPpm, usage);
   return { cost, captured: cost < f.hold.holdRaw ? cost : f.hold.holdRaw };
 }
 
 /**
- * What the built-in provider costs the platform for these tokens (its cost prices, no markup, rounded
- * up); 0 when the paywall's own provider served the request.
+ * What the built-in provider costs the platform for this usage (its cost prices per bucket, no markup,
+ * rounded up); 0 when the paywall's own provider served the request.
  */
-function providerCost(f: Flight, tokens: Tokens): bigint {
+function providerCost(f: Flight, usage: UsageBuckets): bigint {
   const cost = f.price.providerCost;
-  return cost ? providerCostRaw(cost, tokens.prompt, tokens.completion) : 0n;
+  return cost ? providerCostRaw(cost, usage) : 0n;
+}
+
+/** `usage.cost_details` of a settled answer (docs/reference.md §13). */
+export const costDetailsOf = (f: Flight, usage: UsageBuckets): Record<string, string> =>
+  costDetails(f.price, f.paywall.markupPpm, usage);
+
+/**
+ * What a receipt needs kept with the charge (docs/reference.md §13): the buckets, and the markup and
+ * cost prices of the request and of each bucket that has tokens, as they were when it was charged.
+ */
+function pricingOf(f: Flight, usage: UsageBuckets): Record<string, string> {
+  const pricing: Record<string, string> = {
+    markup: formatDecimal(f.paywall.markupPpm, MARKUP_DECIMALS),
+    request: formatDecimal(f.price.requestPico, PRICE_DECIMALS),
+  };
+  for (const b of BUCKETS)
+    if (usage[b] > 0) pricing[b] = formatDecimal(bucketPico(f.price, b), PRICE_DECIMALS);
+  return pricing;
 }
 
 export interface SettlementDeps {
@@ -62,14 +104,17 @@ export class Settlement {
   async recordProgress(f: Flight, relay: StreamRelay): Promise<void> {
     if (f.settled) return;
     try {
-      const usage = relay.usageTokens();
-      const tokens = tokensOf(f, usage, () => relay.progressTokens());
-      if (usage === null && tokens.completion === 0) return;
-      const { cost, captured } = charge(f, tokens);
-      const split = splitCharge(f.paywall.mode, captured, providerCost(f, tokens), this.d.platformFeeBps);
+      const reported = relay.usageTokens();
+      const usage = usageOf(f, reported, () => relay.progressTokens());
+      if (reported === null && outputTokens(usage) === 0) return;
+      const { cost, captured } = charge(f, usage);
+      const split = splitCharge(f.paywall.mode, captured, providerCost(f, usage), this.d.platformFeeBps);
       await recordHoldProgress(this.d.db, f.chargeId, {
-        promptTokens: tokens.prompt,
-        completionTokens: tokens.completion,
+        promptTokens: inputTokens(usage),
+        completionTokens: outputTokens(usage),
+        buckets: usage,
+        costDetails: costDetailsOf(f, usage),
+        pricing: pricingOf(f, usage),
         capturedRaw: captured,
         ...split,
         uncollectedRaw: uncollectedOf(cost, captured),
@@ -80,7 +125,7 @@ export class Settlement {
   }
 
   /**
-   * Settles the hold: `tokens` null = nothing produced (voided, nothing charged). Records the terminal
+   * Settles the hold: `usage` null = nothing produced (voided, nothing charged). Records the terminal
    * proxy event and, when something is charged, `paywall.usage.charge.created`. Returns the amount taken
    * from the balance and the free balance of the spending account after the settlement (null when
    * unknown: already settled, or the settlement failed).
@@ -89,12 +134,12 @@ export class Settlement {
     f: Flight,
     outcome: Outcome,
     errorCode: string | null,
-    tokens: Tokens | null,
+    usage: UsageBuckets | null,
   ): Promise<{ captured: bigint; freeAfterRaw: bigint | null }> {
     if (f.settled) return { captured: 0n, freeAfterRaw: null };
     f.settled = true;
-    const cost = tokens ? charge(f, tokens).cost : 0n;
-    const providerCostRaw = tokens ? providerCost(f, tokens) : 0n;
+    const cost = usage ? charge(f, usage).cost : 0n;
+    const providerCostRaw = usage ? providerCost(f, usage) : 0n;
     const walletUserId = f.hold.walletUserId;
     const model = f.req.model;
     const ctx = {
@@ -122,9 +167,15 @@ export class Settlement {
               walletUserId,
               activityId: f.chargeId,
               model,
-              promptTokens: tokens!.prompt,
-              completionTokens: tokens!.completion,
+              promptTokens: inputTokens(usage!),
+              completionTokens: outputTokens(usage!),
+              cacheReadTokens: usage!.cacheRead,
+              cacheWriteTokens: usage!.cacheWrite,
+              audioPromptTokens: usage!.audioPrompt,
+              reasoningTokens: usage!.reasoning,
+              audioCompletionTokens: usage!.audioCompletion,
               cost: usdcDecimal(captured),
+              costDetails: costDetailsOf(f, usage!),
               ...(uncollected > 0n ? { uncollected: usdcDecimal(uncollected) } : {}),
             },
           ),
@@ -137,14 +188,15 @@ export class Settlement {
         capturedRaw: captured,
         ...split,
         uncollectedRaw: uncollected,
-        promptTokens: tokens?.prompt ?? null,
-        completionTokens: tokens?.completion ?? null,
+        promptTokens: usage ? inputTokens(usage) : null,
+        completionTokens: usage ? outputTokens(usage) : null,
         errorCode: outcome === 'completed' ? null : (errorCode ?? outcome),
         ledgerEntryId: randomUUID(),
         // A debt repaid later pays the built-in provider's unpaid cost first (collectDebt).
         metadata: {
           model,
           outcome,
+          ...(usage && cost > 0n ? { buckets: usage, pricing: pricingOf(f, usage) } : {}),
           ...(uncollected > 0n ? { providerCost: providerCostRaw.toString() } : {}),
         },
         events,

@@ -14,9 +14,19 @@ const FINISHED = /"finish_reason"\s*:\s*"/;
 /** An OpenAI-style error event (`{"error": {...}}`) in the middle of a stream. */
 const UPSTREAM_ERROR = /^\s*\{\s*"error"\s*:/;
 
-/** `cost`, and `balance` when known, for a usage object. */
-export const withBalance = (extra: { cost: string; balance: string | null }) =>
-  extra.balance === null ? { cost: extra.cost } : { cost: extra.cost, balance: extra.balance };
+/** What a settled answer reports of its charge (docs/reference.md §13): `usage.cost`, `usage.cost_details`. */
+export interface Charged {
+  cost: string;
+  costDetails: Record<string, string>;
+  /** The free balance after the charge, when known (streams write it into the usage). */
+  balance: string | null;
+}
+
+/** `cost`, `cost_details`, and `balance` when known, for a usage object (docs/reference.md §13). */
+export const chargedFields = (c: Charged): Record<string, unknown> =>
+  c.balance === null
+    ? { cost: c.cost, cost_details: c.costDetails }
+    : { cost: c.cost, cost_details: c.costDetails, balance: c.balance };
 
 export const sseData = (data: string): string =>
   data.includes('\n') ? `${data.replace(/\n/g, '\ndata: ').replace(/^/, 'data: ')}\n\n` : `data: ${data}\n\n`;
@@ -108,9 +118,12 @@ export class SseRelay {
   }
 
   /** The held usage chunk with what was charged and the balance after, or null when none came. */
-  usageChunk(extra: { cost: string; balance: string | null }): string | null {
+  usageChunk(charged: Charged): string | null {
     if (!this.heldUsage) return null;
-    return JSON.stringify({ ...this.heldUsage, usage: { ...this.heldUsage.usage, ...withBalance(extra) } });
+    return JSON.stringify({
+      ...this.heldUsage,
+      usage: { ...this.heldUsage.usage, ...chargedFields(charged) },
+    });
   }
 
   /** Tokens of what was relayed, counted with the tokenizer (for settlement without usage). */

@@ -1,10 +1,9 @@
+import type { ReportedUsage, UsageBuckets } from '../../shared/usage-buckets.js';
 import type { BlockedReply } from './blocked-reply.js';
 
-/** Token counts a request is charged for (docs/reference.md §5.2). */
-export interface Tokens {
-  prompt: number;
-  completion: number;
-}
+import type { Charged } from './sse-relay.js';
+
+export type { Charged };
 
 /** What the metered core needs of a validated request, whatever its wire format. */
 export interface MeteredRequest {
@@ -30,8 +29,8 @@ export interface StreamRelay {
   readonly finished: boolean;
   /** The upstream sent an error event. */
   readonly upstreamError: boolean;
-  /** Token counts from the upstream's usage, or null when it sent none. */
-  usageTokens(): Partial<Tokens> | null;
+  /** The upstream's usage, or null when it sent none. */
+  usageTokens(): ReportedUsage | null;
   /** Completion tokens of what was relayed, counted with the tokenizer. */
   producedTokens(): number;
   /**
@@ -56,8 +55,8 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
   parse(body: unknown): R;
   /** The body sent upstream with the completion cap `cap` (never the end user's id). */
   upstreamBody(req: R, cap: number): string;
-  /** Token counts from a whole answer's usage (null fields when absent). */
-  jsonUsage(json: Record<string, any>): Partial<Tokens> | null;
+  /** The usage a whole answer reports (absent fields when the provider did not send them). */
+  jsonUsage(json: Record<string, any>): ReportedUsage | null;
   /**
    * The whole answer ended as an answer does (chat: a choice has a finish_reason; Responses: status
    * completed or incomplete), not in an error or with an empty finish reason.
@@ -65,17 +64,15 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
   jsonFinished(json: Record<string, any>): boolean;
   /** Completion tokens of a whole answer, counted with the tokenizer. */
   countJson(json: Record<string, any>): number;
-  /** Writes usage (the upstream's, else the metered counts) with `cost` into a whole answer. */
-  addCost(json: Record<string, any>, tokens: Tokens, cost: string): void;
+  /**
+   * Writes usage (the upstream's, else the metered counts) with `cost` and `cost_details` into a whole
+   * answer.
+   */
+  addCost(json: Record<string, any>, usage: UsageBuckets, charged: Charged): void;
   /** A relay for a stream (its final usage is written by `streamEnd`, after settlement). */
   relay(req: R): StreamRelay;
   /** What ends a completed stream, written after settlement (`[DONE]`, the held-back completed event). */
-  streamEnd(
-    req: R,
-    relay: StreamRelay,
-    tokens: Tokens,
-    charged: { cost: string; balance: string | null },
-  ): string;
+  streamEnd(req: R, relay: StreamRelay, usage: UsageBuckets, charged: Charged): string;
   /**
    * The terminal error event of a stream cut mid-way: `code` is `upstream_error` when the provider
    * failed or timed out, `shutdown` when this service stopped.
