@@ -278,16 +278,17 @@ export class FakeUpstream {
       : tokens
         ? {
             input_tokens: tokens.prompt_tokens,
-            input_tokens_details: { cached_tokens: 0 },
+            input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
             output_tokens: tokens.completion_tokens,
             output_tokens_details: { reasoning_tokens: 0 },
             total_tokens: tokens.prompt_tokens + tokens.completion_tokens,
           }
         : null;
     const text = words.join('');
-    const part = { type: 'output_text', text, annotations: [] };
+    const part = { type: 'output_text', text, annotations: [], logprobs: [] };
     const item = { id: msgId, type: 'message', status: 'completed', role: 'assistant', content: [part] };
     const status = truncated ? 'incomplete' : 'completed';
+    // The shape of OpenAI's `Response` schema (every required field; no usage while in progress).
     const response = (st: string, output: unknown[], u: unknown) => ({
       id,
       object: 'response',
@@ -297,6 +298,7 @@ export class FakeUpstream {
       incomplete_details: st === 'incomplete' ? { reason: 'max_output_tokens' } : null,
       instructions: body?.instructions ?? null,
       max_output_tokens: cap ?? null,
+      metadata: {},
       model,
       output,
       parallel_tool_calls: true,
@@ -305,7 +307,7 @@ export class FakeUpstream {
       tool_choice: 'auto',
       tools: [],
       top_p: 1,
-      usage: u,
+      ...(u ? { usage: u } : {}),
     });
 
     if (body?.stream !== true) {

@@ -49,7 +49,7 @@ const usageWithCost = (u: unknown, usage: UsageBuckets, charged: Charged): Recor
     ? u
     : {
         input_tokens: inputTokens(usage),
-        input_tokens_details: { cached_tokens: usage.cacheRead },
+        input_tokens_details: { cached_tokens: usage.cacheRead, cache_write_tokens: usage.cacheWrite },
         output_tokens: outputTokens(usage),
         output_tokens_details: { reasoning_tokens: usage.reasoning },
         total_tokens: inputTokens(usage) + outputTokens(usage),
@@ -220,9 +220,11 @@ export const responsesFormat: WireFormat = {
 
   blockedStream(reply) {
     const msgId = `msg_${randomBytes(12).toString('hex')}`;
-    const part = { type: 'output_text', text: reply.text, annotations: [] };
+    const part = outputText(reply.text);
     const item = { id: msgId, type: 'message', status: 'completed', role: 'assistant', content: [part] };
-    const inProgress = { ...blockedResponse(reply, 'in_progress'), output: [], usage: null };
+    // OpenAI's schema has no null usage: a response in progress has none yet, so the field is left out.
+    const inProgress: Record<string, unknown> = { ...blockedResponse(reply, 'in_progress'), output: [] };
+    delete inProgress.usage;
     const events: [string, Record<string, unknown>][] = [
       ['response.created', { response: inProgress }],
       ['response.in_progress', { response: inProgress }],
@@ -252,7 +254,13 @@ export const responsesFormat: WireFormat = {
   },
 };
 
-/** A payment-blocked reply as an ordinary `response` object whose output message holds the link. */
+/** An `output_text` content part (OpenAI's OutputTextContent: `annotations` and `logprobs` are required). */
+const outputText = (text: string) => ({ type: 'output_text', text, annotations: [], logprobs: [] });
+
+/**
+ * A payment-blocked reply as an ordinary `response` object whose output message holds the link, with every
+ * field OpenAI's `Response` schema requires (docs/reference.md §11 "Conformance").
+ */
 function blockedResponse(r: BlockedReply, status: 'completed' | 'in_progress'): Record<string, unknown> {
   return {
     id: `resp_${r.id.replace(/^chatcmpl-/, '')}`,
@@ -263,6 +271,7 @@ function blockedResponse(r: BlockedReply, status: 'completed' | 'in_progress'): 
     incomplete_details: null,
     instructions: null,
     max_output_tokens: null,
+    metadata: {},
     model: r.model,
     output: [
       {
@@ -270,7 +279,7 @@ function blockedResponse(r: BlockedReply, status: 'completed' | 'in_progress'): 
         type: 'message',
         status: 'completed',
         role: 'assistant',
-        content: [{ type: 'output_text', text: r.text, annotations: [] }],
+        content: [outputText(r.text)],
       },
     ],
     parallel_tool_calls: true,
@@ -281,7 +290,7 @@ function blockedResponse(r: BlockedReply, status: 'completed' | 'in_progress'): 
     top_p: null,
     usage: {
       input_tokens: 0,
-      input_tokens_details: { cached_tokens: 0 },
+      input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
       output_tokens: 0,
       output_tokens_details: { reasoning_tokens: 0 },
       total_tokens: 0,
