@@ -130,6 +130,11 @@ export const COST_DETAIL_KEYS: Record<Bucket, string> = {
   completion: 'completion',
 };
 
+/** `usage.cost_details` of an answer charged nothing (a blocked reply, an empty answer). */
+export const ZERO_COST_DETAILS: Readonly<Record<string, string>> = Object.freeze(
+  Object.fromEntries(['request', ...BUCKETS.map((b) => COST_DETAIL_KEYS[b])].map((k) => [k, '0'])),
+);
+
 /** pico-USDC x ppm → USDC decimal with at most 12 fraction digits, rounded up where it needs more. */
 const scaledToPriceDecimal = (scaled: bigint): string => formatDecimal(ceilDiv(scaled, PPM), PRICE_DECIMALS);
 

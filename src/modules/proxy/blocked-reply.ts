@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { ZERO_COST_DETAILS } from '../../shared/money.js';
 import { sseData } from './sse-relay.js';
 
 export type BlockReason = 'not_connected' | 'insufficient_balance' | 'rate_limited';
@@ -55,7 +56,13 @@ export function blockedReply({ model, reason, url, text, resetsAt }: BlockedRepl
   };
 }
 
-const ZERO_USAGE = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cost: '0' };
+const ZERO_USAGE = {
+  prompt_tokens: 0,
+  completion_tokens: 0,
+  total_tokens: 0,
+  cost: '0',
+  cost_details: ZERO_COST_DETAILS,
+};
 
 /**
  * docs/reference.md §6: an ordinary `chat.completion` whose assistant message carries the link, plus the

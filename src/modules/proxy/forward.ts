@@ -1,6 +1,6 @@
 import { DomainError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
-import { usdcDecimal } from '../../shared/money.js';
+import { usdcDecimal, ZERO_COST_DETAILS } from '../../shared/money.js';
 import { isTimeout, type ChatJson, type Flight, type Outcome, type StreamSink } from './flight.js';
 import type { UpstreamResponse } from './provider-client.js';
 import type { RelayedResponses } from './relayed-responses.js';
@@ -20,9 +20,7 @@ function chargedDetails(
   captured: bigint,
   usage: UsageBuckets,
 ): Record<string, string> {
-  const details = costDetailsOf(f, usage);
-  if (!free && captured > 0n) return details;
-  return Object.fromEntries(Object.keys(details).map((k) => [k, '0']));
+  return !free && captured > 0n ? costDetailsOf(f, usage) : { ...ZERO_COST_DETAILS };
 }
 
 export interface ForwardDeps {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
 import { invalid } from '../../shared/errors.js';
+import { ZERO_COST_DETAILS } from '../../shared/money.js';
 import type { BlockedReply } from './blocked-reply.js';
 import { checkBodyAndModel } from './chat-request.js';
 import {
@@ -295,6 +296,7 @@ function blockedResponse(r: BlockedReply, status: 'completed' | 'in_progress'): 
       output_tokens_details: { reasoning_tokens: 0 },
       total_tokens: 0,
       cost: '0',
+      cost_details: ZERO_COST_DETAILS,
     },
     paywall: r.paywall,
   };
