@@ -14,7 +14,7 @@ import { apiKeyRefused, bearerKey } from './http.js';
 import { sendJson, serveMetered, type MeteredKind } from './metered.js';
 
 /**
- * The metered routes (POST /v1/chat/completions, /v1/responses and their /v1/u/{user}/… forms) on plain
+ * The metered routes (POST /v1/chat/completions, /v1/responses, /v1/embeddings and their /v1/u/{user}/… forms) on plain
  * node:http, ahead of Express: no router walk, no body-parser stream machinery, no per-request
  * middleware closures. It calls the same metered handler as the Express routes (metered.ts), observes
  * the request as every other one is (src/shared/observe.ts: request id, metrics, access log), answers
@@ -24,7 +24,7 @@ import { sendJson, serveMetered, type MeteredKind } from './metered.js';
  * which applies its full rules (413, 415-as-400, inflation, URI errors) as before.
  */
 
-const PATH = /^\/v1(?:\/u\/([^/]*))?\/(chat\/completions|responses)\/?$/;
+const PATH = /^\/v1(?:\/u\/([^/]*))?\/(chat\/completions|responses|embeddings)\/?$/;
 const JSON_TYPE = /^application\/json\s*(?:;\s*charset\s*=\s*(?:utf-8|"utf-8")\s*)?$/i;
 /** express.json's limit ('1mb'). */
 const MAX_BODY = 1024 * 1024;
@@ -61,7 +61,7 @@ function match(req: IncomingMessage): Matched | null {
     }
   }
   return {
-    kind: m[2] === 'responses' ? 'responses' : 'chat',
+    kind: m[2] === 'chat/completions' ? 'chat' : (m[2] as 'responses' | 'embeddings'),
     pathUser,
     path,
     query: q < 0 ? null : url.slice(q + 1),
@@ -150,7 +150,7 @@ export function meteredFastPath(
           new DomainError('invalid_request', 'request body is not valid JSON', null, 'invalid_json'),
         );
       }
-      route = `${m.pathUser === undefined ? '/v1' : '/v1/u/{user}'}/${m.kind === 'chat' ? 'chat/completions' : 'responses'}`;
+      route = `${m.pathUser === undefined ? '/v1' : '/v1/u/{user}'}/${m.kind === 'chat' ? 'chat/completions' : m.kind}`;
       let queryUser: string | undefined;
       if (m.query !== null) {
         const v = parseQuery(m.query).user;

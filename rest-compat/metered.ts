@@ -33,13 +33,14 @@ export function sseSink(res: ServerResponse): StreamSink {
   };
 }
 
-/** The client APIs served by the metered proxy (ProxyService.chat / .responses). */
-export type MeteredKind = 'chat' | 'responses';
+/** The client APIs served by the metered proxy (ProxyService.chat / .responses / .embeddings). */
+export type MeteredKind = 'chat' | 'responses' | 'embeddings';
 
 /** What the metered handler needs of the proxy. */
 export interface MeteredProxy {
   chat(call: ChatCall, sink?: StreamSink): Promise<ChatJson | null>;
   responses(call: ChatCall, sink?: StreamSink): Promise<ChatJson | null>;
+  embeddings(call: ChatCall): Promise<ChatJson>;
 }
 
 /** A metered request as both entries (the fast path and Express) see it, the API key checked. */
@@ -56,7 +57,7 @@ export interface MeteredRequestIn {
 }
 
 /**
- * The one metered handler, for POST /v1/chat/completions and /v1/responses (and their /v1/u/{user}/…
+ * The one metered handler, for POST /v1/chat/completions, /v1/responses and /v1/embeddings (and their /v1/u/{user}/…
  * forms), whichever entry took the request: the plain node:http fast path or the Express route. It
  * refuses a loop, takes the end user, and calls the proxy; a whole answer is written here, a stream by
  * the proxy through the sink. DomainErrors are thrown for the entry to answer.
@@ -81,7 +82,12 @@ export async function serveMetered(
   });
   const call = { paywall: r.paywall, externalUserId: user, body: b, signal: gone.signal, via };
   const sink = sseSink(res);
-  const out = r.kind === 'chat' ? await proxy.chat(call, sink) : await proxy.responses(call, sink);
+  const out =
+    r.kind === 'chat'
+      ? await proxy.chat(call, sink)
+      : r.kind === 'responses'
+        ? await proxy.responses(call, sink)
+        : await proxy.embeddings(call);
   // Written directly: express's res.json would also hash the body for an ETag nobody uses here.
   if (out) sendJson(res, out.status, out.body, out.headers);
 }

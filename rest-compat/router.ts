@@ -10,7 +10,7 @@ import { modelsRoutes } from './models.routes.js';
 import { webhooksRoutes } from './webhooks.routes.js';
 
 /**
- * docs/reference.md §10: `RATE_LIMIT_PER_MINUTE` per paywall key across instances. Chat and Responses requests are counted by
+ * docs/reference.md §10: `RATE_LIMIT_PER_MINUTE` per paywall key across instances. Chat, Responses and embeddings requests are counted by
  * the hold's own statement (no extra round trip); every other route here, with one small statement.
  */
 function rateLimit(services: Services) {
@@ -27,7 +27,7 @@ function rateLimit(services: Services) {
     }
   };
 }
-const CHAT_PATH = /^(\/u\/[^/]*)?\/(chat\/completions|responses)\/?$/;
+const CHAT_PATH = /^(\/u\/[^/]*)?\/(chat\/completions|responses|embeddings)\/?$/;
 
 /**
  * The REST compatibility layer under `/v1`: OpenAI-style routes and `/v1/user/*`, each mapped onto the

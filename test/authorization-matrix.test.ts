@@ -263,6 +263,11 @@ const REST: Record<string, RestCase> = {
     body: (T) => ({ user: T.user, model: T.modelId, input: 'hi' }),
     otherKey: 'own',
   },
+  'POST /embeddings': {
+    path: () => '/embeddings',
+    body: (T) => ({ user: T.user, model: T.modelId, input: 'hi' }),
+    otherKey: 'own',
+  },
   'GET /models': { path: () => '/models', otherKey: 'own' },
   // The model id is the victim's; the other paywall does not sell it.
   'GET /models/*id': { path: (T) => `/models/${T.modelId}`, otherKey: 404 },

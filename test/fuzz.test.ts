@@ -216,6 +216,9 @@ const REST: Record<string, RestShape> = {
   'POST /responses': {
     body: { user: USER, model: MODEL, input: 'hi', max_output_tokens: 20, stream: false },
   },
+  'POST /embeddings': {
+    body: { user: USER, model: MODEL, input: ['hi', 'there'], encoding_format: 'float' },
+  },
   'GET /models': {},
   'GET /models/*id': { params: { id: MODEL } },
   'POST /webhooks/subscriptions': {

@@ -116,6 +116,24 @@ describe('metered routes: the fast path answers what Express answers', () => {
       () => ({ authorization: `Bearer ${apiKey}` }),
     ],
     [
+      'embeddings: no user',
+      '/v1/embeddings',
+      JSON.stringify({ model: 'no-such-model', input: 'hi' }),
+      () => ({ authorization: `Bearer ${apiKey}` }),
+    ],
+    [
+      'embeddings: an empty input (user in the path)',
+      '/v1/u/erin/embeddings',
+      JSON.stringify({ model: 'no-such-model', input: '' }),
+      () => ({ authorization: `Bearer ${apiKey}` }),
+    ],
+    [
+      'embeddings: an unknown model (user from the body)',
+      '/v1/embeddings/',
+      JSON.stringify({ model: 'no-such-model', input: ['a', 'b'], user: 'erin' }),
+      () => ({ authorization: `Bearer ${apiKey}` }),
+    ],
+    [
       'an unknown model (user from the header)',
       '/v1/responses/',
       JSON.stringify({ model: 'no-such-model', input: 'hi' }),
@@ -145,6 +163,11 @@ describe('metered routes: the fast path answers what Express answers', () => {
       /http_requests_total\{route="\/v1\/u\/\{user\}\/chat\/completions",method="POST",status="400"\} \d+/,
     );
     expect(text).toMatch(/http_requests_total\{route="unmatched",method="POST",status="401"\} \d+/);
+    expect(text).toMatch(/http_requests_total\{route="\/v1\/embeddings",method="POST",status="404"\} \d+/);
+    expect(text).toMatch(
+      /http_requests_total\{route="\/v1\/u\/\{user\}\/embeddings",method="POST",status="400"\} \d+/,
+    );
     expect(text).not.toContain('alice');
+    expect(text).not.toContain('erin');
   });
 });

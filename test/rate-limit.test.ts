@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import OpenAI from 'openai';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { startInstances, OWNER_TOKEN, type Instance } from './helpers/instances.js';
@@ -107,5 +108,59 @@ describe('RATE_LIMIT_PER_MINUTE across two instances', () => {
     expect(next.headers.get('x-ratelimit-reset')).toBe('60');
     const other = await paywall();
     expect((await get(b, other, '/v1/models')).status).toBe(200);
+  });
+
+  it('counts an embeddings request once, by its hold, on either instance and either entry', async () => {
+    at('2026-11-23T10:05:00.000Z');
+    const apiKey = await paywall();
+    const funded = await a.gql(apiKey, `mutation { deposit(input: {user: "bea", amount: "1"}) { balance } }`);
+    expect(funded.errors).toBeUndefined();
+    const forwardedBefore = fake.embeddingsRequests.length;
+    // The SDK's requests take the fast path (a Content-Length); a chunked body is served by Express,
+    // whose rate limiter leaves metered routes to the hold.
+    const viaSdk = (via: Instance) =>
+      new OpenAI({
+        apiKey,
+        baseURL: `${via.url}/v1`,
+        defaultHeaders: { 'X-Paywall-User': 'bea' },
+        maxRetries: 0,
+      }).embeddings
+        .create({ model: MODEL, input: 'hi' })
+        .then(
+          () => '200',
+          (e: any) => `${e.status} ${e.code}`,
+        );
+    const chunked = (via: Instance) =>
+      new Promise<string>((resolve, reject) => {
+        const url = new URL(`${via.url}/v1/embeddings`);
+        const req = request(
+          {
+            host: url.hostname,
+            port: url.port,
+            path: url.pathname,
+            method: 'POST',
+            headers: {
+              authorization: `Bearer ${apiKey}`,
+              'content-type': 'application/json',
+              'x-paywall-user': 'bea',
+            },
+          },
+          (res) => {
+            let text = '';
+            res.on('data', (c: Buffer) => (text += c.toString()));
+            res.on('end', () =>
+              resolve(res.statusCode === 200 ? '200' : `${res.statusCode} ${JSON.parse(text).error.code}`),
+            );
+          },
+        );
+        req.on('error', reject);
+        const body = JSON.stringify({ model: MODEL, input: 'hi' });
+        req.write(body.slice(0, 1));
+        req.end(body.slice(1));
+      });
+    const results: string[] = [];
+    for (let i = 0; i < 11; i++) results.push(await (i % 2 ? viaSdk : chunked)(i % 4 < 2 ? a : b));
+    expect(results).toEqual([...Array(10).fill('200'), '429 rate_limit_exceeded']);
+    expect(fake.embeddingsRequests.length - forwardedBefore).toBe(10);
   });
 });

@@ -46,6 +46,11 @@ export const ERROR_KINDS = {
     graphql: 'FORBIDDEN',
     page: { status: 403, title: 'Not allowed' },
   },
+  /**
+   * The end user cannot pay for the request (not connected, or the free balance is short): the embeddings
+   * API's 402 with `paywall: {reason, url}` (docs/reference.md §14). Chat answers these with a reply instead.
+   */
+  payment_required: { status: 402, type: 'payment_required', graphql: 'PAYMENT_REQUIRED', page: null },
   not_found: {
     status: 404,
     type: 'not_found_error',
@@ -148,6 +153,9 @@ export const ERROR_CODES = {
   unauthenticated: { kind: 'unauthenticated' },
   forbidden: { kind: 'forbidden' },
   test_funds_disabled: { kind: 'forbidden' },
+  // 402 (embeddings)
+  not_connected: { kind: 'payment_required' },
+  insufficient_balance: { kind: 'payment_required' },
   // 404, 410
   not_found: { kind: 'not_found' },
   model_not_found: { kind: 'model_not_found' },
@@ -166,6 +174,7 @@ export const ERROR_CODES = {
   // 429
   rate_limit_exceeded: { kind: 'rate_limited' },
   rate_limited: { kind: 'rate_limited' },
+  daily_limit_exceeded: { kind: 'rate_limited' },
   too_many_codes: { kind: 'rate_limited' },
   stripe_rate_limited: { kind: 'rate_limited' },
   too_many_heavy_reads: { kind: 'rate_limited' },

@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { base64Embedding, OPENAI_EMBEDDINGS_RESPONSE } from './embeddings-fixture.js';
 
 /** How the fake answers one request. Every field is optional; see `DEFAULT_BEHAVIOR`. */
 export interface FakeBehavior {
@@ -31,6 +32,8 @@ export interface FakeBehavior {
    * recorded fixture: test/helpers/provider-usage.ts). Not cut at the cap.
    */
   rawUsage?: Record<string, unknown>;
+  /** Answer 200 with this JSON body instead of the generated answer (e.g. an embeddings answer that is not a list). */
+  answer?: unknown;
 }
 
 export const DEFAULT_BEHAVIOR: Required<Pick<FakeBehavior, 'content' | 'usage'>> = {
@@ -53,7 +56,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * A real OpenAI-compatible server on 127.0.0.1 for tests and the bench: POST /v1/chat/completions and
- * POST /v1/responses in JSON or SSE (per the request's `stream`), recording every request (headers and body). Behaviour is
+ * POST /v1/responses in JSON or SSE (per the request's `stream`), POST /v1/embeddings (the shape of
+ * embeddings-fixture.ts), recording every request (headers and body). Behaviour is
  * set for all requests (`behavior`) or queued for the next ones (`next(...)`).
  */
 export class FakeUpstream {
@@ -104,6 +108,11 @@ export class FakeUpstream {
     return this.requests.filter((r) => r.url.endsWith('/responses'));
   }
 
+  /** Embeddings requests received so far. */
+  get embeddingsRequests(): RecordedRequest[] {
+    return this.requests.filter((r) => r.url.endsWith('/embeddings'));
+  }
+
   /** Chat requests received so far. */
   get chatRequests(): RecordedRequest[] {
     return this.requests.filter((r) => r.url.endsWith('/chat/completions'));
@@ -133,7 +142,8 @@ export class FakeUpstream {
       if (!res.writableFinished) rec.aborted = true;
     });
     const responses = method === 'POST' && url.endsWith('/responses');
-    if (method !== 'POST' || (!url.endsWith('/chat/completions') && !responses)) {
+    const embeddings = method === 'POST' && url.endsWith('/embeddings');
+    if (method !== 'POST' || (!url.endsWith('/chat/completions') && !responses && !embeddings)) {
       res.writeHead(404, { 'content-type': 'application/json' });
       res.end(
         JSON.stringify({
@@ -142,7 +152,8 @@ export class FakeUpstream {
       );
       return;
     }
-    const b: FakeBehavior = { ...DEFAULT_BEHAVIOR, ...this.behavior, ...(this.queue.shift() ?? {}) };
+    const own: FakeBehavior = { ...this.behavior, ...(this.queue.shift() ?? {}) };
+    const b: FakeBehavior = { ...DEFAULT_BEHAVIOR, ...own };
     if (b.delayMs) await sleep(b.delayMs);
     if (b.status && b.status >= 400) {
       if (b.errorText !== undefined) {
@@ -165,7 +176,13 @@ export class FakeUpstream {
       );
       return;
     }
+    if (b.answer !== undefined) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(b.answer));
+      return;
+    }
     if (responses) return this.respond(b, body, rec, res);
+    if (embeddings) return this.embed(own, body, res);
     const id = `chatcmpl-fake-${++this.seq}`;
     const created = Math.floor(Date.now() / 1000);
     const model = body?.model ?? 'unknown';
@@ -241,6 +258,34 @@ export class FakeUpstream {
     } catch {
       /* the proxy went away */
     }
+  }
+
+  /**
+   * POST /v1/embeddings: one `embedding` per input (a string or token-id array is one input, an array of
+   * strings or of token-id arrays one per item), the fixture's vector as floats or, with
+   * `encoding_format: "base64"`, as base64 float32; usage from the behaviour's `usage.prompt_tokens`,
+   * else the fixture's (8); `usage: null` leaves usage out.
+   */
+  private embed(own: FakeBehavior, body: any, res: ServerResponse): void {
+    const input = body?.input;
+    const count =
+      Array.isArray(input) && input.length > 0 && (typeof input[0] === 'string' || Array.isArray(input[0]))
+        ? input.length
+        : 1;
+    const vector = OPENAI_EMBEDDINGS_RESPONSE.data[0].embedding;
+    const embedding = body?.encoding_format === 'base64' ? base64Embedding(vector) : [...vector];
+    const prompt =
+      own.usage === null
+        ? null
+        : (own.usage?.prompt_tokens ?? OPENAI_EMBEDDINGS_RESPONSE.usage.prompt_tokens);
+    const answer: Record<string, unknown> = {
+      object: 'list',
+      data: Array.from({ length: count }, (_, index) => ({ object: 'embedding', embedding, index })),
+      model: body?.model ?? 'unknown',
+    };
+    if (prompt !== null) answer.usage = { prompt_tokens: prompt, total_tokens: prompt };
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(answer));
   }
 
   /**

@@ -133,7 +133,7 @@ export async function answerBlocked<R extends MeteredRequest>(
             url,
           ),
         });
-  if (!req.stream || !sink) return { status: 200, body: fmt.blockedJson(reply) };
+  if (!req.stream || !sink) return { status: 200, ...fmt.blockedHttp?.(reply), body: fmt.blockedJson(reply) };
   sink.open();
   sink.write(fmt.blockedStream(reply, req));
   sink.end();

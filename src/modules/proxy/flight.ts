@@ -25,7 +25,8 @@ export interface ChatJson {
   body: Record<string, any>;
   /**
    * Set when the answer charged the user: `x-paywall-cost` (USDC, = usage.cost) and
-   * `x-paywall-balance` (the free balance after the charge, USDC).
+   * `x-paywall-balance` (the free balance after the charge, USDC). Also a provider's `retry-after`, and
+   * an embeddings payment block's `x-should-retry: false`.
    */
   headers?: Record<string, string>;
 }

@@ -105,9 +105,10 @@ export class Forwarder {
     } catch {
       json = null;
     }
-    if (!isObject(json)) {
+    const malformed = isObject(json) ? (f.fmt.malformed?.(json) ?? null) : 'the answer was not a JSON object';
+    if (malformed !== null || !isObject(json)) {
       await this.d.settlement.settle(f, 'failed', 'upstream_invalid_response', null);
-      throw upstreamError('the answer was not a JSON object');
+      throw upstreamError(malformed ?? 'the answer was not a JSON object');
     }
     const answer = json;
     const usage = usageOf(f, f.fmt.jsonUsage(answer), () => f.fmt.countJson(answer));

@@ -5,6 +5,7 @@ import type { Logger } from '../../shared/logger.js';
 import type { Metrics } from '../../shared/metrics.js';
 import type { PaymentLinks } from './blocked-call.js';
 import { chatFormat } from './chat-format.js';
+import { embeddingsFormat } from './embeddings-format.js';
 import { abortFlight, type ChatCall, type ChatJson, type Flight, type StreamSink } from './flight.js';
 import { Forwarder } from './forward.js';
 import { HoldSweeper } from './hold-sweeper.js';
@@ -59,7 +60,7 @@ export interface ProxyDeps {
 }
 
 /**
- * The metered proxy: chat completions and the Responses API, each request held, forwarded, metered and
+ * The metered proxy: chat completions, the Responses API and embeddings, each request held, forwarded, metered and
  * settled (metered-call.ts and its steps). This class owns what lives longer than one request: the
  * requests in flight (for a graceful stop), the group-commit ledger batch and the hold sweeper.
  */
@@ -170,6 +171,14 @@ export class ProxyService {
   /** Serves one Responses API call, like `chat`. */
   responses(call: ChatCall, sink?: StreamSink): Promise<ChatJson | null> {
     return this.metered(responsesFormat, call, sink);
+  }
+
+  /**
+   * Serves one embeddings call (never streamed): the JSON answer, or a 402 / 429 when payment blocked it
+   * (docs/reference.md §14).
+   */
+  async embeddings(call: ChatCall): Promise<ChatJson> {
+    return (await this.metered(embeddingsFormat, call))!;
   }
 
   /** Serves one call in the wire format `fmt` (a new client API plugs in here with its WireFormat). */

@@ -53,7 +53,7 @@ function target(baseUrl: string, endpoint: string): { origin: string; path: stri
 }
 
 /**
- * POSTs a body to the provider's `endpoint` (`/chat/completions`, `/responses`). Only the provider's own key and a JSON content type
+ * POSTs a body to the provider's `endpoint` (`/chat/completions`, `/responses`, `/embeddings`). Only the provider's own key and a JSON content type
  * go upstream: no client header (in particular not the paywall key) is ever forwarded.
  */
 export async function postUpstream(

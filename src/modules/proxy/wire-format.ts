@@ -9,7 +9,7 @@ export type { Charged };
 export interface MeteredRequest {
   model: string;
   stream: boolean;
-  /** Choices the hold covers (chat `n`; 1 for the Responses API). */
+  /** Choices the hold covers (chat `n`; 1 for the Responses API; 0 for embeddings, which complete nothing). */
   n: number;
   /** The client's own output cap, or null. */
   clientMaxTokens: number | null;
@@ -43,12 +43,12 @@ export interface StreamRelay {
 }
 
 /**
- * One OpenAI wire format served by the metered core (ProxyService): chat completions or the
- * Responses API. The core owns the money (hold, cap, settlement, events); a format only knows how
+ * One OpenAI wire format served by the metered core (ProxyService): chat completions, the Responses
+ * API or embeddings. The core owns the money (hold, cap, settlement, events); a format only knows how
  * its requests, answers, streams and payment-blocked replies look.
  */
 export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
-  readonly name: 'chat' | 'responses';
+  readonly name: 'chat' | 'responses' | 'embeddings';
   /** Path under the provider's base URL, e.g. `/chat/completions`. */
   readonly upstreamPath: string;
   /** Validates the client's body (400s name the field). */
@@ -62,6 +62,11 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
    * completed or incomplete), not in an error or with an empty finish reason.
    */
   jsonFinished(json: Record<string, any>): boolean;
+  /**
+   * Why a whole 2xx answer is not an answer of this format at all (embeddings: no `data` list), or null.
+   * Such an answer is a failed request: nothing is charged and the client gets a 502. Optional.
+   */
+  malformed?(json: Record<string, any>): string | null;
   /** Completion tokens of a whole answer, counted with the tokenizer. */
   countJson(json: Record<string, any>): number;
   /**
@@ -80,6 +85,8 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
   streamError(relay: StreamRelay, message: string, code: string): string;
   /** A payment-blocked reply as a whole answer, and as a whole event stream (docs/reference.md §6, §11). */
   blockedJson(reply: BlockedReply): Record<string, unknown>;
+  /** The status and headers of that whole answer: 200 and none unless given (embeddings: 402 or 429). */
+  blockedHttp?(reply: BlockedReply): { status: number; headers?: Record<string, string> };
   blockedStream(reply: BlockedReply, req: R): string;
 }
 
