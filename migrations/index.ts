@@ -14,6 +14,7 @@ import { Migration20261125100000_stripe_endpoints } from './Migration20261125100
 import { Migration20261125200000_uncollected } from './Migration20261125200000_uncollected.js';
 import { Migration20261125400000_sign_in_challenge } from './Migration20261125400000_sign_in_challenge.js';
 import { Migration20261125500000_usage_provider_cost } from './Migration20261125500000_usage_provider_cost.js';
+import { Migration20261126200000_cap_parameter } from './Migration20261126200000_cap_parameter.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -38,4 +39,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261125200000_uncollected', class: Migration20261125200000_uncollected },
   { name: 'Migration20261125400000_sign_in_challenge', class: Migration20261125400000_sign_in_challenge },
   { name: 'Migration20261125500000_usage_provider_cost', class: Migration20261125500000_usage_provider_cost },
+  { name: 'Migration20261126200000_cap_parameter', class: Migration20261126200000_cap_parameter },
 ];

@@ -26,7 +26,23 @@ export interface FakeBehavior {
   ignoreMaxTokens?: boolean;
   /** Tool calls to return instead of text (non-streaming). */
   toolCalls?: unknown[];
+  /**
+   * Refuse a chat request that carries `max_tokens`, as OpenAI answers for its reasoning models (HTTP 400,
+   * `unsupported_parameter`, see {@link MAX_TOKENS_REFUSAL}).
+   */
+  refuseMaxTokens?: boolean;
 }
+
+/** OpenAI's answer (HTTP 400) to `max_tokens` sent to one of its reasoning models (o1, o3, gpt-5 …). */
+export const MAX_TOKENS_REFUSAL = {
+  error: {
+    message:
+      "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+    type: 'invalid_request_error',
+    param: 'max_tokens',
+    code: 'unsupported_parameter',
+  },
+};
 
 export const DEFAULT_BEHAVIOR: Required<Pick<FakeBehavior, 'content' | 'usage'>> = {
   content: 'Hello from the fake upstream!',
@@ -139,6 +155,11 @@ export class FakeUpstream {
     }
     const b: FakeBehavior = { ...DEFAULT_BEHAVIOR, ...this.behavior, ...(this.queue.shift() ?? {}) };
     if (b.delayMs) await sleep(b.delayMs);
+    if (b.refuseMaxTokens && !responses && body?.max_tokens !== undefined) {
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(MAX_TOKENS_REFUSAL));
+      return;
+    }
     if (b.status && b.status >= 400) {
       if (b.errorText !== undefined) {
         res.writeHead(b.status, { 'content-type': 'text/html', ...b.errorHeaders });

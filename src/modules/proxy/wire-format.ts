@@ -1,4 +1,5 @@
 import type { BlockedReply } from './blocked-reply.js';
+import type { UpstreamTarget } from './provider-client.js';
 
 /** Token counts a request is charged for (docs/reference.md §5.2). */
 export interface Tokens {
@@ -54,8 +55,11 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
   readonly upstreamPath: string;
   /** Validates the client's body (400s name the field). */
   parse(body: unknown): R;
-  /** The body sent upstream with the completion cap `cap` (never the end user's id). */
-  upstreamBody(req: R, cap: number): string;
+  /**
+   * The body sent upstream with the completion cap `cap` (never the end user's id); `up.capParameter`
+   * names chat's cap field when the client sent none.
+   */
+  upstreamBody(req: R, cap: number, up: Pick<UpstreamTarget, 'capParameter'>): string;
   /** Token counts from a whole answer's usage (null fields when absent). */
   jsonUsage(json: Record<string, any>): Partial<Tokens> | null;
   /**
