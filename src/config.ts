@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { PRICE_DECIMALS, RAW_DECIMALS, parseAmount, parseDecimal } from './shared/money.js';
 import { parseTrustedProxies } from './shared/client-ip.js';
+import { CAP_PARAMETERS, DEFAULT_CAP_PARAMETER, type CapParameter } from './modules/proxy/provider-client.js';
 
 const bool = z
   .enum(['true', 'false', '1', '0', ''])
@@ -60,6 +61,8 @@ export interface BuiltinProvider {
   /** Absolute http(s) URL without a trailing slash, e.g. https://api.openai.com/v1 */
   baseUrl: string;
   apiKey: string;
+  /** BUILTIN_PROVIDER_CAP_PARAMETER: the chat cap field when the client sent none (MAX_COMPLETION_TOKENS). */
+  capParameter: CapParameter;
   /** In the order configured; ids are unique. */
   models: readonly BuiltinModel[];
 }
@@ -351,6 +354,14 @@ const ConfigSchema = z.object({
     (v) => v === undefined || /^[\x21-\x7e]{1,4096}$/.test(v),
     'BUILTIN_PROVIDER_API_KEY must be 1 to 4096 printable ASCII characters without spaces',
   ),
+  /**
+   * The built-in provider's chat cap field when a client sent none (docs/reference.md §13 "Cap sent
+   * upstream"): MAX_COMPLETION_TOKENS (default) or MAX_TOKENS for an older OpenAI-compatible server.
+   */
+  BUILTIN_PROVIDER_CAP_PARAMETER: blankIsUnset.refine(
+    (v) => v === undefined || (CAP_PARAMETERS as readonly string[]).includes(v),
+    `BUILTIN_PROVIDER_CAP_PARAMETER must be ${CAP_PARAMETERS.join(' or ')}`,
+  ),
   BUILTIN_MODELS: blankIsUnset.transform((v, ctx) =>
     v === undefined ? undefined : parseBuiltinModels(v, ctx),
   ),
@@ -452,7 +463,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
           'STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET go together (card top-ups of the hosted wallet; see docs/stripe.md)',
       });
     // The three go together: half a configuration is a mistake, not "off".
-    const any = c.BUILTIN_PROVIDER_BASE_URL || c.BUILTIN_PROVIDER_API_KEY || env.BUILTIN_MODELS;
+    const any =
+      c.BUILTIN_PROVIDER_BASE_URL ||
+      c.BUILTIN_PROVIDER_API_KEY ||
+      env.BUILTIN_MODELS ||
+      c.BUILTIN_PROVIDER_CAP_PARAMETER;
     if (!any) return;
     for (const name of ['BUILTIN_PROVIDER_BASE_URL', 'BUILTIN_PROVIDER_API_KEY', 'BUILTIN_MODELS'] as const)
       if (!env[name])
@@ -472,6 +487,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       ? Object.freeze({
           baseUrl: c.BUILTIN_PROVIDER_BASE_URL.replace(/\/+$/, ''),
           apiKey: c.BUILTIN_PROVIDER_API_KEY,
+          capParameter:
+            (c.BUILTIN_PROVIDER_CAP_PARAMETER as CapParameter | undefined) ?? DEFAULT_CAP_PARAMETER,
           models: Object.freeze(c.BUILTIN_MODELS),
         })
       : null;

@@ -383,7 +383,9 @@ describe('built-in provider: forwarding', () => {
     const sent = fake.chatRequests[0];
     expect(sent.headers.authorization).toBe(`Bearer ${BUILTIN_KEY}`);
     expect(JSON.stringify(sent.headers)).not.toContain(pw.apiKey);
-    expect(sent.body).toMatchObject({ model: 'builtin-large', max_tokens: 500 });
+    // No BUILTIN_PROVIDER_CAP_PARAMETER: the cap goes in max_completion_tokens (docs/reference.md §13).
+    expect(sent.body).toMatchObject({ model: 'builtin-large', max_completion_tokens: 500 });
+    expect(sent.body.max_tokens).toBeUndefined();
     expect(sent.body.user).toBeUndefined();
     expect(own.chatRequests).toHaveLength(0);
     // request 100 + 2 x (10 x 2 + 20 x 8) = 100 + 360 = 460 raw units.
@@ -516,6 +518,7 @@ describe('built-in provider: configuration', () => {
     expect(c.BUILTIN_PROVIDER).toEqual({
       baseUrl: 'https://models.example.com/v1',
       apiKey: 'sk-operator',
+      capParameter: 'MAX_COMPLETION_TOKENS',
       models: [
         {
           id: 'builtin-large',
@@ -549,6 +552,23 @@ describe('built-in provider: configuration', () => {
     });
     expect(loadConfig({}).BUILTIN_PROVIDER).toBeNull();
     expect(loadConfig({ BUILTIN_MODELS: '', BUILTIN_PROVIDER_BASE_URL: '' }).BUILTIN_PROVIDER).toBeNull();
+  });
+
+  it('BUILTIN_PROVIDER_CAP_PARAMETER: MAX_TOKENS or MAX_COMPLETION_TOKENS, nothing else, never alone', () => {
+    const models = JSON.stringify(BUILTIN_MODELS);
+    expect(
+      loadConfig({ ...env(models), BUILTIN_PROVIDER_CAP_PARAMETER: 'MAX_TOKENS' }).BUILTIN_PROVIDER
+        ?.capParameter,
+    ).toBe('MAX_TOKENS');
+    expect(
+      loadConfig({ ...env(models), BUILTIN_PROVIDER_CAP_PARAMETER: '' }).BUILTIN_PROVIDER?.capParameter,
+    ).toBe('MAX_COMPLETION_TOKENS');
+    expect(() => loadConfig({ ...env(models), BUILTIN_PROVIDER_CAP_PARAMETER: 'max_tokens' })).toThrow(
+      /BUILTIN_PROVIDER_CAP_PARAMETER must be MAX_COMPLETION_TOKENS or MAX_TOKENS/,
+    );
+    expect(() => loadConfig({ BUILTIN_PROVIDER_CAP_PARAMETER: 'MAX_TOKENS' })).toThrow(
+      /BUILTIN_PROVIDER_BASE_URL[\s\S]*BUILTIN_PROVIDER_API_KEY[\s\S]*BUILTIN_MODELS/,
+    );
   });
 
   it.each([

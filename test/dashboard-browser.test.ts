@@ -153,6 +153,11 @@ describe('the dashboard in Chromium', () => {
     await page.getByLabel('Provider API key').fill('sk-upstream-provider-secret-0001');
     await page.getByRole('button', { name: 'Connect provider' }).click();
     await page.getByRole('button', { name: 'Replace provider' }).waitFor(WAIT);
+    // The cap field of a chat whose client sent none: max_completion_tokens unless chosen otherwise.
+    await page.getByText('max_completion_tokens', { exact: true }).waitFor(WAIT);
+    await expect(page.getByLabel('Cap field when the client sends none').inputValue()).resolves.toBe(
+      'MAX_COMPLETION_TOKENS',
+    );
     await screenshot(page, 'dashboard-settings');
 
     await nav(page, 'Webhooks');

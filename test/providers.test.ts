@@ -89,6 +89,7 @@ describe('model providers', () => {
     expect(up).not.toBeNull();
     expect(up!.baseUrl).toBe(`${upstreamUrl}/v1`);
     expect(up!.apiKey).toBe(apiKey);
+    expect(up!.capParameter).toBe('MAX_COMPLETION_TOKENS');
     // The same Upstream (same pool) is handed out while nothing changes.
     expect(await t.app.services.providers.getUpstream(ref(pw.id))).toBe(up);
 
@@ -162,6 +163,7 @@ describe('model providers', () => {
     expect(intro.data.__type.fields.map((f: any) => f.name).sort()).toEqual([
       'apiKeyLastFour',
       'baseUrl',
+      'capParameter',
       'connectedAt',
       'updatedAt',
     ]);

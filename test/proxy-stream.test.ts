@@ -130,7 +130,8 @@ describe('streaming chat completions', () => {
       system_fingerprint: 'fp_fake',
     });
     expect(fake.chatRequests[0].body.stream_options).toEqual({ include_usage: true });
-    expect(fake.chatRequests[0].body.max_tokens).toBe(1000);
+    expect(fake.chatRequests[0].body.max_completion_tokens).toBe(1000);
+    expect(fake.chatRequests[0].body.max_tokens).toBeUndefined();
     expect((await money(t, pw, 'bob')).balance).toBe(1_000_000n - 1086n);
     await expectLedgerProven(t.db);
   });

@@ -90,7 +90,7 @@ describe('non-streaming chat completions', () => {
     await expectLedgerProven(t.db);
   });
 
-  it('sends the provider key and the capped max_tokens upstream, never the paywall key or the user', async () => {
+  it('sends the provider key and the capped max_completion_tokens upstream, never the paywall key or the user', async () => {
     await deposit(t, pw, 'bob', '1');
     await client(t, pw, 'bob').chat.completions.create({
       model: MODEL,
@@ -125,7 +125,9 @@ describe('non-streaming chat completions', () => {
       ],
       response_format: { type: 'json_object' },
       seed: 42,
-      max_tokens: 1000, // the model's maxCompletionTokens: the balance affords more
+      // The model's maxCompletionTokens (the balance affords more), in max_completion_tokens: the client
+      // sent no cap of its own (docs/reference.md §13 "Cap sent upstream").
+      max_completion_tokens: 1000,
     });
     expect((await money(t, pw, 'bob')).balance).toBe(1_000_000n - 1086n);
     await expectLedgerProven(t.db);

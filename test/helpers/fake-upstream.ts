@@ -34,7 +34,23 @@ export interface FakeBehavior {
   rawUsage?: Record<string, unknown>;
   /** Answer 200 with this JSON body instead of the generated answer (e.g. an embeddings answer that is not a list). */
   answer?: unknown;
+  /**
+   * Refuse a chat request that carries `max_tokens`, as OpenAI answers for its reasoning models (HTTP 400,
+   * `unsupported_parameter`, see {@link MAX_TOKENS_REFUSAL}).
+   */
+  refuseMaxTokens?: boolean;
 }
+
+/** OpenAI's answer (HTTP 400) to `max_tokens` sent to one of its reasoning models (o1, o3, gpt-5 …). */
+export const MAX_TOKENS_REFUSAL = {
+  error: {
+    message:
+      "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+    type: 'invalid_request_error',
+    param: 'max_tokens',
+    code: 'unsupported_parameter',
+  },
+};
 
 export const DEFAULT_BEHAVIOR: Required<Pick<FakeBehavior, 'content' | 'usage'>> = {
   content: 'Hello from the fake upstream!',
@@ -155,6 +171,11 @@ export class FakeUpstream {
     const own: FakeBehavior = { ...this.behavior, ...(this.queue.shift() ?? {}) };
     const b: FakeBehavior = { ...DEFAULT_BEHAVIOR, ...own };
     if (b.delayMs) await sleep(b.delayMs);
+    if (b.refuseMaxTokens && !responses && body?.max_tokens !== undefined) {
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(MAX_TOKENS_REFUSAL));
+      return;
+    }
     if (b.status && b.status >= 400) {
       if (b.errorText !== undefined) {
         res.writeHead(b.status, { 'content-type': 'text/html', ...b.errorHeaders });

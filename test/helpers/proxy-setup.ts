@@ -24,11 +24,18 @@ async function gqlOk(t: TestApp, token: string, query: string, variables?: Recor
 export async function createProxyPaywall(
   t: TestApp,
   fake: FakeUpstream,
-  opts: { mode?: 'DEFAULT' | 'SHARED'; maxCompletionTokens?: number | null; markup?: string } = {},
+  opts: {
+    mode?: 'DEFAULT' | 'SHARED';
+    maxCompletionTokens?: number | null;
+    markup?: string;
+    /** connectProvider's `capParameter` (omitted: the service's default). */
+    capParameter?: 'MAX_COMPLETION_TOKENS' | 'MAX_TOKENS';
+  } = {},
 ): Promise<ProxyPaywall> {
   const pw = await t.createPaywall(opts.mode ?? 'DEFAULT');
+  const provider = { baseUrl: fake.baseUrl, apiKey: PROVIDER_KEY };
   await gqlOk(t, pw.apiKey, `mutation($i: ConnectProviderInput!) { connectProvider(input: $i) { id } }`, {
-    i: { baseUrl: fake.baseUrl, apiKey: PROVIDER_KEY },
+    i: opts.capParameter ? { ...provider, capParameter: opts.capParameter } : provider,
   });
   await gqlOk(t, pw.apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
     i: {

@@ -2,7 +2,7 @@ import { useState, type FormEvent } from 'react';
 import { useMutation, useQuery } from 'urql';
 import { errorMessage } from '../api';
 import { graphql } from '../gql';
-import type { PaywallSettingsFragment } from '../gql/graphql';
+import type { CapParameter, PaywallSettingsFragment } from '../gql/graphql';
 import type { PaywallSummary } from '../session';
 import {
   Badge,
@@ -36,6 +36,7 @@ graphql(`
     provider {
       baseUrl
       apiKeyLastFour
+      capParameter
       connectedAt
     }
     stripe {
@@ -234,10 +235,18 @@ function General({ p }: { p: Settings }) {
   );
 }
 
+/** The cap field a chat request gets when the client sent none (docs/reference.md §13). */
+const CAP_FIELDS: { value: CapParameter; label: string }[] = [
+  { value: 'MAX_COMPLETION_TOKENS', label: 'max_completion_tokens (OpenAI; default)' },
+  { value: 'MAX_TOKENS', label: 'max_tokens (older servers)' },
+];
+const capFieldName = (c: CapParameter) => (c === 'MAX_TOKENS' ? 'max_tokens' : 'max_completion_tokens');
+
 function Provider({ p }: { p: Settings }) {
   const { values, setValues, set } = useForm({
     baseUrl: p.provider?.baseUrl ?? 'https://api.openai.com/v1',
     apiKey: '',
+    capParameter: p.provider?.capParameter ?? 'MAX_COMPLETION_TOKENS',
   });
   const [cState, connect] = useMutation(CONNECT_PROVIDER);
   const [dState, disconnect] = useMutation(DISCONNECT_PROVIDER);
@@ -261,6 +270,7 @@ function Provider({ p }: { p: Settings }) {
           items={[
             ['Base URL', p.provider.baseUrl, { className: 'mono' }],
             ['Key', `••••${p.provider.apiKeyLastFour}`, { className: 'mono' }],
+            ['Cap field', capFieldName(p.provider.capParameter), { className: 'mono' }],
             ['Connected', <Time value={p.provider.connectedAt} />],
           ]}
         />
@@ -270,7 +280,12 @@ function Provider({ p }: { p: Settings }) {
         onSubmit={async (e) => {
           e.preventDefault();
           const r = await connect({
-            input: { paywallId: p.id, baseUrl: values.baseUrl.trim(), apiKey: values.apiKey.trim() },
+            input: {
+              paywallId: p.id,
+              baseUrl: values.baseUrl.trim(),
+              apiKey: values.apiKey.trim(),
+              capParameter: values.capParameter as CapParameter,
+            },
           });
           if (!r.error) setValues((v) => ({ ...v, apiKey: '' }));
         }}
@@ -286,6 +301,11 @@ function Provider({ p }: { p: Settings }) {
               type: 'password',
               required: true,
               hint: 'Stored encrypted; never shown again.',
+            },
+            {
+              name: 'capParameter',
+              label: 'Cap field when the client sends none',
+              options: CAP_FIELDS,
             },
           ]}
         />

@@ -1,5 +1,6 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import { Paywall } from './paywall.entity.js';
+import { CAP_PARAMETERS, DEFAULT_CAP_PARAMETER } from '../proxy/provider-client.js';
 
 /** The model provider a paywall forwards to. The key is AES-256-GCM ciphertext, never returned. */
 export const ProviderSchema = defineEntity({
@@ -10,6 +11,8 @@ export const ProviderSchema = defineEntity({
     baseUrl: p.text(),
     apiKeyCiphertext: p.text(),
     apiKeyLastFour: p.string().length(4),
+    /** The chat cap field when the client sent none (docs/reference.md §13 "Cap sent upstream"). */
+    capParameter: p.enum(CAP_PARAMETERS).default(DEFAULT_CAP_PARAMETER),
     createdAt: p.datetime().defaultRaw('now()'),
     updatedAt: p.datetime().defaultRaw('now()'),
   },

@@ -10,8 +10,9 @@ import { recordEvents, type EventTrigger } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import type { Auth, PaywallInfo } from './paywall-info.js';
 import { KeyedLoader } from '../../shared/keyed-loader.js';
+import { CAP_PARAMETERS, DEFAULT_CAP_PARAMETER, type CapParameter } from '../proxy/provider-client.js';
 
-type ProviderRow = { base_url: string; api_key_ciphertext: string };
+type ProviderRow = { base_url: string; api_key_ciphertext: string; cap_parameter: CapParameter };
 
 /** Where and how the proxy forwards a paywall's chat requests. */
 export interface Upstream {
@@ -21,6 +22,8 @@ export interface Upstream {
   apiKey: string;
   /** Keep-alive undici Pool for the origin of `baseUrl`; follows no redirects. */
   dispatcher: Dispatcher;
+  /** The chat cap field when the client sent none (docs/reference.md §13 "Cap sent upstream"). */
+  capParameter: CapParameter;
 }
 
 /** What the provider and catalogue rules need to know of a paywall (a PaywallInfo will do). */
@@ -34,6 +37,7 @@ export interface ProviderInfo {
   paywallId: string;
   baseUrl: string;
   apiKeyLastFour: string;
+  capParameter: CapParameter;
   connectedAt: Date;
   updatedAt: Date;
 }
@@ -42,6 +46,8 @@ export interface ConnectProviderInput {
   paywallId?: string | null;
   baseUrl: string;
   apiKey: string;
+  /** Omitted or null: MAX_COMPLETION_TOKENS (a connect states the whole provider, this field included). */
+  capParameter?: CapParameter | null;
 }
 
 const CHANGED_CHANNEL = 'provider_changed';
@@ -61,7 +67,7 @@ const MAX_API_KEY_LENGTH = 4096;
 const INTEGRATION_KEY = 'provider';
 
 interface Entry {
-  /** base URL + ciphertext the upstream was built from; a reload with the same keeps the same pool. */
+  /** base URL + ciphertext + cap field the upstream was built from; a reload with the same keeps the same pool. */
   fingerprint: string | null;
   upstream: Upstream | null;
   error: DomainError | null;
@@ -106,7 +112,7 @@ export class ProviderService {
     async (paywallId) =>
       (
         await this.deps.db.query<ProviderRow>(
-          'select base_url, api_key_ciphertext from provider where paywall_id = $1',
+          'select base_url, api_key_ciphertext, cap_parameter from provider where paywall_id = $1',
           [paywallId],
           'provider_upstream',
         )
@@ -210,8 +216,8 @@ export class ProviderService {
 
   private builtin(): Upstream {
     if (!this.builtinUpstream) {
-      const { baseUrl, apiKey } = this.deps.config.BUILTIN_PROVIDER!;
-      this.builtinUpstream = { baseUrl, apiKey, dispatcher: this.pool(baseUrl, false) };
+      const { baseUrl, apiKey, capParameter } = this.deps.config.BUILTIN_PROVIDER!;
+      this.builtinUpstream = { baseUrl, apiKey, capParameter, dispatcher: this.pool(baseUrl, false) };
     }
     return this.builtinUpstream;
   }
@@ -238,7 +244,7 @@ export class ProviderService {
   }
 
   private remember(paywallId: string, row: ProviderRow | undefined): Entry {
-    const fingerprint = row ? `${row.base_url}\n${row.api_key_ciphertext}` : null;
+    const fingerprint = row ? `${row.base_url}\n${row.api_key_ciphertext}\n${row.cap_parameter}` : null;
     const current = this.cache.get(paywallId);
     if (current && current.fingerprint === fingerprint && !current.error) {
       current.expires = Date.now() + (current.upstream ? POSITIVE_TTL_MS : NEGATIVE_TTL_MS);
@@ -278,7 +284,7 @@ export class ProviderService {
     const dispatcher = this.pool(row.base_url);
     return {
       fingerprint,
-      upstream: { baseUrl: row.base_url, apiKey, dispatcher },
+      upstream: { baseUrl: row.base_url, apiKey, dispatcher, capParameter: row.cap_parameter },
       error: null,
       expires: Date.now() + POSITIVE_TTL_MS,
     };
@@ -314,6 +320,7 @@ export class ProviderService {
     const paywall = await this.deps.paywalls.resolve(auth, input.paywallId);
     const baseUrl = normalizeBaseUrl(input.baseUrl);
     const apiKey = checkApiKey(input.apiKey);
+    const capParameter = checkCapParameter(input.capParameter);
     if (!this.deps.config.PROVIDER_ALLOW_PRIVATE_NETWORKS) await checkPublicBaseUrl(baseUrl);
     // Bound to the paywall id: a ciphertext copied to another paywall's row does not decrypt there.
     const ciphertext = this.box().encrypt(apiKey, paywall.id);
@@ -321,13 +328,14 @@ export class ProviderService {
     const trigger = actorOf(auth);
     await this.deps.db.transaction(async (tx) => {
       const [row] = await tx.query<{ inserted: boolean }>(
-        `insert into provider (paywall_id, base_url, api_key_ciphertext, api_key_last_four, created_at, updated_at)
-         values ($1, $2, $3, $4, now(), now())
+        `insert into provider (paywall_id, base_url, api_key_ciphertext, api_key_last_four, cap_parameter, created_at, updated_at)
+         values ($1, $2, $3, $4, $5, now(), now())
          on conflict (paywall_id) do update
            set base_url = excluded.base_url, api_key_ciphertext = excluded.api_key_ciphertext,
-               api_key_last_four = excluded.api_key_last_four, updated_at = now()
+               api_key_last_four = excluded.api_key_last_four, cap_parameter = excluded.cap_parameter,
+               updated_at = now()
          returning (xmax = 0) as inserted`,
-        [paywall.id, baseUrl, ciphertext, lastFour],
+        [paywall.id, baseUrl, ciphertext, lastFour, capParameter],
       );
       await recordEvents(tx, [
         buildEvent(
@@ -344,7 +352,7 @@ export class ProviderService {
       await tx.query('select pg_notify($1, $2)', [CHANGED_CHANNEL, paywall.id]);
     });
     this.evict(paywall.id);
-    this.deps.log.info({ paywallId: paywall.id, baseUrl }, 'provider connected');
+    this.deps.log.info({ paywallId: paywall.id, baseUrl, capParameter }, 'provider connected');
     return paywall;
   }
 
@@ -389,10 +397,11 @@ export class ProviderService {
       paywall_id: string;
       base_url: string;
       api_key_last_four: string;
+      cap_parameter: CapParameter;
       created_at: string | Date;
       updated_at: string | Date;
     }>(
-      `select paywall_id, base_url, api_key_last_four, created_at, updated_at
+      `select paywall_id, base_url, api_key_last_four, cap_parameter, created_at, updated_at
          from provider where paywall_id = any($1::uuid[])`,
       [paywallIds],
     );
@@ -404,6 +413,7 @@ export class ProviderService {
             paywallId: id,
             baseUrl: r.base_url,
             apiKeyLastFour: r.api_key_last_four,
+            capParameter: r.cap_parameter,
             connectedAt: new Date(r.created_at),
             updatedAt: new Date(r.updated_at),
           }
@@ -482,6 +492,18 @@ function checkApiKey(input: unknown): string {
       'invalid_provider_key',
     );
   return key;
+}
+
+/** docs/reference.md §13 "Cap sent upstream": one of CAP_PARAMETERS; omitted means MAX_COMPLETION_TOKENS. */
+function checkCapParameter(input: unknown): CapParameter {
+  if (input === undefined || input === null) return DEFAULT_CAP_PARAMETER;
+  if (typeof input !== 'string' || !(CAP_PARAMETERS as readonly string[]).includes(input))
+    throw invalid(
+      `capParameter must be one of ${CAP_PARAMETERS.join(', ')}`,
+      'capParameter',
+      'invalid_value',
+    );
+  return input as CapParameter;
 }
 
 async function closeWithin(pool: Dispatcher): Promise<void> {

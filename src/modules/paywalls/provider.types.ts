@@ -1,5 +1,22 @@
-import { Field, ID, InputType, ObjectType } from 'type-graphql';
+import { Field, ID, InputType, ObjectType, registerEnumType } from 'type-graphql';
+import { CAP_PARAMETERS, DEFAULT_CAP_PARAMETER, type CapParameter } from '../proxy/provider-client.js';
 import type { ProviderInfo } from './provider.service.js';
+
+export const CapParameterEnum = Object.fromEntries(CAP_PARAMETERS.map((c) => [c, c])) as {
+  [K in CapParameter]: K;
+};
+registerEnumType(CapParameterEnum, {
+  name: 'CapParameter',
+  description:
+    'The field a chat request carries its completion cap in when the client sent neither max_tokens nor ' +
+    'max_completion_tokens (a client that sent one keeps its own).',
+  valuesConfig: {
+    MAX_COMPLETION_TOKENS: {
+      description: "max_completion_tokens: OpenAI's current field (its reasoning models refuse max_tokens).",
+    },
+    MAX_TOKENS: { description: 'max_tokens: for older OpenAI-compatible servers that only know this one.' },
+  },
+});
 
 @ObjectType('ProviderInfo', {
   description: 'The model provider a paywall forwards chat requests to. The key itself is never shown.',
@@ -11,6 +28,10 @@ export class ProviderInfoType {
   baseUrl!: string;
   @Field({ description: 'Last four characters of the provider key (empty for keys shorter than 12).' })
   apiKeyLastFour!: string;
+  @Field(() => CapParameterEnum, {
+    description: 'The cap field of a chat request whose client sent none (see CapParameter).',
+  })
+  capParameter!: CapParameter;
   @Field() connectedAt!: string;
   @Field() updatedAt!: string;
 
@@ -18,6 +39,7 @@ export class ProviderInfoType {
     return Object.assign(new ProviderInfoType(), {
       baseUrl: p.baseUrl,
       apiKeyLastFour: p.apiKeyLastFour,
+      capParameter: p.capParameter,
       connectedAt: p.connectedAt.toISOString(),
       updatedAt: p.updatedAt.toISOString(),
     });
@@ -32,4 +54,11 @@ export class ConnectProviderInput {
   baseUrl!: string;
   @Field({ description: 'The provider key. Stored encrypted; never returned.' })
   apiKey!: string;
+  @Field(() => CapParameterEnum, {
+    defaultValue: DEFAULT_CAP_PARAMETER,
+    description:
+      'The cap field of a chat request whose client sent none. MAX_TOKENS only for an older server that ' +
+      'refuses max_completion_tokens. Omitted: MAX_COMPLETION_TOKENS (also when replacing a provider).',
+  })
+  capParameter?: CapParameter;
 }

@@ -1,5 +1,5 @@
 import { blockedCompletion, blockedStream } from './blocked-reply.js';
-import { parseChatRequest, type ChatRequest } from './chat-request.js';
+import { capFieldsFor, parseChatRequest, type ChatRequest } from './chat-request.js';
 import {
   inputTokens,
   outputTokens,
@@ -38,10 +38,10 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
     return { ...req, promptEstimate: countPromptTokens(req) };
   },
 
-  upstreamBody(req, cap) {
+  upstreamBody(req, cap, up) {
     const body: Record<string, unknown> = { ...req.body };
     delete body.user;
-    for (const field of req.capFields) body[field] = cap;
+    for (const field of capFieldsFor(req.capFields, up.capParameter)) body[field] = cap;
     if (req.stream) {
       const opts = isObject(body.stream_options) ? body.stream_options : {};
       body.stream_options = { ...opts, include_usage: true };

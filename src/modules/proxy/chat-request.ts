@@ -1,4 +1,5 @@
 import { invalid } from '../../shared/errors.js';
+import type { CapParameter } from './provider-client.js';
 
 /**
  * Roles a message may have. The spec names `system`, `user` and `assistant`; `tool` and `developer`
@@ -30,12 +31,25 @@ export interface ChatRequest {
   includeUsage: boolean;
   /** The smaller of `max_tokens` / `max_completion_tokens` the client sent, or null. */
   clientMaxTokens: number | null;
-  /** Which field(s) carry the completion cap upstream: the client's own, `max_tokens` when it sent none. */
-  capFields: ('max_tokens' | 'max_completion_tokens')[];
+  /** The cap field(s) the client sent, in this order; empty when it sent none (see {@link capFieldsFor}). */
+  capFields: CapField[];
   /** Number of choices; the hold covers every one of them. */
   n: number;
   /** The client's body, untouched: every parameter the proxy does not manage is forwarded as is. */
   body: Record<string, unknown>;
+}
+
+export type CapField = 'max_tokens' | 'max_completion_tokens';
+
+/**
+ * The field(s) that carry the completion cap upstream (docs/reference.md §13 "Cap sent upstream"): exactly
+ * the client's own when it sent one or both; when it sent neither, `max_completion_tokens` (OpenAI's
+ * reasoning models refuse `max_tokens`), or `max_tokens` for a provider connected with
+ * `capParameter: MAX_TOKENS` (an older server).
+ */
+export function capFieldsFor(clientFields: readonly CapField[], capParameter: CapParameter): CapField[] {
+  if (clientFields.length > 0) return [...clientFields];
+  return [capParameter === 'MAX_TOKENS' ? 'max_tokens' : 'max_completion_tokens'];
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
@@ -107,7 +121,6 @@ export function parseChatRequest(input: unknown): ChatRequest {
   const capFields: ChatRequest['capFields'] = [];
   if (maxTokens !== null) capFields.push('max_tokens');
   if (maxCompletionTokens !== null) capFields.push('max_completion_tokens');
-  if (capFields.length === 0) capFields.push('max_tokens');
   const given = [maxTokens, maxCompletionTokens].filter((x): x is number => x !== null);
 
   return {

@@ -44,7 +44,8 @@ export class Forwarder {
   private async send(f: Flight): Promise<UpstreamResponse> {
     try {
       // The client's body with the completion cap the hold affords (and never the end user's id).
-      return await f.provider.post(f.upstream, f.fmt.upstreamPath, f.fmt.upstreamBody(f.req, f.hold.cap), {
+      const payload = f.fmt.upstreamBody(f.req, f.hold.cap, f.upstream);
+      return await f.provider.post(f.upstream, f.fmt.upstreamPath, payload, {
         stream: f.req.stream,
         signal: f.controller.signal,
         timeoutMs: this.d.limits.UPSTREAM_TIMEOUT_MS,

@@ -1,5 +1,14 @@
 import type { Dispatcher } from 'undici';
 
+/**
+ * The field that carries the completion cap of a chat request whose client sent none (docs/reference.md
+ * §13 "Cap sent upstream"): `max_completion_tokens` (OpenAI's current field; its reasoning models refuse
+ * `max_tokens`), or `max_tokens` for older OpenAI-compatible servers that only know that one.
+ */
+export const CAP_PARAMETERS = ['MAX_COMPLETION_TOKENS', 'MAX_TOKENS'] as const;
+export type CapParameter = (typeof CAP_PARAMETERS)[number];
+export const DEFAULT_CAP_PARAMETER: CapParameter = 'MAX_COMPLETION_TOKENS';
+
 /** What the proxy needs of a paywall's provider (see ProviderService.getUpstream). */
 export interface UpstreamTarget {
   /** e.g. `http://127.0.0.1:PORT/v1`, no trailing slash. */
@@ -8,6 +17,8 @@ export interface UpstreamTarget {
   apiKey: string;
   /** A keep-alive connection pool to the provider's origin. */
   dispatcher?: Dispatcher | null;
+  /** Where a chat request's cap goes when the client sent none (see {@link CAP_PARAMETERS}). */
+  capParameter: CapParameter;
 }
 
 export interface UpstreamResponse {

@@ -1,5 +1,6 @@
 import type { ReportedUsage, UsageBuckets } from '../../shared/usage-buckets.js';
 import type { BlockedReply } from './blocked-reply.js';
+import type { UpstreamTarget } from './provider-client.js';
 
 import type { Charged } from './sse-relay.js';
 
@@ -53,8 +54,11 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
   readonly upstreamPath: string;
   /** Validates the client's body (400s name the field). */
   parse(body: unknown): R;
-  /** The body sent upstream with the completion cap `cap` (never the end user's id). */
-  upstreamBody(req: R, cap: number): string;
+  /**
+   * The body sent upstream with the completion cap `cap` (never the end user's id); `up.capParameter`
+   * names chat's cap field when the client sent none.
+   */
+  upstreamBody(req: R, cap: number, up: Pick<UpstreamTarget, 'capParameter'>): string;
   /** The usage a whole answer reports (absent fields when the provider did not send them). */
   jsonUsage(json: Record<string, any>): ReportedUsage | null;
   /**
