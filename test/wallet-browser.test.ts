@@ -4,7 +4,7 @@ import { startSmtpCatcher, type SmtpCatcher } from './helpers/smtp-catcher.js';
 import { launchBrowser, screenshot } from './helpers/browser.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { client, createProxyPaywall, MODEL, type ProxyPaywall } from './helpers/proxy-setup.js';
-import { parseDecimal } from '../src/shared/money.js';
+import { formatUsdc, parseDecimal } from '../src/shared/money.js';
 import { usdcText } from '../src/pages/components.js';
 
 let t: TestApp;
@@ -126,7 +126,7 @@ describe('the hosted wallet in Chromium', () => {
 
     await page.reload();
     // One row per movement, with what the user paid: not the paywall's and the platform's shares.
-    const rows = (await page.locator('table tbody tr').allInnerTexts()).map((r) =>
+    const rows = (await page.locator('table.activity > tbody > tr.entry').allInnerTexts()).map((r) =>
       r.split('\t').map((c) => c.trim()),
     );
     expect(rows.map((r) => r.slice(1))).toEqual([
@@ -135,12 +135,18 @@ describe('the hosted wallet in Chromium', () => {
       ['—', 'Test funds', '+25.00 USDC'],
     ]);
     expect(await page.getByTestId('balance').innerText()).toBe(usdcText(25_000_000n - cost - 300_000n));
+    // The usage charge has its receipt under its row (test/receipt-browser.test.ts reads one in full);
+    // the manual charge and the test funds have none.
+    expect(await page.locator('table.activity > tbody > tr.receipt-row').count()).toBe(1);
+    expect(await page.locator('details.receipt [data-testid="receipt-total"]').textContent()).toBe(
+      `${formatUsdc(cost)} USDC`,
+    );
     await screenshot(page, 'wallet');
 
     // On a phone the amounts stay on screen (no column scrolled out of view).
     await page.setViewportSize({ width: 390, height: 800 });
     await page.reload();
-    for (const cell of await page.locator('table tbody td.num').all()) {
+    for (const cell of await page.locator('table.activity > tbody > tr > td.num').all()) {
       const box = (await cell.boundingBox())!;
       expect(box.x).toBeGreaterThanOrEqual(0);
       expect(box.x + box.width).toBeLessThanOrEqual(390);

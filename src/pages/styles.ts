@@ -84,15 +84,65 @@ th{font-weight:600;color:var(--muted);border-top:none;font-size:.85rem;text-tran
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .in-amt{color:var(--ok-text)}
 .table-wrap{overflow-x:auto}
+table.activity > tbody > tr.has-receipt > td{padding-bottom:.2rem}
+table.activity > tbody > tr.receipt-row > td{border-top:none;padding-top:0;padding-bottom:.6rem}
+.sr-only{position:absolute;width:1px;height:1px;padding:0;margin:-1px;overflow:hidden;clip:rect(0,0,0,0);white-space:nowrap;border:0}
+details.receipt > summary{display:block;width:fit-content;cursor:pointer;list-style:none;color:var(--accent);font-size:.875rem;font-weight:500;border-radius:6px;padding:.1rem .25rem;margin-left:-.25rem}
+details.receipt > summary::-webkit-details-marker{display:none}
+details.receipt > summary::before{content:"";display:inline-block;vertical-align:.12em;margin:0 .5rem 0 .1rem;width:.4rem;height:.4rem;border-right:2px solid currentColor;border-bottom:2px solid currentColor;transform:rotate(-45deg);transition:transform .15s}
+details.receipt[open] > summary::before{transform:rotate(45deg)}
+details.receipt > summary:hover{color:var(--accent-dark);text-decoration:underline}
+details.receipt > summary:focus-visible{outline:3px solid var(--accent);outline-offset:2px}
+.receipt-sum{color:var(--muted);font-weight:400}
+.receipt-body{margin-top:.5rem;background:#f8fafc;border:1px solid #e5e9ef;border-radius:10px;padding:.85rem 1rem .75rem}
+dl.receipt-meta{display:flex;flex-wrap:wrap;gap:.35rem 2rem;margin:0 0 .5rem;font-size:.875rem}
+dl.receipt-meta > div{display:flex;gap:.5rem;min-width:0}
+dl.receipt-meta dt{color:var(--muted)}
+dl.receipt-meta dd{margin:0;font-weight:600;overflow-wrap:anywhere}
+dl.receipt-meta code{font:500 .8rem/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;color:var(--muted)}
+table.receipt-lines{font-size:.875rem;font-variant-numeric:tabular-nums}
+table.receipt-lines th,table.receipt-lines td{padding:.4rem .5rem;border-top-color:#e5e9ef}
+table.receipt-lines th:first-child,table.receipt-lines td:first-child{padding-left:0}
+table.receipt-lines th:last-child,table.receipt-lines td:last-child{padding-right:0}
+table.receipt-lines thead th{font-size:.75rem}
+table.receipt-lines tbody th,table.receipt-lines tfoot th{text-transform:none;letter-spacing:0;font-size:inherit;color:var(--text);font-weight:500;border-top:1px solid #e5e9ef}
+.r-unit-exact{display:block}
+.r-per-m{display:block;color:var(--muted);font-size:.78rem}
+table.receipt-lines tfoot th,table.receipt-lines tfoot td{border-top:1px solid #e5e9ef}
+table.receipt-lines tfoot tr.r-total > *{border-top:2px solid #cfd6de;font-weight:700;font-size:.95rem;padding-top:.55rem}
+table.receipt-lines tfoot tr.r-paid > *{color:var(--muted);font-weight:500}
+table.receipt-lines tfoot tr.r-owed > *{color:var(--err-text);font-weight:600}
+.receipt-note{margin:.6rem 0 0;color:var(--muted);font-size:.8rem;line-height:1.45}
 @media (max-width:600px){
-table.activity thead{display:none}
-table.activity tr{display:grid;grid-template-columns:1fr auto;grid-template-areas:"item amt" "app date";column-gap:.75rem;border-top:1px solid #eef0f3;padding:.5rem 0}
-table.activity tr:first-child{border-top:none}
-table.activity td{border:none;padding:.1rem 0}
-table.activity td.item{grid-area:item;overflow-wrap:anywhere}
-table.activity td.num{grid-area:amt}
-table.activity td.app{grid-area:app;color:var(--muted);font-size:.85rem}
-table.activity td.date{grid-area:date;color:var(--muted);font-size:.85rem;text-align:right}
+table.activity > thead{display:none}
+table.activity > tbody > tr{display:grid;grid-template-columns:1fr auto;grid-template-areas:"item amt" "app date";column-gap:.75rem;border-top:1px solid #eef0f3;padding:.5rem 0}
+table.activity > tbody > tr:first-child{border-top:none}
+table.activity > tbody > tr > td{border:none;padding:.1rem 0}
+table.activity > tbody > tr > td.item{grid-area:item;overflow-wrap:anywhere}
+table.activity > tbody > tr > td.num{grid-area:amt}
+table.activity > tbody > tr > td.app{grid-area:app;color:var(--muted);font-size:.85rem}
+table.activity > tbody > tr > td.date{grid-area:date;color:var(--muted);font-size:.85rem;text-align:right}
+table.activity > tbody > tr.receipt-row{display:block;border-top:none;padding:0 0 .6rem}
+table.activity > tbody > tr.receipt-row > td{display:block;padding:0}
+.receipt-body{padding:.75rem .8rem .65rem}
+table.receipt-lines thead{display:none}
+table.receipt-lines tbody tr{display:grid;grid-template-columns:auto 1fr auto;grid-template-areas:"label label amt" "tok unit unit";column-gap:.3rem;border-top:1px solid #e5e9ef;padding:.45rem 0}
+table.receipt-lines tbody tr:first-child{border-top:none}
+table.receipt-lines tbody th,table.receipt-lines tbody td{border:none;padding:0}
+table.receipt-lines tbody .r-label{grid-area:label}
+table.receipt-lines tbody .r-amt{grid-area:amt;font-weight:600}
+table.receipt-lines tbody .r-tokens{grid-area:tok;color:var(--muted);font-size:.8rem;text-align:left}
+table.receipt-lines tbody .r-tokens:not(.r-none)::after{content:" tokens \\00d7"}
+table.receipt-lines tbody .r-unit{grid-area:unit;color:var(--muted);font-size:.8rem;text-align:left;white-space:normal}
+table.receipt-lines tbody .r-none{display:none}
+.r-unit-exact,.r-per-m{display:inline}
+.r-unit-exact,.r-per-m{white-space:nowrap}
+.r-per-m{font-size:inherit;margin-left:.3rem}
+.r-per-m::before{content:"("}
+.r-per-m::after{content:")"}
+table.receipt-lines tfoot tr{display:flex;justify-content:space-between;align-items:baseline;gap:.75rem;border-top:1px solid #e5e9ef}
+table.receipt-lines tfoot tr.r-total{border-top:2px solid #cfd6de}
+table.receipt-lines tfoot tr > *,table.receipt-lines tfoot tr.r-total > *{border-top:none;padding-left:0;padding-right:0}
 }
 footer.foot.narrow{max-width:30rem}
 footer.foot{max-width:46rem;margin:0 auto;padding:0 1.25rem 2rem;color:var(--muted);font-size:.85rem}

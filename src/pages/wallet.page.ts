@@ -4,6 +4,7 @@ import { Alert, Card, CsrfField, dateText, dayText, usdcText } from './component
 import type { PageContext } from './security.js';
 import type { WalletOverview } from '../modules/wallet/wallet.service.js';
 import { TopupForm, type TopupOptions } from './topup.page.js';
+import { ReceiptDetails } from './receipt.js';
 
 /** Fixed notices after a redirect (`?done=…`): the query picks one, it never supplies text. */
 export const NOTICES: Record<string, string> = {
@@ -75,14 +76,20 @@ export function WalletPage(props: {
                 <tbody>
                   ${w.activity.map(
                     (a) =>
-                      html`<tr key=${a.id}>
-                        <td class="date">${dateText(a.createdAt)}</td>
-                        <td class="app">${a.app ?? '—'}</td>
-                        <td class="item">${a.description}</td>
-                        <td class=${a.amountRaw > 0n ? 'num in-amt' : 'num'}>
-                          ${a.amountRaw > 0n ? '+' : ''}${usdcText(a.amountRaw)}
-                        </td>
-                      </tr>`,
+                      html`<tr key=${a.id} class=${a.receipt ? 'entry has-receipt' : 'entry'}>
+                          <td class="date">${dateText(a.createdAt)}</td>
+                          <td class="app">${a.app ?? '—'}</td>
+                          <td class="item">${a.description}</td>
+                          <td class=${a.amountRaw > 0n ? 'num in-amt' : 'num'}>
+                            ${a.amountRaw > 0n ? '+' : ''}${usdcText(a.amountRaw)}
+                          </td>
+                        </tr>
+                        ${
+                          a.receipt &&
+                          html`<tr key=${`${a.id}-receipt`} class="receipt-row">
+                            <td colspan="4"><${ReceiptDetails} receipt=${a.receipt} /></td>
+                          </tr>`
+                        }`,
                   )}
                 </tbody>
               </table>

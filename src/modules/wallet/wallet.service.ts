@@ -5,6 +5,7 @@ import type { Config } from '../../config.js';
 import type { Database } from '../../db/database.js';
 import { buildEvent } from '../events/event-payloads.js';
 import { creditFromWorld } from '../ledger/credit-from-world.js';
+import { receiptOf, type Receipt } from '../ledger/receipt.js';
 import { pageTrigger } from './authorization.service.js';
 
 /** Test funds are a development aid: one credit is at most this much (1000 USDC). */
@@ -27,6 +28,20 @@ export interface ActivityRow {
   description: string;
   /** Signed: positive when money came in. */
   amountRaw: bigint;
+  /** A settled usage charge's itemised receipt (docs/reference.md §13), else null. */
+  receipt: ActivityReceipt | null;
+}
+
+/** A receipt with what the wallet paid of its total, and what it still owes. */
+export interface ActivityReceipt extends Receipt {
+  /** The charge's id: the reference to quote when asking about it. */
+  chargeId: string;
+  /** Taken from the balance at settlement (the charge's amount). */
+  paidRaw: bigint;
+  /** The part of the total the balance could not pay at settlement. */
+  uncollectedRaw: bigint;
+  /** How much of it later top-ups repaid. */
+  recoveredRaw: bigint;
 }
 
 export interface WalletOverview {
@@ -49,6 +64,25 @@ const KIND_LABELS: Record<string, string> = {
   usage: 'Usage',
   refund: 'Refund',
 };
+
+/** The receipt of an activity row that is a charge (computed by receiptOf from what the charge kept). */
+function activityReceipt(r: any): ActivityReceipt | null {
+  const receipt = receiptOf({
+    kind: r.charge_kind,
+    model: r.model,
+    promptTokens: r.prompt_tokens,
+    completionTokens: r.completion_tokens,
+    metadata: r.charge_metadata ?? {},
+  });
+  if (!receipt) return null;
+  return {
+    ...receipt,
+    chargeId: r.id,
+    paidRaw: BigInt(r.charge_amount_raw),
+    uncollectedRaw: BigInt(r.uncollected_raw),
+    recoveredRaw: BigInt(r.recovered_raw),
+  };
+}
 
 /** Port to the Stripe module: a checkout URL that tops up the signed-in wallet by `amount` USDC. */
 export type StartWalletCheckout = (walletUser: { id: string }, amount: unknown) => Promise<string>;
@@ -95,7 +129,9 @@ export class WalletService {
               (case when g.entry = g.charge_id then ch.amount_raw else g.amount_raw end)::text as amount_raw,
               g.credit_account_id = $1 as incoming, p.name as app, ch.model,
               coalesce(g.metadata->>'description', ch.metadata->>'description') as description,
-              g.metadata->>'source' as source
+              g.metadata->>'source' as source, g.entry = g.charge_id as is_charge, ch.prompt_tokens,
+              ch.completion_tokens, ch.metadata as charge_metadata, ch.amount_raw::text as charge_amount_raw,
+              ch.uncollected_raw::text as uncollected_raw, ch.recovered_raw::text as recovered_raw
          from g
          left join paywall p on p.id = g.paywall_id
          left join charge ch on ch.id = g.charge_id
@@ -127,6 +163,7 @@ export class WalletService {
               ? 'Card top-up'
               : (KIND_LABELS[r.charge_kind ?? r.kind] ?? String(r.kind).replace(/_/g, ' '))),
         amountRaw: r.incoming ? BigInt(r.amount_raw) : -BigInt(r.amount_raw),
+        receipt: r.is_charge ? activityReceipt(r) : null,
       })),
     };
   }

@@ -1,0 +1,117 @@
+import { formatUsdc } from '../shared/money.js';
+import { html } from './html.js';
+import type { ActivityReceipt } from '../modules/wallet/wallet.service.js';
+
+/** "1,920": token counts with thousands separators. */
+export const tokensText = (n: number): string => n.toLocaleString('en-US');
+
+/**
+ * A per-token price (an exact USDC decimal string) per million tokens, for reading: the decimal point
+ * moves 6 places (exact, no arithmetic on the price), shown with at least 2 decimals ("0.75", "15.00").
+ */
+export function perMillionText(unitPrice: string): string {
+  const [int, frac = ''] = unitPrice.split('.');
+  const padded = frac.padEnd(6, '0');
+  const whole = (int + padded.slice(0, 6)).replace(/^0+(?=\d)/, '');
+  const rest = padded.slice(6).replace(/0+$/, '').padEnd(2, '0');
+  return `${whole.replace(/\B(?=(\d{3})+(?!\d))/g, ',')}.${rest}`;
+}
+
+const isZero = (decimal: string): boolean => /^0(\.0*)?$/.test(decimal);
+
+/**
+ * The itemised receipt of one usage charge on the wallet page (docs/reference.md §13): a native
+ * <details> (no script) whose summary sits under the charge's row. Every figure comes from receiptOf,
+ * as the charge kept it: the model, tokens per bucket at the end-user price per token (and per 1M
+ * tokens, for reading), each line's amount, the request price, and the total; when part of the total
+ * could not be taken from the balance, what was paid and what is still owed.
+ */
+export function ReceiptDetails({ receipt: r }: { receipt: ActivityReceipt }) {
+  const tokens = r.lines.reduce((sum, l) => sum + l.tokens, 0);
+  const owedRaw = r.uncollectedRaw - r.recoveredRaw;
+  return html`<details class="receipt">
+    <summary>Receipt <span class="receipt-sum">· ${tokensText(tokens)} tokens</span></summary>
+    <div class="receipt-body">
+      <dl class="receipt-meta">
+        <div>
+          <dt>Model</dt>
+          <dd class="r-model">${r.model}</dd>
+        </div>
+        <div>
+          <dt>Reference</dt>
+          <dd class="r-ref"><code>${r.chargeId}</code></dd>
+        </div>
+      </dl>
+      <table class="receipt-lines">
+        <caption class="sr-only">
+          Itemised charge for ${r.model}, in USDC
+        </caption>
+        <thead>
+          <tr>
+            <th scope="col">Item</th>
+            <th scope="col" class="num">Tokens</th>
+            <th scope="col" class="num">Price per token</th>
+            <th scope="col" class="num">Amount</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${r.lines.map(
+            (l) =>
+              html`<tr key=${l.bucket} data-bucket=${l.bucket}>
+                <th scope="row" class="r-label">${l.label}</th>
+                <td class="num r-tokens">${tokensText(l.tokens)}</td>
+                <td class="num r-unit">
+                  <span class="r-unit-exact">${l.unitPrice}</span>
+                  <span class="r-per-m">${perMillionText(l.unitPrice)} per 1M</span>
+                </td>
+                <td class="num r-amt">${l.amount}</td>
+              </tr>`,
+          )}
+          ${
+            !isZero(r.requestPrice) &&
+            html`<tr data-bucket="request">
+              <th scope="row" class="r-label">Per request</th>
+              <td class="num r-tokens r-none"></td>
+              <td class="num r-unit r-none"></td>
+              <td class="num r-amt">${r.requestPrice}</td>
+            </tr>`
+          }
+        </tbody>
+        <tfoot>
+          <tr class="r-total">
+            <th scope="row" colspan="3">Total</th>
+            <td class="num" data-testid="receipt-total">${r.total} USDC</td>
+          </tr>
+          ${
+            r.uncollectedRaw > 0n &&
+            html`<tr class="r-paid">
+                <th scope="row" colspan="3">Paid from your balance</th>
+                <td class="num" data-testid="receipt-paid">${formatUsdc(r.paidRaw)} USDC</td>
+              </tr>
+              ${
+                r.recoveredRaw > 0n &&
+                html`<tr class="r-paid">
+                  <th scope="row" colspan="3">Paid later</th>
+                  <td class="num" data-testid="receipt-recovered">${formatUsdc(r.recoveredRaw)} USDC</td>
+                </tr>`
+              }
+              <tr class="r-owed">
+                <th scope="row" colspan="3">Still owed</th>
+                <td class="num" data-testid="receipt-owed">${formatUsdc(owedRaw)} USDC</td>
+              </tr>`
+          }
+        </tfoot>
+      </table>
+      <p class="receipt-note">
+        Prices in USDC, as they were when the request was charged. The total is the sum of the lines, rounded
+        up to the next 0.000001
+        USDC.${
+          r.uncollectedRaw > 0n &&
+          (owedRaw > 0n
+            ? ' Your balance could not pay all of it; what is still owed is paid from it once it has funds again.'
+            : ' Your balance could not pay all of it at the time; the rest was paid later.')
+        }
+      </p>
+    </div>
+  </details>`;
+}
