@@ -80,15 +80,15 @@ export type RequestWithdrawalInput = {
   paywallId?: string | number | null | undefined;
 };
 
-/** Create or update a model. Prices are USDC decimal strings (≥ 0, ≤ 1000, up to 12 fraction digits): prompt and completion per token, request per request. On update, omitted fields keep their value. */
+/** Create or update a model. Prices are USDC decimal strings (≥ 0, ≤ 1000, up to 12 fraction digits): prompt, completion and the usage buckets per token, request per request. On update, omitted fields keep their value; a null bucket price makes the bucket follow the prompt or completion price again. */
 export type SetModelPricingInput = {
-  /** Cost per audio output token; unset on create = the completion price. */
+  /** Cost per audio output token; null (or unset on create): the completion price applies. */
   audioCompletion?: string | null | undefined;
-  /** Cost per audio input token; unset on create = the prompt price. */
+  /** Cost per audio input token; null (or unset on create): the prompt price applies. */
   audioPrompt?: string | null | undefined;
-  /** Cost per cached input token read; unset on create = the prompt price. */
+  /** Cost per cached input token read; null (or unset on create): the prompt price applies. */
   cacheRead?: string | null | undefined;
-  /** Cost per input token written to a cache; unset on create = the prompt price. */
+  /** Cost per input token written to a cache; null (or unset on create): the prompt price applies. */
   cacheWrite?: string | null | undefined;
   /** Cost per completion token. */
   completion?: string | null | undefined;
@@ -106,7 +106,7 @@ export type SetModelPricingInput = {
   paywallId?: string | number | null | undefined;
   /** Cost per prompt token, e.g. "0.000002". */
   prompt?: string | null | undefined;
-  /** Cost per reasoning token; unset on create = the completion price. */
+  /** Cost per reasoning token; null (or unset on create): the completion price applies. */
   reasoning?: string | null | undefined;
   /** Price per request (not marked up). */
   request?: string | null | undefined;
