@@ -16,6 +16,7 @@ import { Migration20261125400000_sign_in_challenge } from './Migration2026112540
 import { Migration20261125500000_usage_provider_cost } from './Migration20261125500000_usage_provider_cost.js';
 import { Migration20261126000000_usage_buckets } from './Migration20261126000000_usage_buckets.js';
 import { Migration20261126200000_cap_parameter } from './Migration20261126200000_cap_parameter.js';
+import { Migration20261126400000_usage_bucket_tokens } from './Migration20261126400000_usage_bucket_tokens.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -42,4 +43,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261125500000_usage_provider_cost', class: Migration20261125500000_usage_provider_cost },
   { name: 'Migration20261126000000_usage_buckets', class: Migration20261126000000_usage_buckets },
   { name: 'Migration20261126200000_cap_parameter', class: Migration20261126200000_cap_parameter },
+  { name: 'Migration20261126400000_usage_bucket_tokens', class: Migration20261126400000_usage_bucket_tokens },
 ];

@@ -179,6 +179,80 @@ describe('the dashboard in Chromium', () => {
     // Per million tokens: cost 2.00 → end-user 3.00 (markup 1.5); completion 5.00 → 7.50.
     const cells = await row.getByRole('cell').allInnerTexts();
     expect(cells.slice(1, 6)).toEqual(['2.00', '3.00', '5.00', '7.50', '0.001']);
+
+    // Usage bucket prices (docs/reference.md §13): empty fields follow, their placeholder the price followed.
+    await page.getByRole('button', { name: `Edit ${MODEL}` }).click();
+    const bucket = (name: string) => page.getByLabel(name, { exact: true });
+    const cached = bucket('Cached input');
+    await expect(cached.inputValue()).resolves.toBe('');
+    await expect(cached.getAttribute('placeholder')).resolves.toBe('0.000002');
+    await expect(bucket('Audio output').getAttribute('placeholder')).resolves.toBe('0.000005');
+    await page.getByText('an empty field follows the prompt cost').waitFor(WAIT);
+    await cached.fill('0.0000005');
+    await bucket('Cache write').fill('0.0000025');
+    await bucket('Reasoning').fill('0.000008');
+    await screenshot(page, 'dashboard-models-bucket-form');
+    await page.getByRole('button', { name: 'Save price' }).click();
+    await page.getByText(`Saved ${MODEL}.`).waitFor(WAIT);
+    const prices = `{ models { id costPricing { ...P } pricing { ...P } } }
+      fragment P on ModelPricing { prompt completion request cacheRead cacheWrite audioPrompt reasoning audioCompletion }`;
+    const saved = await t.gql(apiKey, prices);
+    expect(saved.data.models).toEqual([
+      {
+        id: MODEL,
+        costPricing: {
+          prompt: '0.000002',
+          completion: '0.000005',
+          request: '0.001',
+          cacheRead: '0.0000005',
+          cacheWrite: '0.0000025',
+          audioPrompt: '0.000002',
+          reasoning: '0.000008',
+          audioCompletion: '0.000005',
+        },
+        pricing: {
+          prompt: '0.000003',
+          completion: '0.0000075',
+          request: '0.001',
+          cacheRead: '0.00000075',
+          cacheWrite: '0.00000375',
+          audioPrompt: '0.000003',
+          reasoning: '0.000012',
+          audioCompletion: '0.0000075',
+        },
+      },
+    ]);
+    // The table: below the prompt and completion prices, the buckets priced apart (per million tokens).
+    await row.getByText('cache write').first().waitFor(WAIT);
+    expect((await row.getByRole('cell').allInnerTexts()).slice(1, 6)).toEqual([
+      '2.00\ncached 0.50\ncache write 2.50',
+      '3.00\ncached 0.75\ncache write 3.75',
+      '5.00\nreasoning 8.00',
+      '7.50\nreasoning 12.00',
+      '0.001',
+    ]);
+
+    // Editing shows the prices of their own; emptying one makes it follow the prompt price again.
+    await page.getByRole('button', { name: `Edit ${MODEL}` }).click();
+    await expect(cached.inputValue()).resolves.toBe('0.0000005');
+    await expect(bucket('Audio input').inputValue()).resolves.toBe('');
+    await expect(bucket('Cache write').inputValue()).resolves.toBe('0.0000025');
+    await bucket('Cache write').fill('');
+    await page.getByRole('button', { name: 'Save price' }).click();
+    await page.getByText(`Saved ${MODEL}.`).waitFor(WAIT);
+    await row
+      .getByText('cache write')
+      .first()
+      .waitFor({ ...WAIT, state: 'detached' });
+    const after = (await t.gql(apiKey, prices)).data.models[0].costPricing;
+    expect(after).toMatchObject({ cacheRead: '0.0000005', cacheWrite: '0.000002', reasoning: '0.000008' });
+    expect((await row.getByRole('cell').allInnerTexts()).slice(1, 6)).toEqual([
+      '2.00\ncached 0.50',
+      '3.00\ncached 0.75',
+      '5.00\nreasoning 8.00',
+      '7.50\nreasoning 12.00',
+      '0.001',
+    ]);
     await screenshot(page, 'dashboard-models');
   });
 
@@ -282,7 +356,91 @@ describe('the dashboard in Chromium', () => {
     );
     // The chart has a bar for today (recharts draws one path per non-zero bar).
     await page.locator('.recharts-bar-rectangle path').first().waitFor(WAIT);
+    // Plain usage (11 prompt, 7 completion tokens): all of it in the Input and Output buckets.
+    await expect(page.getByTestId('bucket-prompt').innerText()).resolves.toBe('11');
+    await expect(page.getByTestId('bucket-cacheRead').innerText()).resolves.toBe('0');
+    await expect(page.getByTestId('bucket-completion').innerText()).resolves.toBe('7');
     await screenshot(page, 'dashboard-overview-today');
+  });
+
+  it('the overview shows tokens by usage bucket for usage with cached input and reasoning', async () => {
+    // An OpenAI answer of a reasoning model with a cached prompt: 1200 input tokens of which 1000 cached,
+    // 300 output tokens of which 200 reasoning. At the bucket prices set above: 200×2 + 1000×0.5 + 200×8 +
+    // 100×5 = 3000 µUSDC cost; charge 0.001 + 1.5 × 0.003 = 0.0055 USDC.
+    fake.next({
+      rawUsage: {
+        prompt_tokens: 1200,
+        completion_tokens: 300,
+        total_tokens: 1500,
+        prompt_tokens_details: { cached_tokens: 1000, audio_tokens: 0 },
+        completion_tokens_details: {
+          reasoning_tokens: 200,
+          audio_tokens: 0,
+          accepted_prediction_tokens: 0,
+          rejected_prediction_tokens: 0,
+        },
+      },
+    });
+    const chat = await t.rest('POST', '/v1/chat/completions', {
+      token: apiKey,
+      body: { model: MODEL, user: 'alice', messages: [{ role: 'user', content: 'think' }] },
+    });
+    expect(chat.status).toBe(200);
+    expect(chat.body.usage).toMatchObject({ prompt_tokens: 1200, completion_tokens: 300, cost: '0.0055' });
+
+    await page.reload();
+    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor(WAIT);
+    await page.getByRole('button', { name: '7 days' }).click();
+    // Revenue 1.251086 + 0.0055; provider cost 0.000057 + 0.003 (the buckets at their cost prices).
+    await page.getByLabel('Totals').getByText('1.256586').waitFor(WAIT);
+    await expect(page.getByTestId('total-provider-cost').innerText()).resolves.toBe('0.003057 USDC');
+    // Prompt tokens 11 + 1200: 211 input, 1,000 cached; completion 7 + 300: 107 output, 200 reasoning.
+    const prompt = page.getByRole('region', { name: 'Prompt tokens' });
+    await prompt.getByText('1,211').waitFor(WAIT);
+    const figures = async (ids: string[]) =>
+      Promise.all(ids.map((id) => page.getByTestId(`bucket-${id}`).innerText()));
+    expect(await figures(['prompt', 'cacheRead', 'cacheWrite', 'audioPrompt'])).toEqual([
+      '211',
+      '1,000',
+      '0',
+      '0',
+    ]);
+    expect(await page.getByRole('region', { name: 'Completion tokens' }).locator('h3').innerText()).toMatch(
+      /^Completion tokens\s+307$/,
+    );
+    expect(await figures(['completion', 'reasoning', 'audioCompletion'])).toEqual(['107', '200', '0']);
+    const byBucket = page.getByRole('table', { name: 'Tokens by bucket' });
+    expect(await byBucket.getByRole('columnheader').allTextContents()).toEqual([
+      'Model',
+      'Input',
+      'Cached input',
+      'Cache write',
+      'Audio input',
+      'Output',
+      'Reasoning',
+      'Audio output',
+    ]);
+    expect((await byBucket.getByRole('row').allInnerTexts()).slice(1)).toEqual([
+      'gpt-test\t211\t1,000\t0\t0\t107\t200\t0',
+    ]);
+    // The same as the API's usage report.
+    const usage = await t.gql(
+      apiKey,
+      `query($d: String!) { paywall { usage(from: $d, to: $d, groupBy: DAY) { totals {
+        promptTokens completionTokens cacheReadTokens cacheWriteTokens audioPromptTokens reasoningTokens audioCompletionTokens } } } }`,
+      { d: new Date().toISOString().slice(0, 10) },
+    );
+    expect(usage.data.paywall.usage.totals).toEqual({
+      promptTokens: 1211,
+      completionTokens: 307,
+      cacheReadTokens: 1000,
+      cacheWriteTokens: 0,
+      audioPromptTokens: 0,
+      reasoningTokens: 200,
+      audioCompletionTokens: 0,
+    });
+    await page.getByRole('heading', { name: 'Tokens by usage bucket' }).scrollIntoViewIfNeeded();
+    await screenshot(page, 'dashboard-overview-buckets');
   });
 
   it('small amounts: exact headlines, distinct y-axis ticks; at 390 px tables say they scroll', async () => {
@@ -409,22 +567,30 @@ describe('the dashboard in Chromium', () => {
       [demo.id],
     );
     // 9,000 charges over the last 90 days, denser towards today (a growing app); days before today are
-    // rolled up by the first usage query, today's are read from the charges.
+    // rolled up by the first usage query, today's are read from the charges. The GPT models' prompts are
+    // partly cached, gpt-4o reasons (the usage buckets a settlement keeps in metadata.buckets).
     await t.db.query(
-      `insert into charge (id, paywall_id, user_id, kind, status, amount_raw, model, prompt_tokens, completion_tokens, created_at, settled_at)
+      `insert into charge (id, paywall_id, user_id, kind, status, amount_raw, model, prompt_tokens, completion_tokens, metadata, created_at, settled_at)
        select gen_random_uuid(), $1, u.id, 'usage', 'completed',
-              (pt::bigint * m.p * 18 / 10 + ct::bigint * m.c * 18 / 10) / 1000000 + 200, m.id, pt, ct, at, at
-         from (select g, (300 + (g * 37) % 1700) as pt, (40 + (g * 53) % 460) as ct,
+              (pt::bigint * m.p * 18 / 10 + ct::bigint * m.c * 18 / 10) / 1000000 + 200, m.id, pt, ct,
+              jsonb_build_object('buckets', jsonb_build_object('prompt', pt - cr, 'cacheRead', cr, 'cacheWrite', 0,
+                'audioPrompt', 0, 'reasoning', rt, 'audioCompletion', 0, 'completion', ct - rt)), at, at
+         from (select g, pt, ct, at, ui, mi, case when mi < 2 then pt * (g % 4) / 5 else 0 end as cr,
+                      case when mi = 1 then ct * (g % 3) / 4 else 0 end as rt
+                 from (select g, (300 + (g * 37) % 1700) as pt, (40 + (g * 53) % 460) as ct,
                       now() - floor(90 * power(g / 9000.0, 1.7)) * interval '1 day' - ((g * 7) % 600) * interval '1 second' as at,
                       (g * g) % 40 as ui, g % 3 as mi
-                 from generate_series(1, 9000) g) s
+                 from generate_series(1, 9000) g) s0) s
          join (select id, row_number() over (order by external_id) - 1 as n from end_user where paywall_id = $1) u on u.n = s.ui
          join (values (0, 'gpt-4o-mini', 150000, 600000), (1, 'gpt-4o', 2500000, 10000000), (2, 'llama-3-70b', 600000, 600000))
               as m(n, id, p, c) on m.n = s.mi`,
       [demo.id],
     );
-    const [want] = await t.db.query<{ n: string; revenue: string }>(
-      `select count(*)::text as n, sum(amount_raw)::text as revenue from charge where paywall_id = $1 and settled_at >= (now() at time zone 'UTC')::date - 89`,
+    const [want] = await t.db.query<{ n: string; revenue: string; cached: string; reasoning: string }>(
+      `select count(*)::text as n, sum(amount_raw)::text as revenue,
+              sum((metadata->'buckets'->>'cacheRead')::bigint)::text as cached,
+              sum((metadata->'buckets'->>'reasoning')::bigint)::text as reasoning
+         from charge where paywall_id = $1 and settled_at >= (now() at time zone 'UTC')::date - 89`,
       [demo.id],
     );
     await page.goto(url(`/p/${demo.id}/overview`));
@@ -433,6 +599,13 @@ describe('the dashboard in Chromium', () => {
     const revenue = shown(want.revenue);
     await page.getByLabel('Totals').getByText(revenue).first().waitFor(WAIT);
     await page.locator('.recharts-bar-rectangle path').nth(20).waitFor(WAIT);
+    // Tokens by bucket over rolled-up days and today: the charges' own figures.
+    await expect(page.getByTestId('bucket-cacheRead').innerText()).resolves.toBe(
+      Number(want.cached).toLocaleString('en-US'),
+    );
+    await expect(page.getByTestId('bucket-reasoning').innerText()).resolves.toBe(
+      Number(want.reasoning).toLocaleString('en-US'),
+    );
     const file = await screenshot(page, 'dashboard-overview');
     mkdirSync(new URL('../docs/img/', import.meta.url), { recursive: true });
     if (process.env.UPDATE_DOCS_SCREENSHOT)

@@ -1,8 +1,8 @@
-import { useState, type FormEvent } from 'react';
+import { useId, useState, type FormEvent } from 'react';
 import { useMutation, useQuery } from 'urql';
 import { errorMessage } from '../api';
 import { graphql } from '../gql';
-import type { ModelRowFragment } from '../gql/graphql';
+import type { ModelRowFragment, PriceListFragment } from '../gql/graphql';
 import type { PaywallSummary } from '../session';
 import {
   Badge,
@@ -19,19 +19,27 @@ import {
 
 type Model = ModelRowFragment;
 graphql(`
+  fragment PriceList on ModelPricing {
+    prompt
+    completion
+    request
+    cacheRead
+    cacheWrite
+    audioPrompt
+    reasoning
+    audioCompletion
+  }
+`);
+graphql(`
   fragment ModelRow on Model {
     id
     displayName
     description
     pricing {
-      prompt
-      completion
-      request
+      ...PriceList
     }
     costPricing {
-      prompt
-      completion
-      request
+      ...PriceList
     }
     maxCompletionTokens
     dailyRequestLimit
@@ -68,13 +76,59 @@ const perMillion = (perToken: string) => {
   return n.toLocaleString(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 6 });
 };
 
-/** A column of per-token prices shown per million tokens (the exact price on hover); bold: an end-user price. */
-const perToken = (head: string, value: (m: Model) => string, bold = false): Column<Model> => ({
-  head,
-  num: true,
-  title: (m) => `${value(m)} USDC per token`,
-  cell: (m) => (bold ? <strong>{perMillion(value(m))}</strong> : perMillion(value(m))),
-});
+/**
+ * The usage buckets that can have prices of their own (docs/reference.md §13): the form field, its label,
+ * the price it follows when it has none (prompt for the input buckets, completion for the output ones),
+ * and its short name in the table.
+ */
+const BUCKETS = [
+  ['cacheRead', 'Cached input', 'prompt', 'cached'],
+  ['cacheWrite', 'Cache write', 'prompt', 'cache write'],
+  ['audioPrompt', 'Audio input', 'prompt', 'audio in'],
+  ['reasoning', 'Reasoning', 'completion', 'reasoning'],
+  ['audioCompletion', 'Audio output', 'completion', 'audio out'],
+] as const;
+type BucketField = (typeof BUCKETS)[number][0];
+type Side = 'prompt' | 'completion';
+
+/**
+ * A bucket's price of its own, '' when it follows. The API gives prices resolved, so a price equal to the
+ * one it follows reads as following (an empty field; saved so, it follows again and charges the same).
+ */
+const ownPrice = (p: PriceListFragment, b: BucketField, follows: Side) => (p[b] === p[follows] ? '' : p[b]);
+
+/**
+ * A column of per-token prices of one side (prompt or completion), shown per million tokens (exact on
+ * hover); below the price, the side's buckets priced apart. Bold: end-user prices.
+ */
+const perToken = (
+  head: string,
+  side: Side,
+  prices: (m: Model) => PriceListFragment,
+  bold = false,
+): Column<Model> => {
+  const figure = (v: string) => (bold ? <strong>{perMillion(v)}</strong> : perMillion(v));
+  const own = (m: Model) =>
+    BUCKETS.filter(([b, , follows]) => follows === side && ownPrice(m.costPricing, b, side));
+  return {
+    head,
+    num: true,
+    title: (m) =>
+      [`${prices(m)[side]} USDC per token`, ...own(m).map(([b, label]) => `${label}: ${prices(m)[b]}`)].join(
+        '\n',
+      ),
+    cell: (m) => (
+      <>
+        {figure(prices(m)[side])}
+        {own(m).map(([b, , , short]) => (
+          <div key={b} className="bucket-price">
+            <span className="muted">{short}</span> {figure(prices(m)[b])}
+          </div>
+        ))}
+      </>
+    ),
+  };
+};
 
 const blank = {
   modelId: '',
@@ -83,6 +137,11 @@ const blank = {
   completion: '',
   request: '',
   maxCompletionTokens: '',
+  cacheRead: '',
+  cacheWrite: '',
+  audioPrompt: '',
+  reasoning: '',
+  audioCompletion: '',
 };
 
 export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
@@ -94,6 +153,7 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
   const [saved, setSaved] = useState<string | null>(null);
   const [setState, setPrice] = useMutation(SET);
   const [removeState, remove] = useMutation(REMOVE);
+  const bucketsId = useId();
   const edit = (m: Model) =>
     setF({
       modelId: m.id,
@@ -102,6 +162,11 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
       completion: m.costPricing.completion,
       request: m.costPricing.request,
       maxCompletionTokens: m.maxCompletionTokens?.toString() ?? '',
+      cacheRead: ownPrice(m.costPricing, 'cacheRead', 'prompt'),
+      cacheWrite: ownPrice(m.costPricing, 'cacheWrite', 'prompt'),
+      audioPrompt: ownPrice(m.costPricing, 'audioPrompt', 'prompt'),
+      reasoning: ownPrice(m.costPricing, 'reasoning', 'completion'),
+      audioCompletion: ownPrice(m.costPricing, 'audioCompletion', 'completion'),
     });
   const submit = async (e: FormEvent) => {
     e.preventDefault();
@@ -115,6 +180,12 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
         completion: f.completion.trim() || '0',
         request: f.request.trim() || '0',
         maxCompletionTokens: f.maxCompletionTokens.trim() ? Number(f.maxCompletionTokens) : null,
+        // Empty: null, the bucket follows the prompt or completion price (again).
+        cacheRead: f.cacheRead.trim() || null,
+        cacheWrite: f.cacheWrite.trim() || null,
+        audioPrompt: f.audioPrompt.trim() || null,
+        reasoning: f.reasoning.trim() || null,
+        audioCompletion: f.audioCompletion.trim() || null,
       },
     });
     if (r.data) {
@@ -152,10 +223,10 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
                 </>
               ),
             },
-            perToken('Prompt cost', (m) => m.costPricing.prompt),
-            perToken('Prompt price', (m) => m.pricing.prompt, true),
-            perToken('Completion cost', (m) => m.costPricing.completion),
-            perToken('Completion price', (m) => m.pricing.completion, true),
+            perToken('Prompt cost', 'prompt', (m) => m.costPricing),
+            perToken('Prompt price', 'prompt', (m) => m.pricing, true),
+            perToken('Completion cost', 'completion', (m) => m.costPricing),
+            perToken('Completion price', 'completion', (m) => m.pricing, true),
             { head: 'Per request', num: true, cell: (m) => m.pricing.request },
             {
               className: 'actions',
@@ -183,6 +254,7 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
         >
           <p className="legend-note">
             Token prices in USDC per million tokens (hover for the per-token price); bold: what end users pay.
+            Below a price: the usage buckets priced apart (the others cost what prompt or completion costs).
           </p>
         </DataTable>
       </Card>
@@ -230,6 +302,26 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
               ],
             ]}
           />
+          <div className="bucket-costs" role="group" aria-labelledby={bucketsId}>
+            <h3 id={bucketsId}>Usage bucket costs per token (USDC)</h3>
+            <p className="hint">
+              Optional: an empty field follows the prompt cost (cached input, cache write, audio input) or the
+              completion cost (reasoning, audio output).
+            </p>
+            <FormFields
+              values={f}
+              set={set}
+              layout={[
+                BUCKETS.map(([name, label, follows]) => ({
+                  name,
+                  label,
+                  inputMode: 'decimal' as const,
+                  // The price it follows: what the prompt or completion field holds.
+                  placeholder: f[follows].trim() || `${follows} cost`,
+                })),
+              ]}
+            />
+          </div>
           <div className="row">
             <Button type="submit" variant="primary" busy={setState.fetching}>
               Save price

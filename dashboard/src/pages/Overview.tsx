@@ -18,6 +18,11 @@ graphql(`
     margin
     promptTokens
     completionTokens
+    cacheReadTokens
+    cacheWriteTokens
+    audioPromptTokens
+    reasoningTokens
+    audioCompletionTokens
   }
 `);
 const USAGE = graphql(`
@@ -184,6 +189,7 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
               </div>
             )}
           </Card>
+          <TokensByBucket totals={totals!} models={u.byModel.buckets} />
           <div className="grid-2 stack-below-wide">
             <Card title="Requests and tokens per model">
               {models.length === 0 ? (
@@ -264,5 +270,98 @@ function BucketTable(props: { buckets: Bucket[]; label: string; manual?: string;
         moneyColumn('Margin', (b: Bucket) => b.margin),
       ]}
     />
+  );
+}
+
+/**
+ * The usage buckets (docs/reference.md §13) of prompt and completion tokens: each side's parts, every
+ * token in one part. "Input" and "Output" are what no other bucket took (uncached text input, visible output).
+ */
+const INPUT_PARTS = [
+  [
+    'prompt',
+    'Input',
+    (b: Bucket) => b.promptTokens - b.cacheReadTokens - b.cacheWriteTokens - b.audioPromptTokens,
+  ],
+  ['cacheRead', 'Cached input', (b: Bucket) => b.cacheReadTokens],
+  ['cacheWrite', 'Cache write', (b: Bucket) => b.cacheWriteTokens],
+  ['audioPrompt', 'Audio input', (b: Bucket) => b.audioPromptTokens],
+] as const;
+const OUTPUT_PARTS = [
+  ['completion', 'Output', (b: Bucket) => b.completionTokens - b.reasoningTokens - b.audioCompletionTokens],
+  ['reasoning', 'Reasoning', (b: Bucket) => b.reasoningTokens],
+  ['audioCompletion', 'Audio output', (b: Bucket) => b.audioCompletionTokens],
+] as const;
+type Part = (typeof INPUT_PARTS)[number] | (typeof OUTPUT_PARTS)[number];
+
+/** Tokens of the range by usage bucket: a stacked bar per side, then the same per model. */
+function TokensByBucket(props: { totals: Bucket; models: Bucket[] }) {
+  const { totals } = props;
+  const models = props.models.filter((m) => m.promptTokens + m.completionTokens > 0);
+  return (
+    <Card
+      title="Tokens by usage bucket"
+      actions={<span className="legend-note">every token in one bucket</span>}
+    >
+      {totals.promptTokens + totals.completionTokens === 0 ? (
+        <Empty>No tokens in this range yet.</Empty>
+      ) : (
+        <>
+          <div className="bucket-sides">
+            <BucketBar side="Prompt tokens" total={totals.promptTokens} parts={INPUT_PARTS} of={totals} />
+            <BucketBar
+              side="Completion tokens"
+              total={totals.completionTokens}
+              parts={OUTPUT_PARTS}
+              of={totals}
+            />
+          </div>
+          <DataTable
+            label="Tokens by bucket"
+            rows={models}
+            rowKey={(b) => b.key}
+            columns={[
+              { head: 'Model', className: 'mono', cell: (b) => b.key },
+              ...[...INPUT_PARTS, ...OUTPUT_PARTS].map(([, label, tokens]) => ({
+                head: label,
+                num: true,
+                cell: (b: Bucket) => integer(tokens(b)),
+              })),
+            ]}
+          />
+        </>
+      )}
+    </Card>
+  );
+}
+
+/** One side (prompt or completion): its total, a bar split by bucket, and each bucket's tokens and share. */
+function BucketBar(props: { side: string; total: number; parts: readonly Part[]; of: Bucket }) {
+  const parts = props.parts.map(([key, label, tokens]) => ({ key, label, n: tokens(props.of) }));
+  const share = (n: number) => (props.total === 0 ? 0 : (100 * n) / props.total);
+  return (
+    <section className="bucket-side" aria-label={props.side}>
+      <h3>
+        {props.side} <span className="num">{integer(props.total)}</span>
+      </h3>
+      <div className="bucket-bar" aria-hidden="true">
+        {parts.map(
+          (p) =>
+            p.n > 0 && <span key={p.key} className={`bucket-${p.key}`} style={{ width: `${share(p.n)}%` }} />,
+        )}
+      </div>
+      <ul className="bucket-legend">
+        {parts.map((p) => (
+          <li key={p.key}>
+            <span className={`swatch bucket-${p.key}`} aria-hidden="true" />
+            <span className="label">{p.label}</span>
+            <span className="num" data-testid={`bucket-${p.key}`}>
+              {integer(p.n)}
+            </span>
+            <span className="share">{p.n > 0 ? `${share(p.n).toFixed(share(p.n) < 1 ? 1 : 0)}%` : ''}</span>
+          </li>
+        ))}
+      </ul>
+    </section>
   );
 }

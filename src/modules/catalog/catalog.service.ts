@@ -356,8 +356,10 @@ export class CatalogService {
   }
 
   /**
-   * Creates or updates a model's prices. On update, a field left out (or a null price) keeps its value;
-   * a null displayName / description / maxCompletionTokens clears it. On create, a missing price is 0.
+   * Creates or updates a model's prices. On update, a field left out (or a null prompt, completion or
+   * request price) keeps its value; a null displayName / description / maxCompletionTokens clears it, and a
+   * null bucket price clears it (the bucket follows the prompt or completion price again, docs/reference.md
+   * §13). On create, a missing price is 0, a missing bucket price follows.
    */
   async setPrice(auth: Auth, input: SetModelPricingInput): Promise<ModelView> {
     const paywall = await this.deps.paywalls.resolve(auth, input.paywallId);
@@ -392,7 +394,7 @@ export class CatalogService {
 
     const row = await this.deps.db.transaction(async (tx) => {
       // One statement: the insert is skipped (no row returned) when a new model would pass the cap.
-      // Bucket prices ($15–$19): a null keeps the stored one (null on create: the default it follows).
+      // Bucket prices ($15–$19, null: follows the default), written where given ($20–$24), null included.
       const rows = await tx.query<Row>(
         `insert into model_price as m (paywall_id, model_id, display_name, description, prompt_pico,
            completion_pico, request_pico, max_completion_tokens, daily_request_limit,
@@ -408,7 +410,7 @@ export class CatalogService {
            prompt_pico = coalesce($5::bigint, m.prompt_pico),
            completion_pico = coalesce($6::bigint, m.completion_pico),
            request_pico = coalesce($7::bigint, m.request_pico),
-           ${BUCKET_PRICES.map(([, c], i) => `${c} = coalesce($${15 + i}::bigint, m.${c})`).join(',\n           ')},
+           ${BUCKET_PRICES.map(([, c], i) => `${c} = case when $${20 + i}::boolean then excluded.${c} else m.${c} end`).join(',\n           ')},
            max_completion_tokens = case when $11::boolean then excluded.max_completion_tokens
                                         else m.max_completion_tokens end,
            daily_request_limit = case when $14::boolean then excluded.daily_request_limit
@@ -431,6 +433,7 @@ export class CatalogService {
           dailyLimit ?? null,
           dailyLimit !== undefined,
           ...buckets,
+          ...BUCKET_PRICES.map(([field]) => input[field] !== undefined),
         ],
       );
       if (rows.length === 0)

@@ -71,7 +71,8 @@ export class ModelType {
 @InputType({
   description:
     'Create or update a model. Prices are USDC decimal strings (≥ 0, ≤ 1000, up to 12 fraction digits): ' +
-    'prompt and completion per token, request per request. On update, omitted fields keep their value.',
+    'prompt, completion and the usage buckets per token, request per request. On update, omitted fields ' +
+    'keep their value; a null bucket price makes the bucket follow the prompt or completion price again.',
 })
 export class SetModelPricingInput {
   @Field(() => ID, { nullable: true, description: 'Required with an owner token; implied by an API key.' })
@@ -87,27 +88,28 @@ export class SetModelPricingInput {
     string | null;
   @Field(() => String, {
     nullable: true,
-    description: 'Cost per cached input token read; unset on create = the prompt price.',
+    description: 'Cost per cached input token read; null (or unset on create): the prompt price applies.',
   })
   cacheRead?: string | null;
   @Field(() => String, {
     nullable: true,
-    description: 'Cost per input token written to a cache; unset on create = the prompt price.',
+    description:
+      'Cost per input token written to a cache; null (or unset on create): the prompt price applies.',
   })
   cacheWrite?: string | null;
   @Field(() => String, {
     nullable: true,
-    description: 'Cost per audio input token; unset on create = the prompt price.',
+    description: 'Cost per audio input token; null (or unset on create): the prompt price applies.',
   })
   audioPrompt?: string | null;
   @Field(() => String, {
     nullable: true,
-    description: 'Cost per reasoning token; unset on create = the completion price.',
+    description: 'Cost per reasoning token; null (or unset on create): the completion price applies.',
   })
   reasoning?: string | null;
   @Field(() => String, {
     nullable: true,
-    description: 'Cost per audio output token; unset on create = the completion price.',
+    description: 'Cost per audio output token; null (or unset on create): the completion price applies.',
   })
   audioCompletion?: string | null;
   @Field(() => Int, { nullable: true, description: '16 to 1,000,000; null = the default 4096.' })

@@ -2,6 +2,18 @@ import { defineEntity, p } from '@mikro-orm/core';
 import { Paywall } from '../paywalls/paywall.entity.js';
 
 /**
+ * Tokens per usage bucket (docs/reference.md §13), parts of the prompt and completion totals: cache read,
+ * cache write and audio prompt of the input; reasoning and audio completion of the output.
+ */
+const bucketTokens = () => ({
+  cacheReadTokens: p.bigint('bigint'),
+  cacheWriteTokens: p.bigint('bigint'),
+  audioPromptTokens: p.bigint('bigint'),
+  reasoningTokens: p.bigint('bigint'),
+  audioCompletionTokens: p.bigint('bigint'),
+});
+
+/**
  * Daily roll-ups of completed charges (by UTC day of settlement), written lazily by the usage query for
  * days that are over: a year of a busy paywall is then a few thousand rows instead of a million charges.
  * Days not rolled up yet (today, or any day after `usage_rollup.rolled_through`) are read from `charge`.
@@ -19,6 +31,7 @@ export const UsageDayModelSchema = defineEntity({
     costRaw: p.bigint('bigint'),
     promptTokens: p.bigint('bigint'),
     completionTokens: p.bigint('bigint'),
+    ...bucketTokens(),
   },
 });
 export class UsageDayModel extends UsageDayModelSchema.class {}
@@ -41,6 +54,7 @@ export const UsageDayUserSchema = defineEntity({
     costRaw: p.bigint('bigint'),
     promptTokens: p.bigint('bigint'),
     completionTokens: p.bigint('bigint'),
+    ...bucketTokens(),
   },
 });
 export class UsageDayUser extends UsageDayUserSchema.class {}

@@ -12,8 +12,16 @@ export interface UsageRow {
   requests: number;
   revenueRaw: bigint;
   costRaw: bigint;
+  /** All input tokens (cache read, cache write and audio prompt included). */
   promptTokens: number;
+  /** All output tokens (reasoning and audio completion included). */
   completionTokens: number;
+  /** Parts of promptTokens / completionTokens by usage bucket (docs/reference.md §13). */
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  audioPromptTokens: number;
+  reasoningTokens: number;
+  audioCompletionTokens: number;
 }
 
 export interface UsageReport {
@@ -37,16 +45,59 @@ const dayNumber = (s: string, name: string): number => {
   return t / 86_400_000;
 };
 
-/** Token-cost of a group at the model's configured cost prices (pico-USDC per token), rounded up to raw units. */
-const TOKEN_COST = (pt: string, ct: string) =>
-  `ceil((${pt}::numeric * coalesce(mp.prompt_pico, 0) + ${ct}::numeric * coalesce(mp.completion_pico, 0)) / 1000000)::bigint`;
+/**
+ * The token sums of a group: [alias, roll-up column, key of a usage charge's `metadata.buckets`]. pt and
+ * ct are the input and output totals (`charge.prompt_tokens` / `completion_tokens`); the others the usage
+ * buckets they include (docs/reference.md §13). A charge without buckets (settled before them, a manual
+ * charge) counts all its input as prompt and all its output as completion.
+ */
+const TOKENS = [
+  ['pt', 'prompt_tokens', null],
+  ['ct', 'completion_tokens', null],
+  ['cr', 'cache_read_tokens', 'cacheRead'],
+  ['cw', 'cache_write_tokens', 'cacheWrite'],
+  ['ap', 'audio_prompt_tokens', 'audioPrompt'],
+  ['rt', 'reasoning_tokens', 'reasoning'],
+  ['ac', 'audio_completion_tokens', 'audioCompletion'],
+] as const;
+type TokenAlias = (typeof TOKENS)[number][0];
+/** `each(alias, column)` for every token sum, comma-separated, in TOKENS order. */
+const tokens = (each: (alias: TokenAlias, column: string) => string): string =>
+  TOKENS.map(([a, col]) => each(a, col)).join(', ');
+/** Roll-up columns of the token sums. */
+const TOKEN_COLUMNS = tokens((_, col) => col);
+/**
+ * Per charge `c`: the token sums of its rows. Bucket counts are read only from usage charges (their
+ * metadata is the settlement's; a manual charge's is the caller's own JSON) and only where they are numbers.
+ */
+const RAW_TOKENS = TOKENS.map(([a, col, key]) =>
+  key === null
+    ? `sum(coalesce(c.${col}, 0)) as ${a}`
+    : `sum(case when c.kind = 'usage' and jsonb_typeof(c.metadata->'buckets'->'${key}') = 'number'
+                then (c.metadata->'buckets'->>'${key}')::bigint else 0 end) as ${a}`,
+).join(', ');
+
+/**
+ * Token-cost of a group `g` at the model's configured cost prices (pico-USDC per token), rounded up to raw
+ * units: each bucket at its own price where it has one, else at the prompt or completion price it follows
+ * (docs/reference.md §13); the rest of the input at the prompt price, of the output at the completion price.
+ */
+const TOKEN_COST = (g: string) =>
+  `ceil((
+     (${g}.pt - ${g}.cr - ${g}.cw - ${g}.ap)::numeric * coalesce(mp.prompt_pico, 0)
+     + ${g}.cr::numeric * coalesce(mp.cache_read_pico, mp.prompt_pico, 0)
+     + ${g}.cw::numeric * coalesce(mp.cache_write_pico, mp.prompt_pico, 0)
+     + ${g}.ap::numeric * coalesce(mp.audio_prompt_pico, mp.prompt_pico, 0)
+     + (${g}.ct - ${g}.rt - ${g}.ac)::numeric * coalesce(mp.completion_pico, 0)
+     + ${g}.rt::numeric * coalesce(mp.reasoning_pico, mp.completion_pico, 0)
+     + ${g}.ac::numeric * coalesce(mp.audio_completion_pico, mp.completion_pico, 0)
+   ) / 1000000)::bigint`;
 /**
  * Provider cost of a group of charges `g` (grouped by {@link PAID}): what the ledger paid the built-in
  * provider for them where it did (the `provider_cost` leg of a SHARED charge's split, exact), else the
  * tokens at the model's configured cost prices.
  */
-const COST = (g: string) =>
-  `(case when ${g}.paid then ${g}.paid_cost else ${TOKEN_COST(`${g}.pt`, `${g}.ct`)} end)`;
+const COST = (g: string) => `(case when ${g}.paid then ${g}.paid_cost else ${TOKEN_COST(g)} end)`;
 /** Per charge `c`: the built-in provider's leg of its split, if any (index transfer_provider_cost_index). */
 const PAID_JOIN = `left join lateral (select sum(t.amount_raw) as amount from transfer t
              where t.charge_id = c.id and t.kind = 'provider_cost') pc on true`;
@@ -57,9 +108,9 @@ const PAID_COLUMNS = `${PAID} as paid, coalesce(sum(pc.amount), 0) as paid_cost`
 /**
  * Revenue, provider cost, margin, requests and tokens of a paywall's completed charges, aggregated in SQL
  * by UTC day, model or end user. Days that are over are read from daily roll-ups (written here, lazily, the
- * first time a query needs them); the rest from `charge` through a covering partial index. Provider cost
- * is what the ledger paid the built-in provider for a charge where it did (a SHARED paywall served by it),
- * else the tokens at the model's configured cost prices (no markup, no request price).
+ * first time a query needs them); the rest from `charge` through a partial index. Provider cost is what
+ * the ledger paid the built-in provider for a charge where it did (a SHARED paywall served by it), else the
+ * tokens at the model's configured cost prices per usage bucket (no markup, no request price).
  */
 export class UsageService {
   /**
@@ -119,44 +170,44 @@ export class UsageService {
     if (groupBy === 'USER') {
       // Rolled-up part per user: running total at min(to, rolledThrough) minus running total before from.
       const cum = (cmp: string, bound: string) => `left join lateral (
-             select requests, revenue_raw, cost_raw, prompt_tokens, completion_tokens from usage_day_user c
+             select requests, revenue_raw, cost_raw, ${TOKEN_COLUMNS} from usage_day_user c
               where c.paywall_id = $1 and c.end_user_id = u.id and c.day ${cmp} ${bound}
               order by c.day desc limit 1) `;
       rows = await this.db.query(
         `with raw as (
            select c.user_id, coalesce(c.model, '') as model, count(*) as requests, sum(c.amount_raw) as revenue,
-                  sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct, ${PAID_COLUMNS}
+                  ${RAW_TOKENS}, ${PAID_COLUMNS}
              from charge c ${PAID_JOIN} where ${rawWhere} group by 1, 2, ${PAID}
          ), combined as (
-           select raw.user_id, raw.requests, raw.revenue, ${COST('raw')} as cost, raw.pt, raw.ct
+           select raw.user_id, raw.requests, raw.revenue, ${COST('raw')} as cost, ${tokens((a) => `raw.${a}`)}
              from raw left join model_price mp on mp.paywall_id = $1 and mp.model_id = raw.model
            union all
            select u.id, coalesce(hi.requests, 0) - coalesce(lo.requests, 0),
                   coalesce(hi.revenue_raw, 0) - coalesce(lo.revenue_raw, 0),
                   coalesce(hi.cost_raw, 0) - coalesce(lo.cost_raw, 0),
-                  coalesce(hi.prompt_tokens, 0) - coalesce(lo.prompt_tokens, 0),
-                  coalesce(hi.completion_tokens, 0) - coalesce(lo.completion_tokens, 0)
+                  ${tokens((_, col) => `coalesce(hi.${col}, 0) - coalesce(lo.${col}, 0)`)}
              from end_user u
              ${cum('<=', 'least($3::date, $4::date)')} hi on true
              ${cum('<', '$2::date')} lo on true
             where u.paywall_id = $1 and $4::date >= $2::date and hi.requests is not null
          ), grouped as (
            select user_id, sum(requests) as requests, sum(revenue) as revenue, sum(cost) as cost,
-                  sum(pt) as pt, sum(ct) as ct
+                  ${tokens((a) => `sum(${a}) as ${a}`)}
              from combined group by user_id having sum(requests) > 0
          ), totals as (
-           select sum(requests) as requests, sum(revenue) as revenue, sum(cost) as cost, sum(pt) as pt, sum(ct) as ct
+           select sum(requests) as requests, sum(revenue) as revenue, sum(cost) as cost,
+                  ${tokens((a) => `sum(${a}) as ${a}`)}
              from grouped
          )
          select * from (
-           select g.user_id, u.external_id as key, g.requests::text, g.revenue::text, g.cost::text, g.pt::text,
-                  g.ct::text, false as total
+           select g.user_id, u.external_id as key, g.requests::text, g.revenue::text, g.cost::text,
+                  ${tokens((a) => `g.${a}::text`)}, false as total
              from grouped g join end_user u on u.id = g.user_id
             order by g.revenue desc, u.external_id limit ${limit}
          ) top
          union all
          select null, '', coalesce(requests, 0)::text, coalesce(revenue, 0)::text, coalesce(cost, 0)::text,
-                coalesce(pt, 0)::text, coalesce(ct, 0)::text, true from totals`,
+                ${tokens((a) => `coalesce(${a}, 0)::text`)}, true from totals`,
         params,
       );
     } else {
@@ -164,23 +215,22 @@ export class UsageService {
       rows = await this.db.query(
         `with raw as (
            select (c.settled_at at time zone 'UTC')::date as day, coalesce(c.model, '') as model, count(*) as requests,
-                  sum(c.amount_raw) as revenue, sum(coalesce(c.prompt_tokens, 0)) as pt,
-                  sum(coalesce(c.completion_tokens, 0)) as ct, ${PAID_COLUMNS}
+                  sum(c.amount_raw) as revenue, ${RAW_TOKENS}, ${PAID_COLUMNS}
              from charge c ${PAID_JOIN} where ${rawWhere} group by 1, 2, ${PAID}
          ), combined as (
-           select raw.day, raw.model, raw.requests, raw.revenue, ${COST('raw')} as cost, raw.pt, raw.ct
+           select raw.day, raw.model, raw.requests, raw.revenue, ${COST('raw')} as cost, ${tokens((a) => `raw.${a}`)}
              from raw left join model_price mp on mp.paywall_id = $1 and mp.model_id = raw.model
            union all
-           select r.day, r.model, r.requests, r.revenue_raw, r.cost_raw, r.prompt_tokens, r.completion_tokens
+           select r.day, r.model, r.requests, r.revenue_raw, r.cost_raw, ${tokens((_, col) => `r.${col}`)}
              from usage_day_model r where ${rolledWhere}
          )
          select ${key === 'day' ? `to_char(day, 'YYYY-MM-DD')` : 'model'} as key, null as user_id,
                 sum(requests)::text as requests, sum(revenue)::text as revenue, sum(cost)::text as cost,
-                sum(pt)::text as pt, sum(ct)::text as ct, false as total
+                ${tokens((a) => `sum(${a})::text as ${a}`)}, false as total
            from combined group by 1
          union all
          select '', null, coalesce(sum(requests), 0)::text, coalesce(sum(revenue), 0)::text,
-                coalesce(sum(cost), 0)::text, coalesce(sum(pt), 0)::text, coalesce(sum(ct), 0)::text, true
+                coalesce(sum(cost), 0)::text, ${tokens((a) => `coalesce(sum(${a}), 0)::text`)}, true
            from combined`,
         params,
       );
@@ -193,6 +243,11 @@ export class UsageService {
       costRaw: BigInt(r.cost),
       promptTokens: Number(r.pt),
       completionTokens: Number(r.ct),
+      cacheReadTokens: Number(r.cr),
+      cacheWriteTokens: Number(r.cw),
+      audioPromptTokens: Number(r.ap),
+      reasoningTokens: Number(r.rt),
+      audioCompletionTokens: Number(r.ac),
     });
     const totals = toRow(rows.find((r) => r.total));
     let buckets = rows.filter((r) => !r.total).map(toRow);
@@ -252,11 +307,10 @@ export class UsageService {
         and c.settled_at >= ($2::date + 1)::timestamp at time zone 'UTC'
         and c.settled_at < ($3::date + 1)::timestamp at time zone 'UTC'`;
     await tx.query(
-      `insert into usage_day_model (paywall_id, day, model, requests, revenue_raw, cost_raw, prompt_tokens, completion_tokens)
-       select $1, g.day, g.model, sum(g.requests), sum(g.revenue), sum(${COST('g')}), sum(g.pt), sum(g.ct)
+      `insert into usage_day_model (paywall_id, day, model, requests, revenue_raw, cost_raw, ${TOKEN_COLUMNS})
+       select $1, g.day, g.model, sum(g.requests), sum(g.revenue), sum(${COST('g')}), ${tokens((a) => `sum(g.${a})`)}
          from (select (c.settled_at at time zone 'UTC')::date as day, coalesce(c.model, '') as model,
-                      count(*) as requests, sum(c.amount_raw) as revenue,
-                      sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct, ${PAID_COLUMNS}
+                      count(*) as requests, sum(c.amount_raw) as revenue, ${RAW_TOKENS}, ${PAID_COLUMNS}
                  from charge c ${PAID_JOIN} where ${where} group by 1, 2, ${PAID}) g
          left join model_price mp on mp.paywall_id = $1 and mp.model_id = g.model
         group by g.day, g.model
@@ -265,23 +319,21 @@ export class UsageService {
     );
     // Running totals: the user's latest row before these days plus the days' sums in order.
     await tx.query(
-      `insert into usage_day_user (paywall_id, end_user_id, day, requests, revenue_raw, cost_raw, prompt_tokens, completion_tokens)
+      `insert into usage_day_user (paywall_id, end_user_id, day, requests, revenue_raw, cost_raw, ${TOKEN_COLUMNS})
        select $1, d.user_id, d.day,
               coalesce(prev.requests, 0) + sum(d.requests) over w,
               coalesce(prev.revenue_raw, 0) + sum(d.revenue) over w,
               coalesce(prev.cost_raw, 0) + sum(d.cost) over w,
-              coalesce(prev.prompt_tokens, 0) + sum(d.pt) over w,
-              coalesce(prev.completion_tokens, 0) + sum(d.ct) over w
+              ${tokens((a, col) => `coalesce(prev.${col}, 0) + sum(d.${a}) over w`)}
          from (select g.day, g.user_id, sum(g.requests) as requests, sum(g.revenue) as revenue,
-                      sum(${COST('g')}) as cost, sum(g.pt) as pt, sum(g.ct) as ct
+                      sum(${COST('g')}) as cost, ${tokens((a) => `sum(g.${a}) as ${a}`)}
                  from (select (c.settled_at at time zone 'UTC')::date as day, c.user_id, coalesce(c.model, '') as model,
-                              count(*) as requests, sum(c.amount_raw) as revenue,
-                              sum(coalesce(c.prompt_tokens, 0)) as pt, sum(coalesce(c.completion_tokens, 0)) as ct, ${PAID_COLUMNS}
+                              count(*) as requests, sum(c.amount_raw) as revenue, ${RAW_TOKENS}, ${PAID_COLUMNS}
                          from charge c ${PAID_JOIN} where ${where} group by 1, 2, 3, ${PAID}) g
                  left join model_price mp on mp.paywall_id = $1 and mp.model_id = g.model
                 group by g.day, g.user_id) d
          left join lateral (
-           select p.requests, p.revenue_raw, p.cost_raw, p.prompt_tokens, p.completion_tokens from usage_day_user p
+           select p.requests, p.revenue_raw, p.cost_raw, ${tokens((_, col) => `p.${col}`)} from usage_day_user p
             where p.paywall_id = $1 and p.end_user_id = d.user_id and p.day <= $2::date
             order by p.day desc limit 1) prev on true
        window w as (partition by d.user_id order by d.day)
@@ -299,4 +351,9 @@ const zero = (): UsageRow => ({
   costRaw: 0n,
   promptTokens: 0,
   completionTokens: 0,
+  cacheReadTokens: 0,
+  cacheWriteTokens: 0,
+  audioPromptTokens: 0,
+  reasoningTokens: 0,
+  audioCompletionTokens: 0,
 });

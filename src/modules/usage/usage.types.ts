@@ -25,14 +25,33 @@ export class UsageBucketType {
   requests!: number;
   @Field(() => MoneyScalar, { description: 'What the users were charged.' }) revenue!: bigint;
   @Field(() => MoneyScalar, {
-    description: "Provider cost: the tokens at the model's configured cost prices (no markup).",
+    description:
+      "Provider cost: what the ledger paid the built-in provider, else the tokens at the model's configured cost prices per usage bucket (no markup).",
   })
   providerCost!: bigint;
   @Field(() => MoneyScalar, { description: 'revenue − providerCost.' }) margin!: bigint;
-  @Field(() => Float, { description: 'Prompt tokens (a whole number; may exceed 32 bits).' })
+  @Field(() => Float, {
+    description:
+      'All input tokens, cache read, cache write and audio prompt tokens included (a whole number; may exceed 32 bits).',
+  })
   promptTokens!: number;
-  @Field(() => Float, { description: 'Completion tokens (a whole number; may exceed 32 bits).' })
+  @Field(() => Float, {
+    description:
+      'All output tokens, reasoning and audio completion tokens included (a whole number; may exceed 32 bits).',
+  })
   completionTokens!: number;
+  @Field(() => Float, {
+    description: 'Cached input tokens read (part of promptTokens; docs/reference.md §13).',
+  })
+  cacheReadTokens!: number;
+  @Field(() => Float, { description: 'Input tokens written to a cache (part of promptTokens).' })
+  cacheWriteTokens!: number;
+  @Field(() => Float, { description: 'Audio input tokens (part of promptTokens).' })
+  audioPromptTokens!: number;
+  @Field(() => Float, { description: 'Reasoning tokens (part of completionTokens).' })
+  reasoningTokens!: number;
+  @Field(() => Float, { description: 'Audio output tokens (part of completionTokens).' })
+  audioCompletionTokens!: number;
 
   static from(r: UsageRow): UsageBucketType {
     return Object.assign(new UsageBucketType(), {
@@ -44,6 +63,11 @@ export class UsageBucketType {
       margin: r.revenueRaw - r.costRaw,
       promptTokens: r.promptTokens,
       completionTokens: r.completionTokens,
+      cacheReadTokens: r.cacheReadTokens,
+      cacheWriteTokens: r.cacheWriteTokens,
+      audioPromptTokens: r.audioPromptTokens,
+      reasoningTokens: r.reasoningTokens,
+      audioCompletionTokens: r.audioCompletionTokens,
     });
   }
 }
