@@ -300,6 +300,22 @@ describe('Responses API', () => {
   });
 });
 
+describe('embeddings', () => {
+  it('an embeddings answer (with usage.cost and cost_details) conforms to CreateEmbeddingResponse', async () => {
+    const r = await post('/v1/embeddings', { model: MODEL, input: INPUT });
+    expect(r.status).toBe(200);
+    expect(r.body.usage.cost).toMatch(/^0\.\d+$/);
+    validateEmbeddingResponse(r.body);
+  });
+
+  it('the 402 of a user who cannot pay conforms to ErrorResponse (with the paywall field)', async () => {
+    const r = await post('/v1/embeddings', { model: MODEL, input: INPUT }, 'broke-embedder');
+    expect(r.status).toBe(402);
+    expect(r.body.paywall.reason).toBe('insufficient_balance');
+    expectConforms('ErrorResponse', r.body);
+  });
+});
+
 describe('models and errors', () => {
   it('GET /v1/models conforms to ListModelsResponse, GET /v1/models/{id} to Model', async () => {
     const list = await t.rest('GET', '/v1/models', { token: pw.apiKey });
