@@ -23,18 +23,21 @@ export function parseDecimal(input: unknown, decimals: number): bigint | null {
 
 /** Formats an integer with `decimals` fraction digits as a decimal string with exactly that many digits. */
 export function formatFixed(value: bigint, decimals: number): string {
+  // String slicing, not bigint division: this runs several times per settled request (cost_details).
   const neg = value < 0n;
-  const abs = neg ? -value : value;
-  const base = 10n ** BigInt(decimals);
-  const int = abs / base;
-  const frac = (abs % base).toString().padStart(decimals, '0');
-  return `${neg ? '-' : ''}${int}${decimals > 0 ? '.' + frac : ''}`;
+  const digits = (neg ? -value : value).toString().padStart(decimals + 1, '0');
+  const cut = digits.length - decimals;
+  return `${neg ? '-' : ''}${digits.slice(0, cut)}${decimals > 0 ? '.' + digits.slice(cut) : ''}`;
 }
 
 /** Same as formatFixed, without trailing zeros ("0.000002", "1.5", "3"). */
 export function formatDecimal(value: bigint, decimals: number): string {
   const s = formatFixed(value, decimals);
-  return decimals > 0 ? s.replace(/\.?0+$/, '') : s;
+  if (decimals === 0) return s;
+  let end = s.length;
+  while (s.charCodeAt(end - 1) === 48 /* 0 */) end--;
+  if (s.charCodeAt(end - 1) === 46 /* . */) end--;
+  return s.slice(0, end);
 }
 
 /** Raw units → "1.500000" (balanceFormatted). */
@@ -155,7 +158,7 @@ export function costDetails(
 
 /** One bucket's part of a charge: markup x tokens x price, as in `usage.cost_details` (and receipts). */
 export const bucketCharge = (pico: bigint, markupPpm: bigint, tokens: number): string =>
-  scaledToPriceDecimal(markupPpm * BigInt(tokens) * pico);
+  tokens === 0 || pico === 0n ? '0' : scaledToPriceDecimal(markupPpm * BigInt(tokens) * pico);
 
 /** End-user price per token (cost x markup) as a USDC decimal string, exact. */
 export function endUserTokenPrice(pico: bigint, markupPpm: bigint): string {

@@ -4,24 +4,11 @@ import { usdcDecimal, ZERO_COST_DETAILS } from '../../shared/money.js';
 import { isTimeout, type ChatJson, type Flight, type Outcome, type StreamSink } from './flight.js';
 import type { UpstreamResponse } from './provider-client.js';
 import type { RelayedResponses } from './relayed-responses.js';
-import { outputTokens, type UsageBuckets } from '../../shared/usage-buckets.js';
-import { costDetailsOf, usageOf, type Settlement } from './settlement.js';
+import { outputTokens } from '../../shared/usage-buckets.js';
+import { usageOf, type Settlement } from './settlement.js';
 import { passedThrough, refusalAnswer } from './upstream-refusal.js';
 import { describeFailure, readLimited, TooLargeError, upstreamError } from './upstream-client.js';
 import { isObject } from './wire-format.js';
-
-/**
- * `usage.cost_details` of an answer: the charge per bucket; all zero when nothing was charged (an empty
- * answer, or a hold a sweeper settled first).
- */
-function chargedDetails(
-  f: Flight,
-  free: boolean,
-  captured: bigint,
-  usage: UsageBuckets,
-): Record<string, string> {
-  return !free && captured > 0n ? costDetailsOf(f, usage) : { ...ZERO_COST_DETAILS };
-}
 
 export interface ForwardDeps {
   settlement: Settlement;
@@ -116,7 +103,7 @@ export class Forwarder {
     // An answer with no output that ended in an error or without a finish reason costs nothing, the
     // request price included (the client still gets it as the provider sent it).
     const empty = outputTokens(usage) === 0 && !f.fmt.jsonFinished(answer);
-    const { captured, freeAfterRaw } = await this.d.settlement.settle(
+    const { captured, freeAfterRaw, costDetails } = await this.d.settlement.settle(
       f,
       'completed',
       null,
@@ -124,9 +111,10 @@ export class Forwarder {
     );
     if (!empty) await this.d.relayed.remember(f, answer.id, usage);
     const cost = usdcDecimal(captured);
+    // Charged nothing (an empty answer, or a hold a sweeper settled first): every part 0.
     f.fmt.addCost(answer, usage, {
       cost,
-      costDetails: chargedDetails(f, empty, captured, usage),
+      costDetails: costDetails ?? { ...ZERO_COST_DETAILS },
       balance: null,
     });
     const headers: Record<string, string> = {};
@@ -200,7 +188,7 @@ export class Forwarder {
     // nothing): else nothing is charged, the request price included, whatever usage the provider sent.
     const producedSomething =
       outputTokens(usage) > 0 || (reported !== null && outcome === 'completed' && relay.finished);
-    const { captured, freeAfterRaw } = await this.d.settlement.settle(
+    const { captured, freeAfterRaw, costDetails } = await this.d.settlement.settle(
       f,
       outcome,
       errorCode,
@@ -211,9 +199,13 @@ export class Forwarder {
     if (f.reason !== 'client') {
       if (outcome === 'completed') {
         const balance = freeAfterRaw === null ? null : usdcDecimal(freeAfterRaw);
-        const costDetails = chargedDetails(f, !producedSomething, captured, usage);
+        const details = costDetails ?? { ...ZERO_COST_DETAILS };
         sink.write(
-          f.fmt.streamEnd(f.req, relay, usage, { cost: usdcDecimal(captured), costDetails, balance }),
+          f.fmt.streamEnd(f.req, relay, usage, {
+            cost: usdcDecimal(captured),
+            costDetails: details,
+            balance,
+          }),
         );
       } else if (!relay.upstreamError) {
         const message =

@@ -135,11 +135,13 @@ export class Settlement {
     outcome: Outcome,
     errorCode: string | null,
     usage: UsageBuckets | null,
-  ): Promise<{ captured: bigint; freeAfterRaw: bigint | null }> {
-    if (f.settled) return { captured: 0n, freeAfterRaw: null };
+  ): Promise<{ captured: bigint; freeAfterRaw: bigint | null; costDetails: Record<string, string> | null }> {
+    if (f.settled) return { captured: 0n, freeAfterRaw: null, costDetails: null };
     f.settled = true;
     const cost = usage ? charge(f, usage).cost : 0n;
     const providerCostRaw = usage ? providerCost(f, usage) : 0n;
+    // Once per request: the event and the answer's usage.cost_details share it.
+    const details = usage && cost > 0n ? costDetailsOf(f, usage) : null;
     const walletUserId = f.hold.walletUserId;
     const model = f.req.model;
     const ctx = {
@@ -175,7 +177,7 @@ export class Settlement {
               reasoningTokens: usage!.reasoning,
               audioCompletionTokens: usage!.audioCompletion,
               cost: usdcDecimal(captured),
-              costDetails: costDetailsOf(f, usage!),
+              costDetails: details!,
               ...(uncollected > 0n ? { uncollected: usdcDecimal(uncollected) } : {}),
             },
           ),
@@ -240,6 +242,6 @@ export class Settlement {
         await new Promise((r) => setTimeout(r, 50 * attempt));
       }
     }
-    return { captured, freeAfterRaw };
+    return { captured, freeAfterRaw, costDetails: captured > 0n ? details : null };
   }
 }
