@@ -11,6 +11,7 @@ import {
 import {
   chargesOf,
   client,
+  connectShared,
   createProxyPaywall,
   deposit,
   eventsOf,
@@ -20,6 +21,7 @@ import {
 } from './helpers/proxy-setup.js';
 import { chatUsage, messagesUsage, responsesUsage } from '../src/modules/proxy/provider-usage.js';
 import { splitUsage } from '../src/shared/usage-buckets.js';
+import { PROVIDER_ACCOUNT_ID } from '../src/modules/ledger/accounts.js';
 
 /**
  * docs/reference.md §13: each provider's usage is split into buckets, every token counted once, and
@@ -43,6 +45,7 @@ const PICO = {
 const REQUEST_PICO = 1_000_000_000n;
 const MARKUP_PPM = 1_500_000n;
 type Buckets = Record<keyof typeof PICO, number>;
+const hi = [{ role: 'user' as const, content: 'Say hello' }];
 
 /** The expected charge, written out here rather than taken from the code under test. */
 function expectedRaw(b: Buckets): bigint {
@@ -219,7 +222,6 @@ async function expectCharged(user: string, buckets: Buckets, usage: any) {
 }
 
 describe('charges per provider shape (docs/reference.md §13)', () => {
-  const hi = [{ role: 'user' as const, content: 'Say hello' }];
   const cases: [string, Record<string, unknown>, Buckets][] = [
     [
       'OpenAI chat (reasoning model, cache hit)',
@@ -346,5 +348,65 @@ describe('charges per provider shape (docs/reference.md §13)', () => {
     // request 0.001 + 1.5 x (2006 x 0.000002 + 300 x 0.000005) = 0.009268
     expect(c.usage.cost).toBe('0.009268');
     expect(before.balance - (await money(t, plain, 'plain')).balance).toBe(9268n);
+  });
+});
+
+describe("the built-in provider's cost per bucket (SHARED)", () => {
+  let t2: TestApp;
+  let up: FakeUpstream;
+  beforeAll(async () => {
+    up = await FakeUpstream.start();
+    t2 = await startTestApp({
+      BUILTIN_PROVIDER_BASE_URL: up.baseUrl,
+      BUILTIN_PROVIDER_API_KEY: 'sk-builtin-operator-key-0002',
+      BUILTIN_MODELS: JSON.stringify([
+        {
+          id: 'builtin-reasoner',
+          prompt: '0.000002',
+          completion: '0.000008',
+          request: '0.0001',
+          cacheRead: '0.0000005',
+          reasoning: '0.00001',
+          maxCompletionTokens: 500,
+        },
+      ]),
+    });
+  });
+  afterAll(async () => {
+    await t2?.close();
+    await up?.close();
+  });
+
+  it('the platform is paid each bucket at the built-in cost price; the wallet at cost x markup', async () => {
+    const shared = await t2.createPaywall('SHARED');
+    const m = await t2.gql(shared.apiKey, `mutation { updatePaywall(input: {markup: "2"}) { markup } }`);
+    expect(m.errors).toBeUndefined();
+    await t2.rest('POST', '/v1/chat/completions', {
+      token: shared.apiKey,
+      body: { model: 'builtin-reasoner', user: 'rea', messages: hi },
+    });
+    await connectShared(t2, shared, 'rea', 1_000_000n);
+    const providerBalance = async () =>
+      BigInt(
+        (
+          await t2.db.query('select balance_raw::text as b from ledger_account where id = $1', [
+            PROVIDER_ACCOUNT_ID,
+          ])
+        )[0]?.b ?? '0',
+      );
+    const before = await providerBalance();
+    up.behavior = { rawUsage: OPENAI_CHAT_REASONING_CACHED };
+    const r = await t2.rest('POST', '/v1/chat/completions', {
+      token: shared.apiKey,
+      body: { model: 'builtin-reasoner', user: 'rea', messages: hi },
+    });
+    expect(r.status).toBe(200);
+    // Buckets: prompt 86, cache read 1920, reasoning 192, completion 108. At cost (pico-USDC):
+    // 100,000,000 + 86 x 2,000,000 + 1920 x 500,000 + 192 x 10,000,000 + 108 x 8,000,000 = 4,016,000,000 → 4016 raw.
+    expect((await providerBalance()) - before).toBe(4016n);
+    // The wallet: request 100 + 2 x 3,916 = 7932 raw units.
+    expect(r.body.usage.cost).toBe('0.007932');
+    expect((await money(t2, shared, 'rea')).balance).toBe(1_000_000n - 7932n);
+    await expectLedgerProven(t2.db);
   });
 });
