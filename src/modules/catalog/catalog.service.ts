@@ -169,30 +169,25 @@ const COLUMNS = `model_id, display_name, description, prompt_pico, completion_pi
 
 const picoOrNull = (v: string | bigint | null): bigint | null => (v === null ? null : BigInt(v));
 
-const costOf = (b: BuiltinModel): ModelPrice =>
-  Object.freeze({
-    promptPico: b.promptPico,
-    completionPico: b.completionPico,
-    requestPico: b.requestPico,
-    cacheReadPico: b.cacheReadPico,
-    cacheWritePico: b.cacheWritePico,
-    audioPromptPico: b.audioPromptPico,
-    reasoningPico: b.reasoningPico,
-    audioCompletionPico: b.audioCompletionPico,
-  });
+/** A built-in model's cost prices, every bucket included (null: follows prompt / completion). */
+const pricesOf = (b: BuiltinModel) => ({
+  promptPico: b.promptPico,
+  completionPico: b.completionPico,
+  requestPico: b.requestPico,
+  cacheReadPico: b.cacheReadPico,
+  cacheWritePico: b.cacheWritePico,
+  audioPromptPico: b.audioPromptPico,
+  reasoningPico: b.reasoningPico,
+  audioCompletionPico: b.audioCompletionPico,
+});
+
+const costOf = (b: BuiltinModel): ModelPrice => Object.freeze(pricesOf(b));
 
 /** A built-in model at the operator's cost prices (the paywall's markup applies on top). */
 const fromBuiltin = (b: BuiltinModel): CatalogModel =>
   Object.freeze({
     modelId: b.id,
-    promptPico: b.promptPico,
-    completionPico: b.completionPico,
-    requestPico: b.requestPico,
-    cacheReadPico: b.cacheReadPico,
-    cacheWritePico: b.cacheWritePico,
-    audioPromptPico: b.audioPromptPico,
-    reasoningPico: b.reasoningPico,
-    audioCompletionPico: b.audioCompletionPico,
+    ...pricesOf(b),
     maxCompletionTokens: b.maxCompletionTokens,
     dailyRequestLimit: null,
     providerCost: costOf(b),
