@@ -70,7 +70,16 @@ export async function startTestApp(
       headers['content-type'] = 'application/json';
       body = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
     }
-    const res = await fetch(base + path, { method, headers, body });
+    let res: Response;
+    try {
+      res = await fetch(base + path, { method, headers, body });
+    } catch (e) {
+      // A pooled keep-alive connection the server closed as idle just as this request was sent (the
+      // embedded database shares the server's event loop, so its idle timer can fire late): the request
+      // never reached the server. Sent again once on a new connection, as the OpenAI SDKs do.
+      if ((e as { cause?: { code?: string } }).cause?.code !== 'ECONNRESET') throw e;
+      res = await fetch(base + path, { method, headers, body });
+    }
     const text = await res.text();
     let parsed: any = text;
     try {
