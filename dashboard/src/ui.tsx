@@ -523,7 +523,8 @@ export function FormFields<K extends string>(props: {
     <>
       {props.layout.map((item, i) =>
         Array.isArray(item) ? (
-          <div className="row" key={i}>
+          // Inputs line up even when one label wraps to two lines (not with hints: they sit below).
+          <div className={item.some((f) => f && f.hint) ? 'row' : 'row row-end'} key={i}>
             {item.map((f) => f && input(f))}
           </div>
         ) : (
