@@ -1,4 +1,4 @@
-import { formatUsdc } from '../shared/money.js';
+import { formatDecimal, formatUsdc, MARKUP_DECIMALS, parseDecimal, PRICE_DECIMALS } from '../shared/money.js';
 import { html } from './html.js';
 import type { ActivityReceipt } from '../modules/wallet/wallet.service.js';
 
@@ -10,11 +10,13 @@ export const tokensText = (n: number): string => n.toLocaleString('en-US');
  * moves 6 places (exact, no arithmetic on the price), shown with at least 2 decimals ("0.75", "15.00").
  */
 export function perMillionText(unitPrice: string): string {
-  const [int, frac = ''] = unitPrice.split('.');
-  const padded = frac.padEnd(6, '0');
-  const whole = (int + padded.slice(0, 6)).replace(/^0+(?=\d)/, '');
-  const rest = padded.slice(6).replace(/0+$/, '').padEnd(2, '0');
-  return `${whole.replace(/\B(?=(\d{3})+(?!\d))/g, ',')}.${rest}`;
+  // A price per token has at most 18 fraction digits (cost x markup); per 1M tokens, 12.
+  const perMillion = formatDecimal(
+    parseDecimal(unitPrice, PRICE_DECIMALS + MARKUP_DECIMALS) ?? 0n,
+    PRICE_DECIMALS,
+  );
+  const [whole, frac = ''] = perMillion.split('.');
+  return `${whole.replace(/\B(?=(\d{3})+(?!\d))/g, ',')}.${frac.padEnd(2, '0')}`;
 }
 
 const isZero = (decimal: string): boolean => /^0(\.0*)?$/.test(decimal);

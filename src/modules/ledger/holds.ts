@@ -771,7 +771,7 @@ export async function sweepAbandonedHolds(
       // Progress recorded before usage buckets existed has none: all of it is text.
       const buckets = storedBuckets(p.buckets) ?? textUsage(promptTokens, completionTokens);
       const costDetails = isStringRecord(p.costDetails) ? p.costDetails : {};
-      const pricing = isStringRecord(p.pricing) ? { pricing: p.pricing, buckets } : {};
+      const receipt = isStringRecord(p.pricing) ? { pricing: p.pricing, buckets } : {};
       settle.push({
         chargeId: r.id,
         paywallId: r.paywall_id,
@@ -785,7 +785,7 @@ export async function sweepAbandonedHolds(
         completionTokens,
         errorCode: 'abandoned',
         ledgerEntryId: randomUUID(),
-        metadata: { model: r.model, outcome: 'abandoned', ...pricing },
+        metadata: { model: r.model, outcome: 'abandoned', ...receipt },
         events: [
           failed,
           buildEvent(
