@@ -4,6 +4,7 @@ import { loopReason, VIA_HEADER, viaOf } from '../src/modules/proxy/upstream-cli
 import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
 import { invalid } from '../src/shared/errors.js';
 import { objectBody, userFrom } from './http.js';
+import { addLogField } from '../src/shared/observe.js';
 
 /** The HTTP response as the proxy's stream sink: SSE headers flushed at once, each write sent at once. */
 export function sseSink(res: ServerResponse): StreamSink {
@@ -80,7 +81,14 @@ export async function serveMetered(
   res.on('close', () => {
     if (!res.writableFinished) gone.abort();
   });
-  const call = { paywall: r.paywall, externalUserId: user, body: b, signal: gone.signal, via };
+  const call = {
+    paywall: r.paywall,
+    externalUserId: user,
+    body: b,
+    signal: gone.signal,
+    via,
+    answeredBy: (provider: string) => addLogField(res, 'provider', provider),
+  };
   const sink = sseSink(res);
   const out =
     r.kind === 'chat'

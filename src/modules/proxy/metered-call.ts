@@ -2,10 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { Database } from '../../db/database.js';
 import type { Clock } from '../../shared/clock.js';
 import { utcDay } from '../../shared/clock.js';
-import { DomainError, invalid } from '../../shared/errors.js';
+import { invalid } from '../../shared/errors.js';
 import { bucketPico, type ModelPrice } from '../../shared/money.js';
 import type { ModelPriceInfo } from '../catalog/catalog.service.js';
-import type { PaywallRef } from '../paywalls/provider.service.js';
+import type { ModelRoute, PaywallRef } from '../paywalls/provider.service.js';
 import { modelNotFound } from '../catalog/catalog.service.js';
 import type { EventTrigger, NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
@@ -16,7 +16,8 @@ import { abortFlight, type ChatCall, type ChatJson, type Flight, type StreamSink
 import type { Forwarder } from './forward.js';
 import type { LedgerBatch } from './ledger-batch.js';
 import { placeHold, type EnsureUser } from './place-hold.js';
-import type { ProviderClient, UpstreamTarget } from './provider-client.js';
+import type { UpstreamTarget } from './provider-client.js';
+import type { ClientFor } from './provider-clients.js';
 import type { RelayedResponses } from './relayed-responses.js';
 import type { MeteredRequest, WireFormat } from './wire-format.js';
 
@@ -39,10 +40,10 @@ export interface MeteredCallDeps {
   clock: Clock;
   /** The model's price (CatalogService). */
   prices: { getPrice(paywall: PaywallRef, modelId: string): Promise<ModelPriceInfo | null> };
-  /** The paywall's provider (ProviderService). */
-  upstreams: { getUpstream(paywall: PaywallRef): Promise<UpstreamTarget | null> };
-  /** The adapter for the provider's kind. */
-  providerClient: ProviderClient;
+  /** The providers a model is tried on, in order (ProviderService). */
+  upstreams: { route(paywall: PaywallRef, model: ModelRoute): Promise<UpstreamTarget[]> };
+  /** The adapter for a wire format on a provider's kind. */
+  clients: ClientFor;
   links: PaymentLinks;
   ensureUser: EnsureUser;
   ledger: LedgerBatch;
@@ -95,14 +96,19 @@ export async function meteredCall<R extends MeteredRequest>(
   const { paywall } = call;
   const price = await d.prices.getPrice(paywall, req.model);
   if (!price) throw modelNotFound(req.model);
-  const upstream = await d.upstreams.getUpstream(paywall);
-  if (!upstream)
-    throw new DomainError(
-      'provider_not_connected',
-      'This paywall has no model provider connected.',
-      null,
-      'provider_not_connected',
-    );
+  const routed = await d.upstreams.route(paywall, price);
+  // The model's own provider must serve this API (else a 400 naming why, before anything is held);
+  // a fallback that cannot is skipped.
+  const provider = d.clients(fmt, routed[0]);
+  const route = routed.filter((up, i) => {
+    if (i === 0) return true;
+    try {
+      d.clients(fmt, up);
+      return true;
+    } catch {
+      return false;
+    }
+  });
 
   // Responses API: a continued response makes the provider bill the earlier context as input again.
   const context =
@@ -196,8 +202,9 @@ export async function meteredCall<R extends MeteredRequest>(
     req,
     externalUserId: call.externalUserId,
     price,
-    upstream,
-    provider: d.providerClient,
+    route,
+    upstream: route[0],
+    provider,
     chargeId,
     trigger,
     hold: held.hold,
@@ -220,6 +227,7 @@ export async function meteredCall<R extends MeteredRequest>(
     clearTimeout(deadline);
     call.signal?.removeEventListener('abort', onClientGone);
     d.flights.delete(chargeId);
+    call.answeredBy?.(flight.upstream.name);
     finish();
   }
 }

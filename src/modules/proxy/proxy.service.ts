@@ -15,7 +15,8 @@ import type { EnsureUser } from './place-hold.js';
 import { RelayedResponses } from './relayed-responses.js';
 import { responsesFormat } from './responses-format.js';
 import { Settlement } from './settlement.js';
-import { openAiCompatibleClient } from './upstream-client.js';
+import { clientFor } from './provider-clients.js';
+import { ProviderHealth } from './provider-health.js';
 import type { WireFormat } from './wire-format.js';
 
 export type { ChatCall, ChatJson, StreamSink } from './flight.js';
@@ -69,6 +70,8 @@ export class ProxyService {
   private readonly ledger: LedgerBatch;
   private readonly sweeper: HoldSweeper;
   private readonly call: MeteredCallDeps;
+  /** How each provider answered lately, as this instance forwarded (GraphQL `ProviderInfo.health`). */
+  readonly health = new ProviderHealth();
   /** How often a stream records its progress on the hold (tests shorten it). */
   progressIntervalMs = PROGRESS_INTERVAL_MS;
 
@@ -94,7 +97,7 @@ export class ProxyService {
       clock: d.clock,
       prices: d.catalog,
       upstreams: d.providers,
-      providerClient: openAiCompatibleClient,
+      clients: clientFor,
       links: d.users,
       ensureUser: (sql, paywall, externalUserId, trigger) =>
         d.users.ensureUser(sql, paywall, externalUserId, trigger),
@@ -102,6 +105,8 @@ export class ProxyService {
       relayed,
       forward: new Forwarder({
         settlement,
+        clients: clientFor,
+        health: this.health,
         relayed,
         log,
         limits,
