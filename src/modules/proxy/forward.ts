@@ -56,10 +56,11 @@ export class Forwarder {
           signal: f.controller.signal,
           timeoutMs: this.d.limits.UPSTREAM_TIMEOUT_MS,
           via: f.via,
+          maxBytes: this.d.limits.UPSTREAM_MAX_BYTES,
         });
       } catch (e) {
         if (!f.reason) this.d.health.record(f.paywall.id, up.name, describeFailure(e));
-        if (!last && !f.reason && !(e instanceof DomainError)) continue;
+        if (!last && !f.reason && !(e instanceof DomainError) && !(e instanceof TooLargeError)) continue;
         throw await this.failedBeforeOutput(f, e);
       }
       const failed = res.status === 429 || res.status >= 500;
@@ -69,6 +70,8 @@ export class Forwarder {
         failed || res.status === 401 || res.status === 403 ? `HTTP ${res.status}` : null,
       );
       if (failed && !last && !f.reason) {
+        // Not read: the connection is closed (its error, if any, is of no interest now).
+        res.body.on('error', () => {});
         res.body.destroy();
         continue;
       }

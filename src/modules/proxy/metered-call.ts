@@ -100,6 +100,7 @@ export async function meteredCall<R extends MeteredRequest>(
   // The model's own provider must serve this API (else a 400 naming why, before anything is held);
   // a fallback that cannot is skipped.
   const provider = d.clients(fmt, routed[0]);
+  provider.validate?.(req.body);
   const route = routed.filter((up, i) => {
     if (i === 0) return true;
     try {

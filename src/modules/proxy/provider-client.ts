@@ -53,6 +53,8 @@ export interface UpstreamOptions {
   timeoutMs: number;
   /** Paywall Proxy instances the request already went through (loop detection). */
   via?: string[];
+  /** UPSTREAM_MAX_BYTES: a client that reads a whole answer itself (translation) stops there. */
+  maxBytes?: number;
 }
 
 /**
@@ -63,6 +65,11 @@ export interface UpstreamOptions {
  */
 export interface ProviderClient {
   readonly kind: 'openai-compatible';
+  /**
+   * Throws the 400 naming the field when the client's body cannot be sent to this provider (a
+   * translation's limits), before anything is held. Absent: every body can.
+   */
+  validate?(body: Record<string, unknown>): void;
   /** POSTs `payload` to `endpoint` under the provider's base URL; only the provider's own key goes along. */
   post(
     up: UpstreamTarget,
