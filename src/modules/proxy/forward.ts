@@ -37,6 +37,7 @@ export class Forwarder {
         signal: f.controller.signal,
         timeoutMs: this.d.limits.UPSTREAM_TIMEOUT_MS,
         via: f.via,
+        clientHeaders: f.clientHeaders,
       });
     } catch (e) {
       throw await this.failedBeforeOutput(f, e);
@@ -74,7 +75,7 @@ export class Forwarder {
       passedThrough(status) ? `upstream_${status}` : 'upstream_error',
       null,
     );
-    return refusalAnswer(status, text, retryAfter);
+    return refusalAnswer(status, text, retryAfter, f.fmt.refusalBody);
   }
 
   /** A whole answer: read, metered, settled, and returned with its cost. */

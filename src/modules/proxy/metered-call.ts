@@ -41,8 +41,11 @@ export interface MeteredCallDeps {
   prices: { getPrice(paywall: PaywallRef, modelId: string): Promise<ModelPriceInfo | null> };
   /** The paywall's provider (ProviderService). */
   upstreams: { getUpstream(paywall: PaywallRef): Promise<UpstreamTarget | null> };
-  /** The adapter for the provider's kind. */
-  providerClient: ProviderClient;
+  /**
+   * The adapter that speaks the request's wire format to the provider's kind, or null when none does
+   * (the request is then a 400 naming the model).
+   */
+  providerClient(fmt: WireFormat<any>, up: UpstreamTarget): ProviderClient | null;
   links: PaymentLinks;
   ensureUser: EnsureUser;
   ledger: LedgerBatch;
@@ -52,6 +55,15 @@ export interface MeteredCallDeps {
   /** Requests between hold and settlement on this instance, by charge id. */
   flights: Map<string, Flight>;
 }
+
+/** The 400 for a model whose provider does not speak the request's API (and no translation applies). */
+export const noClientFor = (fmt: WireFormat<any>, model: string): DomainError =>
+  invalid(
+    fmt.name === 'messages'
+      ? `The model '${model}' is served by an OpenAI-compatible provider; the Messages API (POST /v1/messages) needs a model on an ANTHROPIC provider.`
+      : `The model '${model}' is served by a provider that does not speak this API.`,
+    'model',
+  );
 
 const max = (a: bigint, b: bigint): bigint => (a > b ? a : b);
 
@@ -103,6 +115,8 @@ export async function meteredCall<R extends MeteredRequest>(
       null,
       'provider_not_connected',
     );
+  const provider = d.providerClient(fmt, upstream);
+  if (!provider) throw noClientFor(fmt, req.model);
 
   // Responses API: a continued response makes the provider bill the earlier context as input again.
   const context =
@@ -197,11 +211,12 @@ export async function meteredCall<R extends MeteredRequest>(
     externalUserId: call.externalUserId,
     price,
     upstream,
-    provider: d.providerClient,
+    provider,
     chargeId,
     trigger,
     hold: held.hold,
     via: call.via ?? [],
+    clientHeaders: call.clientHeaders ?? {},
     controller: new AbortController(),
     reason: null,
     settled: false,

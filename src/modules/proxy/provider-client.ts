@@ -38,16 +38,21 @@ export interface UpstreamOptions {
   timeoutMs: number;
   /** Paywall Proxy instances the request already went through (loop detection). */
   via?: string[];
+  /**
+   * Headers of the client's request that a provider kind passes on (Anthropic: `anthropic-version`,
+   * `anthropic-beta`); each kind takes only the ones it knows, never the client's key.
+   */
+  clientHeaders?: Record<string, string>;
 }
 
 /**
- * One kind of model provider, as the metered call sees it: how a request body reaches it. Today there is
- * one kind, OpenAI-compatible (upstream-client.ts), which takes each wire format's body as it is. A
- * provider kind that speaks another dialect (Anthropic's Messages) is another ProviderClient: it sends
- * to its own endpoint, and translates with pure functions where the client's format is not its own.
+ * One kind of model provider, as the metered call sees it: how a request body reaches it. The
+ * OpenAI-compatible kind (upstream-client.ts) takes each OpenAI wire format's body as it is; the
+ * Anthropic kind (anthropic-client.ts) takes Messages bodies, with Anthropic's own auth and version
+ * headers. A kind that speaks another dialect than the client's translates with pure functions.
  */
 export interface ProviderClient {
-  readonly kind: 'openai-compatible';
+  readonly kind: 'openai-compatible' | 'anthropic';
   /** POSTs `payload` to `endpoint` under the provider's base URL; only the provider's own key goes along. */
   post(
     up: UpstreamTarget,

@@ -10,13 +10,18 @@ import { abortFlight, type ChatCall, type ChatJson, type Flight, type StreamSink
 import { Forwarder } from './forward.js';
 import { HoldSweeper } from './hold-sweeper.js';
 import { LedgerBatch } from './ledger-batch.js';
-import { meteredCall, type MeteredCallDeps } from './metered-call.js';
+import { meteredCall, noClientFor, type MeteredCallDeps } from './metered-call.js';
 import type { EnsureUser } from './place-hold.js';
 import { RelayedResponses } from './relayed-responses.js';
 import { responsesFormat } from './responses-format.js';
 import { Settlement } from './settlement.js';
-import { openAiCompatibleClient } from './upstream-client.js';
-import type { WireFormat } from './wire-format.js';
+import { describeFailure, openAiCompatibleClient, readLimited, upstreamError } from './upstream-client.js';
+import { messagesFormat, withoutEndUser } from './messages-format.js';
+import { checkBodyAndModel } from './chat-request.js';
+import { modelNotFound } from '../catalog/catalog.service.js';
+import { refusalAnswer } from './upstream-refusal.js';
+import { DomainError } from '../../shared/errors.js';
+import { isObject, type WireFormat } from './wire-format.js';
 
 export type { ChatCall, ChatJson, StreamSink } from './flight.js';
 export { rejectionError } from './upstream-refusal.js';
@@ -94,7 +99,7 @@ export class ProxyService {
       clock: d.clock,
       prices: d.catalog,
       upstreams: d.providers,
-      providerClient: openAiCompatibleClient,
+      providerClient: (fmt) => (fmt.name === 'messages' ? null : openAiCompatibleClient),
       links: d.users,
       ensureUser: (sql, paywall, externalUserId, trigger) =>
         d.users.ensureUser(sql, paywall, externalUserId, trigger),
@@ -179,6 +184,75 @@ export class ProxyService {
    */
   async embeddings(call: ChatCall): Promise<ChatJson> {
     return (await this.metered(embeddingsFormat, call))!;
+  }
+
+  /**
+   * Serves one Messages API call (Anthropic's, docs/reference.md §15), like `chat`: a model on an
+   * ANTHROPIC provider is forwarded as it is, the hold capping `max_tokens`.
+   */
+  messages(call: ChatCall, sink?: StreamSink): Promise<ChatJson | null> {
+    return this.metered(messagesFormat, call, sink);
+  }
+
+  /**
+   * POST /v1/messages/count_tokens (docs/reference.md §15): forwarded to the model's provider as it is,
+   * without the end user's id, and answered as the provider answered. Not charged: no hold, no events.
+   * It needs a model the paywall sells and a provider that speaks the Messages API, as `messages` does.
+   */
+  async countTokens(call: ChatCall): Promise<ChatJson> {
+    const { body, model } = checkBodyAndModel(call.body);
+    const { paywall } = call;
+    if (!(await this.d.catalog.getPrice(paywall, model))) throw modelNotFound(model);
+    const upstream = await this.d.providers.getUpstream(paywall);
+    if (!upstream)
+      throw new DomainError(
+        'provider_not_connected',
+        'This paywall has no model provider connected.',
+        null,
+        'provider_not_connected',
+      );
+    const provider = this.call.providerClient(messagesFormat, upstream);
+    if (!provider) throw noClientFor(messagesFormat, model);
+    const { UPSTREAM_TIMEOUT_MS, UPSTREAM_MAX_DURATION_MS, UPSTREAM_MAX_BYTES } = this.d.limits;
+    const controller = new AbortController();
+    const deadline = setTimeout(() => controller.abort(), UPSTREAM_MAX_DURATION_MS);
+    const onGone = () => controller.abort();
+    call.signal?.addEventListener('abort', onGone);
+    let status: number;
+    let text: string;
+    let retryAfter: string | null;
+    try {
+      const res = await provider.post(
+        upstream,
+        `${messagesFormat.upstreamPath}/count_tokens`,
+        JSON.stringify(withoutEndUser(body)),
+        {
+          stream: false,
+          signal: controller.signal,
+          timeoutMs: UPSTREAM_TIMEOUT_MS,
+          via: call.via,
+          clientHeaders: call.clientHeaders,
+        },
+      );
+      ({ status, retryAfter } = res);
+      text = await readLimited(res, UPSTREAM_MAX_BYTES);
+    } catch (e) {
+      if (e instanceof DomainError) throw e;
+      throw upstreamError(controller.signal.aborted ? 'request canceled' : describeFailure(e));
+    } finally {
+      clearTimeout(deadline);
+      call.signal?.removeEventListener('abort', onGone);
+    }
+    if (status < 200 || status >= 300)
+      return refusalAnswer(status, text, retryAfter, messagesFormat.refusalBody);
+    let json: unknown = null;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      /* checked below */
+    }
+    if (!isObject(json)) throw upstreamError('the answer was not a JSON object');
+    return { status: 200, body: json };
   }
 
   /** Serves one call in the wire format `fmt` (a new client API plugs in here with its WireFormat). */
