@@ -104,7 +104,7 @@ function settlement(h: ReserveInput, walletUserId: string | null): SettleInput {
     ledgerEntryId: randomUUID(),
     metadata: { model: h.model, outcome: 'completed' },
     events: [
-      buildEvent('paywall.proxy.request.completed', ctx, data),
+      buildEvent('paywall.proxy.request.completed', ctx, { ...data, provider: 'default' }),
       buildEvent(
         'paywall.usage.charge.created',
         { ...ctx, subject: { type: 'charge', id: h.chargeId, externalId: h.externalUserId } },

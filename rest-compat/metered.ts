@@ -5,6 +5,7 @@ import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
 import { invalid } from '../src/shared/errors.js';
 import { ANTHROPIC_CLIENT_HEADERS } from '../src/modules/proxy/anthropic-client.js';
 import { objectBody, userFrom } from './http.js';
+import { addLogField } from '../src/shared/observe.js';
 
 /** The HTTP response as the proxy's stream sink: SSE headers flushed at once, each write sent at once. */
 export function sseSink(res: ServerResponse): StreamSink {
@@ -126,7 +127,14 @@ export async function serveMetered(
   res.on('close', () => {
     if (!res.writableFinished) gone.abort();
   });
-  const call: ChatCall = { paywall: r.paywall, externalUserId: user, body: b, signal: gone.signal, via };
+  const call: ChatCall = {
+    paywall: r.paywall,
+    externalUserId: user,
+    body: b,
+    signal: gone.signal,
+    via,
+    answeredBy: (provider: string) => addLogField(res, 'provider', provider),
+  };
   if (isMessagesKind(r.kind)) call.clientHeaders = anthropicClientHeaders(r.headers);
   const sink = sseSink(res);
   const out =

@@ -94,6 +94,7 @@ describe('the body sent upstream (chat and Responses formats)', () => {
   const sent = (body: Record<string, unknown>, capParameter: CapParameter) =>
     JSON.parse(
       chatFormat.upstreamBody(chatFormat.parse({ model: MODEL, messages: hi, ...body }), 321, {
+        model: MODEL,
         capParameter,
       }),
     );
@@ -128,7 +129,7 @@ describe('the body sent upstream (chat and Responses formats)', () => {
     'Responses with a %s provider: max_output_tokens only',
     (capParameter) => {
       const req = responsesFormat.parse({ model: MODEL, input: 'hi', max_output_tokens: 900 });
-      const out = JSON.parse(responsesFormat.upstreamBody(req, 321, { capParameter }));
+      const out = JSON.parse(responsesFormat.upstreamBody(req, 321, { capParameter, model: req.model }));
       expect(out.max_output_tokens).toBe(321);
       expect(out.max_tokens).toBeUndefined();
       expect(out.max_completion_tokens).toBeUndefined();

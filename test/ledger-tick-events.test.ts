@@ -83,6 +83,7 @@ it('the ledger statement stores exactly the events it is given (hold and settlem
       requestId: chargeId,
       walletUserId: user.id,
       model: 'm',
+      provider: 'default',
     }),
     buildEvent(
       'paywall.usage.charge.created',

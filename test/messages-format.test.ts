@@ -281,17 +281,23 @@ describe('Messages requests', () => {
       temperature: 0.5,
     });
     expect(
-      JSON.parse(messagesFormat.upstreamBody(req, 42, { capParameter: 'MAX_COMPLETION_TOKENS' })),
+      JSON.parse(
+        messagesFormat.upstreamBody(req, 42, {
+          capParameter: 'MAX_COMPLETION_TOKENS',
+          model: 'claude-upstream-1',
+        }),
+      ),
     ).toEqual({
-      model: 'claude-test',
+      model: 'claude-upstream-1',
       max_tokens: 42,
       messages: base.messages,
       temperature: 0.5,
     });
     const kept = parseMessagesRequest({ ...base, metadata: { user_id: 'alice', other: 1 } });
-    expect(JSON.parse(messagesFormat.upstreamBody(kept, 7, { capParameter: 'MAX_TOKENS' })).metadata).toEqual(
-      { other: 1 },
-    );
+    expect(
+      JSON.parse(messagesFormat.upstreamBody(kept, 7, { capParameter: 'MAX_TOKENS', model: 'claude-test' }))
+        .metadata,
+    ).toEqual({ other: 1 });
   });
 
   it('reads whole answers: usage, finished by a stop_reason, produced tokens, cost added', () => {

@@ -113,6 +113,8 @@ describe('model providers', () => {
       paywallId: pw.id,
       ownerUserId: ownerId,
       integrationKey: 'provider',
+      provider: 'default',
+      kind: 'OPENAI',
       enabledBy: ownerId,
     });
     expect(ev[0].trigger).toEqual({ source: 'graphql', actorType: 'owner', actorId: ownerId });
@@ -147,8 +149,22 @@ describe('model providers', () => {
 
     const ev = await eventsOf(pw.id, 'paywall.integration.connected');
     expect(ev.map((e: any) => e.data)).toEqual([
-      { paywallId: pw.id, ownerUserId: await ownerIdOf(pw.id), integrationKey: 'provider', enabledBy: pw.id },
-      { paywallId: pw.id, ownerUserId: await ownerIdOf(pw.id), integrationKey: 'provider', enabledBy: pw.id },
+      {
+        paywallId: pw.id,
+        ownerUserId: await ownerIdOf(pw.id),
+        integrationKey: 'provider',
+        provider: 'default',
+        kind: 'OPENAI',
+        enabledBy: pw.id,
+      },
+      {
+        paywallId: pw.id,
+        ownerUserId: await ownerIdOf(pw.id),
+        integrationKey: 'provider',
+        provider: 'default',
+        kind: 'OPENAI',
+        enabledBy: pw.id,
+      },
     ]);
     expect(ev[0].trigger).toEqual({ source: 'api', actorType: 'api_key', actorId: pw.id });
     expect(ev.map((e: any) => e.metadata.replaced)).toEqual([false, true]);
@@ -163,8 +179,12 @@ describe('model providers', () => {
     expect(intro.data.__type.fields.map((f: any) => f.name).sort()).toEqual([
       'apiKeyLastFour',
       'baseUrl',
+      'builtin',
       'capParameter',
       'connectedAt',
+      'health',
+      'kind',
+      'name',
       'updatedAt',
     ]);
     const read = await t.gql(
@@ -203,6 +223,8 @@ describe('model providers', () => {
       paywallId: pw.id,
       ownerUserId: ownerId,
       integrationKey: 'provider',
+      provider: 'default',
+      kind: 'OPENAI',
       disabledBy: ownerId,
     });
 

@@ -1,5 +1,5 @@
 import { PaywallResolver } from '../modules/paywalls/paywall.resolver.js';
-import { ProviderResolver } from '../modules/paywalls/provider.resolver.js';
+import { ProviderHealthResolver, ProviderResolver } from '../modules/paywalls/provider.resolver.js';
 import { UserResolver } from '../modules/users/user.resolver.js';
 import { ConnectionResolver } from '../modules/users/connection.resolver.js';
 import { LedgerResolver } from '../modules/ledger/ledger.resolver.js';
@@ -15,6 +15,7 @@ import { LiveEventsResolver } from '../modules/events/live-events.resolver.js';
 export const resolvers = [
   PaywallResolver,
   ProviderResolver,
+  ProviderHealthResolver,
   UserResolver,
   ConnectionResolver,
   LedgerResolver,

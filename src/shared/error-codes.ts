@@ -135,6 +135,7 @@ export const ERROR_CODES = {
   invalid_provider_key: { kind: 'invalid_request' },
   invalid_price: { kind: 'invalid_request' },
   too_many_models: { kind: 'invalid_request' },
+  too_many_providers: { kind: 'invalid_request' },
   markup_below_cost: { kind: 'invalid_request' },
   invalid_stripe_key: { kind: 'invalid_request' },
   insufficient_earnings: { kind: 'invalid_amount' },

@@ -6,6 +6,16 @@ import type { Metrics } from './metrics.js';
 /** A client's own request id is kept when it is a short token; anything else gets a fresh UUID. */
 const REQUEST_ID = /^[\w.-]{1,128}$/;
 
+/** Fields a handler adds to its request's access-log line (e.g. the provider that answered). */
+const extraFields = new WeakMap<ServerResponse, Record<string, string>>();
+
+/** Adds `key: value` to the access-log line of the request answered by `res`. */
+export function addLogField(res: ServerResponse, key: string, value: string): void {
+  const fields = extraFields.get(res);
+  if (fields) fields[key] = value;
+  else extraFields.set(res, { [key]: value });
+}
+
 export interface Observed {
   /** The request id (X-Request-Id on the answer, `reqId` on every log line). */
   id: string;
@@ -46,7 +56,14 @@ export function observe(req: IncomingMessage, res: ServerResponse, o: ObserveOpt
     o.onFinish?.();
     if (o.log.isLevelEnabled('info'))
       log().info(
-        { method, url: o.url(), route, status: res.statusCode, ms: Math.round(seconds * 1000) },
+        {
+          method,
+          url: o.url(),
+          route,
+          status: res.statusCode,
+          ms: Math.round(seconds * 1000),
+          ...extraFields.get(res),
+        },
         'request',
       );
   });

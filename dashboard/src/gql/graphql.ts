@@ -31,6 +31,10 @@ export type ConnectProviderInput = {
   baseUrl: string;
   /** The cap field of a chat request whose client sent none. MAX_TOKENS only for an older server that refuses max_completion_tokens. Omitted: MAX_COMPLETION_TOKENS (also when replacing a provider). */
   capParameter?: CapParameter;
+  /** Omitted: OPENAI. */
+  kind?: ProviderKind | null | undefined;
+  /** The name models route to: 1–40 of a–z 0–9 _ -. Omitted: `default` (the provider a model without one of its own uses); connecting an existing name replaces that provider. */
+  name?: string | null | undefined;
   /** Required with an owner token; implied by an API key. */
   paywallId?: string | number | null | undefined;
 };
@@ -80,6 +84,13 @@ export type DepositInput = {
   user: string;
 };
 
+/** The API a provider speaks. */
+export type ProviderKind =
+  /** Anthropic's Messages API (base URL ending in /v1, e.g. https://api.anthropic.com/v1). */
+  | 'ANTHROPIC'
+  /** Any OpenAI-compatible API (chat completions, Responses, embeddings). */
+  | 'OPENAI';
+
 export type RequestWithdrawalInput = {
   /** USDC decimal string > 0, at most the available earnings. */
   amount: string;
@@ -107,6 +118,8 @@ export type SetModelPricingInput = {
   description?: string | null | undefined;
   /** null clears it. */
   displayName?: string | null | undefined;
+  /** Up to 5 provider names tried in order when the provider refuses the connection, times out before answering, or answers 429 or 5xx; null or []: none. */
+  fallbacks?: Array<string> | null | undefined;
   /** 16 to 1,000,000; null = the default 4096. */
   maxCompletionTokens?: number | null | undefined;
   /** 1–200 characters of letters, digits and . _ : / @ - */
@@ -115,10 +128,14 @@ export type SetModelPricingInput = {
   paywallId?: string | number | null | undefined;
   /** Cost per prompt token, e.g. "0.000002". */
   prompt?: string | null | undefined;
+  /** The provider (by name) that serves the model; null: `default` (in SHARED mode without one, the platform's built-in provider). The provider may be connected later. */
+  provider?: string | null | undefined;
   /** Cost per reasoning token; null (or unset on create): the completion price applies. */
   reasoning?: string | null | undefined;
   /** Price per request (not marked up). */
   request?: string | null | undefined;
+  /** The model id sent to the provider; null: the model id. */
+  upstreamModel?: string | null | undefined;
 };
 
 export type UpdatePaywallInput = {

@@ -16,6 +16,8 @@ import {
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
 import type { PaywallRef } from '../paywalls/provider.service.js';
 import { KeyedLoader } from '../../shared/keyed-loader.js';
+import { checkProviderName } from '../paywalls/provider-name.js';
+import { BUILTIN_PROVIDER, DEFAULT_PROVIDER } from '../proxy/provider-client.js';
 
 /** The cost prices of one model of a paywall, as the request path needs them. */
 export interface ModelPriceInfo {
@@ -43,6 +45,12 @@ export interface ModelPriceInfo {
    * paywall's own provider serves it (the whole charge is the developer's).
    */
   providerCost: ModelPrice | null;
+  /** docs/reference.md §15 "Routing": the provider's name; null = `default` (then the built-in one). */
+  provider: string | null;
+  /** The model id sent to the provider; null = the model id. */
+  upstreamModel: string | null;
+  /** Provider names tried in order when the provider fails before answering. */
+  fallbacks: readonly string[];
 }
 
 /** A catalogue row: the prices plus what the listing shows. */
@@ -81,6 +89,10 @@ export interface ModelView {
   costPricing: PricingStrings;
   maxCompletionTokens: number | null;
   dailyRequestLimit: number | null;
+  /** docs/reference.md §15 "Routing". */
+  provider: string;
+  upstreamModel: string;
+  fallbacks: readonly string[];
   /** Served by the platform's built-in provider (SHARED paywall without a provider of its own). */
   builtinProvider: boolean;
   createdAt: Date;
@@ -102,6 +114,12 @@ export interface SetModelPricingInput {
   audioCompletion?: string | null;
   maxCompletionTokens?: number | null;
   dailyRequestLimit?: number | null;
+  /** Omitted: unchanged (new: `default`); null: `default`. */
+  provider?: string | null;
+  /** Omitted: unchanged; null: the model id. */
+  upstreamModel?: string | null;
+  /** Omitted: unchanged (new: none); null or []: none. */
+  fallbacks?: readonly string[] | null;
 }
 
 /** The per-bucket prices setModelPricing takes, and their columns. */
@@ -118,6 +136,7 @@ const CHANGED_CHANNEL = 'catalog_changed';
 const CACHE_TTL_MS = 60_000;
 const MAX_CACHED_PAYWALLS = 10_000;
 export const MAX_MODELS_PER_PAYWALL = 1000;
+const MAX_FALLBACKS = 5;
 const MAX_PRICE_PICO = 1000n * 10n ** BigInt(PRICE_DECIMALS);
 const MODEL_ID = /^[A-Za-z0-9._:/@-]{1,200}$/;
 const MIN_COMPLETION_TOKENS = 16;
@@ -159,13 +178,16 @@ interface Row {
   audio_completion_pico: string | bigint | null;
   max_completion_tokens: number | null;
   daily_request_limit: number | null;
+  provider: string | null;
+  upstream_model: string | null;
+  fallbacks: string[];
   created_at: string | Date;
   updated_at: string | Date;
 }
 
 const COLUMNS = `model_id, display_name, description, prompt_pico, completion_pico, request_pico,
   cache_read_pico, cache_write_pico, audio_prompt_pico, reasoning_pico, audio_completion_pico,
-  max_completion_tokens, daily_request_limit, created_at, updated_at`;
+  max_completion_tokens, daily_request_limit, provider, upstream_model, fallbacks, created_at, updated_at`;
 
 const picoOrNull = (v: string | bigint | null): bigint | null => (v === null ? null : BigInt(v));
 
@@ -191,6 +213,9 @@ const fromBuiltin = (b: BuiltinModel): CatalogModel =>
     maxCompletionTokens: b.maxCompletionTokens,
     dailyRequestLimit: null,
     providerCost: costOf(b),
+    provider: null,
+    upstreamModel: null,
+    fallbacks: [],
     displayName: b.displayName,
     description: b.description,
     createdAt: null,
@@ -214,6 +239,9 @@ const toModel = (r: Row): CatalogModel =>
     maxCompletionTokens: r.max_completion_tokens === null ? null : Number(r.max_completion_tokens),
     dailyRequestLimit: r.daily_request_limit === null ? null : Number(r.daily_request_limit),
     providerCost: null,
+    provider: r.provider,
+    upstreamModel: r.upstream_model,
+    fallbacks: Object.freeze([...(r.fallbacks ?? [])]),
     displayName: r.display_name,
     description: r.description,
     createdAt: new Date(r.created_at),
@@ -387,16 +415,25 @@ export class CatalogService {
         'dailyRequestLimit',
       );
 
+    const provider =
+      input.provider === undefined ? undefined : checkProviderName(input.provider ?? null, 'provider', true);
+    const upstreamModel =
+      input.upstreamModel === undefined || input.upstreamModel === null
+        ? input.upstreamModel
+        : checkModelId(input.upstreamModel, 'upstreamModel');
+    const fallbacks = input.fallbacks === undefined ? undefined : checkFallbacks(input.fallbacks, provider);
+
     const row = await this.deps.db.transaction(async (tx) => {
       // One statement: the insert is skipped (no row returned) when a new model would pass the cap.
       // Bucket prices ($15–$19, null: follows the default), written where given ($20–$24), null included.
       const rows = await tx.query<Row>(
         `insert into model_price as m (paywall_id, model_id, display_name, description, prompt_pico,
            completion_pico, request_pico, max_completion_tokens, daily_request_limit,
-           ${BUCKET_PRICES.map(([, c]) => c).join(', ')}, created_at, updated_at)
+           ${BUCKET_PRICES.map(([, c]) => c).join(', ')}, provider, upstream_model, fallbacks,
+           created_at, updated_at)
          select $1::uuid, $2::text, $3::text, $4::text, coalesce($5::bigint, 0), coalesce($6::bigint, 0),
                 coalesce($7::bigint, 0), $8::int, $13::int, $15::bigint, $16::bigint, $17::bigint,
-                $18::bigint, $19::bigint, now(), now()
+                $18::bigint, $19::bigint, $25::text, $27::text, coalesce($29::text[], '{}'), now(), now()
           where (select count(*) from model_price where paywall_id = $1::uuid) < $12::int
              or exists (select 1 from model_price where paywall_id = $1::uuid and model_id = $2::text)
          on conflict (paywall_id, model_id) do update set
@@ -410,6 +447,9 @@ export class CatalogService {
                                         else m.max_completion_tokens end,
            daily_request_limit = case when $14::boolean then excluded.daily_request_limit
                                       else m.daily_request_limit end,
+           provider = case when $26::boolean then excluded.provider else m.provider end,
+           upstream_model = case when $28::boolean then excluded.upstream_model else m.upstream_model end,
+           fallbacks = case when $30::boolean then excluded.fallbacks else m.fallbacks end,
            updated_at = now()
          returning ${COLUMNS}`,
         [
@@ -429,6 +469,12 @@ export class CatalogService {
           dailyLimit !== undefined,
           ...buckets,
           ...BUCKET_PRICES.map(([field]) => input[field] !== undefined),
+          provider === DEFAULT_PROVIDER ? null : (provider ?? null),
+          provider !== undefined,
+          upstreamModel ?? null,
+          upstreamModel !== undefined,
+          fallbacks ?? null,
+          fallbacks !== undefined,
         ],
       );
       if (rows.length === 0)
@@ -494,16 +540,32 @@ function toView(m: CatalogModel, paywall: PaywallInfo, builtinProvider: boolean)
     costPricing: pricingOf(m, ONE_PPM),
     maxCompletionTokens: m.maxCompletionTokens,
     dailyRequestLimit: m.dailyRequestLimit,
+    provider: m.provider ?? (builtinProvider ? BUILTIN_PROVIDER : DEFAULT_PROVIDER),
+    upstreamModel: m.upstreamModel ?? m.modelId,
+    fallbacks: m.fallbacks,
     builtinProvider,
     createdAt: m.createdAt ?? paywall.createdAt,
     updatedAt: m.updatedAt ?? paywall.createdAt,
   };
 }
 
-function checkModelId(input: unknown): string {
+function checkModelId(input: unknown, param = 'modelId'): string {
   if (typeof input !== 'string' || !MODEL_ID.test(input))
-    throw invalid('modelId must be 1 to 200 characters of letters, digits and . _ : / @ -', 'modelId');
+    throw invalid(`${param} must be 1 to 200 characters of letters, digits and . _ : / @ -`, param);
   return input;
+}
+
+/** At most 5 distinct provider names, none of them the model's own provider. */
+function checkFallbacks(input: readonly string[] | null, provider: string | undefined): string[] {
+  if (input === null) return [];
+  if (!Array.isArray(input) || input.length > MAX_FALLBACKS)
+    throw invalid(`fallbacks must be a list of at most ${MAX_FALLBACKS} provider names`, 'fallbacks');
+  const names = input.map((n) => checkProviderName(n, 'fallbacks', true));
+  if (new Set(names).size !== names.length)
+    throw invalid('fallbacks must not repeat a provider', 'fallbacks');
+  if (provider !== undefined && names.includes(provider))
+    throw invalid("fallbacks must not include the model's own provider", 'fallbacks');
+  return names;
 }
 
 /** A price in USDC: decimal string ≥ 0, ≤ 1000, at most 12 fraction digits → pico-USDC. */

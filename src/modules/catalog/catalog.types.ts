@@ -46,6 +46,18 @@ export class ModelType {
       'of its own); costPricing is then the built-in cost, and part of each charge pays the provider.',
   })
   builtinProvider!: boolean;
+  @Field({
+    description:
+      'The provider that serves this model (a name in Paywall.providers: `default` unless set, `builtin` ' +
+      "for the platform's built-in provider).",
+  })
+  provider!: string;
+  @Field({ description: 'The model id sent to the provider (the model id unless set).' })
+  upstreamModel!: string;
+  @Field(() => [String], {
+    description: 'Providers tried in order when the provider fails before answering (429, 5xx, unreachable).',
+  })
+  fallbacks!: string[];
   @Field() createdAt!: string;
   @Field() updatedAt!: string;
 
@@ -62,6 +74,9 @@ export class ModelType {
       maxCompletionTokens: m.maxCompletionTokens,
       dailyRequestLimit: m.dailyRequestLimit,
       builtinProvider: m.builtinProvider,
+      provider: m.provider,
+      upstreamModel: m.upstreamModel,
+      fallbacks: [...m.fallbacks],
       createdAt: m.createdAt.toISOString(),
       updatedAt: m.updatedAt.toISOString(),
     });
@@ -120,4 +135,23 @@ export class SetModelPricingInput {
       'Requests of this model per end user per UTC day (docs/reference.md §10); null removes the limit.',
   })
   dailyRequestLimit?: number | null;
+  @Field(() => String, {
+    nullable: true,
+    description:
+      'The provider (by name) that serves the model; null: `default` (in SHARED mode without one, the ' +
+      "platform's built-in provider). The provider may be connected later.",
+  })
+  provider?: string | null;
+  @Field(() => String, {
+    nullable: true,
+    description: 'The model id sent to the provider; null: the model id.',
+  })
+  upstreamModel?: string | null;
+  @Field(() => [String], {
+    nullable: true,
+    description:
+      'Up to 5 provider names tried in order when the provider refuses the connection, times out before ' +
+      'answering, or answers 429 or 5xx; null or []: none.',
+  })
+  fallbacks?: string[] | null;
 }

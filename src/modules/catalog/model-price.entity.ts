@@ -22,6 +22,12 @@ export const ModelPriceSchema = defineEntity({
     maxCompletionTokens: p.integer().nullable(),
     /** docs/reference.md §10: requests of this model per end user per UTC day (null = no limit). */
     dailyRequestLimit: p.integer().nullable().check('daily_request_limit >= 0'),
+    /** docs/reference.md §15 "Routing": the provider's name (null = `default`, then the built-in one). */
+    provider: p.string().length(40).nullable(),
+    /** The model id sent to the provider (null = the model id). */
+    upstreamModel: p.string().length(200).nullable(),
+    /** Provider names tried in order when the provider fails before answering. */
+    fallbacks: p.array().columnType('text[]').default([]),
     createdAt: p.datetime().defaultRaw('now()'),
     updatedAt: p.datetime().defaultRaw('now()'),
   },

@@ -12,8 +12,19 @@ export interface EventDataMap {
   'paywall.updated': { changedFields: string[]; summarySections: string[] };
   'paywall.archived': { reason: string | null };
   'paywall.secret.rotated': { secretLastFour: string; actorId: string; actorType: string };
-  'paywall.integration.connected': { integrationKey: string; enabledBy: string };
-  'paywall.integration.disconnected': { integrationKey: string; disabledBy: string };
+  /** `provider` and `kind` name the model provider (docs/reference.md §15); absent for Stripe. */
+  'paywall.integration.connected': {
+    integrationKey: string;
+    enabledBy: string;
+    provider?: string;
+    kind?: string;
+  };
+  'paywall.integration.disconnected': {
+    integrationKey: string;
+    disabledBy: string;
+    provider?: string;
+    kind?: string;
+  };
   'paywall.integration.stripe.webhook.rotated': { webhookId: string; url: string; secretSuffix: string };
   'paywall.authorization.requested': {
     externalUserId: string;
@@ -112,7 +123,13 @@ export interface EventDataMap {
     stream: boolean;
     walletUserId?: string | null;
   };
-  'paywall.proxy.request.completed': { requestId: string; walletUserId: string | null; model: string };
+  /** `provider`: the name of the provider that answered (docs/reference.md §15 "Fallbacks"). */
+  'paywall.proxy.request.completed': {
+    requestId: string;
+    walletUserId: string | null;
+    model: string;
+    provider: string;
+  };
   'paywall.proxy.request.failed': {
     requestId: string;
     walletUserId: string | null;

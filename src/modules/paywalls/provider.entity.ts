@@ -1,13 +1,19 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import { Paywall } from './paywall.entity.js';
-import { CAP_PARAMETERS, DEFAULT_CAP_PARAMETER } from '../proxy/provider-client.js';
+import { CAP_PARAMETERS, DEFAULT_CAP_PARAMETER, PROVIDER_KINDS } from '../proxy/provider-client.js';
 
-/** The model provider a paywall forwards to. The key is AES-256-GCM ciphertext, never returned. */
+/**
+ * A named model provider of a paywall (docs/reference.md §15). The key is AES-256-GCM ciphertext, never
+ * returned.
+ */
 export const ProviderSchema = defineEntity({
   name: 'Provider',
   tableName: 'provider',
   properties: {
-    paywall: () => p.oneToOne(Paywall).mapToPk().primary().owner(),
+    paywall: () => p.manyToOne(Paywall).mapToPk().primary().updateRule('cascade').deleteRule('cascade'),
+    /** `default` unless named: a model without a `provider` of its own is served by `default`. */
+    name: p.string().length(40).primary().default('default'),
+    kind: p.enum(PROVIDER_KINDS).default('OPENAI'),
     baseUrl: p.text(),
     apiKeyCiphertext: p.text(),
     apiKeyLastFour: p.string().length(4),

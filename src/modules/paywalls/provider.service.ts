@@ -10,12 +10,33 @@ import { recordEvents, type EventTrigger } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import type { Auth, PaywallInfo } from './paywall-info.js';
 import { KeyedLoader } from '../../shared/keyed-loader.js';
-import { CAP_PARAMETERS, DEFAULT_CAP_PARAMETER, type CapParameter } from '../proxy/provider-client.js';
+import { checkProviderName } from './provider-name.js';
+import {
+  CAP_PARAMETERS,
+  DEFAULT_CAP_PARAMETER,
+  PROVIDER_KINDS,
+  BUILTIN_PROVIDER,
+  DEFAULT_PROVIDER,
+  type CapParameter,
+  type ProviderKind,
+} from '../proxy/provider-client.js';
 
-type ProviderRow = { base_url: string; api_key_ciphertext: string; cap_parameter: CapParameter };
+type ProviderRow = {
+  name: string;
+  kind: ProviderKind;
+  base_url: string;
+  api_key_ciphertext: string;
+  cap_parameter: CapParameter;
+};
 
-/** Where and how the proxy forwards a paywall's chat requests. */
+export { BUILTIN_PROVIDER, DEFAULT_PROVIDER };
+export const MAX_PROVIDERS_PER_PAYWALL = 20;
+
+/** Where and how the proxy forwards a paywall's requests to one of its providers. */
 export interface Upstream {
+  /** The provider's name (`default`, `builtin`, or the one it was connected with). */
+  name: string;
+  kind: ProviderKind;
   /** Absolute http(s) URL without a trailing slash, e.g. `http://127.0.0.1:5555/v1`. */
   baseUrl: string;
   /** The provider key, decrypted. Never log it. */
@@ -35,6 +56,10 @@ const MIN_BUILTIN_MARKUP_PPM = 1_000_000n;
 /** What the API shows about a connected provider: never the key itself. */
 export interface ProviderInfo {
   paywallId: string;
+  name: string;
+  kind: ProviderKind;
+  /** The platform's built-in provider (no key of the paywall's). */
+  builtin: boolean;
   baseUrl: string;
   apiKeyLastFour: string;
   capParameter: CapParameter;
@@ -46,8 +71,20 @@ export interface ConnectProviderInput {
   paywallId?: string | null;
   baseUrl: string;
   apiKey: string;
+  /** Omitted or null: `default` (the provider replaced by a connect that names none). */
+  name?: string | null;
+  /** Omitted or null: OPENAI. */
+  kind?: ProviderKind | null;
   /** Omitted or null: MAX_COMPLETION_TOKENS (a connect states the whole provider, this field included). */
   capParameter?: CapParameter | null;
+}
+
+/** What routes a model (docs/reference.md §15 "Routing"): a ModelPriceInfo will do. */
+export interface ModelRoute {
+  /** The provider's name; null = `default`, then the built-in provider. */
+  provider: string | null;
+  /** Provider names tried in order after it. */
+  fallbacks: readonly string[];
 }
 
 const CHANGED_CHANNEL = 'provider_changed';
@@ -66,13 +103,23 @@ const MAX_BASE_URL_LENGTH = 2048;
 const MAX_API_KEY_LENGTH = 4096;
 const INTEGRATION_KEY = 'provider';
 
+/** One provider as cached: what it was built from (a reload with the same keeps its pool), and the result. */
+interface Built {
+  fingerprint: string;
+  /** The upstream, or why it cannot be used (its key cannot be decrypted). */
+  upstream: Upstream | DomainError;
+}
+
 interface Entry {
-  /** base URL + ciphertext + cap field the upstream was built from; a reload with the same keeps the same pool. */
-  fingerprint: string | null;
-  upstream: Upstream | null;
-  error: DomainError | null;
+  /** The paywall's providers by name; empty when it has none. */
+  providers: Map<string, Built>;
   expires: number;
 }
+
+const fingerprintOf = (r: ProviderRow) =>
+  `${r.kind}\n${r.base_url}\n${r.api_key_ciphertext}\n${r.cap_parameter}`;
+const poolOf = (b: Built): Dispatcher | null =>
+  b.upstream instanceof DomainError ? null : b.upstream.dispatcher;
 
 /** What the provider service needs (it reaches paywalls to check the caller may manage one). */
 export interface ProviderServiceDeps {
@@ -108,16 +155,14 @@ export interface ProviderServiceDeps {
  */
 export class ProviderService {
   private readonly cache = new Map<string, Entry>();
-  private readonly loader = new KeyedLoader<ProviderRow | undefined, Entry>(
-    async (paywallId) =>
-      (
-        await this.deps.db.query<ProviderRow>(
-          'select base_url, api_key_ciphertext, cap_parameter from provider where paywall_id = $1',
-          [paywallId],
-          'provider_upstream',
-        )
-      )[0],
-    (paywallId, row) => this.remember(paywallId, row),
+  private readonly loader = new KeyedLoader<ProviderRow[], Entry>(
+    (paywallId) =>
+      this.deps.db.query<ProviderRow>(
+        'select name, kind, base_url, api_key_ciphertext, cap_parameter from provider where paywall_id = $1',
+        [paywallId],
+        'provider_upstreams',
+      ),
+    (paywallId, rows) => this.remember(paywallId, rows),
   );
   private readonly retiring = new Map<Dispatcher, NodeJS.Timeout>();
   /** The built-in provider's upstream, built on first use. */
@@ -148,7 +193,11 @@ export class ProviderService {
     this.unlisten?.();
     this.unReconnect?.();
     const pools = new Set<Dispatcher>();
-    for (const e of this.cache.values()) if (e.upstream) pools.add(e.upstream.dispatcher);
+    for (const e of this.cache.values())
+      for (const b of e.providers.values()) {
+        const pool = poolOf(b);
+        if (pool) pools.add(pool);
+      }
     if (this.builtinUpstream) pools.add(this.builtinUpstream.dispatcher);
     this.builtinUpstream = undefined;
     for (const [pool, timer] of this.retiring) {
@@ -174,16 +223,47 @@ export class ProviderService {
   }
 
   /**
-   * Where a paywall's chat requests go: its own provider, else the built-in provider when it serves the
-   * paywall ({@link servedByBuiltin}), else null. Hot path: cached per paywall. Throws
-   * `provider_not_connected` when its own stored key cannot be decrypted (ENCRYPTION_KEY changed): a
-   * broken own provider does not fall back to the built-in one.
+   * A paywall's provider by name: `default` is its own provider of that name, else the built-in provider
+   * when it serves the paywall ({@link servedByBuiltin}); `builtin` is the built-in provider wherever it
+   * applies. Null when there is none. Hot path: cached per paywall. Throws `provider_not_connected`
+   * when its stored key cannot be decrypted (ENCRYPTION_KEY changed): a broken own `default` provider
+   * does not fall back to the built-in one.
    */
-  async getUpstream(paywall: PaywallRef): Promise<Upstream | null> {
+  async getUpstream(paywall: PaywallRef, name: string = DEFAULT_PROVIDER): Promise<Upstream | null> {
     const entry = await this.entry(paywall.id);
-    if (entry.error) throw entry.error;
-    if (entry.upstream) return entry.upstream;
+    const own = entry.providers.get(name);
+    if (own) {
+      if (own.upstream instanceof DomainError) throw own.upstream;
+      return own.upstream;
+    }
+    if (name !== DEFAULT_PROVIDER && name !== BUILTIN_PROVIDER) return null;
     return builtinApplies(this.deps.config, paywall, true) ? this.builtin() : null;
+  }
+
+  /**
+   * The providers a model's request is tried on, in order (docs/reference.md §15 "Routing", "Fallbacks"):
+   * its provider, then each fallback that is connected and usable (one that is not is skipped). Throws
+   * `provider_not_connected` when the model's own provider is missing or unusable.
+   */
+  async route(paywall: PaywallRef, model: ModelRoute): Promise<Upstream[]> {
+    const name = model.provider ?? DEFAULT_PROVIDER;
+    const first = await this.getUpstream(paywall, name);
+    if (!first)
+      throw new DomainError(
+        'provider_not_connected',
+        name === DEFAULT_PROVIDER
+          ? 'This paywall has no model provider connected.'
+          : `This paywall has no model provider named "${name}" connected.`,
+        null,
+        'provider_not_connected',
+      );
+    if (model.fallbacks.length === 0) return [first];
+    const route = [first];
+    for (const fallback of model.fallbacks) {
+      const up = await this.getUpstream(paywall, fallback).catch(() => null);
+      if (up && !route.includes(up)) route.push(up);
+    }
+    return route;
   }
 
   /**
@@ -195,7 +275,7 @@ export class ProviderService {
    */
   async servedByBuiltin(paywall: PaywallRef): Promise<boolean> {
     if (!builtinApplies(this.deps.config, paywall, true)) return false;
-    return (await this.entry(paywall.id)).fingerprint === null;
+    return !(await this.entry(paywall.id)).providers.has(DEFAULT_PROVIDER);
   }
 
   /** The part of {@link servedByBuiltin} that needs no lookup (for a resolver that batches the rest). */
@@ -206,7 +286,7 @@ export class ProviderService {
   /** Whether updatePaywall must keep the markup at 1 or more (the built-in provider would serve). */
   async builtinNeedsMarkup(paywall: PaywallRef): Promise<boolean> {
     if (!builtinApplies(this.deps.config, paywall, false)) return false;
-    return (await this.entry(paywall.id)).fingerprint === null;
+    return !(await this.entry(paywall.id)).providers.has(DEFAULT_PROVIDER);
   }
 
   private async entry(paywallId: string): Promise<Entry> {
@@ -217,7 +297,14 @@ export class ProviderService {
   private builtin(): Upstream {
     if (!this.builtinUpstream) {
       const { baseUrl, apiKey, capParameter } = this.deps.config.BUILTIN_PROVIDER!;
-      this.builtinUpstream = { baseUrl, apiKey, capParameter, dispatcher: this.pool(baseUrl, false) };
+      this.builtinUpstream = {
+        name: BUILTIN_PROVIDER,
+        kind: 'OPENAI',
+        baseUrl,
+        apiKey,
+        capParameter,
+        dispatcher: this.pool(baseUrl, false),
+      };
     }
     return this.builtinUpstream;
   }
@@ -243,50 +330,71 @@ export class ProviderService {
     });
   }
 
-  private remember(paywallId: string, row: ProviderRow | undefined): Entry {
-    const fingerprint = row ? `${row.base_url}\n${row.api_key_ciphertext}\n${row.cap_parameter}` : null;
+  private remember(paywallId: string, rows: ProviderRow[]): Entry {
     const current = this.cache.get(paywallId);
-    if (current && current.fingerprint === fingerprint && !current.error) {
-      current.expires = Date.now() + (current.upstream ? POSITIVE_TTL_MS : NEGATIVE_TTL_MS);
-      return current;
+    const providers = new Map<string, Built>();
+    const positive = rows.length > 0;
+    for (const row of rows) {
+      const fingerprint = fingerprintOf(row);
+      const kept = current?.providers.get(row.name);
+      // Same configuration, usable: keep its pool (an unusable one is tried again).
+      providers.set(
+        row.name,
+        kept && kept.fingerprint === fingerprint && !(kept.upstream instanceof DomainError)
+          ? kept
+          : this.build(paywallId, row, fingerprint),
+      );
     }
-    const entry = this.build(paywallId, row, fingerprint);
+    const usable = [...providers.values()].every((b) => !(b.upstream instanceof DomainError));
+    const entry: Entry = {
+      providers,
+      expires: Date.now() + (positive && usable ? POSITIVE_TTL_MS : NEGATIVE_TTL_MS),
+    };
     if (this.stopped) {
-      if (entry.upstream) void closeWithin(entry.upstream.dispatcher);
+      for (const [name, b] of providers) {
+        const pool = poolOf(b);
+        if (pool && current?.providers.get(name) !== b) void closeWithin(pool);
+      }
       return entry;
     }
-    // Whatever is cached now (maybe set by a concurrent load) is replaced: retire its pool.
+    // Whatever is cached now (maybe set by a concurrent load) and not kept: retire its pool.
     const previous = this.cache.get(paywallId);
-    if (previous?.upstream) this.retire(previous.upstream.dispatcher);
+    if (previous)
+      for (const [name, b] of previous.providers) {
+        const pool = poolOf(b);
+        if (pool && providers.get(name) !== b) this.retire(pool);
+      }
     this.cache.set(paywallId, entry);
     return entry;
   }
 
-  private build(paywallId: string, row: ProviderRow | undefined, fingerprint: string | null): Entry {
-    const negative = { fingerprint, upstream: null, expires: Date.now() + NEGATIVE_TTL_MS };
-    if (!row) return { ...negative, error: null };
+  private build(paywallId: string, row: ProviderRow, fingerprint: string): Built {
     let apiKey: string;
     try {
       apiKey = this.box().decrypt(row.api_key_ciphertext, paywallId);
     } catch (e) {
       this.deps.log.error(
-        { paywallId, reason: (e as any)?.reason },
+        { paywallId, provider: row.name, reason: (e as any)?.reason },
         'provider key cannot be decrypted: ENCRYPTION_KEY differs from the one it was stored with',
       );
       return {
-        ...negative,
-        error: new DomainError(
+        fingerprint,
+        upstream: new DomainError(
           'provider_not_connected',
           'The provider key of this paywall cannot be decrypted on this server; connect the provider again.',
         ),
       };
     }
-    const dispatcher = this.pool(row.base_url);
     return {
       fingerprint,
-      upstream: { baseUrl: row.base_url, apiKey, dispatcher, capParameter: row.cap_parameter },
-      error: null,
-      expires: Date.now() + POSITIVE_TTL_MS,
+      upstream: {
+        name: row.name,
+        kind: row.kind,
+        baseUrl: row.base_url,
+        apiKey,
+        dispatcher: this.pool(row.base_url),
+        capParameter: row.cap_parameter,
+      },
     };
   }
 
@@ -309,15 +417,20 @@ export class ProviderService {
     const entry = this.cache.get(paywallId);
     if (!entry) return;
     entry.expires = 0;
-    if (entry.upstream && !this.stopped)
+    if (entry.providers.size > 0 && !this.stopped)
       this.loader
         .load(paywallId)
         .catch((err) => this.deps.log.warn({ err, paywallId }, 'provider reload failed'));
   }
 
-  /** Connects (or replaces) the provider of a paywall; records `paywall.integration.connected`. */
+  /**
+   * Connects (or replaces) a named provider of a paywall (docs/reference.md §15 "Providers"); records
+   * `paywall.integration.connected` naming it.
+   */
   async connect(auth: Auth, input: ConnectProviderInput): Promise<PaywallInfo> {
     const paywall = await this.deps.paywalls.resolve(auth, input.paywallId);
+    const name = checkProviderName(input.name);
+    const kind = checkKind(input.kind);
     const baseUrl = normalizeBaseUrl(input.baseUrl);
     const apiKey = checkApiKey(input.apiKey);
     const capParameter = checkCapParameter(input.capParameter);
@@ -327,16 +440,26 @@ export class ProviderService {
     const lastFour = apiKey.length >= 12 ? apiKey.slice(-4) : '';
     const trigger = actorOf(auth);
     await this.deps.db.transaction(async (tx) => {
-      const [row] = await tx.query<{ inserted: boolean }>(
-        `insert into provider (paywall_id, base_url, api_key_ciphertext, api_key_last_four, cap_parameter, created_at, updated_at)
-         values ($1, $2, $3, $4, $5, now(), now())
-         on conflict (paywall_id) do update
-           set base_url = excluded.base_url, api_key_ciphertext = excluded.api_key_ciphertext,
+      // One statement: a new name is not inserted when the paywall already has the maximum.
+      const rows = await tx.query<{ inserted: boolean }>(
+        `insert into provider (paywall_id, name, kind, base_url, api_key_ciphertext, api_key_last_four, cap_parameter, created_at, updated_at)
+         select $1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, now(), now()
+          where (select count(*) from provider where paywall_id = $1::uuid) < $8::int
+             or exists (select 1 from provider where paywall_id = $1::uuid and name = $2::text)
+         on conflict (paywall_id, name) do update
+           set kind = excluded.kind, base_url = excluded.base_url,
+               api_key_ciphertext = excluded.api_key_ciphertext,
                api_key_last_four = excluded.api_key_last_four, cap_parameter = excluded.cap_parameter,
                updated_at = now()
          returning (xmax = 0) as inserted`,
-        [paywall.id, baseUrl, ciphertext, lastFour, capParameter],
+        [paywall.id, name, kind, baseUrl, ciphertext, lastFour, capParameter, MAX_PROVIDERS_PER_PAYWALL],
       );
+      if (rows.length === 0)
+        throw invalid(
+          `a paywall has at most ${MAX_PROVIDERS_PER_PAYWALL} providers; disconnect one first`,
+          'name',
+          'too_many_providers',
+        );
       await recordEvents(tx, [
         buildEvent(
           'paywall.integration.connected',
@@ -344,30 +467,39 @@ export class ProviderService {
             paywall,
             trigger,
             subject: { type: 'paywall', id: paywall.id },
-            metadata: { baseUrl, replaced: !row.inserted },
+            metadata: { baseUrl, replaced: !rows[0].inserted },
           },
-          { integrationKey: INTEGRATION_KEY, enabledBy: trigger.actorId },
+          { integrationKey: INTEGRATION_KEY, enabledBy: trigger.actorId, provider: name, kind },
         ),
       ]);
       await tx.query('select pg_notify($1, $2)', [CHANGED_CHANNEL, paywall.id]);
     });
     this.evict(paywall.id);
-    this.deps.log.info({ paywallId: paywall.id, baseUrl, capParameter }, 'provider connected');
+    this.deps.log.info(
+      { paywallId: paywall.id, provider: name, kind, baseUrl, capParameter },
+      'provider connected',
+    );
     return paywall;
   }
 
   /**
-   * Removes the provider of a paywall; records `paywall.integration.disconnected`. Idempotent: with no
-   * provider connected nothing changes and no event is recorded. Allowed on an archived paywall, so an
-   * owner can always withdraw a key.
+   * Removes a named provider of a paywall (`default` when none is named); records
+   * `paywall.integration.disconnected` naming it. Idempotent: with no such provider nothing changes and
+   * no event is recorded. Allowed on an archived paywall, so an owner can always withdraw a key.
    */
-  async disconnect(auth: Auth, paywallId?: string | null): Promise<PaywallInfo> {
+  async disconnect(
+    auth: Auth,
+    paywallId?: string | null,
+    providerName?: string | null,
+  ): Promise<PaywallInfo> {
     const paywall = await this.deps.paywalls.resolve(auth, paywallId, { allowArchived: true });
+    const name = checkProviderName(providerName);
     const trigger = actorOf(auth);
     const removed = await this.deps.db.transaction(async (tx) => {
-      const rows = await tx.query('delete from provider where paywall_id = $1 returning base_url', [
-        paywall.id,
-      ]);
+      const rows = await tx.query<{ base_url: string; kind: ProviderKind }>(
+        'delete from provider where paywall_id = $1 and name = $2 returning base_url, kind',
+        [paywall.id, name],
+      );
       if (rows.length === 0) return false;
       await recordEvents(tx, [
         buildEvent(
@@ -378,7 +510,12 @@ export class ProviderService {
             subject: { type: 'paywall', id: paywall.id },
             metadata: { baseUrl: rows[0].base_url },
           },
-          { integrationKey: INTEGRATION_KEY, disabledBy: trigger.actorId },
+          {
+            integrationKey: INTEGRATION_KEY,
+            disabledBy: trigger.actorId,
+            provider: name,
+            kind: rows[0].kind,
+          },
         ),
       ]);
       await tx.query('select pg_notify($1, $2)', [CHANGED_CHANNEL, paywall.id]);
@@ -386,39 +523,59 @@ export class ProviderService {
     });
     if (removed) {
       this.evict(paywall.id);
-      this.deps.log.info({ paywallId: paywall.id }, 'provider disconnected');
+      this.deps.log.info({ paywallId: paywall.id, provider: name }, 'provider disconnected');
     }
     return paywall;
   }
 
-  /** The providers of several paywalls (in the order asked, null where none), for a DataLoader. */
-  async infoMany(paywallIds: readonly string[]): Promise<(ProviderInfo | null)[]> {
+  /** The providers of several paywalls (in the order asked, each by name), for a DataLoader. */
+  async infoMany(paywallIds: readonly string[]): Promise<ProviderInfo[][]> {
     const rows = await this.deps.db.query<{
       paywall_id: string;
+      name: string;
+      kind: ProviderKind;
       base_url: string;
       api_key_last_four: string;
       cap_parameter: CapParameter;
       created_at: string | Date;
       updated_at: string | Date;
     }>(
-      `select paywall_id, base_url, api_key_last_four, cap_parameter, created_at, updated_at
-         from provider where paywall_id = any($1::uuid[])`,
+      `select paywall_id, name, kind, base_url, api_key_last_four, cap_parameter, created_at, updated_at
+         from provider where paywall_id = any($1::uuid[]) order by paywall_id, name`,
       [paywallIds],
     );
-    const byId = new Map(rows.map((r) => [r.paywall_id, r]));
-    return paywallIds.map((id) => {
-      const r = byId.get(id);
-      return r
-        ? {
-            paywallId: id,
-            baseUrl: r.base_url,
-            apiKeyLastFour: r.api_key_last_four,
-            capParameter: r.cap_parameter,
-            connectedAt: new Date(r.created_at),
-            updatedAt: new Date(r.updated_at),
-          }
-        : null;
-    });
+    const byId = new Map<string, ProviderInfo[]>(paywallIds.map((id) => [id, []]));
+    for (const r of rows)
+      byId.get(r.paywall_id)?.push({
+        paywallId: r.paywall_id,
+        name: r.name,
+        kind: r.kind,
+        builtin: false,
+        baseUrl: r.base_url,
+        apiKeyLastFour: r.api_key_last_four,
+        capParameter: r.cap_parameter,
+        connectedAt: new Date(r.created_at),
+        updatedAt: new Date(r.updated_at),
+      });
+    return paywallIds.map((id) => byId.get(id)!);
+  }
+
+  /** The built-in provider as a SHARED paywall's providers list shows it (no key of the paywall's), or null. */
+  builtinInfo(paywall: PaywallRef): ProviderInfo | null {
+    const b = this.deps.config.BUILTIN_PROVIDER;
+    if (!b || !builtinApplies(this.deps.config, paywall, false)) return null;
+    const since = new Date(0);
+    return {
+      paywallId: paywall.id,
+      name: BUILTIN_PROVIDER,
+      kind: 'OPENAI',
+      builtin: true,
+      baseUrl: b.baseUrl,
+      apiKeyLastFour: '',
+      capParameter: b.capParameter,
+      connectedAt: since,
+      updatedAt: since,
+    };
   }
 }
 
@@ -479,6 +636,13 @@ async function checkPublicBaseUrl(baseUrl: string): Promise<void> {
       'forbidden_base_url',
     );
   }
+}
+
+function checkKind(input: unknown): ProviderKind {
+  if (input === undefined || input === null) return 'OPENAI';
+  if (typeof input !== 'string' || !(PROVIDER_KINDS as readonly string[]).includes(input))
+    throw invalid(`kind must be one of ${PROVIDER_KINDS.join(', ')}`, 'kind', 'invalid_value');
+  return input as ProviderKind;
 }
 
 /** A provider key is sent as a header value: printable ASCII without spaces, 1 to 4096 characters. */

@@ -39,7 +39,7 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
   },
 
   upstreamBody(req, cap, up) {
-    const body: Record<string, unknown> = { ...req.body };
+    const body: Record<string, unknown> = { ...req.body, model: up.model };
     delete body.user;
     for (const field of capFieldsFor(req.capFields, up.capParameter)) body[field] = cap;
     if (req.stream) {

@@ -92,8 +92,8 @@ export const embeddingsFormat: WireFormat = {
 
   // The client's body as it is (`encoding_format`, `dimensions` …), without the end user's id: an
   // embedding has no completion, so no cap goes along.
-  upstreamBody(req) {
-    const body: Record<string, unknown> = { ...req.body };
+  upstreamBody(req, _cap, up) {
+    const body: Record<string, unknown> = { ...req.body, model: up.model };
     delete body.user;
     return JSON.stringify(body);
   },

@@ -22,6 +22,8 @@ export interface ChatCall {
    * see anthropic-client.ts), lower-case names. Never the client's key.
    */
   clientHeaders?: Record<string, string>;
+  /** Told the name of the provider that answered (for the access log). */
+  answeredBy?(provider: string): void;
 }
 
 /** A whole answer: the completion, a payment-blocked reply, or a provider's 4xx passed through. */
@@ -58,8 +60,11 @@ export interface Flight {
   req: MeteredRequest;
   externalUserId: string;
   price: ModelPriceInfo;
+  /** The providers to try, in order (docs/reference.md §15 "Fallbacks"); at least one. */
+  route: UpstreamTarget[];
+  /** The provider tried now, then the one that answered. */
   upstream: UpstreamTarget;
-  /** The adapter that speaks to this provider kind. */
+  /** The adapter that speaks to that provider's kind. */
   provider: ProviderClient;
   chargeId: string;
   trigger: EventTrigger;

@@ -9,9 +9,15 @@ import { usageOf, type Settlement } from './settlement.js';
 import { passedThrough, refusalAnswer } from './upstream-refusal.js';
 import { describeFailure, readLimited, TooLargeError, upstreamError } from './upstream-client.js';
 import { isObject } from './wire-format.js';
+import type { ClientFor } from './provider-clients.js';
+import type { ProviderHealth } from './provider-health.js';
 
 export interface ForwardDeps {
   settlement: Settlement;
+  /** The adapter for a wire format on a provider's kind. */
+  clients: ClientFor;
+  /** Where each attempt's outcome is counted (provider health). */
+  health: Pick<ProviderHealth, 'record'>;
   relayed: RelayedResponses;
   log: Logger;
   /** UPSTREAM_TIMEOUT_MS and UPSTREAM_MAX_BYTES. */
@@ -28,25 +34,55 @@ export interface ForwardDeps {
 export class Forwarder {
   constructor(private readonly d: ForwardDeps) {}
 
+  /**
+   * Sends the request along the flight's route (docs/reference.md §15 "Fallbacks"): a provider that
+   * cannot be reached, times out before answering, or answers 429 or 5xx hands the same request to the
+   * next one. Nothing has reached the client yet, and the one hold covers every attempt. The last
+   * provider's answer, whatever it is, is the answer.
+   */
   private async send(f: Flight): Promise<UpstreamResponse> {
-    try {
-      // The client's body with the completion cap the hold affords (and never the end user's id).
-      const payload = f.fmt.upstreamBody(f.req, f.hold.cap, f.upstream);
-      return await f.provider.post(f.upstream, f.fmt.upstreamPath, payload, {
-        stream: f.req.stream,
-        signal: f.controller.signal,
-        timeoutMs: this.d.limits.UPSTREAM_TIMEOUT_MS,
-        via: f.via,
-        clientHeaders: f.clientHeaders,
-      });
-    } catch (e) {
-      throw await this.failedBeforeOutput(f, e);
+    const model = f.price.upstreamModel ?? f.req.model;
+    for (let i = 0; ; i++) {
+      const up = f.route[i];
+      const last = i === f.route.length - 1;
+      f.upstream = up;
+      let res: UpstreamResponse;
+      try {
+        f.provider = this.d.clients(f.fmt, up);
+        // The client's body with the completion cap the hold affords (and never the end user's id).
+        const payload = f.fmt.upstreamBody(f.req, f.hold.cap, { capParameter: up.capParameter, model });
+        res = await f.provider.post(up, f.fmt.upstreamPath, payload, {
+          stream: f.req.stream,
+          signal: f.controller.signal,
+          timeoutMs: this.d.limits.UPSTREAM_TIMEOUT_MS,
+          via: f.via,
+          clientHeaders: f.clientHeaders,
+        });
+      } catch (e) {
+        if (!f.reason) this.d.health.record(f.paywall.id, up.name, describeFailure(e));
+        if (!last && !f.reason && !(e instanceof DomainError)) continue;
+        throw await this.failedBeforeOutput(f, e);
+      }
+      const failed = res.status === 429 || res.status >= 500;
+      this.d.health.record(
+        f.paywall.id,
+        up.name,
+        failed || res.status === 401 || res.status === 403 ? `HTTP ${res.status}` : null,
+      );
+      if (failed && !last && !f.reason) {
+        res.body.destroy();
+        continue;
+      }
+      return res;
     }
   }
 
   /** Nothing was produced: void the hold (nothing charged) and say why. */
   private async failedBeforeOutput(f: Flight, e: unknown): Promise<DomainError> {
-    if (e instanceof DomainError) return e;
+    if (e instanceof DomainError) {
+      await this.d.settlement.settle(f, 'failed', e.code, null);
+      return e;
+    }
     const canceled = f.reason === 'client' || f.reason === 'shutdown';
     const timedOut = f.reason === 'deadline' || isTimeout(e);
     const code = timedOut

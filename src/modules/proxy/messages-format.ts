@@ -351,7 +351,8 @@ export const messagesFormat: WireFormat = {
   parse: parseMessagesRequest,
 
   // The hold's cap in `max_tokens`; the end user's id never goes upstream.
-  upstreamBody: (req, cap) => JSON.stringify({ ...withoutEndUser(req.body), max_tokens: cap }),
+  upstreamBody: (req, cap, up) =>
+    JSON.stringify({ ...withoutEndUser(req.body), model: up.model, max_tokens: cap }),
 
   jsonUsage: (json) => messagesUsage(json.usage),
 

@@ -2,10 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { Database } from '../../db/database.js';
 import type { Clock } from '../../shared/clock.js';
 import { utcDay } from '../../shared/clock.js';
-import { DomainError, invalid } from '../../shared/errors.js';
+import { invalid } from '../../shared/errors.js';
 import { bucketPico, type ModelPrice } from '../../shared/money.js';
 import type { ModelPriceInfo } from '../catalog/catalog.service.js';
-import type { PaywallRef } from '../paywalls/provider.service.js';
+import type { ModelRoute, PaywallRef } from '../paywalls/provider.service.js';
 import { modelNotFound } from '../catalog/catalog.service.js';
 import type { EventTrigger, NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
@@ -16,7 +16,8 @@ import { abortFlight, type ChatCall, type ChatJson, type Flight, type StreamSink
 import type { Forwarder } from './forward.js';
 import type { LedgerBatch } from './ledger-batch.js';
 import { placeHold, type EnsureUser } from './place-hold.js';
-import type { ProviderClient, UpstreamTarget } from './provider-client.js';
+import type { UpstreamTarget } from './provider-client.js';
+import type { ClientFor } from './provider-clients.js';
 import type { RelayedResponses } from './relayed-responses.js';
 import type { MeteredRequest, WireFormat } from './wire-format.js';
 
@@ -39,13 +40,10 @@ export interface MeteredCallDeps {
   clock: Clock;
   /** The model's price (CatalogService). */
   prices: { getPrice(paywall: PaywallRef, modelId: string): Promise<ModelPriceInfo | null> };
-  /** The paywall's provider (ProviderService). */
-  upstreams: { getUpstream(paywall: PaywallRef): Promise<UpstreamTarget | null> };
-  /**
-   * The adapter that speaks the request's wire format to the provider's kind, or null when none does
-   * (the request is then a 400 naming the model).
-   */
-  providerClient(fmt: WireFormat<any>, up: UpstreamTarget): ProviderClient | null;
+  /** The providers a model is tried on, in order (ProviderService). */
+  upstreams: { route(paywall: PaywallRef, model: ModelRoute): Promise<UpstreamTarget[]> };
+  /** The adapter for a wire format on a provider's kind. */
+  clients: ClientFor;
   links: PaymentLinks;
   ensureUser: EnsureUser;
   ledger: LedgerBatch;
@@ -55,15 +53,6 @@ export interface MeteredCallDeps {
   /** Requests between hold and settlement on this instance, by charge id. */
   flights: Map<string, Flight>;
 }
-
-/** The 400 for a model whose provider does not speak the request's API (and no translation applies). */
-export const noClientFor = (fmt: WireFormat<any>, model: string): DomainError =>
-  invalid(
-    fmt.name === 'messages'
-      ? `The model '${model}' is served by an OpenAI-compatible provider; the Messages API (POST /v1/messages) needs a model on an ANTHROPIC provider.`
-      : `The model '${model}' is served by a provider that does not speak this API.`,
-    'model',
-  );
 
 const max = (a: bigint, b: bigint): bigint => (a > b ? a : b);
 
@@ -107,16 +96,19 @@ export async function meteredCall<R extends MeteredRequest>(
   const { paywall } = call;
   const price = await d.prices.getPrice(paywall, req.model);
   if (!price) throw modelNotFound(req.model);
-  const upstream = await d.upstreams.getUpstream(paywall);
-  if (!upstream)
-    throw new DomainError(
-      'provider_not_connected',
-      'This paywall has no model provider connected.',
-      null,
-      'provider_not_connected',
-    );
-  const provider = d.providerClient(fmt, upstream);
-  if (!provider) throw noClientFor(fmt, req.model);
+  const routed = await d.upstreams.route(paywall, price);
+  // The model's own provider must serve this API (else a 400 naming why, before anything is held);
+  // a fallback that cannot is skipped.
+  const provider = d.clients(fmt, routed[0]);
+  const route = routed.filter((up, i) => {
+    if (i === 0) return true;
+    try {
+      d.clients(fmt, up);
+      return true;
+    } catch {
+      return false;
+    }
+  });
 
   // Responses API: a continued response makes the provider bill the earlier context as input again.
   const context =
@@ -210,7 +202,8 @@ export async function meteredCall<R extends MeteredRequest>(
     req,
     externalUserId: call.externalUserId,
     price,
-    upstream,
+    route,
+    upstream: route[0],
     provider,
     chargeId,
     trigger,
@@ -235,6 +228,7 @@ export async function meteredCall<R extends MeteredRequest>(
     clearTimeout(deadline);
     call.signal?.removeEventListener('abort', onClientGone);
     d.flights.delete(chargeId);
+    call.answeredBy?.(flight.upstream.name);
     finish();
   }
 }

@@ -9,8 +9,23 @@ export const CAP_PARAMETERS = ['MAX_COMPLETION_TOKENS', 'MAX_TOKENS'] as const;
 export type CapParameter = (typeof CAP_PARAMETERS)[number];
 export const DEFAULT_CAP_PARAMETER: CapParameter = 'MAX_COMPLETION_TOKENS';
 
-/** What the proxy needs of a paywall's provider (see ProviderService.getUpstream). */
+/**
+ * docs/reference.md §15 "Providers": `OPENAI` is any OpenAI-compatible API (chat completions, Responses,
+ * embeddings); `ANTHROPIC` is Anthropic's Messages API.
+ */
+export const PROVIDER_KINDS = ['OPENAI', 'ANTHROPIC'] as const;
+export type ProviderKind = (typeof PROVIDER_KINDS)[number];
+
+/** The provider a model without a `provider` of its own is served by (docs/reference.md §15 "Routing"). */
+export const DEFAULT_PROVIDER = 'default';
+/** The platform's built-in provider, as a SHARED paywall's routes name it (docs/reference.md §8, §15). */
+export const BUILTIN_PROVIDER = 'builtin';
+
+/** What the proxy needs of a paywall's provider (see ProviderService.route). */
 export interface UpstreamTarget {
+  /** The provider's name in its paywall (`default`, `builtin` for the platform's built-in provider). */
+  name: string;
+  kind: ProviderKind;
   /** e.g. `http://127.0.0.1:PORT/v1`, no trailing slash. */
   baseUrl: string;
   /** The provider's key (decrypted); sent upstream, never shown to clients. */

@@ -10,16 +10,18 @@ import { abortFlight, type ChatCall, type ChatJson, type Flight, type StreamSink
 import { Forwarder } from './forward.js';
 import { HoldSweeper } from './hold-sweeper.js';
 import { LedgerBatch } from './ledger-batch.js';
-import { meteredCall, noClientFor, type MeteredCallDeps } from './metered-call.js';
+import { meteredCall, type MeteredCallDeps } from './metered-call.js';
 import type { EnsureUser } from './place-hold.js';
 import { RelayedResponses } from './relayed-responses.js';
 import { responsesFormat } from './responses-format.js';
 import { Settlement } from './settlement.js';
-import { describeFailure, openAiCompatibleClient, readLimited, upstreamError } from './upstream-client.js';
+import { describeFailure, readLimited, upstreamError } from './upstream-client.js';
 import { messagesFormat, withoutEndUser } from './messages-format.js';
 import { checkBodyAndModel } from './chat-request.js';
 import { modelNotFound } from '../catalog/catalog.service.js';
 import { refusalAnswer } from './upstream-refusal.js';
+import { clientFor } from './provider-clients.js';
+import { ProviderHealth } from './provider-health.js';
 import { DomainError } from '../../shared/errors.js';
 import { isObject, type WireFormat } from './wire-format.js';
 
@@ -74,6 +76,8 @@ export class ProxyService {
   private readonly ledger: LedgerBatch;
   private readonly sweeper: HoldSweeper;
   private readonly call: MeteredCallDeps;
+  /** How each provider answered lately, as this instance forwarded (GraphQL `ProviderInfo.health`). */
+  readonly health = new ProviderHealth();
   /** How often a stream records its progress on the hold (tests shorten it). */
   progressIntervalMs = PROGRESS_INTERVAL_MS;
 
@@ -99,7 +103,7 @@ export class ProxyService {
       clock: d.clock,
       prices: d.catalog,
       upstreams: d.providers,
-      providerClient: (fmt) => (fmt.name === 'messages' ? null : openAiCompatibleClient),
+      clients: clientFor,
       links: d.users,
       ensureUser: (sql, paywall, externalUserId, trigger) =>
         d.users.ensureUser(sql, paywall, externalUserId, trigger),
@@ -107,6 +111,8 @@ export class ProxyService {
       relayed,
       forward: new Forwarder({
         settlement,
+        clients: clientFor,
+        health: this.health,
         relayed,
         log,
         limits,
@@ -202,17 +208,12 @@ export class ProxyService {
   async countTokens(call: ChatCall): Promise<ChatJson> {
     const { body, model } = checkBodyAndModel(call.body);
     const { paywall } = call;
-    if (!(await this.d.catalog.getPrice(paywall, model))) throw modelNotFound(model);
-    const upstream = await this.d.providers.getUpstream(paywall);
-    if (!upstream)
-      throw new DomainError(
-        'provider_not_connected',
-        'This paywall has no model provider connected.',
-        null,
-        'provider_not_connected',
-      );
-    const provider = this.call.providerClient(messagesFormat, upstream);
-    if (!provider) throw noClientFor(messagesFormat, model);
+    const price = await this.d.catalog.getPrice(paywall, model);
+    if (!price) throw modelNotFound(model);
+    // The model's own provider (fallbacks are not tried: a count is not worth a second provider).
+    const [upstream] = await this.d.providers.route(paywall, price);
+    const provider = clientFor(messagesFormat, upstream);
+    call.answeredBy?.(upstream.name);
     const { UPSTREAM_TIMEOUT_MS, UPSTREAM_MAX_DURATION_MS, UPSTREAM_MAX_BYTES } = this.d.limits;
     const controller = new AbortController();
     const deadline = setTimeout(() => controller.abort(), UPSTREAM_MAX_DURATION_MS);
@@ -225,7 +226,7 @@ export class ProxyService {
       const res = await provider.post(
         upstream,
         `${messagesFormat.upstreamPath}/count_tokens`,
-        JSON.stringify(withoutEndUser(body)),
+        JSON.stringify({ ...withoutEndUser(body), model: price.upstreamModel ?? model }),
         {
           stream: false,
           signal: controller.signal,

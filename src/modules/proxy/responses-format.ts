@@ -176,8 +176,8 @@ export const responsesFormat: WireFormat = {
     };
   },
 
-  upstreamBody(req, cap) {
-    const body: Record<string, unknown> = { ...req.body, max_output_tokens: cap };
+  upstreamBody(req, cap, up) {
+    const body: Record<string, unknown> = { ...req.body, model: up.model, max_output_tokens: cap };
     delete body.user;
     return JSON.stringify(body);
   },

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '../../db/database.js';
+import { BUILTIN_PROVIDER } from './provider-client.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Metrics } from '../../shared/metrics.js';
 import {
@@ -60,7 +61,8 @@ function charge(f: Flight, usage: UsageBuckets): { cost: bigint; captured: bigin
  * rounded up); 0 when the paywall's own provider served the request.
  */
 function providerCost(f: Flight, usage: UsageBuckets): bigint {
-  const cost = f.price.providerCost;
+  // The built-in provider is paid only for what it answered (a fallback's answer is the developer's).
+  const cost = f.upstream.name === BUILTIN_PROVIDER ? f.price.providerCost : null;
   return cost ? providerCostRaw(cost, usage) : 0n;
 }
 
@@ -155,7 +157,7 @@ export class Settlement {
       const uncollected = uncollectedOf(cost, captured);
       const events: NewEvent[] = [
         outcome === 'completed'
-          ? buildEvent('paywall.proxy.request.completed', ctx, data)
+          ? buildEvent('paywall.proxy.request.completed', ctx, { ...data, provider: f.upstream.name })
           : outcome === 'canceled'
             ? buildEvent('paywall.proxy.request.canceled', ctx, data)
             : buildEvent('paywall.proxy.request.failed', ctx, { ...data, errorCode: errorCode ?? 'failed' }),

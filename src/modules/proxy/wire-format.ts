@@ -6,6 +6,12 @@ import type { Charged } from './sse-relay.js';
 
 export type { Charged };
 
+/** How the body sent to one provider differs from the client's. */
+export interface UpstreamBodyOptions extends Pick<UpstreamTarget, 'capParameter'> {
+  /** The model id sent to the provider. */
+  model: string;
+}
+
 /** What the metered core needs of a validated request, whatever its wire format. */
 export interface MeteredRequest {
   model: string;
@@ -55,10 +61,11 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
   /** Validates the client's body (400s name the field). */
   parse(body: unknown): R;
   /**
-   * The body sent upstream with the completion cap `cap` (never the end user's id); `up.capParameter`
-   * names chat's cap field when the client sent none.
+   * The body sent upstream with the completion cap `cap` (never the end user's id): `up.model` is the
+   * model id the provider knows (docs/reference.md §15 "Routing"); `up.capParameter` names chat's cap
+   * field when the client sent none.
    */
-  upstreamBody(req: R, cap: number, up: Pick<UpstreamTarget, 'capParameter'>): string;
+  upstreamBody(req: R, cap: number, up: UpstreamBodyOptions): string;
   /** The usage a whole answer reports (absent fields when the provider did not send them). */
   jsonUsage(json: Record<string, any>): ReportedUsage | null;
   /**
