@@ -222,6 +222,8 @@ export class MessagesRelay implements StreamRelay {
   /** The held-back message_delta (its parsed data) and message_stop. */
   heldDelta: Record<string, any> | null = null;
   heldStop: string | null = null;
+  /** A message_delta reported output_tokens (message_start's is a placeholder). */
+  outputReported = false;
   /** The message as message_start announced it. */
   head: Record<string, any> | null = null;
   private readonly produced = new ProducedText();
@@ -275,6 +277,7 @@ export class MessagesRelay implements StreamRelay {
         if (this.heldDelta) this.out += sseEvent('message_delta', this.heldDelta);
         this.heldDelta = data ?? { type: 'message_delta', delta: {}, usage: {} };
         this.mergeUsage(data?.usage);
+        if (isObject(data?.usage) && typeof data.usage.output_tokens === 'number') this.outputReported = true;
         if (
           isObject(data?.delta) &&
           typeof data.delta.stop_reason === 'string' &&
@@ -294,7 +297,11 @@ export class MessagesRelay implements StreamRelay {
   }
 
   usageTokens(): ReportedUsage | null {
-    return messagesUsage(this.usage);
+    const u = messagesUsage(this.usage);
+    // message_start's output_tokens is a placeholder (1): until a message_delta reports the output, the
+    // output is what the relay counted (a stream cut before it is charged for what it produced).
+    if (u && !this.outputReported) delete u.output;
+    return u;
   }
 
   producedTokens(): number {
