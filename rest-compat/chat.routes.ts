@@ -4,11 +4,12 @@ import { route } from './http.js';
 import { serveMetered, type MeteredKind } from './metered.js';
 
 /**
- * POST /v1/chat/completions, POST /v1/responses and POST /v1/embeddings (and their /v1/u/{user}/… forms) as Express routes,
+ * POST /v1/chat/completions, /v1/responses, /v1/embeddings, /v1/messages and /v1/messages/count_tokens
+ * (and their /v1/u/{user}/… forms) as Express routes,
  * for the requests the fast path leaves to Express (chunked or compressed bodies, other charsets). Both
  * call the one metered handler (metered.ts).
  *
- * The handler calls ProxyService.chat / .responses / .embeddings directly (chat is the very call the GraphQL
+ * The handler calls ProxyService.chat / .responses / .embeddings / .messages directly (chat is the very call the GraphQL
  * `createChatCompletion` resolver makes with the same context): a stream cannot pass through GraphQL
  * execution, and for whole answers skipping a per-request GraphQL execution keeps the hot path lean.
  * All rules (validation, holds, blocked replies, settlement) live in the service.
@@ -34,5 +35,7 @@ export function chatRoutes(services: Services): Router {
   r.post('/chat/completions', serve('chat'));
   r.post('/responses', serve('responses'));
   r.post('/embeddings', serve('embeddings'));
+  r.post('/messages', serve('messages'));
+  r.post('/messages/count_tokens', serve('count_tokens'));
   return r;
 }

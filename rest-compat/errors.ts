@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import { DomainError, UNAVAILABLE_RETRY_AFTER_SECONDS, type ErrorKind } from '../src/shared/errors.js';
 import { ERROR_KINDS, PARSER_ERROR_CODES } from '../src/shared/error-codes.js';
 import { RateLimitError, rateHeaders } from '../src/modules/limits/rate-limit.js';
+import { anthropicErrorOf, isMessagesUrl, type AnthropicError } from './anthropic-errors.js';
 
 export interface OpenAIError {
   error: { message: string; type: string; param: string | null; code: string | null };
@@ -48,8 +49,24 @@ export function errorBody(e: DomainError): {
   };
 }
 
+/** Which error body a route answers: OpenAI's, or Anthropic's on the Messages routes (§15). */
+export type ErrorShape = 'openai' | 'anthropic';
+
+/** The error shape of a request URL (path and query). */
+export const errorShapeOf = (url: string): ErrorShape => (isMessagesUrl(url) ? 'anthropic' : 'openai');
+
+/** {@link errorBody} in the given shape: the same status and headers, Anthropic's body on its routes. */
+export function shapedErrorBody(
+  e: DomainError,
+  shape: ErrorShape,
+): { status: number; body: OpenAIError | AnthropicError; headers: Record<string, string> } {
+  const answer = errorBody(e);
+  return shape === 'anthropic' ? { ...answer, body: anthropicErrorOf(e) } : answer;
+}
+
+/** Answers a domain error in the shape of the request's route. */
 export function sendError(res: Response, e: DomainError): void {
-  const { status, body, headers } = errorBody(e);
+  const { status, body, headers } = shapedErrorBody(e, errorShapeOf(res.req?.originalUrl ?? ''));
   res.set(headers).status(status).json(body);
 }
 

@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { Loaders, type AppContext } from '../src/graphql/context.js';
 import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
@@ -20,11 +21,23 @@ export function bearerKey(header: string | undefined): string | null {
   return /^Bearer\s+(\S+)\s*$/i.exec(header ?? '')?.[1] ?? null;
 }
 
-/** The 401 for a request without a valid API key (`given`: a bearer key was sent, and is unknown). */
+/**
+ * The paywall's API key of a request: `Authorization: Bearer …`, else `x-api-key` (the header
+ * Anthropic's SDKs send its key in; docs/reference.md §15), on every `/v1` route. Null when neither is
+ * given.
+ */
+export function apiKeyOf(headers: IncomingHttpHeaders): string | null {
+  const bearer = bearerKey(headers.authorization);
+  if (bearer !== null) return bearer;
+  const x = headers['x-api-key'];
+  return typeof x === 'string' && /^\S+$/.test(x.trim()) ? x.trim() : null;
+}
+
+/** The 401 for a request without a valid API key (`given`: a key was sent, and is unknown). */
 export function apiKeyRefused(given: boolean): DomainError {
   return new DomainError(
     'unauthenticated',
-    given ? 'Invalid API key.' : 'Missing bearer API key.',
+    given ? 'Invalid API key.' : 'Missing API key: send it as `Authorization: Bearer <key>` or `x-api-key`.',
     null,
     given ? 'invalid_api_key' : 'missing_api_key',
   );
@@ -34,7 +47,7 @@ export function apiKeyRefused(given: boolean): DomainError {
 export function requireApiKey(services: Services): RequestHandler {
   return async (req, res, next) => {
     try {
-      const key = bearerKey(req.header('authorization'));
+      const key = apiKeyOf(req.headers);
       const paywall = key !== null ? await services.paywalls.authenticateKey(key) : null;
       if (!paywall) return sendError(res, apiKeyRefused(key !== null));
       req.paywall = paywall;

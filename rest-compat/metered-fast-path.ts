@@ -8,13 +8,14 @@ import { DomainError, databaseUnavailable } from '../src/shared/errors.js';
 import { isDatabaseUnavailable } from '../src/db/db-errors.js';
 import { observe } from '../src/shared/observe.js';
 import { withoutPathUser } from '../src/shared/route-label.js';
-import { errorBody } from './errors.js';
+import { shapedErrorBody } from './errors.js';
 import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
-import { apiKeyRefused, bearerKey } from './http.js';
-import { sendJson, serveMetered, type MeteredKind } from './metered.js';
+import { apiKeyOf, apiKeyRefused } from './http.js';
+import { isMessagesKind, sendJson, serveMetered, type MeteredKind } from './metered.js';
 
 /**
- * The metered routes (POST /v1/chat/completions, /v1/responses, /v1/embeddings and their /v1/u/{user}/… forms) on plain
+ * The metered routes (POST /v1/chat/completions, /v1/responses, /v1/embeddings, /v1/messages and their
+ * /v1/u/{user}/… forms; Messages' count_tokens, placing no hold, is left to Express) on plain
  * node:http, ahead of Express: no router walk, no body-parser stream machinery, no per-request
  * middleware closures. It calls the same metered handler as the Express routes (metered.ts), observes
  * the request as every other one is (src/shared/observe.ts: request id, metrics, access log), answers
@@ -24,7 +25,7 @@ import { sendJson, serveMetered, type MeteredKind } from './metered.js';
  * which applies its full rules (413, 415-as-400, inflation, URI errors) as before.
  */
 
-const PATH = /^\/v1(?:\/u\/([^/]*))?\/(chat\/completions|responses|embeddings)\/?$/;
+const PATH = /^\/v1(?:\/u\/([^/]*))?\/(chat\/completions|responses|embeddings|messages)\/?$/;
 const JSON_TYPE = /^application\/json\s*(?:;\s*charset\s*=\s*(?:utf-8|"utf-8")\s*)?$/i;
 /** express.json's limit ('1mb'). */
 const MAX_BODY = 1024 * 1024;
@@ -61,15 +62,16 @@ function match(req: IncomingMessage): Matched | null {
     }
   }
   return {
-    kind: m[2] === 'chat/completions' ? 'chat' : (m[2] as 'responses' | 'embeddings'),
+    kind: m[2] === 'chat/completions' ? 'chat' : (m[2] as 'responses' | 'embeddings' | 'messages'),
     pathUser,
     path,
     query: q < 0 ? null : url.slice(q + 1),
   };
 }
 
-function sendError(res: ServerResponse, e: DomainError): void {
-  const { status, body, headers } = errorBody(e);
+/** The error answer, in Anthropic's shape on the Messages route (docs/reference.md §15). */
+function sendError(res: ServerResponse, e: DomainError, kind: MeteredKind): void {
+  const { status, body, headers } = shapedErrorBody(e, isMessagesKind(kind) ? 'anthropic' : 'openai');
   sendJson(res, status, body, headers);
 }
 
@@ -103,17 +105,17 @@ export function meteredFastPath(
       // A database error that escaped the data layer's wrapping is still an outage, as in Express's handler.
       if (!(e instanceof DomainError) && isDatabaseUnavailable(e)) e = databaseUnavailable(e);
       if (e instanceof DomainError && e.code !== 'internal') {
-        if (!res.headersSent) return sendError(res, e);
+        if (!res.headersSent) return sendError(res, e, m.kind);
         return void res.end();
       }
       internal(e, 'request failed');
       if (res.headersSent) return void res.end();
-      sendError(res, new DomainError('internal', 'Internal server error'));
+      sendError(res, new DomainError('internal', 'Internal server error'), m.kind);
     };
 
     // The paywall's API key, checked before the body is read: an unauthenticated client
     // gets its 401 at once (and the connection closes), without the service buffering its body.
-    const key = bearerKey(req.headers.authorization);
+    const key = apiKeyOf(req.headers);
     const refuse = (e: unknown) => {
       // The body is left unread: the connection cannot be reused for another request.
       res.setHeader('Connection', 'close');
@@ -148,6 +150,7 @@ export function meteredFastPath(
         return sendError(
           res,
           new DomainError('invalid_request', 'request body is not valid JSON', null, 'invalid_json'),
+          m.kind,
         );
       }
       route = `${m.pathUser === undefined ? '/v1' : '/v1/u/{user}'}/${m.kind === 'chat' ? 'chat/completions' : m.kind}`;

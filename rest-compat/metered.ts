@@ -3,6 +3,7 @@ import type { ChatCall, ChatJson, StreamSink } from '../src/modules/proxy/proxy.
 import { loopReason, VIA_HEADER, viaOf } from '../src/modules/proxy/upstream-client.js';
 import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
 import { invalid } from '../src/shared/errors.js';
+import { ANTHROPIC_CLIENT_HEADERS } from '../src/modules/proxy/anthropic-client.js';
 import { objectBody, userFrom } from './http.js';
 import { addLogField } from '../src/shared/observe.js';
 
@@ -34,14 +35,50 @@ export function sseSink(res: ServerResponse): StreamSink {
   };
 }
 
-/** The client APIs served by the metered proxy (ProxyService.chat / .responses / .embeddings). */
-export type MeteredKind = 'chat' | 'responses' | 'embeddings';
+/**
+ * The client APIs served by the metered proxy (ProxyService.chat / .responses / .embeddings /
+ * .messages), and Messages' `count_tokens` (ProxyService.countTokens: forwarded, not charged).
+ */
+export type MeteredKind = 'chat' | 'responses' | 'embeddings' | 'messages' | 'count_tokens';
 
 /** What the metered handler needs of the proxy. */
 export interface MeteredProxy {
   chat(call: ChatCall, sink?: StreamSink): Promise<ChatJson | null>;
   responses(call: ChatCall, sink?: StreamSink): Promise<ChatJson | null>;
   embeddings(call: ChatCall): Promise<ChatJson>;
+  messages(call: ChatCall, sink?: StreamSink): Promise<ChatJson | null>;
+  countTokens(call: ChatCall): Promise<ChatJson>;
+}
+
+/** The Messages kinds (Anthropic's API: its errors, its headers, `metadata.user_id`). */
+export const isMessagesKind = (kind: MeteredKind): boolean => kind === 'messages' || kind === 'count_tokens';
+
+/** The client headers a Messages request passes on to an Anthropic provider (anthropic-client.ts). */
+function anthropicClientHeaders(headers: IncomingHttpHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of ANTHROPIC_CLIENT_HEADERS) {
+    const v = headers[name];
+    if (typeof v === 'string') out[name] = v;
+  }
+  return out;
+}
+
+/**
+ * The end user a body names: chat's `user`; a Messages body's `metadata.user_id` (Anthropic's own field),
+ * else its `user`.
+ */
+function bodyUserOf(kind: MeteredKind, b: Record<string, unknown>): unknown {
+  if (!isMessagesKind(kind)) return b.user;
+  const meta = b.metadata;
+  if (meta !== null && typeof meta === 'object' && !Array.isArray(meta)) {
+    const id = (meta as Record<string, unknown>).user_id;
+    if (id !== undefined && id !== null) {
+      if (typeof id !== 'string')
+        throw invalid('metadata.user_id: Input should be a valid string', 'metadata.user_id', 'invalid_type');
+      return id;
+    }
+  }
+  return b.user;
 }
 
 /** A metered request as both entries (the fast path and Express) see it, the API key checked. */
@@ -58,8 +95,8 @@ export interface MeteredRequestIn {
 }
 
 /**
- * The one metered handler, for POST /v1/chat/completions, /v1/responses and /v1/embeddings (and their /v1/u/{user}/…
- * forms), whichever entry took the request: the plain node:http fast path or the Express route. It
+ * The one metered handler, for POST /v1/chat/completions, /v1/responses, /v1/embeddings, /v1/messages
+ * and /v1/messages/count_tokens (and their /v1/u/{user}/… forms), whichever entry took the request: the plain node:http fast path or the Express route. It
  * refuses a loop, takes the end user, and calls the proxy; a whole answer is written here, a stream by
  * the proxy through the sink. DomainErrors are thrown for the entry to answer.
  */
@@ -75,13 +112,22 @@ export async function serveMetered(
   if (loop) throw invalid(loop, null, 'proxy_loop');
   const b = objectBody(r.body);
   const header = r.headers['x-paywall-user'];
-  const user = userFrom(typeof header === 'string' ? header : undefined, r.queryUser, r.pathUser, b.user);
+  // count_tokens charges nobody: it needs no end user.
+  const user =
+    r.kind === 'count_tokens'
+      ? ''
+      : userFrom(
+          typeof header === 'string' ? header : undefined,
+          r.queryUser,
+          r.pathUser,
+          bodyUserOf(r.kind, b),
+        );
   // A client that leaves before the answer ended: abort the upstream, settle what was produced.
   const gone = new AbortController();
   res.on('close', () => {
     if (!res.writableFinished) gone.abort();
   });
-  const call = {
+  const call: ChatCall = {
     paywall: r.paywall,
     externalUserId: user,
     body: b,
@@ -89,13 +135,18 @@ export async function serveMetered(
     via,
     answeredBy: (provider: string) => addLogField(res, 'provider', provider),
   };
+  if (isMessagesKind(r.kind)) call.clientHeaders = anthropicClientHeaders(r.headers);
   const sink = sseSink(res);
   const out =
     r.kind === 'chat'
       ? await proxy.chat(call, sink)
       : r.kind === 'responses'
         ? await proxy.responses(call, sink)
-        : await proxy.embeddings(call);
+        : r.kind === 'messages'
+          ? await proxy.messages(call, sink)
+          : r.kind === 'count_tokens'
+            ? await proxy.countTokens(call)
+            : await proxy.embeddings(call);
   // Written directly: express's res.json would also hash the body for an ETag nobody uses here.
   if (out) sendJson(res, out.status, out.body, out.headers);
 }

@@ -10,8 +10,9 @@ import { modelsRoutes } from './models.routes.js';
 import { webhooksRoutes } from './webhooks.routes.js';
 
 /**
- * docs/reference.md §10: `RATE_LIMIT_PER_MINUTE` per paywall key across instances. Chat, Responses and embeddings requests are counted by
- * the hold's own statement (no extra round trip); every other route here, with one small statement.
+ * docs/reference.md §10: `RATE_LIMIT_PER_MINUTE` per paywall key across instances. Chat, Responses, embeddings and Messages requests are
+ * counted by the hold's own statement (no extra round trip); every other route here (Messages'
+ * count_tokens too: it places no hold), with one small statement.
  */
 function rateLimit(services: Services) {
   const limit = services.config.RATE_LIMIT_PER_MINUTE;
@@ -27,7 +28,7 @@ function rateLimit(services: Services) {
     }
   };
 }
-const CHAT_PATH = /^(\/u\/[^/]*)?\/(chat\/completions|responses|embeddings)\/?$/;
+const CHAT_PATH = /^(\/u\/[^/]*)?\/(chat\/completions|responses|embeddings|messages)\/?$/;
 
 /**
  * The REST compatibility layer under `/v1`: OpenAI-style routes and `/v1/user/*`, each mapped onto the

@@ -1,6 +1,7 @@
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { base64Embedding, OPENAI_EMBEDDINGS_RESPONSE } from './embeddings-fixture.js';
+import { anthropicErrorBody, ANTHROPIC_STREAM_ERROR_EVENT } from './anthropic-fixture.js';
 
 /** How the fake answers one request. Every field is optional; see `DEFAULT_BEHAVIOR`. */
 export interface FakeBehavior {
@@ -39,6 +40,13 @@ export interface FakeBehavior {
    * `unsupported_parameter`, see {@link MAX_TOKENS_REFUSAL}).
    */
   refuseMaxTokens?: boolean;
+  /**
+   * Messages streams: the final message_delta's usage also repeats the input fields (input_tokens and
+   * the cache fields), as current API versions send (see anthropic-fixture.ts ANTHROPIC_STREAM_TOOL).
+   */
+  deltaRepeatsInput?: boolean;
+  /** Messages streams: an Anthropic `error` event after this many text deltas, instead of the end. */
+  errorEventAfterChunks?: number;
 }
 
 /** OpenAI's answer (HTTP 400) to `max_tokens` sent to one of its reasoning models (o1, o3, gpt-5 …). */
@@ -129,6 +137,16 @@ export class FakeUpstream {
     return this.requests.filter((r) => r.url.endsWith('/embeddings'));
   }
 
+  /** Messages requests received so far (POST /v1/messages, not count_tokens). */
+  get messagesRequests(): RecordedRequest[] {
+    return this.requests.filter((r) => r.url.endsWith('/messages'));
+  }
+
+  /** Messages count_tokens requests received so far. */
+  get countTokensRequests(): RecordedRequest[] {
+    return this.requests.filter((r) => r.url.endsWith('/messages/count_tokens'));
+  }
+
   /** Chat requests received so far. */
   get chatRequests(): RecordedRequest[] {
     return this.requests.filter((r) => r.url.endsWith('/chat/completions'));
@@ -159,6 +177,9 @@ export class FakeUpstream {
     });
     const responses = method === 'POST' && url.endsWith('/responses');
     const embeddings = method === 'POST' && url.endsWith('/embeddings');
+    const messages = method === 'POST' && url.endsWith('/messages');
+    const countTokens = method === 'POST' && url.endsWith('/messages/count_tokens');
+    if (messages || countTokens) return this.anthropic(countTokens, body, rec, res);
     if (method !== 'POST' || (!url.endsWith('/chat/completions') && !responses && !embeddings)) {
       res.writeHead(404, { 'content-type': 'application/json' });
       res.end(
@@ -412,6 +433,144 @@ export class FakeUpstream {
       await write(truncated ? 'response.incomplete' : 'response.completed', {
         response: response(status, [item], usage),
       });
+      res.end();
+    } catch {
+      /* the proxy went away */
+    }
+  }
+
+  /**
+   * Anthropic's Messages API: POST /v1/messages answers a `message` (JSON) or its event stream
+   * (`stream: true`: message_start … message_stop, the shape of anthropic-fixture.ts), cut at
+   * `max_tokens` (`stop_reason: "max_tokens"`); usage `input_tokens` / `output_tokens` from the
+   * behaviour's `usage`, or `rawUsage` as given (its input fields on message_start, its output_tokens on
+   * message_delta). POST /v1/messages/count_tokens answers `{"input_tokens": N}` (the behaviour's
+   * prompt_tokens). Errors in Anthropic's shape.
+   */
+  private async anthropic(
+    countTokens: boolean,
+    body: any,
+    rec: RecordedRequest,
+    res: ServerResponse,
+  ): Promise<void> {
+    const own: FakeBehavior = { ...this.behavior, ...(this.queue.shift() ?? {}) };
+    const b: FakeBehavior = { ...DEFAULT_BEHAVIOR, ...own };
+    if (b.delayMs) await sleep(b.delayMs);
+    if (b.status && b.status >= 400) {
+      if (b.errorText !== undefined) {
+        res.writeHead(b.status, { 'content-type': 'text/html', ...b.errorHeaders });
+        res.end(b.errorText);
+        return;
+      }
+      const type =
+        {
+          400: 'invalid_request_error',
+          401: 'authentication_error',
+          404: 'not_found_error',
+          429: 'rate_limit_error',
+          529: 'overloaded_error',
+        }[b.status] ?? 'api_error';
+      res.writeHead(b.status, { 'content-type': 'application/json', ...b.errorHeaders });
+      res.end(JSON.stringify(b.errorBody ?? anthropicErrorBody(type, `fake upstream error ${b.status}`)));
+      return;
+    }
+    if (b.answer !== undefined) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(b.answer));
+      return;
+    }
+    if (countTokens) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ input_tokens: b.usage?.prompt_tokens ?? 0 }));
+      return;
+    }
+    const id = `msg_fake_${++this.seq}`;
+    const model = body?.model ?? 'unknown';
+    const cap: number | undefined = typeof body?.max_tokens === 'number' ? body.max_tokens : undefined;
+    let words: string[] = (b.content ?? '').match(/\s*\S+/g) ?? [];
+    const tokens = b.usage ? { ...b.usage } : null;
+    let stop = 'end_turn';
+    if (!b.ignoreMaxTokens && cap !== undefined) {
+      if (words.length > cap) {
+        words = words.slice(0, cap);
+        stop = 'max_tokens';
+      }
+      if (tokens && tokens.completion_tokens > cap) {
+        tokens.completion_tokens = cap;
+        stop = 'max_tokens';
+      }
+    }
+    const usage: Record<string, unknown> | null =
+      b.rawUsage ??
+      (tokens
+        ? {
+            input_tokens: tokens.prompt_tokens,
+            cache_creation_input_tokens: 0,
+            cache_read_input_tokens: 0,
+            output_tokens: tokens.completion_tokens,
+            service_tier: 'standard',
+          }
+        : null);
+    const text = words.join('');
+    const message = (content: unknown[], stopReason: string | null, u: unknown) => ({
+      id,
+      type: 'message',
+      role: 'assistant',
+      model,
+      content,
+      stop_reason: stopReason,
+      stop_sequence: null,
+      ...(u ? { usage: u } : {}),
+    });
+
+    if (body?.stream !== true) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(message([{ type: 'text', text }], stop, usage)));
+      return;
+    }
+
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+    const write = async (type: string, data: Record<string, unknown>) => {
+      if (res.destroyed) throw new Error('client gone');
+      res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
+      if (b.chunkDelayMs) await sleep(b.chunkDelayMs);
+    };
+    // message_start: the input side, and output_tokens as far as known (Anthropic sends 1).
+    let startUsage: Record<string, unknown> | null = null;
+    if (usage) {
+      startUsage = { ...usage, output_tokens: 1 };
+    }
+    const inputFields = (u: Record<string, unknown>) => {
+      const out: Record<string, unknown> = {};
+      for (const k of ['input_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'])
+        if (u[k] !== undefined) out[k] = u[k];
+      return out;
+    };
+    try {
+      await write('message_start', { message: message([], null, startUsage) });
+      await write('content_block_start', { index: 0, content_block: { type: 'text', text: '' } });
+      await write('ping', {});
+      for (const w of words) {
+        if (b.dieAfterChunks !== undefined && rec.chunksSent >= b.dieAfterChunks) {
+          res.destroy();
+          return;
+        }
+        if (b.errorEventAfterChunks !== undefined && rec.chunksSent >= b.errorEventAfterChunks) {
+          res.end(ANTHROPIC_STREAM_ERROR_EVENT);
+          return;
+        }
+        await write('content_block_delta', { index: 0, delta: { type: 'text_delta', text: w } });
+        rec.chunksSent++;
+      }
+      await write('content_block_stop', { index: 0 });
+      const deltaUsage = usage
+        ? { ...(b.deltaRepeatsInput ? inputFields(usage) : {}), output_tokens: usage.output_tokens }
+        : undefined;
+      await write('message_delta', {
+        delta: { stop_reason: stop, stop_sequence: null },
+        ...(deltaUsage ? { usage: deltaUsage } : {}),
+      });
+      await write('message_stop', {});
       res.end();
     } catch {
       /* the proxy went away */

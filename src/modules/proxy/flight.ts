@@ -17,6 +17,11 @@ export interface ChatCall {
   signal?: AbortSignal;
   /** Paywall Proxy instances the request already went through (VIA_HEADER), for loop detection. */
   via?: string[];
+  /**
+   * The client's headers a provider kind may pass on (Messages: `anthropic-version`, `anthropic-beta`;
+   * see anthropic-client.ts), lower-case names. Never the client's key.
+   */
+  clientHeaders?: Record<string, string>;
   /** Told the name of the provider that answered (for the access log). */
   answeredBy?(provider: string): void;
 }
@@ -65,6 +70,8 @@ export interface Flight {
   trigger: EventTrigger;
   hold: ReserveResult;
   via: string[];
+  /** ChatCall.clientHeaders (empty when none). */
+  clientHeaders: Record<string, string>;
   controller: AbortController;
   reason: AbortReason | null;
   settled: boolean;

@@ -57,6 +57,7 @@ export class Forwarder {
           timeoutMs: this.d.limits.UPSTREAM_TIMEOUT_MS,
           via: f.via,
           maxBytes: this.d.limits.UPSTREAM_MAX_BYTES,
+          clientHeaders: f.clientHeaders,
         });
       } catch (e) {
         if (!f.reason) this.d.health.record(f.paywall.id, up.name, describeFailure(e));
@@ -113,7 +114,7 @@ export class Forwarder {
       passedThrough(status) ? `upstream_${status}` : 'upstream_error',
       null,
     );
-    return refusalAnswer(status, text, retryAfter);
+    return refusalAnswer(status, text, retryAfter, f.fmt.refusalBody);
   }
 
   /** A whole answer: read, metered, settled, and returned with its cost. */

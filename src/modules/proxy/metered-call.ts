@@ -210,6 +210,7 @@ export async function meteredCall<R extends MeteredRequest>(
     trigger,
     hold: held.hold,
     via: call.via ?? [],
+    clientHeaders: call.clientHeaders ?? {},
     controller: new AbortController(),
     reason: null,
     settled: false,

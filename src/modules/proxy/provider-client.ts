@@ -55,16 +55,21 @@ export interface UpstreamOptions {
   via?: string[];
   /** UPSTREAM_MAX_BYTES: a client that reads a whole answer itself (translation) stops there. */
   maxBytes?: number;
+  /**
+   * Headers of the client's request that a provider kind passes on (Anthropic: `anthropic-version`,
+   * `anthropic-beta`); each kind takes only the ones it knows, never the client's key.
+   */
+  clientHeaders?: Record<string, string>;
 }
 
 /**
- * One kind of model provider, as the metered call sees it: how a request body reaches it. Today there is
- * one kind, OpenAI-compatible (upstream-client.ts), which takes each wire format's body as it is. A
- * provider kind that speaks another dialect (Anthropic's Messages) is another ProviderClient: it sends
- * to its own endpoint, and translates with pure functions where the client's format is not its own.
+ * One kind of model provider, as the metered call sees it: how a request body reaches it. The
+ * OpenAI-compatible kind (upstream-client.ts) takes each OpenAI wire format's body as it is; the
+ * Anthropic kind (anthropic-client.ts) takes Messages bodies, with Anthropic's own auth and version
+ * headers. A kind that speaks another dialect than the client's translates with pure functions.
  */
 export interface ProviderClient {
-  readonly kind: 'openai-compatible';
+  readonly kind: 'openai-compatible' | 'anthropic';
   /**
    * Throws the 400 naming the field when the client's body cannot be sent to this provider (a
    * translation's limits), before anything is held. Absent: every body can.

@@ -53,7 +53,8 @@ export function responsesUsage(u: unknown): ReportedUsage | null {
 
 /**
  * Anthropic Messages: `input_tokens` is the uncached input; `cache_read_input_tokens` and
- * `cache_creation_input_tokens` come on top of it; `output_tokens` is all output (thinking included).
+ * `cache_creation_input_tokens` come on top of it; `output_tokens` is all output (thinking included),
+ * and `output_tokens_details.thinking_tokens`, where sent, is the part spent thinking (reasoning).
  */
 export function messagesUsage(u: unknown): ReportedUsage | null {
   if (!isObject(u)) return null;
@@ -65,5 +66,6 @@ export function messagesUsage(u: unknown): ReportedUsage | null {
     output: count(u.output_tokens),
     cacheRead,
     cacheWrite,
+    reasoning: detail(u.output_tokens_details, 'thinking_tokens'),
   };
 }

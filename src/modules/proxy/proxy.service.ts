@@ -15,9 +15,15 @@ import type { EnsureUser } from './place-hold.js';
 import { RelayedResponses } from './relayed-responses.js';
 import { responsesFormat } from './responses-format.js';
 import { Settlement } from './settlement.js';
+import { describeFailure, readLimited, upstreamError } from './upstream-client.js';
+import { messagesFormat, withoutEndUser } from './messages-format.js';
+import { checkBodyAndModel } from './chat-request.js';
+import { modelNotFound } from '../catalog/catalog.service.js';
+import { refusalAnswer } from './upstream-refusal.js';
 import { clientFor } from './provider-clients.js';
 import { ProviderHealth } from './provider-health.js';
-import type { WireFormat } from './wire-format.js';
+import { DomainError } from '../../shared/errors.js';
+import { isObject, type WireFormat } from './wire-format.js';
 
 export type { ChatCall, ChatJson, StreamSink } from './flight.js';
 export { rejectionError } from './upstream-refusal.js';
@@ -184,6 +190,70 @@ export class ProxyService {
    */
   async embeddings(call: ChatCall): Promise<ChatJson> {
     return (await this.metered(embeddingsFormat, call))!;
+  }
+
+  /**
+   * Serves one Messages API call (Anthropic's, docs/reference.md §15), like `chat`: a model on an
+   * ANTHROPIC provider is forwarded as it is, the hold capping `max_tokens`.
+   */
+  messages(call: ChatCall, sink?: StreamSink): Promise<ChatJson | null> {
+    return this.metered(messagesFormat, call, sink);
+  }
+
+  /**
+   * POST /v1/messages/count_tokens (docs/reference.md §15): forwarded to the model's provider as it is,
+   * without the end user's id, and answered as the provider answered. Not charged: no hold, no events.
+   * It needs a model the paywall sells and a provider that speaks the Messages API, as `messages` does.
+   */
+  async countTokens(call: ChatCall): Promise<ChatJson> {
+    const { body, model } = checkBodyAndModel(call.body);
+    const { paywall } = call;
+    const price = await this.d.catalog.getPrice(paywall, model);
+    if (!price) throw modelNotFound(model);
+    // The model's own provider (fallbacks are not tried: a count is not worth a second provider).
+    const [upstream] = await this.d.providers.route(paywall, price);
+    const provider = clientFor(messagesFormat, upstream);
+    call.answeredBy?.(upstream.name);
+    const { UPSTREAM_TIMEOUT_MS, UPSTREAM_MAX_DURATION_MS, UPSTREAM_MAX_BYTES } = this.d.limits;
+    const controller = new AbortController();
+    const deadline = setTimeout(() => controller.abort(), UPSTREAM_MAX_DURATION_MS);
+    const onGone = () => controller.abort();
+    call.signal?.addEventListener('abort', onGone);
+    let status: number;
+    let text: string;
+    let retryAfter: string | null;
+    try {
+      const res = await provider.post(
+        upstream,
+        `${messagesFormat.upstreamPath}/count_tokens`,
+        JSON.stringify({ ...withoutEndUser(body), model: price.upstreamModel ?? model }),
+        {
+          stream: false,
+          signal: controller.signal,
+          timeoutMs: UPSTREAM_TIMEOUT_MS,
+          via: call.via,
+          clientHeaders: call.clientHeaders,
+        },
+      );
+      ({ status, retryAfter } = res);
+      text = await readLimited(res, UPSTREAM_MAX_BYTES);
+    } catch (e) {
+      if (e instanceof DomainError) throw e;
+      throw upstreamError(controller.signal.aborted ? 'request canceled' : describeFailure(e));
+    } finally {
+      clearTimeout(deadline);
+      call.signal?.removeEventListener('abort', onGone);
+    }
+    if (status < 200 || status >= 300)
+      return refusalAnswer(status, text, retryAfter, messagesFormat.refusalBody);
+    let json: unknown = null;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      /* checked below */
+    }
+    if (!isObject(json)) throw upstreamError('the answer was not a JSON object');
+    return { status: 200, body: json };
   }
 
   /** Serves one call in the wire format `fmt` (a new client API plugs in here with its WireFormat). */

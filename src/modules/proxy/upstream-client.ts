@@ -53,23 +53,26 @@ function target(baseUrl: string, endpoint: string): { origin: string; path: stri
 }
 
 /**
- * POSTs a body to the provider's `endpoint` (`/chat/completions`, `/responses`, `/embeddings`). Only the provider's own key and a JSON content type
- * go upstream: no client header (in particular not the paywall key) is ever forwarded.
+ * POSTs a body to the provider's `endpoint` (`/chat/completions`, `/responses`, `/embeddings`,
+ * `/messages`) with the provider kind's own `auth` headers (its key, and for Anthropic its version
+ * headers). Only those, a JSON content type and the via header go upstream: no client header (in
+ * particular not the paywall key) is ever forwarded.
  */
-export async function postUpstream(
+export async function postJson(
   up: UpstreamTarget,
   endpoint: string,
   payload: string,
   opts: UpstreamOptions,
+  auth: Record<string, string>,
 ): Promise<UpstreamResponse> {
   const { origin, path } = target(up.baseUrl, endpoint);
   const options = {
     method: 'POST' as const,
     path,
     headers: {
+      ...auth,
       'content-type': 'application/json',
       accept: opts.stream ? 'text/event-stream' : 'application/json',
-      authorization: `Bearer ${up.apiKey}`,
       [VIA_HEADER]: [...(opts.via ?? []), INSTANCE_ID].join(', '),
     },
     body: payload,
@@ -92,6 +95,15 @@ export async function postUpstream(
     body: res.body,
   };
 }
+
+/** POSTs to an OpenAI-compatible provider: its key as `Authorization: Bearer`. */
+export const postUpstream = (
+  up: UpstreamTarget,
+  endpoint: string,
+  payload: string,
+  opts: UpstreamOptions,
+): Promise<UpstreamResponse> =>
+  postJson(up, endpoint, payload, opts, { authorization: `Bearer ${up.apiKey}` });
 
 /** The OpenAI-compatible provider kind: every wire format's body goes to it as it is. */
 export const openAiCompatibleClient: ProviderClient = { kind: 'openai-compatible', post: postUpstream };

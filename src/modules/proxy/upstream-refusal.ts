@@ -4,7 +4,7 @@ import { upstreamError } from './upstream-client.js';
 import { isObject } from './wire-format.js';
 
 /** OpenAI's error `type` for a provider status, when the provider's answer has no error body of its own. */
-const UPSTREAM_ERROR_TYPES: Record<number, string> = {
+export const UPSTREAM_ERROR_TYPES: Record<number, string> = {
   401: 'authentication_error',
   403: 'permission_error',
   404: 'not_found_error',
@@ -16,7 +16,13 @@ const UPSTREAM_ERROR_TYPES: Record<number, string> = {
  * (with OpenAI's error body when the provider sent none, and its Retry-After); 5xx, and anything else
  * that is not a 2xx (a 3xx: redirects are never followed, nor handed to the client), throw a 502.
  */
-export function refusalAnswer(status: number, text: string, retryAfter: string | null): ChatJson {
+export function refusalAnswer(
+  status: number,
+  text: string,
+  retryAfter: string | null,
+  /** The wire format's own error shape (WireFormat.refusalBody), when it is not OpenAI's. */
+  shape?: (status: number, body: unknown) => Record<string, any>,
+): ChatJson {
   if (!passedThrough(status)) throw upstreamError(`the provider answered HTTP ${status}`);
   let body: unknown;
   try {
@@ -24,8 +30,9 @@ export function refusalAnswer(status: number, text: string, retryAfter: string |
   } catch {
     body = null;
   }
+  if (shape) body = shape(status, body);
   // A provider 4xx without OpenAI's error body gets one, typed by its status as ours are.
-  if (!isObject(body) || !isObject(body.error))
+  else if (!isObject(body) || !isObject(body.error))
     body = {
       error: {
         message: `The model provider refused the request (HTTP ${status}).`,

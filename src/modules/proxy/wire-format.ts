@@ -50,12 +50,12 @@ export interface StreamRelay {
 }
 
 /**
- * One OpenAI wire format served by the metered core (ProxyService): chat completions, the Responses
- * API or embeddings. The core owns the money (hold, cap, settlement, events); a format only knows how
+ * One client wire format served by the metered core (ProxyService): chat completions, the Responses
+ * API, embeddings (OpenAI's) or Messages (Anthropic's). The core owns the money (hold, cap, settlement, events); a format only knows how
  * its requests, answers, streams and payment-blocked replies look.
  */
 export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
-  readonly name: 'chat' | 'responses' | 'embeddings';
+  readonly name: 'chat' | 'responses' | 'embeddings' | 'messages';
   /** Path under the provider's base URL, e.g. `/chat/completions`. */
   readonly upstreamPath: string;
   /** Validates the client's body (400s name the field). */
@@ -99,6 +99,11 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
   /** The status and headers of that whole answer: 200 and none unless given (embeddings: 402 or 429). */
   blockedHttp?(reply: BlockedReply): { status: number; headers?: Record<string, string> };
   blockedStream(reply: BlockedReply, req: R): string;
+  /**
+   * The body of a provider's 4xx passed on to the client, in this format's error shape (`body`: the
+   * provider's parsed answer, or null). Optional: OpenAI's error object (upstream-refusal.ts) otherwise.
+   */
+  refusalBody?(status: number, body: unknown): Record<string, any>;
 }
 
 export const isObject = (v: unknown): v is Record<string, any> =>
