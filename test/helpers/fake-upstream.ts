@@ -33,6 +33,11 @@ export interface FakeBehavior {
    * recorded fixture: test/helpers/provider-usage.ts). Not cut at the cap.
    */
   rawUsage?: Record<string, unknown>;
+  /**
+   * A recorded event stream (a provider's transcript, test/fixtures/), sent as it is to a streaming
+   * request, in pieces of 61 bytes: split inside lines and events as a network does.
+   */
+  sse?: string;
   /** Answer 200 with this JSON body instead of the generated answer (e.g. an embeddings answer that is not a list). */
   answer?: unknown;
   /**
@@ -223,6 +228,7 @@ export class FakeUpstream {
       res.end(JSON.stringify(b.answer));
       return;
     }
+    if (b.sse !== undefined && body?.stream) return this.replay(b.sse, res);
     if (responses) return this.respond(b, body, rec, res);
     if (embeddings) return this.embed(own, body, res);
     const id = `chatcmpl-fake-${++this.seq}`;
@@ -447,6 +453,18 @@ export class FakeUpstream {
    * message_delta). POST /v1/messages/count_tokens answers `{"input_tokens": N}` (the behaviour's
    * prompt_tokens). Errors in Anthropic's shape.
    */
+  /** Sends a recorded event stream as it is, in 61-byte pieces. */
+  private async replay(sse: string, res: ServerResponse): Promise<void> {
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    const bytes = Buffer.from(sse);
+    for (let i = 0; i < bytes.length; i += 61) {
+      if (res.destroyed) return;
+      res.write(bytes.subarray(i, i + 61));
+      await sleep(0);
+    }
+    res.end();
+  }
+
   private async anthropic(
     countTokens: boolean,
     body: any,
@@ -456,6 +474,12 @@ export class FakeUpstream {
     const own: FakeBehavior = { ...this.behavior, ...(this.queue.shift() ?? {}) };
     const b: FakeBehavior = { ...DEFAULT_BEHAVIOR, ...own };
     if (b.delayMs) await sleep(b.delayMs);
+    if (b.sse !== undefined && body?.stream && !countTokens) return this.replay(b.sse, res);
+    if (b.answer !== undefined && !countTokens) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(b.answer));
+      return;
+    }
     if (b.status && b.status >= 400) {
       if (b.errorText !== undefined) {
         res.writeHead(b.status, { 'content-type': 'text/html', ...b.errorHeaders });

@@ -1,6 +1,12 @@
 import { invalid } from '../../shared/errors.js';
 import type { ProviderClient, UpstreamTarget } from './provider-client.js';
 import { anthropicClient } from './anthropic-client.js';
+import {
+  chatToMessages,
+  messagesToChat,
+  responsesToMessages,
+  translatingClient,
+} from './translating-client.js';
 import { openAiCompatibleClient } from './upstream-client.js';
 import type { WireFormat } from './wire-format.js';
 
@@ -11,18 +17,17 @@ import type { WireFormat } from './wire-format.js';
  */
 export type ClientFor = (fmt: Pick<WireFormat, 'name'>, up: Pick<UpstreamTarget, 'kind'>) => ProviderClient;
 
+const messagesOnOpenAi = translatingClient(openAiCompatibleClient, messagesToChat);
+const chatOnAnthropic = translatingClient(anthropicClient, chatToMessages);
+const responsesOnAnthropic = translatingClient(anthropicClient, responsesToMessages);
+
 export const clientFor: ClientFor = (fmt, up) => {
-  if (fmt.name === 'messages') {
-    if (up.kind === 'ANTHROPIC') return anthropicClient;
-    throw invalid(
-      'This model is served by an OpenAI-compatible provider; the Messages API (POST /v1/messages) needs a model on an ANTHROPIC provider.',
-      'model',
-      'unsupported_parameter',
-    );
-  }
+  if (fmt.name === 'messages') return up.kind === 'ANTHROPIC' ? anthropicClient : messagesOnOpenAi;
   if (up.kind === 'OPENAI') return openAiCompatibleClient;
+  if (fmt.name === 'chat') return chatOnAnthropic;
+  if (fmt.name === 'responses') return responsesOnAnthropic;
   throw invalid(
-    `This model is served by an Anthropic provider, which the ${fmt.name} API cannot reach; use POST /v1/messages.`,
+    `This model is served by an Anthropic provider, which has no ${fmt.name} API.`,
     'model',
     'unsupported_parameter',
   );

@@ -16,7 +16,7 @@ import { RelayedResponses } from './relayed-responses.js';
 import { responsesFormat } from './responses-format.js';
 import { Settlement } from './settlement.js';
 import { describeFailure, readLimited, upstreamError } from './upstream-client.js';
-import { messagesFormat, withoutEndUser } from './messages-format.js';
+import { countMessagesPrompt, messagesFormat, withoutEndUser } from './messages-format.js';
 import { checkBodyAndModel } from './chat-request.js';
 import { modelNotFound } from '../catalog/catalog.service.js';
 import { refusalAnswer } from './upstream-refusal.js';
@@ -212,8 +212,11 @@ export class ProxyService {
     if (!price) throw modelNotFound(model);
     // The model's own provider (fallbacks are not tried: a count is not worth a second provider).
     const [upstream] = await this.d.providers.route(paywall, price);
-    const provider = clientFor(messagesFormat, upstream);
     call.answeredBy?.(upstream.name);
+    // An OpenAI-compatible provider has no count endpoint: the count is this service's tokenizer's,
+    // the same one that sizes the hold (docs/reference.md §15 "Across formats").
+    if (upstream.kind === 'OPENAI') return { status: 200, body: { input_tokens: countMessagesPrompt(body) } };
+    const provider = clientFor(messagesFormat, upstream);
     const { UPSTREAM_TIMEOUT_MS, UPSTREAM_MAX_DURATION_MS, UPSTREAM_MAX_BYTES } = this.d.limits;
     const controller = new AbortController();
     const deadline = setTimeout(() => controller.abort(), UPSTREAM_MAX_DURATION_MS);
