@@ -92,6 +92,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export class FakeUpstream {
   readonly requests: RecordedRequest[] = [];
   behavior: FakeBehavior = {};
+  /** Told of every request (the development CLI prints them). */
+  onRequest?: (url: string, body: any) => void;
   private readonly queue: FakeBehavior[] = [];
   private seq = 0;
 
@@ -176,6 +178,7 @@ export class FakeUpstream {
     res: ServerResponse,
   ): Promise<void> {
     const rec: RecordedRequest = { method, url, headers, body, aborted: false, chunksSent: 0 };
+    this.onRequest?.(url, body);
     if (this.record) this.requests.push(rec);
     res.on('close', () => {
       if (!res.writableFinished) rec.aborted = true;

@@ -1,0 +1,26 @@
+import { FakeUpstream } from './fake-upstream.js';
+
+/**
+ * `npm run fake-providers`: the model providers the tests use, on http://127.0.0.1:12112/v1
+ * (FAKE_PROVIDERS_PORT), for trying the service without provider accounts. One server answers both kinds:
+ * OpenAI-compatible (POST /v1/chat/completions, /v1/responses, /v1/embeddings) and Anthropic (POST
+ * /v1/messages, /v1/messages/count_tokens), in JSON or SSE, with realistic usage. Any key is accepted.
+ * Connect it with PROVIDER_ALLOW_PRIVATE_NETWORKS=true (it is on loopback). Development only.
+ */
+async function main(): Promise<void> {
+  const port = Number(process.env.FAKE_PROVIDERS_PORT ?? 12112);
+  const fake = await FakeUpstream.start({ port, record: false });
+  fake.onRequest = (url, body) =>
+    console.log(`${url} model=${body?.model ?? '?'}${body?.stream ? ' stream' : ''}`);
+  console.log(`fake providers on ${fake.baseUrl}`);
+  console.log(`  OpenAI-compatible: POST ${fake.baseUrl}/chat/completions, /responses, /embeddings`);
+  console.log(`  Anthropic:         POST ${fake.baseUrl}/messages, /messages/count_tokens`);
+  const stop = () => void fake.close().then(() => process.exit(0));
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+}
+
+main().catch((e) => {
+  console.error(e instanceof Error ? e.message : e);
+  process.exit(1);
+});
