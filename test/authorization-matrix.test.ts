@@ -268,6 +268,21 @@ const REST: Record<string, RestCase> = {
     body: (T) => ({ user: T.user, model: T.modelId, input: 'hi' }),
     otherKey: 'own',
   },
+  'POST /messages': {
+    path: () => '/messages',
+    body: (T) => ({
+      metadata: { user_id: T.user },
+      model: T.modelId,
+      max_tokens: 20,
+      messages: [{ role: 'user', content: 'hi' }],
+    }),
+    otherKey: 'own',
+  },
+  'POST /messages/count_tokens': {
+    path: () => '/messages/count_tokens',
+    body: (T) => ({ model: T.modelId, messages: [{ role: 'user', content: 'hi' }] }),
+    otherKey: 'own',
+  },
   'GET /models': { path: () => '/models', otherKey: 'own' },
   // The model id is the victim's; the other paywall does not sell it.
   'GET /models/*id': { path: (T) => `/models/${T.modelId}`, otherKey: 404 },
@@ -516,7 +531,8 @@ describe('authorization matrix', () => {
         status: 401,
         type: 'authentication_error',
       });
-      expect(Object.keys(r.body)).toEqual(['error']);
+      // The Messages routes answer in Anthropic's error shape ({type: "error", error}).
+      expect(Object.keys(r.body)).toEqual(key.includes('/messages') ? ['type', 'error'] : ['error']);
       expectNoLeak(`${key} ${p}`, pathOf(prefix, victim) + JSON.stringify(c.body?.(victim) ?? ''), r.body);
     });
 

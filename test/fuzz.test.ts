@@ -219,6 +219,19 @@ const REST: Record<string, RestShape> = {
   'POST /embeddings': {
     body: { user: USER, model: MODEL, input: ['hi', 'there'], encoding_format: 'float' },
   },
+  'POST /messages': {
+    body: {
+      metadata: { user_id: USER },
+      model: MODEL,
+      max_tokens: 20,
+      system: 'be brief',
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }],
+      stream: false,
+    },
+  },
+  'POST /messages/count_tokens': {
+    body: { model: MODEL, messages: [{ role: 'user', content: 'hi' }] },
+  },
   'GET /models': {},
   'GET /models/*id': { params: { id: MODEL } },
   'POST /webhooks/subscriptions': {
@@ -389,6 +402,15 @@ function fillPath(template: string, input: RestInput): string {
     );
 }
 
+/** Anthropic's error shape, which the Messages routes answer in (docs/reference.md §15). */
+const isAnthropicErrorShape = (b: any) =>
+  b &&
+  typeof b === 'object' &&
+  Object.keys(b).sort().join() === 'error,type' &&
+  b.type === 'error' &&
+  typeof b.error?.type === 'string' &&
+  typeof b.error?.message === 'string';
+
 const isErrorShape = (b: any) =>
   b &&
   typeof b === 'object' &&
@@ -472,7 +494,7 @@ describe('fuzz', () => {
     );
   });
 
-  it('REST: every route answers 2xx or a 4xx in the OpenAI error shape, never a 5xx; refusals change no balance', async () => {
+  it('REST: every route answers 2xx or a 4xx in the OpenAI error shape (Anthropic’s on the Messages routes), never a 5xx; refusals change no balance', async () => {
     const routes = enumerateRoutes(t.app);
     let runs = 0;
     const statuses: Record<string, number> = {};
@@ -493,7 +515,8 @@ describe('fuzz', () => {
           if (r.status >= 500) throw new Error(`${r.status} for ${what}: ${r.text.slice(0, 500)}`);
           // 431: Node's HTTP parser refuses a request line or headers over 16 KiB before the app sees it
           // (no body; the status says what). Every other refusal is the app's, in the error shape.
-          if (apiRoute && r.status >= 400 && r.status !== 431 && !isErrorShape(r.body))
+          const shaped = rel.startsWith('/messages') ? isAnthropicErrorShape(r.body) : isErrorShape(r.body);
+          if (apiRoute && r.status >= 400 && r.status !== 431 && !shaped)
             throw new Error(`${r.status} without the error shape for ${what}: ${r.text.slice(0, 300)}`);
           if (r.status >= 400 && (await balances()) !== before)
             throw new Error(`refused (${r.status}) but balances changed: ${what}`);

@@ -36,6 +36,8 @@ let backup: FakeUpstream;
 let pw: ProxyPaywall;
 /** A loopback port nothing listens on: connections are refused. */
 let closedUrl: string;
+/** The service's JSON log lines. */
+const logLines: any[] = [];
 
 async function gqlOk(token: string, query: string, variables?: Record<string, unknown>) {
   const r = await t.gql(token, query, variables);
@@ -59,7 +61,10 @@ beforeAll(async () => {
   await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
   closedUrl = `http://127.0.0.1:${(probe.address() as AddressInfo).port}/v1`;
   await new Promise<void>((r) => probe.close(() => r()));
-  t = await startTestApp({ UPSTREAM_TIMEOUT_MS: String(TIMEOUT_MS) });
+  t = await startTestApp(
+    { UPSTREAM_TIMEOUT_MS: String(TIMEOUT_MS), LOG_LEVEL: 'info' },
+    { logStream: { write: (line: string) => logLines.push(JSON.parse(line)) } },
+  );
   pw = await createProxyPaywall(t, primary);
   await connect({ name: 'backup', baseUrl: backup.baseUrl, apiKey: BACKUP_KEY });
 });
@@ -169,6 +174,9 @@ describe('fallbacks', () => {
       expect(charges.map((c) => [c.status, c.amount])).toEqual([['completed', COST.toString()]]);
       expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - COST, held: 0n });
       expect((await completedProviders()).at(-1)).toBe('backup');
+      // The access-log line names the provider that answered.
+      const access = logLines.filter((l) => l.msg === 'request' && l.url === '/v1/chat/completions');
+      expect(access.at(-1)).toMatchObject({ status: 200, provider: 'backup' });
     });
 
   it('the primary refusing the connection: the fallback answers, charged once', async () => {
