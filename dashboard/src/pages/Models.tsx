@@ -165,6 +165,14 @@ const names = (list: string) =>
     .map((s) => s.trim())
     .filter(Boolean);
 
+const routeTitle = (m: Model) =>
+  [
+    `Served by ${m.provider} as ${m.upstreamModel}`,
+    m.fallbacks.length ? `If it fails before answering: ${m.fallbacks.join(', then ')}` : '',
+  ]
+    .filter(Boolean)
+    .join('\n');
+
 /**
  * Where a model's requests go (docs/reference.md §15 "Routing", "Fallbacks"): its provider, then its
  * fallbacks in order ("claude → default"); below, the model id sent upstream when it is not the model's.
@@ -172,8 +180,8 @@ const names = (list: string) =>
 function Route({ m, connected }: { m: Model; connected: ReadonlySet<string> }) {
   return (
     <>
-      <div className="route">
-        <span className="mono">{m.provider}</span>
+      <div className="route cell-note" title={routeTitle(m)}>
+        via <span className="mono">{m.provider}</span>
         {m.fallbacks.map((f) => (
           <Fragment key={f}>
             <span className="arrow"> → </span>
@@ -182,7 +190,7 @@ function Route({ m, connected }: { m: Model; connected: ReadonlySet<string> }) {
         ))}
       </div>
       {m.upstreamModel !== m.id && (
-        <div className="cell-note">
+        <div className="cell-note upstream">
           as <span className="mono">{m.upstreamModel}</span>
         </div>
       )}
@@ -280,7 +288,7 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
             : undefined
         }
       />
-      <Card title="Models">
+      <Card title="Models" className="models-card">
         <ErrorBanner message={errorMessage(error) ?? errorMessage(removeState.error)} />
         <DataTable
           label="Model prices"
@@ -295,6 +303,7 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
                 <>
                   <div className="mono">{m.id}</div>
                   {m.displayName !== m.id && <div className="muted">{m.displayName}</div>}
+                  <Route m={m} connected={connected} />
                   {m.builtinProvider && <Badge tone="info">built-in</Badge>}
                 </>
               ),
@@ -304,17 +313,6 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
             perToken('Completion cost', 'completion', (m) => m.costPricing),
             perToken('Completion price', 'completion', (m) => m.pricing, true),
             { head: 'Per request', num: true, cell: (m) => m.pricing.request },
-            {
-              head: 'Route',
-              title: (m) =>
-                [
-                  `Served by ${m.provider} as ${m.upstreamModel}`,
-                  m.fallbacks.length ? `If it fails before answering: ${m.fallbacks.join(', then ')}` : '',
-                ]
-                  .filter(Boolean)
-                  .join('\n'),
-              cell: (m) => <Route m={m} connected={connected} />,
-            },
             {
               className: 'actions',
               cell: (m) => (
@@ -342,8 +340,8 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
           <p className="legend-note">
             Token prices in USDC per million tokens (hover for the per-token price); bold: what end users pay.
             Below a price: the usage buckets priced apart (the others cost what prompt or completion costs).
-            Route: the provider that serves the model, then its fallbacks in order; below it, the model id
-            sent to the provider when it is not the model&apos;s own.
+            Below a model: the provider that serves it, then its fallbacks in order (&ldquo;via claude →
+            default&rdquo;), and the model id sent to the provider when it is not the model&apos;s own.
           </p>
         </DataTable>
       </Card>

@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState, type FormEvent, type RefObject } from 'react';
+import { Fragment, useEffect, useState, type FormEvent } from 'react';
 import { useMutation, useQuery } from 'urql';
 import { errorMessage } from '../api';
 import { graphql } from '../gql';
@@ -125,29 +125,14 @@ export function SettingsPage({ paywall }: { paywall: PaywallSummary }) {
     query: SETTINGS,
     variables: { id: paywall.id },
   });
-  const providerForm = useForm(BLANK_PROVIDER);
-  const providerFormRef = useRef<HTMLFormElement>(null);
-  /** "Replace" on a provider's row: the form takes its name, kind, URL and cap field; the key is typed anew. */
-  const replace = (r: ProviderRow) => {
-    providerForm.setValues({
-      name: r.name,
-      kind: r.kind,
-      baseUrl: r.baseUrl,
-      apiKey: '',
-      capParameter: r.capParameter,
-    });
-    requestAnimationFrame(() =>
-      providerFormRef.current?.querySelector<HTMLInputElement>('input[type="password"]')?.focus(),
-    );
-  };
   if (!data) return fetching ? <Loading /> : <ErrorBanner message={errorMessage(error)} />;
   return (
     <div className="stack">
       <PageHeader title="Settings" subtitle={`${data.paywall.name} · ${data.paywall.mode} mode`} />
       <General p={data.paywall} />
-      <Providers p={data.paywall} onReplace={replace} />
+      <Providers p={data.paywall} />
       <div className="grid-2" style={{ alignItems: 'start' }}>
-        <ConnectProvider p={data.paywall} form={providerForm} formRef={providerFormRef} />
+        <ConnectProvider p={data.paywall} />
         {data.paywall.mode === 'DEFAULT' && <Stripe p={data.paywall} />}
       </div>
     </div>
@@ -301,13 +286,33 @@ const BLANK_PROVIDER = {
   apiKey: '',
   capParameter: 'MAX_COMPLETION_TOKENS' as string,
 };
-type ProviderForm = ReturnType<typeof useForm<typeof BLANK_PROVIDER>>;
 
 /** "3 errors of 40 in 5 min (7.5%)"; "No requests in 5 min". */
 function healthSummary(h: ProviderRow['health']): string {
   if (h.requests === 0) return `No requests in ${h.windowMinutes} min`;
   const rate = (h.errorRate * 100).toLocaleString('en-US', { maximumFractionDigits: 1 });
   return `${h.errors} ${h.errors === 1 ? 'error' : 'errors'} of ${h.requests} in ${h.windowMinutes} min (${rate}%)`;
+}
+
+/**
+ * A URL that may break after its scheme and before each path segment ("https://" "api.openai.com" "/v1"),
+ * never inside a host name: a narrow table wraps it there rather than cutting the row's button.
+ */
+function BreakableUrl({ url }: { url: string }) {
+  const [, scheme = '', rest = url] = /^([a-z][a-z0-9+.-]*:\/\/)?(.*)$/i.exec(url) ?? [];
+  const [host, ...path] = rest.split('/');
+  return (
+    <>
+      {scheme}
+      {scheme && <wbr />}
+      {host}
+      {path.map((seg, i) => (
+        <Fragment key={i}>
+          <wbr />/{seg}
+        </Fragment>
+      ))}
+    </>
+  );
 }
 
 /** A provider's recent requests and failures, and its last failure with its time. */
@@ -318,15 +323,17 @@ function Health({ h }: { h: ProviderRow['health'] }) {
       <span className={`health health-${tone}`}>{healthSummary(h)}</span>
       {h.lastError && (
         <div className="health-last">
-          Last error <span className="mono">{h.lastError}</span> · <Time value={h.lastErrorAt} />
+          Last error <span className="mono">{h.lastError}</span>
+          <br />
+          <Time value={h.lastErrorAt} />
         </div>
       )}
     </>
   );
 }
 
-/** The paywall's providers by name (docs/reference.md §15), with their health; disconnect or replace one. */
-function Providers({ p, onReplace }: { p: Settings; onReplace: (row: ProviderRow) => void }) {
+/** The paywall's providers by name (docs/reference.md §15), with their health; disconnect one. */
+function Providers({ p }: { p: Settings }) {
   const [state, disconnect] = useMutation(DISCONNECT_PROVIDER);
   const own = p.providers.filter((r) => !r.builtin);
   return (
@@ -371,40 +378,40 @@ function Providers({ p, onReplace }: { p: Settings; onReplace: (row: ProviderRow
               </>
             ),
           },
-          { head: 'Base URL', className: 'mono', cell: (r) => r.baseUrl },
+          { head: 'Base URL', className: 'mono', cell: (r) => <BreakableUrl url={r.baseUrl} /> },
           {
             head: 'Key',
-            className: 'mono',
             title: (r) => (r.builtin ? "The platform's key" : 'The last four characters of the key'),
-            cell: (r) => (r.builtin ? '—' : `…${r.apiKeyLastFour}`),
+            cell: (r) =>
+              r.builtin ? (
+                '—'
+              ) : (
+                <>
+                  <div className="mono key">…{r.apiKeyLastFour}</div>
+                  <div className="cell-note">
+                    since <Time value={r.connectedAt} dateOnly />
+                  </div>
+                </>
+              ),
           },
           { head: 'Health', cell: (r) => <Health h={r.health} /> },
-          {
-            head: 'Connected',
-            cell: (r) => (r.builtin ? <span className="muted">—</span> : <Time value={r.connectedAt} />),
-          },
           {
             className: 'actions',
             cell: (r) =>
               !r.builtin && (
-                <>
-                  <Button className="btn-sm" aria-label={`Replace ${r.name}`} onClick={() => onReplace(r)}>
-                    Replace
-                  </Button>
-                  <Button
-                    className="btn-sm"
-                    variant="danger"
-                    aria-label={`Disconnect ${r.name}`}
-                    busy={state.fetching}
-                    onClick={() =>
-                      confirm(
-                        `Disconnect the provider "${r.name}"? Models routed to it fail (or use their fallbacks) until a provider of that name is connected again.`,
-                      ) && disconnect({ input: { paywallId: p.id, name: r.name } })
-                    }
-                  >
-                    Disconnect
-                  </Button>
-                </>
+                <Button
+                  className="btn-sm"
+                  variant="danger"
+                  aria-label={`Disconnect ${r.name}`}
+                  busy={state.fetching}
+                  onClick={() =>
+                    confirm(
+                      `Disconnect the provider "${r.name}"? Models routed to it fail (or use their fallbacks) until a provider of that name is connected again.`,
+                    ) && disconnect({ input: { paywallId: p.id, name: r.name } })
+                  }
+                >
+                  Disconnect
+                </Button>
               ),
           },
         ]}
@@ -421,16 +428,8 @@ function Providers({ p, onReplace }: { p: Settings; onReplace: (row: ProviderRow
 }
 
 /** Connects a provider by name, or replaces the one of that name. */
-function ConnectProvider({
-  p,
-  form,
-  formRef,
-}: {
-  p: Settings;
-  form: ProviderForm;
-  formRef: RefObject<HTMLFormElement | null>;
-}) {
-  const { values, setValues, set } = form;
+function ConnectProvider({ p }: { p: Settings }) {
+  const { values, setValues, set } = useForm(BLANK_PROVIDER);
   const [done, setDone] = useState<string | null>(null);
   // The notice of the last connect goes once the form is about another provider.
   useEffect(() => setDone(null), [values.name, values.kind, values.baseUrl]);
@@ -454,10 +453,10 @@ function ConnectProvider({
       <ErrorBanner message={errorMessage(state.error)} />
       {done && <Notice tone="success">{done}</Notice>}
       <form
-        ref={formRef}
         className="stack"
         onSubmit={async (e) => {
           e.preventDefault();
+          setDone(null);
           const r = await connect({
             input: {
               paywallId: p.id,
