@@ -553,6 +553,178 @@ describe('the dashboard in Chromium', () => {
     }
   });
 
+  it('named providers of two kinds: listed with kind, key and health; a model routed with a fallback; disconnect', async () => {
+    // A paywall of its own (the totals the other tests check stay as they are), and a provider that fails.
+    const relay = await t.createPaywall('DEFAULT', 'Relay Routes');
+    const broken = await FakeUpstream.start();
+    broken.behavior = { status: 500 };
+    try {
+      await page.goto(url(`/p/${relay.id}/settings`));
+      await page.getByRole('heading', { level: 1, name: 'Settings' }).waitFor(WAIT);
+      await page.getByText('No provider connected').waitFor(WAIT);
+      // The form starts on `default`, OpenAI-compatible, with the cap field of that kind.
+      await expect(page.getByLabel('Provider name').inputValue()).resolves.toBe('default');
+      await expect(page.getByLabel('Provider kind').inputValue()).resolves.toBe('OPENAI');
+      const connect = async (name: string, kind: 'OPENAI' | 'ANTHROPIC', baseUrl: string, key: string) => {
+        await page.getByLabel('Provider name').fill(name);
+        await page.getByLabel('Provider kind').selectOption(kind);
+        // The cap field is an OpenAI-compatible API's matter: not offered for Anthropic.
+        await expect(page.getByLabel('Cap field when the client sends none').count()).resolves.toBe(
+          kind === 'OPENAI' ? 1 : 0,
+        );
+        await page.getByLabel('Provider base URL').fill(baseUrl);
+        await page.getByLabel('Provider API key').fill(key);
+        await page.getByRole('button', { name: 'Connect provider' }).click();
+        await shot(page, () => page.getByText(`Connected ${name}.`).waitFor(WAIT));
+        await expect(page.getByLabel('Provider API key').inputValue()).resolves.toBe('');
+      };
+      await connect('default', 'OPENAI', fake.baseUrl, 'sk-openai-default-key-7a1b');
+      await connect('claude', 'ANTHROPIC', fake.baseUrl, 'sk-ant-api03-claude-key-9c2d');
+      await connect('flaky', 'OPENAI', broken.baseUrl, 'sk-flaky-provider-key-e5f6');
+
+      const table = page.getByRole('table', { name: 'Providers' });
+      /** The table is not wider than its card shows (no "scroll →"). */
+      const fits = (tbl: typeof table) =>
+        page.locator('.table-wrap', { has: tbl }).evaluate((el) => el.scrollWidth <= el.clientWidth + 1);
+      const row = (name: string) =>
+        table.getByRole('row').filter({ has: page.getByRole('cell', { name, exact: true }) });
+      await row('flaky').waitFor(WAIT);
+      expect(await table.getByRole('columnheader').allTextContents()).toEqual([
+        'Name',
+        'Kind',
+        'Base URL',
+        'Key',
+        'Health',
+        '',
+      ]);
+      const cells = async (name: string) => (await row(name).getByRole('cell').allInnerTexts()).slice(0, 5);
+      expect(await cells('default')).toEqual([
+        'default',
+        'OpenAI-compatible\ncap max_completion_tokens',
+        fake.baseUrl,
+        expect.stringMatching(/^…7a1b\nsince \w/),
+        'No requests in 5 min',
+      ]);
+      expect(await cells('claude')).toEqual([
+        'claude',
+        'Anthropic',
+        fake.baseUrl,
+        expect.stringMatching(/^…9c2d\nsince \w/),
+        'No requests in 5 min',
+      ]);
+      const listed = await t.gql(relay.apiKey, `{ paywall { providers { name kind apiKeyLastFour } } }`);
+      expect(listed.data.paywall.providers).toEqual(
+        expect.arrayContaining([
+          { name: 'default', kind: 'OPENAI', apiKeyLastFour: '7a1b' },
+          { name: 'claude', kind: 'ANTHROPIC', apiKeyLastFour: '9c2d' },
+          { name: 'flaky', kind: 'OPENAI', apiKeyLastFour: 'e5f6' },
+        ]),
+      );
+      expect(listed.data.paywall.providers).toHaveLength(3);
+      // The form's button says when a name is taken: connecting it replaces that provider.
+      await page.getByLabel('Provider name').fill('backup');
+      await page.getByRole('button', { name: 'Connect provider' }).waitFor(WAIT);
+      await page.getByLabel('Provider name').fill('claude');
+      await page.getByRole('button', { name: 'Replace provider' }).waitFor(WAIT);
+      await page.getByRole('button', { name: 'Clear' }).click();
+      await expect(page.getByLabel('Provider name').inputValue()).resolves.toBe('default');
+
+      // Models: one routed to claude under Anthropic's model id, falling back to default; one on flaky.
+      await nav(page, 'Models & prices');
+      await page.getByText('No models priced yet').waitFor(WAIT);
+      const price = async (id: string, provider: string, upstream: string, fallbacks: string) => {
+        await page.getByLabel('Model id').fill(id);
+        await page.getByLabel('Prompt cost per token (USDC)').fill('0.000003');
+        await page.getByLabel('Completion cost per token (USDC)').fill('0.000015');
+        await page.getByLabel('Provider', { exact: true }).selectOption(provider);
+        await page.getByLabel('Upstream model').fill(upstream);
+        await page.getByLabel('Fallbacks').fill(fallbacks);
+        await page.getByRole('button', { name: 'Save price' }).click();
+        await shot(page, () => page.getByText(`Saved ${id}.`).waitFor(WAIT));
+      };
+      await price('sonnet', 'claude', 'claude-sonnet-4-5', 'default');
+      await price('flaky-model', 'flaky', '', '');
+      const models = page.getByRole('table', { name: 'Model prices' });
+      // Below the model id: its provider, then its fallbacks; the model id sent upstream when not its own.
+      const route = (id: string) => models.getByRole('row').filter({ hasText: id }).getByRole('cell').first();
+      await expect(route('sonnet').innerText()).resolves.toBe(
+        'sonnet\nvia claude → default\nas claude-sonnet-4-5',
+      );
+      await expect(route('flaky-model').innerText()).resolves.toBe('flaky-model\nvia flaky');
+      const routes = await t.gql(relay.apiKey, `{ models { id provider upstreamModel fallbacks } }`);
+      expect(routes.data.models).toEqual(
+        expect.arrayContaining([
+          { id: 'sonnet', provider: 'claude', upstreamModel: 'claude-sonnet-4-5', fallbacks: ['default'] },
+          { id: 'flaky-model', provider: 'flaky', upstreamModel: 'flaky-model', fallbacks: [] },
+        ]),
+      );
+      // Editing shows the route as saved.
+      await page.getByRole('button', { name: 'Edit sonnet' }).click();
+      await expect(page.getByLabel('Provider', { exact: true }).inputValue()).resolves.toBe('claude');
+      await expect(page.getByLabel('Upstream model').inputValue()).resolves.toBe('claude-sonnet-4-5');
+      await expect(page.getByLabel('Fallbacks').inputValue()).resolves.toBe('default');
+      await page.getByRole('button', { name: 'Clear' }).click();
+      await expect(fits(models)).resolves.toBe(true);
+      await screenshot(page, 'models-routes');
+
+      // Two chat requests of a funded user to the model on the failing provider: both fail upstream.
+      const funded = await t.rest('POST', '/v1/user/balance/deposit', {
+        token: relay.apiKey,
+        body: { user: 'bob', amount: '1' },
+      });
+      expect(funded.status).toBe(200);
+      for (let i = 0; i < 2; i++) {
+        const chat = await t.rest('POST', '/v1/chat/completions', {
+          token: relay.apiKey,
+          headers: { 'X-Paywall-User': 'bob' },
+          body: { model: 'flaky-model', messages: [{ role: 'user', content: 'hi' }] },
+        });
+        expect(chat.status).toBeGreaterThanOrEqual(500);
+      }
+      expect(broken.chatRequests).toHaveLength(2);
+
+      // Settings: the failing provider's health, with its last error; the others had no requests.
+      await nav(page, 'Settings');
+      await row('flaky').getByText('2 errors of 2 in 5 min (100%)').waitFor(WAIT);
+      await expect(row('flaky').getByRole('cell').nth(4).innerText()).resolves.toMatch(
+        /^2 errors of 2 in 5 min \(100%\)\nLast error HTTP 500\n.*\d\d:\d\d/,
+      );
+      await expect(row('default').getByRole('cell').nth(4).innerText()).resolves.toBe('No requests in 5 min');
+      // The table fits this width (1280 px): no sideways scrolling, the Disconnect buttons in view.
+      await expect(fits(table)).resolves.toBe(true);
+      await screenshot(page, 'settings-providers');
+
+      // On a phone the page does not overflow: the table scrolls in its card.
+      await page.setViewportSize({ width: 390, height: 844 });
+      try {
+        await row('flaky').waitFor(WAIT);
+        const pageWidth = await page.evaluate(() => document.documentElement.scrollWidth);
+        expect(pageWidth).toBeLessThanOrEqual(390);
+        await page.getByText('scroll →').first().waitFor(WAIT);
+        await screenshot(page, 'settings-providers-phone');
+      } finally {
+        await page.setViewportSize({ width: 1280, height: 860 });
+      }
+
+      // Disconnecting claude (confirmed): gone from the list and the API; its model says so.
+      await page.getByRole('button', { name: 'Disconnect claude' }).click();
+      await row('claude').waitFor({ ...WAIT, state: 'detached' });
+      await row('default').waitFor(WAIT);
+      const left = await t.gql(relay.apiKey, `{ paywall { providers { name } } }`);
+      expect(left.data.paywall.providers.map((p: { name: string }) => p.name).sort()).toEqual([
+        'default',
+        'flaky',
+      ]);
+      await nav(page, 'Models & prices');
+      await route('sonnet').getByText('claude not connected').waitFor(WAIT);
+    } finally {
+      await broken.close();
+      // Back to the paywall the next tests work on.
+      await page.goto(url(`/p/${paywallId}/overview`));
+      await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor(WAIT);
+    }
+  });
+
   it('a year of a busy paywall on the overview (roll-ups plus today), and the SHARED earnings page', async () => {
     const demo = await t.createPaywall('SHARED', 'Orbit Research');
     // 60 days of charges: 3 models, 40 users, growing traffic; settled in the past (rolled up) and today.

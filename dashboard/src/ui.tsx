@@ -225,9 +225,10 @@ export function Select(props: {
   onChange: (v: string) => void;
   options: { value: string; label: string }[];
   className?: string;
+  hint?: ReactNode;
 }) {
   return (
-    <Field label={props.label} className={props.className}>
+    <Field label={props.label} className={props.className} hint={props.hint}>
       {(id) => (
         <select id={id} value={props.value} onChange={(e) => props.onChange(e.target.value)}>
           {props.options.map((o) => (
@@ -512,6 +513,7 @@ export function FormFields<K extends string>(props: {
       <Select
         key={name}
         label={field.label}
+        hint={field.hint}
         value={props.values[name]}
         onChange={props.set(name)}
         options={options}

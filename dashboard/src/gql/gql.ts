@@ -27,8 +27,8 @@ type Documents = {
     "\n  mutation Cancel($paywallId: ID, $id: ID!) {\n    cancelWithdrawal(paywallId: $paywallId, id: $id) {\n      ...WithdrawalRow\n    }\n  }\n": typeof types.CancelDocument,
     "\n  subscription Live($id: ID, $types: [String!]) {\n    paywallEvents(paywallId: $id, types: $types) {\n      id\n      type\n      version\n      createdAt\n      data\n      subject\n    }\n  }\n": typeof types.LiveDocument,
     "\n  fragment PriceList on ModelPricing {\n    prompt\n    completion\n    request\n    cacheRead\n    cacheWrite\n    audioPrompt\n    reasoning\n    audioCompletion\n  }\n": typeof types.PriceListFragmentDoc,
-    "\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    dailyRequestLimit\n    builtinProvider\n  }\n": typeof types.ModelRowFragmentDoc,
-    "\n  query Models($id: ID) {\n    paywall(id: $id) {\n      id\n      markup\n    }\n    models(paywallId: $id) {\n      ...ModelRow\n    }\n  }\n": typeof types.ModelsDocument,
+    "\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    dailyRequestLimit\n    builtinProvider\n    provider\n    upstreamModel\n    fallbacks\n  }\n": typeof types.ModelRowFragmentDoc,
+    "\n  query Models($id: ID) {\n    paywall(id: $id) {\n      id\n      markup\n      providers {\n        name\n        kind\n        builtin\n      }\n    }\n    models(paywallId: $id) {\n      ...ModelRow\n    }\n  }\n": typeof types.ModelsDocument,
     "\n  mutation SetPrice($input: SetModelPricingInput!) {\n    setModelPricing(input: $input) {\n      ...ModelRow\n    }\n  }\n": typeof types.SetPriceDocument,
     "\n  mutation RemovePrice($id: ID, $modelId: String!) {\n    removeModelPricing(paywallId: $id, modelId: $modelId)\n  }\n": typeof types.RemovePriceDocument,
     "\n  fragment UsageBucketRow on UsageBucket {\n    key\n    userId\n    requests\n    revenue\n    providerCost\n    margin\n    promptTokens\n    completionTokens\n    cacheReadTokens\n    cacheWriteTokens\n    audioPromptTokens\n    reasoningTokens\n    audioCompletionTokens\n  }\n": typeof types.UsageBucketRowFragmentDoc,
@@ -37,11 +37,12 @@ type Documents = {
     "\n  mutation CreatePaywall($input: CreatePaywallInput!) {\n    createPaywall(input: $input) {\n      apiKey\n      paywall {\n        ...PaywallSummary\n      }\n    }\n  }\n": typeof types.CreatePaywallDocument,
     "\n  mutation RotateKey($id: ID) {\n    rotatePaywallSecret(paywallId: $id) {\n      apiKey\n      paywall {\n        id\n        apiKeyLastFour\n      }\n    }\n  }\n": typeof types.RotateKeyDocument,
     "\n  mutation Archive($id: ID) {\n    archivePaywall(paywallId: $id) {\n      id\n      archivedAt\n    }\n  }\n": typeof types.ArchiveDocument,
-    "\n  fragment PaywallSettings on Paywall {\n    id\n    name\n    description\n    mode\n    markup\n    topupUrl\n    trialCredits\n    dailyRequestLimit\n    dailySpendLimit\n    connectMessageTemplate\n    topupMessageTemplate\n    builtinProvider\n    provider {\n      baseUrl\n      apiKeyLastFour\n      capParameter\n      connectedAt\n    }\n    stripe {\n      connected\n      webhookId\n      topupAmounts\n    }\n  }\n": typeof types.PaywallSettingsFragmentDoc,
+    "\n  fragment ProviderRow on ProviderInfo {\n    name\n    kind\n    builtin\n    baseUrl\n    apiKeyLastFour\n    capParameter\n    connectedAt\n    updatedAt\n    health {\n      windowMinutes\n      requests\n      errors\n      errorRate\n      lastError\n      lastErrorAt\n    }\n  }\n": typeof types.ProviderRowFragmentDoc,
+    "\n  fragment PaywallSettings on Paywall {\n    id\n    name\n    description\n    mode\n    markup\n    topupUrl\n    trialCredits\n    dailyRequestLimit\n    dailySpendLimit\n    connectMessageTemplate\n    topupMessageTemplate\n    builtinProvider\n    providers {\n      ...ProviderRow\n    }\n    stripe {\n      connected\n      webhookId\n      topupAmounts\n    }\n  }\n": typeof types.PaywallSettingsFragmentDoc,
     "\n  query Settings($id: ID) {\n    paywall(id: $id) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.SettingsDocument,
     "\n  mutation Update($input: UpdatePaywallInput!) {\n    updatePaywall(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.UpdateDocument,
     "\n  mutation ConnectProvider($input: ConnectProviderInput!) {\n    connectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.ConnectProviderDocument,
-    "\n  mutation DisconnectProvider($id: ID) {\n    disconnectProvider(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.DisconnectProviderDocument,
+    "\n  mutation DisconnectProvider($input: DisconnectProviderInput!) {\n    disconnectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.DisconnectProviderDocument,
     "\n  mutation ConnectStripe($input: ConnectStripeInput!) {\n    connectStripe(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.ConnectStripeDocument,
     "\n  mutation RotateStripe($id: ID) {\n    rotateStripeWebhook(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.RotateStripeDocument,
     "\n  mutation DisconnectStripe($id: ID) {\n    disconnectStripe(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.DisconnectStripeDocument,
@@ -77,8 +78,8 @@ const documents: Documents = {
     "\n  mutation Cancel($paywallId: ID, $id: ID!) {\n    cancelWithdrawal(paywallId: $paywallId, id: $id) {\n      ...WithdrawalRow\n    }\n  }\n": types.CancelDocument,
     "\n  subscription Live($id: ID, $types: [String!]) {\n    paywallEvents(paywallId: $id, types: $types) {\n      id\n      type\n      version\n      createdAt\n      data\n      subject\n    }\n  }\n": types.LiveDocument,
     "\n  fragment PriceList on ModelPricing {\n    prompt\n    completion\n    request\n    cacheRead\n    cacheWrite\n    audioPrompt\n    reasoning\n    audioCompletion\n  }\n": types.PriceListFragmentDoc,
-    "\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    dailyRequestLimit\n    builtinProvider\n  }\n": types.ModelRowFragmentDoc,
-    "\n  query Models($id: ID) {\n    paywall(id: $id) {\n      id\n      markup\n    }\n    models(paywallId: $id) {\n      ...ModelRow\n    }\n  }\n": types.ModelsDocument,
+    "\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    dailyRequestLimit\n    builtinProvider\n    provider\n    upstreamModel\n    fallbacks\n  }\n": types.ModelRowFragmentDoc,
+    "\n  query Models($id: ID) {\n    paywall(id: $id) {\n      id\n      markup\n      providers {\n        name\n        kind\n        builtin\n      }\n    }\n    models(paywallId: $id) {\n      ...ModelRow\n    }\n  }\n": types.ModelsDocument,
     "\n  mutation SetPrice($input: SetModelPricingInput!) {\n    setModelPricing(input: $input) {\n      ...ModelRow\n    }\n  }\n": types.SetPriceDocument,
     "\n  mutation RemovePrice($id: ID, $modelId: String!) {\n    removeModelPricing(paywallId: $id, modelId: $modelId)\n  }\n": types.RemovePriceDocument,
     "\n  fragment UsageBucketRow on UsageBucket {\n    key\n    userId\n    requests\n    revenue\n    providerCost\n    margin\n    promptTokens\n    completionTokens\n    cacheReadTokens\n    cacheWriteTokens\n    audioPromptTokens\n    reasoningTokens\n    audioCompletionTokens\n  }\n": types.UsageBucketRowFragmentDoc,
@@ -87,11 +88,12 @@ const documents: Documents = {
     "\n  mutation CreatePaywall($input: CreatePaywallInput!) {\n    createPaywall(input: $input) {\n      apiKey\n      paywall {\n        ...PaywallSummary\n      }\n    }\n  }\n": types.CreatePaywallDocument,
     "\n  mutation RotateKey($id: ID) {\n    rotatePaywallSecret(paywallId: $id) {\n      apiKey\n      paywall {\n        id\n        apiKeyLastFour\n      }\n    }\n  }\n": types.RotateKeyDocument,
     "\n  mutation Archive($id: ID) {\n    archivePaywall(paywallId: $id) {\n      id\n      archivedAt\n    }\n  }\n": types.ArchiveDocument,
-    "\n  fragment PaywallSettings on Paywall {\n    id\n    name\n    description\n    mode\n    markup\n    topupUrl\n    trialCredits\n    dailyRequestLimit\n    dailySpendLimit\n    connectMessageTemplate\n    topupMessageTemplate\n    builtinProvider\n    provider {\n      baseUrl\n      apiKeyLastFour\n      capParameter\n      connectedAt\n    }\n    stripe {\n      connected\n      webhookId\n      topupAmounts\n    }\n  }\n": types.PaywallSettingsFragmentDoc,
+    "\n  fragment ProviderRow on ProviderInfo {\n    name\n    kind\n    builtin\n    baseUrl\n    apiKeyLastFour\n    capParameter\n    connectedAt\n    updatedAt\n    health {\n      windowMinutes\n      requests\n      errors\n      errorRate\n      lastError\n      lastErrorAt\n    }\n  }\n": types.ProviderRowFragmentDoc,
+    "\n  fragment PaywallSettings on Paywall {\n    id\n    name\n    description\n    mode\n    markup\n    topupUrl\n    trialCredits\n    dailyRequestLimit\n    dailySpendLimit\n    connectMessageTemplate\n    topupMessageTemplate\n    builtinProvider\n    providers {\n      ...ProviderRow\n    }\n    stripe {\n      connected\n      webhookId\n      topupAmounts\n    }\n  }\n": types.PaywallSettingsFragmentDoc,
     "\n  query Settings($id: ID) {\n    paywall(id: $id) {\n      ...PaywallSettings\n    }\n  }\n": types.SettingsDocument,
     "\n  mutation Update($input: UpdatePaywallInput!) {\n    updatePaywall(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": types.UpdateDocument,
     "\n  mutation ConnectProvider($input: ConnectProviderInput!) {\n    connectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": types.ConnectProviderDocument,
-    "\n  mutation DisconnectProvider($id: ID) {\n    disconnectProvider(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": types.DisconnectProviderDocument,
+    "\n  mutation DisconnectProvider($input: DisconnectProviderInput!) {\n    disconnectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": types.DisconnectProviderDocument,
     "\n  mutation ConnectStripe($input: ConnectStripeInput!) {\n    connectStripe(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": types.ConnectStripeDocument,
     "\n  mutation RotateStripe($id: ID) {\n    rotateStripeWebhook(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": types.RotateStripeDocument,
     "\n  mutation DisconnectStripe($id: ID) {\n    disconnectStripe(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": types.DisconnectStripeDocument,
@@ -183,11 +185,11 @@ export function graphql(source: "\n  fragment PriceList on ModelPricing {\n    p
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    dailyRequestLimit\n    builtinProvider\n  }\n"): (typeof documents)["\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    dailyRequestLimit\n    builtinProvider\n  }\n"];
+export function graphql(source: "\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    dailyRequestLimit\n    builtinProvider\n    provider\n    upstreamModel\n    fallbacks\n  }\n"): (typeof documents)["\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    dailyRequestLimit\n    builtinProvider\n    provider\n    upstreamModel\n    fallbacks\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  query Models($id: ID) {\n    paywall(id: $id) {\n      id\n      markup\n    }\n    models(paywallId: $id) {\n      ...ModelRow\n    }\n  }\n"): (typeof documents)["\n  query Models($id: ID) {\n    paywall(id: $id) {\n      id\n      markup\n    }\n    models(paywallId: $id) {\n      ...ModelRow\n    }\n  }\n"];
+export function graphql(source: "\n  query Models($id: ID) {\n    paywall(id: $id) {\n      id\n      markup\n      providers {\n        name\n        kind\n        builtin\n      }\n    }\n    models(paywallId: $id) {\n      ...ModelRow\n    }\n  }\n"): (typeof documents)["\n  query Models($id: ID) {\n    paywall(id: $id) {\n      id\n      markup\n      providers {\n        name\n        kind\n        builtin\n      }\n    }\n    models(paywallId: $id) {\n      ...ModelRow\n    }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -223,7 +225,11 @@ export function graphql(source: "\n  mutation Archive($id: ID) {\n    archivePay
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  fragment PaywallSettings on Paywall {\n    id\n    name\n    description\n    mode\n    markup\n    topupUrl\n    trialCredits\n    dailyRequestLimit\n    dailySpendLimit\n    connectMessageTemplate\n    topupMessageTemplate\n    builtinProvider\n    provider {\n      baseUrl\n      apiKeyLastFour\n      capParameter\n      connectedAt\n    }\n    stripe {\n      connected\n      webhookId\n      topupAmounts\n    }\n  }\n"): (typeof documents)["\n  fragment PaywallSettings on Paywall {\n    id\n    name\n    description\n    mode\n    markup\n    topupUrl\n    trialCredits\n    dailyRequestLimit\n    dailySpendLimit\n    connectMessageTemplate\n    topupMessageTemplate\n    builtinProvider\n    provider {\n      baseUrl\n      apiKeyLastFour\n      capParameter\n      connectedAt\n    }\n    stripe {\n      connected\n      webhookId\n      topupAmounts\n    }\n  }\n"];
+export function graphql(source: "\n  fragment ProviderRow on ProviderInfo {\n    name\n    kind\n    builtin\n    baseUrl\n    apiKeyLastFour\n    capParameter\n    connectedAt\n    updatedAt\n    health {\n      windowMinutes\n      requests\n      errors\n      errorRate\n      lastError\n      lastErrorAt\n    }\n  }\n"): (typeof documents)["\n  fragment ProviderRow on ProviderInfo {\n    name\n    kind\n    builtin\n    baseUrl\n    apiKeyLastFour\n    capParameter\n    connectedAt\n    updatedAt\n    health {\n      windowMinutes\n      requests\n      errors\n      errorRate\n      lastError\n      lastErrorAt\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment PaywallSettings on Paywall {\n    id\n    name\n    description\n    mode\n    markup\n    topupUrl\n    trialCredits\n    dailyRequestLimit\n    dailySpendLimit\n    connectMessageTemplate\n    topupMessageTemplate\n    builtinProvider\n    providers {\n      ...ProviderRow\n    }\n    stripe {\n      connected\n      webhookId\n      topupAmounts\n    }\n  }\n"): (typeof documents)["\n  fragment PaywallSettings on Paywall {\n    id\n    name\n    description\n    mode\n    markup\n    topupUrl\n    trialCredits\n    dailyRequestLimit\n    dailySpendLimit\n    connectMessageTemplate\n    topupMessageTemplate\n    builtinProvider\n    providers {\n      ...ProviderRow\n    }\n    stripe {\n      connected\n      webhookId\n      topupAmounts\n    }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -239,7 +245,7 @@ export function graphql(source: "\n  mutation ConnectProvider($input: ConnectPro
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  mutation DisconnectProvider($id: ID) {\n    disconnectProvider(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n"): (typeof documents)["\n  mutation DisconnectProvider($id: ID) {\n    disconnectProvider(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n"];
+export function graphql(source: "\n  mutation DisconnectProvider($input: DisconnectProviderInput!) {\n    disconnectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n"): (typeof documents)["\n  mutation DisconnectProvider($input: DisconnectProviderInput!) {\n    disconnectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

@@ -1,8 +1,8 @@
-import { useId, useState, type FormEvent } from 'react';
+import { Fragment, useId, useState, type FormEvent } from 'react';
 import { useMutation, useQuery } from 'urql';
 import { errorMessage } from '../api';
 import { graphql } from '../gql';
-import type { ModelRowFragment, PriceListFragment } from '../gql/graphql';
+import type { ModelRowFragment, ModelsQuery, PriceListFragment, ProviderKind } from '../gql/graphql';
 import type { PaywallSummary } from '../session';
 import {
   Badge,
@@ -44,6 +44,9 @@ graphql(`
     maxCompletionTokens
     dailyRequestLimit
     builtinProvider
+    provider
+    upstreamModel
+    fallbacks
   }
 `);
 const MODELS = graphql(`
@@ -51,6 +54,11 @@ const MODELS = graphql(`
     paywall(id: $id) {
       id
       markup
+      providers {
+        name
+        kind
+        builtin
+      }
     }
     models(paywallId: $id) {
       ...ModelRow
@@ -142,7 +150,54 @@ const blank = {
   audioPrompt: '',
   reasoning: '',
   audioCompletion: '',
+  provider: 'default',
+  upstreamModel: '',
+  fallbacks: '',
 };
+
+const KIND_LABELS: Record<ProviderKind, string> = { OPENAI: 'OpenAI-compatible', ANTHROPIC: 'Anthropic' };
+type ProviderName = ModelsQuery['paywall']['providers'][number];
+
+/** "claude, default" → ["claude", "default"]. */
+const names = (list: string) =>
+  list
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+
+const routeTitle = (m: Model) =>
+  [
+    `Served by ${m.provider} as ${m.upstreamModel}`,
+    m.fallbacks.length ? `If it fails before answering: ${m.fallbacks.join(', then ')}` : '',
+  ]
+    .filter(Boolean)
+    .join('\n');
+
+/**
+ * Where a model's requests go (docs/reference.md §15 "Routing", "Fallbacks"): its provider, then its
+ * fallbacks in order ("claude → default"); below, the model id sent upstream when it is not the model's.
+ */
+function Route({ m, connected }: { m: Model; connected: ReadonlySet<string> }) {
+  return (
+    <>
+      <div className="route cell-note" title={routeTitle(m)}>
+        via <span className="mono">{m.provider}</span>
+        {m.fallbacks.map((f) => (
+          <Fragment key={f}>
+            <span className="arrow"> → </span>
+            <span className="mono">{f}</span>
+          </Fragment>
+        ))}
+      </div>
+      {m.upstreamModel !== m.id && (
+        <div className="cell-note upstream">
+          as <span className="mono">{m.upstreamModel}</span>
+        </div>
+      )}
+      {!connected.has(m.provider) && <Badge tone="warn">{m.provider} not connected</Badge>}
+    </>
+  );
+}
 
 export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
   const [{ data, fetching, error }, refetch] = useQuery({
@@ -154,6 +209,24 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
   const [setState, setPrice] = useMutation(SET);
   const [removeState, remove] = useMutation(REMOVE);
   const bucketsId = useId();
+  const providers: readonly ProviderName[] = data?.paywall.providers ?? [];
+  const connected = new Set(providers.map((p) => p.name));
+  const builtin = providers.some((p) => p.builtin);
+  // The paywall's providers; `default` (what a model uses unless told) and the edited model's own even
+  // when not connected (a model may name a provider connected later).
+  const providerOptions = [
+    ...providers.map((p) => ({
+      value: p.name,
+      label: `${p.name} · ${p.builtin ? 'Built-in (platform)' : KIND_LABELS[p.kind]}`,
+    })),
+    ...[...new Set(['default', f.provider])]
+      .filter((n) => n && !connected.has(n))
+      .map((n) => ({
+        value: n,
+        label:
+          n === 'default' && builtin ? 'default (the built-in one until connected)' : `${n} (not connected)`,
+      })),
+  ];
   const edit = (m: Model) =>
     setF({
       modelId: m.id,
@@ -167,14 +240,19 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
       audioPrompt: ownPrice(m.costPricing, 'audioPrompt', 'prompt'),
       reasoning: ownPrice(m.costPricing, 'reasoning', 'completion'),
       audioCompletion: ownPrice(m.costPricing, 'audioCompletion', 'completion'),
+      provider: m.provider,
+      upstreamModel: m.upstreamModel === m.id ? '' : m.upstreamModel,
+      fallbacks: m.fallbacks.join(', '),
     });
   const submit = async (e: FormEvent) => {
     e.preventDefault();
     setSaved(null);
+    const modelId = f.modelId.trim();
+    const existing = data?.models.find((m) => m.id === modelId);
     const r = await setPrice({
       input: {
         paywallId: paywall.id,
-        modelId: f.modelId.trim(),
+        modelId,
         displayName: f.displayName.trim() || null,
         prompt: f.prompt.trim() || '0',
         completion: f.completion.trim() || '0',
@@ -186,6 +264,12 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
         audioPrompt: f.audioPrompt.trim() || null,
         reasoning: f.reasoning.trim() || null,
         audioCompletion: f.audioCompletion.trim() || null,
+        // A model the built-in provider serves without a provider of its own keeps following `default`
+        // (which a provider connected later takes over): its provider is sent only when changed.
+        ...(existing?.builtinProvider && existing.provider === f.provider ? {} : { provider: f.provider }),
+        // Empty: null, the model id goes upstream as it is.
+        upstreamModel: f.upstreamModel.trim() || null,
+        fallbacks: names(f.fallbacks),
       },
     });
     if (r.data) {
@@ -204,7 +288,7 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
             : undefined
         }
       />
-      <Card title="Models">
+      <Card title="Models" className="models-card">
         <ErrorBanner message={errorMessage(error) ?? errorMessage(removeState.error)} />
         <DataTable
           label="Model prices"
@@ -219,6 +303,7 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
                 <>
                   <div className="mono">{m.id}</div>
                   {m.displayName !== m.id && <div className="muted">{m.displayName}</div>}
+                  <Route m={m} connected={connected} />
                   {m.builtinProvider && <Badge tone="info">built-in</Badge>}
                 </>
               ),
@@ -255,6 +340,8 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
           <p className="legend-note">
             Token prices in USDC per million tokens (hover for the per-token price); bold: what end users pay.
             Below a price: the usage buckets priced apart (the others cost what prompt or completion costs).
+            Below a model: the provider that serves it, then its fallbacks in order (&ldquo;via claude →
+            default&rdquo;), and the model id sent to the provider when it is not the model&apos;s own.
           </p>
         </DataTable>
       </Card>
@@ -298,6 +385,26 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
                   label: 'Max completion tokens',
                   inputMode: 'numeric',
                   placeholder: '4096',
+                },
+              ],
+              [
+                {
+                  name: 'provider',
+                  label: 'Provider',
+                  options: providerOptions,
+                  hint: 'The provider that serves it (Settings → Providers).',
+                },
+                {
+                  name: 'upstreamModel',
+                  label: 'Upstream model',
+                  placeholder: f.modelId.trim() || 'optional',
+                  hint: 'The model id sent to the provider; empty: the model id.',
+                },
+                {
+                  name: 'fallbacks',
+                  label: 'Fallbacks',
+                  placeholder: 'optional, e.g. backup',
+                  hint: 'Provider names, comma-separated, tried in order when the provider fails (429, 5xx, unreachable); up to 5.',
                 },
               ],
             ]}
