@@ -1,0 +1,31 @@
+import base from './jest.config.js';
+
+/**
+ * `npm run test:embedded` (CI's second pass, without DATABASE_URL): the files that exercise what differs
+ * on the embedded PGlite — start-up and the data-directory lock, migrations, vacuuming, crash recovery,
+ * a database that goes away — and the money paths end to end (holds and settlements of every wire
+ * format, manual charges, the shared wallet, Stripe credits, concurrency). The whole suite runs on
+ * PostgreSQL first; `npm test` without DATABASE_URL still runs every file on PGlite.
+ */
+const EMBEDDED = [
+  'startup',
+  'migrations',
+  'migration-webhook-secrets',
+  'db-maintenance',
+  'db-unavailable',
+  'webhook-crash',
+  'concurrency',
+  'ledger',
+  'user-routes',
+  'proxy',
+  'embeddings',
+  'messages',
+  'cross-format',
+  'shared-wallet',
+  'stripe',
+];
+
+export default {
+  ...base,
+  testMatch: EMBEDDED.map((name) => `<rootDir>/test/${name}.test.ts`),
+};
