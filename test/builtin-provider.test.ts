@@ -348,6 +348,34 @@ describe('built-in provider: catalogue', () => {
     expect(await listIds(pw)).toEqual(['builtin-large', 'builtin-small']);
     expect((await paywallView(pw)).builtinProvider).toBe(true);
   });
+
+  it('lists the built-in provider among the providers of a SHARED paywall, named `builtin`, without a key', async () => {
+    const pw = await t.createPaywall('SHARED');
+    await connectOwn(pw);
+    const data = await gqlOk(
+      pw.apiKey,
+      `{ paywall { providers { name kind builtin baseUrl apiKeyLastFour } } }`,
+    );
+    expect(data.paywall.providers).toEqual([
+      {
+        name: 'default',
+        kind: 'OPENAI',
+        builtin: false,
+        baseUrl: own.baseUrl,
+        apiKeyLastFour: OWN_KEY.slice(-4),
+      },
+      { name: 'builtin', kind: 'OPENAI', builtin: true, baseUrl: fake.baseUrl, apiKeyLastFour: '' },
+    ]);
+    // A DEFAULT paywall has no built-in provider.
+    const plain = await t.createPaywall('DEFAULT');
+    expect((await gqlOk(plain.apiKey, `{ paywall { providers { name } } }`)).paywall.providers).toEqual([]);
+    // `builtin` is reserved: a paywall cannot connect a provider of its own under that name.
+    const r = await t.gql(
+      pw.apiKey,
+      `mutation { connectProvider(input: {name: "builtin", baseUrl: "${own.baseUrl}", apiKey: "sk-0123456789abcd"}) { id } }`,
+    );
+    expect(r.errors?.[0].extensions).toMatchObject({ code: 'BAD_USER_INPUT', param: 'name' });
+  });
 });
 
 describe('built-in provider: forwarding', () => {
