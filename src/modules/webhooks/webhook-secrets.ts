@@ -47,4 +47,3 @@ export function webhookSigningKey(secret: string): Buffer {
   }
   return Buffer.from(secret, 'utf8');
 }
-
