@@ -1,8 +1,10 @@
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { createSubscription, WebhookReceiver, type Received } from './helpers/webhook-receiver.js';
-import { sign, standardSignature } from '../src/modules/webhooks/signing.js';
+import { sign, standardSignature, standardWebhookHeaders } from '../src/modules/webhooks/signing.js';
 import {
   generateWebhookSecret,
   webhookSecretContext,
@@ -335,5 +337,87 @@ describe('Standard Webhooks headers on real deliveries', () => {
       expect(r.body.error.param).toBe('customHeaders');
       expect(r.body.error.message).toContain(name);
     }
+  });
+});
+
+describe("the README's receiver", () => {
+  /** The README's Webhooks section's code block, as written. */
+  function readmeReceiver(): string {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    const section = readme.slice(readme.indexOf('\n## Webhooks\n'));
+    const block = /```js\n([\s\S]*?)```/.exec(section.slice(0, section.indexOf('\n## ', 1)));
+    expect(block?.[1]).toContain("from 'standardwebhooks'");
+    return block![1];
+  }
+
+  let child: ChildProcess | undefined;
+  afterAll(() => {
+    child?.kill();
+  });
+
+  it('verifies a real delivery of a generated secret, and answers 401 to a forged one', async () => {
+    const pw = await t.createPaywall();
+    // The receiver needs its secret before the subscription exists: a secret of the generated form, given.
+    const secret = generateWebhookSecret();
+    const proc = spawn(process.execPath, ['--input-type=module', '--eval', readmeReceiver()], {
+      cwd: new URL('..', import.meta.url).pathname,
+      env: { ...process.env, PAYWALL_WEBHOOK_SECRET: secret, PORT: '0' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child = proc;
+    let out = '';
+    let err = '';
+    proc.stdout!.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    proc.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
+    const until = async (re: RegExp): Promise<RegExpExecArray> => {
+      const deadline = Date.now() + 15000;
+      for (;;) {
+        const m = re.exec(out);
+        if (m) return m;
+        if (Date.now() > deadline || proc.exitCode != null)
+          throw new Error(`receiver output: ${out}\nerrors: ${err}`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    };
+    const port = Number((await until(/listening on (\d+)/))[1]);
+    const url = `http://127.0.0.1:${port}/hooks/paywall`;
+
+    const sub = await createSubscription(t, pw.apiKey, { url, events: ['paywall.updated'], secret });
+    const eventId = await recordEvent(pw.apiKey);
+    await until(new RegExp(`event paywall\\.updated ${eventId}`));
+    expect(await settledStatus(sub.id, eventId)).toBe('success');
+    const [row] = await t.db.query<{ response_status: number }>(
+      'select response_status from webhook_delivery where subscription_id = $1 and event_id = $2',
+      [sub.id, eventId],
+    );
+    expect(row.response_status).toBe(204);
+
+    // Signed with another secret: refused.
+    const body = JSON.stringify({ event: { id: eventId, type: 'paywall.updated' } });
+    const forged = await fetch(url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        ...standardWebhookHeaders(generateWebhookSecret(), eventId, body, new Date()),
+      },
+      body,
+    });
+    expect(forged.status).toBe(401);
+    // Signed with the right secret, but the body changed after signing: refused.
+    const signed = standardWebhookHeaders(secret, eventId, body, new Date());
+    const tampered = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...signed },
+      body: body.replace('paywall.updated', 'paywall.updatee'),
+    });
+    expect(tampered.status).toBe(401);
+    // The same, untouched: accepted (204), and a duplicate webhook-id is not handled twice.
+    const genuine = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...signed },
+      body,
+    });
+    expect(genuine.status).toBe(204);
+    expect(out.match(new RegExp(eventId, 'g'))).toHaveLength(1);
   });
 });
