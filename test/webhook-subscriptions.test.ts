@@ -78,7 +78,7 @@ describe('creating a subscription (POST /v1/webhooks/subscriptions)', () => {
       lastDeliveredAt: null,
     });
     expect(sub.id).toMatch(/^[0-9a-f-]{36}$/);
-    expect(sub.secret).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/);
+    expect(sub.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expect(sub.secretSuffix).toBe(sub.secret.slice(-4));
     expect(new Date(sub.createdAt).toISOString()).toBe(sub.createdAt);
     expect(sub.updatedAt).toBe(sub.createdAt);
@@ -332,7 +332,7 @@ describe('GraphQL-only management: re-enable and rotate', () => {
     );
     expect(r.errors).toBeUndefined();
     const rotated = r.data.rotateWebhookSecret;
-    expect(rotated.secret).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/);
+    expect(rotated.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expect(rotated.secret).not.toBe(sub.secret);
     expect(rotated.secretSuffix).toBe(rotated.secret.slice(-4));
     expect(await storedSecret(sub.id)).toBe(rotated.secret);

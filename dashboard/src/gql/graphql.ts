@@ -57,7 +57,7 @@ export type CreatePaywallInput = {
 };
 
 export type CreateWebhookSubscriptionInput = {
-  /** Header name → string value, at most 10; not Content-Type, Host, User-Agent, hop-by-hop headers or X-Service-*. */
+  /** Header name → string value, at most 10; not Content-Type, Host, User-Agent, hop-by-hop headers, X-Service-* or webhook-id/-timestamp/-signature. */
   customHeaders?: Record<string, unknown> | null | undefined;
   /** Trimmed to 512 characters. */
   description?: string | null | undefined;
@@ -65,7 +65,7 @@ export type CreateWebhookSubscriptionInput = {
   events: Array<string>;
   /** Required with an owner token; implied by an API key. */
   paywallId?: string | number | null | undefined;
-  /** Pre-shared signing secret (16–256 printable characters, no whitespace); generated when omitted. */
+  /** Pre-shared signing secret (16–256 printable characters, no whitespace); generated when omitted: `whsec_` + standard base64 of 32 random bytes. */
   secret?: string | null | undefined;
   /** https:// URL whose host resolves to public addresses. */
   url: string;

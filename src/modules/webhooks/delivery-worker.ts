@@ -2,7 +2,7 @@ import { Counter, Histogram, type Registry } from 'prom-client';
 import type { Database } from '../../db/database.js';
 import type { Logger } from '../../shared/logger.js';
 import { buildDeliveryPayload, eventPayloadColumns, eventRowFrom } from './delivery-payload.js';
-import { sign } from './signing.js';
+import { sign, standardWebhookHeaders } from './signing.js';
 import { webhookSecretContext } from './webhook-secrets.js';
 import type { SecretBox } from '../../shared/crypto.js';
 import { USER_AGENT, WebhookSender, type SendResult } from './webhook-sender.js';
@@ -406,16 +406,19 @@ export class DeliveryWorker {
         ? (JSON.parse(row.custom_headers) as Record<string, string>)
         : (row.custom_headers ?? {});
     const headers: Record<string, string> = {};
-    // Custom headers first, so none of them can replace the signature, the event id or the content type.
+    // Custom headers first, so none of them can replace the signatures, the event id or the content type.
     for (const [name, value] of Object.entries(custom)) headers[name.toLowerCase()] = String(value);
+    // Signed now, at each attempt (docs/reference.md §17): a retry has a new timestamp and signatures.
+    const signedAt = new Date();
     Object.assign(headers, {
       'content-type': 'application/json',
       'user-agent': USER_AGENT,
       'x-service-event': `${payload.event.type}@${payload.event.version}`,
       'x-service-signature': sign(secret, body),
-      'x-service-timestamp': new Date().toISOString(),
+      'x-service-timestamp': signedAt.toISOString(),
       'x-service-event-id': payload.event.id,
       'x-service-delivery-id': row.id,
+      ...standardWebhookHeaders(secret, payload.event.id, body, signedAt),
     });
 
     const result = await this.sender.send({ url: row.url, body, headers }, this.stopController.signal);

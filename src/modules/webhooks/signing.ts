@@ -1,11 +1,12 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { webhookSigningKey } from './webhook-secrets.js';
 
 /** How old an `X-Service-Timestamp` a receiver should still accept (spec: 5 minutes suggested). */
 export const DEFAULT_TOLERANCE_MS = 5 * 60 * 1000;
 
 /**
  * `X-Service-Signature`: hex-encoded HMAC-SHA256 of the raw request body, keyed with the subscription
- * secret. The body passed here must be the exact bytes that are sent: a receiver re-serialising the JSON
+ * secret's UTF-8 bytes (whatever its form: unchanged by docs/reference.md §17). The body passed here must be the exact bytes that are sent: a receiver re-serialising the JSON
  * would compute a different digest.
  */
 export function sign(secret: string, rawBody: string | Buffer): string {
@@ -37,4 +38,47 @@ export function isFreshTimestamp(
   if (typeof timestamp !== 'string') return false;
   const at = Date.parse(timestamp);
   return Number.isFinite(at) && Math.abs(now - at) <= toleranceMs;
+}
+
+/** The Standard Webhooks headers of one attempt (docs/reference.md §17). */
+export interface StandardWebhookHeaders {
+  /** The event id: the same on every attempt of the delivery, so receivers deduplicate on it. */
+  'webhook-id': string;
+  /** Unix seconds at which this attempt was signed. */
+  'webhook-timestamp': string;
+  /** `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">`. */
+  'webhook-signature': string;
+}
+
+/**
+ * `webhook-signature`'s value: `v1,` + standard base64 of HMAC-SHA256 over `<id>.<timestamp>.<raw body>`,
+ * keyed with {@link webhookSigningKey} (the decoded bytes of a `whsec_<base64>` secret, the UTF-8 bytes of
+ * any other). What `new Webhook(secret).verify(body, headers)` of the `standardwebhooks` package recomputes.
+ */
+export function standardSignature(
+  secret: string,
+  webhookId: string,
+  timestampSeconds: number,
+  rawBody: string | Buffer,
+): string {
+  const mac = createHmac('sha256', webhookSigningKey(secret))
+    .update(`${webhookId}.${timestampSeconds}.`, 'utf8')
+    .update(rawBody)
+    .digest('base64');
+  return `v1,${mac}`;
+}
+
+/** The three Standard Webhooks headers for an attempt signed at `signedAt`. */
+export function standardWebhookHeaders(
+  secret: string,
+  webhookId: string,
+  rawBody: string | Buffer,
+  signedAt: Date,
+): StandardWebhookHeaders {
+  const timestamp = Math.floor(signedAt.getTime() / 1000);
+  return {
+    'webhook-id': webhookId,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': standardSignature(secret, webhookId, timestamp, rawBody),
+  };
 }

@@ -3,7 +3,7 @@ import type { Config } from '../../config.js';
 import type { Database } from '../../db/database.js';
 import type { PaywallService } from '../paywalls/paywall.service.js';
 import { DomainError, invalid, notFound } from '../../shared/errors.js';
-import { newId, newSecret } from '../../shared/ids.js';
+import { newId } from '../../shared/ids.js';
 import { EVENT_TYPES, eventMatches, validateEventPatterns } from '../events/event-catalog.js';
 import type { Auth } from '../paywalls/paywall-info.js';
 import { Paywall } from '../paywalls/paywall.entity.js';
@@ -14,7 +14,7 @@ import {
   type DeliveryPayload,
 } from './delivery-payload.js';
 import { UrlGuardError, validateWebhookUrl } from '../../shared/url-guard.js';
-import { webhookSecretContext } from './webhook-secrets.js';
+import { generateWebhookSecret, webhookSecretContext } from './webhook-secrets.js';
 import { loadSecretBox, type SecretBox } from '../../shared/crypto.js';
 import { WebhookSubscription } from './webhook.entity.js';
 
@@ -25,7 +25,6 @@ export const MAX_HEADER_NAME_LENGTH = 256;
 export const MAX_HEADER_VALUE_LENGTH = 1024;
 /** Each active subscription costs a delivery per matching event; a cap keeps one paywall from flooding the worker. */
 export const MAX_ACTIVE_SUBSCRIPTIONS = 100;
-export const SECRET_PREFIX = 'whsec_';
 export const LOGS_DEFAULT_LIMIT = 20;
 export const LOGS_MAX_LIMIT = 100;
 /** docs/reference.md §4 "Log entries": the response body is shown up to 4 KiB. */
@@ -41,7 +40,8 @@ const WAKE_CHANNEL = 'webhook_deliveries';
 /**
  * Header names a subscription may not set: the ones that frame the HTTP message (a wrong value breaks the
  * request or smuggles another one), the ones that describe the signed body, and our own identity. Every
- * `X-Service-*` name is ours as well (checked by prefix): a receiver must be able to trust those.
+ * `X-Service-*` name is ours as well (checked by prefix): a receiver must be able to trust those, and so are
+ * the three Standard Webhooks headers (docs/reference.md §17).
  * `Authorization` is allowed on purpose: receivers commonly gate their endpoint with a static token.
  */
 const RESERVED_HEADERS = new Set([
@@ -57,6 +57,9 @@ const RESERVED_HEADERS = new Set([
   'te',
   'trailer',
   'user-agent',
+  'webhook-id',
+  'webhook-timestamp',
+  'webhook-signature',
 ]);
 const RESERVED_HEADER_PREFIXES = ['x-service-', 'proxy-'];
 /** RFC 9110 `token`. */
@@ -183,7 +186,7 @@ export class SubscriptionService {
     const events = checkEvents(input.events);
     const description = checkDescription(input.description);
     const customHeaders = checkCustomHeaders(input.customHeaders);
-    const secret = input.secret == null ? newSecret(SECRET_PREFIX) : checkSecret(input.secret);
+    const secret = input.secret == null ? generateWebhookSecret() : checkSecret(input.secret);
     const createdBy = auth.kind === 'apiKey' ? `api_key:${auth.paywall.id}` : `owner:${auth.ownerId}`;
 
     const created = await this.deps.db.transaction(async (tx) => {
@@ -267,7 +270,7 @@ export class SubscriptionService {
    * sent from now on, retries of older events included, are signed with the new secret.
    */
   async rotateSecret(auth: Auth, id: string, secret?: unknown): Promise<SubscriptionView> {
-    const next = secret == null ? newSecret(SECRET_PREFIX) : checkSecret(secret);
+    const next = secret == null ? generateWebhookSecret() : checkSecret(secret);
     const sub = await this.change(auth, id, (s) => {
       s.secretCiphertext = this.box().encrypt(next, webhookSecretContext(s.id));
       s.secretSuffix = next.slice(-4);

@@ -58,13 +58,13 @@ export class CreateWebhookSubscriptionInput {
   @Field(() => GraphQLJSONObject, {
     nullable: true,
     description:
-      'Header name → string value, at most 10; not Content-Type, Host, User-Agent, hop-by-hop headers or X-Service-*.',
+      'Header name → string value, at most 10; not Content-Type, Host, User-Agent, hop-by-hop headers, X-Service-* or webhook-id/-timestamp/-signature.',
   })
   customHeaders?: Record<string, unknown> | null;
   @Field(() => String, {
     nullable: true,
     description:
-      'Pre-shared signing secret (16–256 printable characters, no whitespace); generated when omitted.',
+      'Pre-shared signing secret (16–256 printable characters, no whitespace); generated when omitted: `whsec_` + standard base64 of 32 random bytes.',
   })
   secret?: string | null;
 }
