@@ -35,9 +35,11 @@ function LowBalanceAlertForm(props: {
 }) {
   return html`<${Card} title="Low-balance alert">
     <p class="muted">
-      ${props.lowAlertRaw === null
-        ? 'Get an e-mail when a charge takes your balance below an amount you choose.'
-        : `You get an e-mail when a charge takes your balance below ${usdcText(props.lowAlertRaw)}.`}
+      ${
+        props.lowAlertRaw === null
+          ? 'Get an e-mail when a charge takes your balance below an amount you choose.'
+          : `You get an e-mail when a charge takes your balance below ${usdcText(props.lowAlertRaw)}.`
+      }
       ${' '}Once each time it falls below; leave the field empty to turn the alert off.
     </p>
     ${props.error && html`<${Alert} kind="error">${props.error}<//>`}

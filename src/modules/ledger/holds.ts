@@ -884,7 +884,12 @@ export async function settleBeyondHold(
   paywallId: string,
   costRaw: bigint,
   build: (capturedRaw: bigint) => SettleInput,
-): Promise<{ settled: boolean; capturedRaw: bigint; freeAfter: bigint | null; alerts: AccountAlerts | null }> {
+): Promise<{
+  settled: boolean;
+  capturedRaw: bigint;
+  freeAfter: bigint | null;
+  alerts: AccountAlerts | null;
+}> {
   return db.transaction(async (tx) => {
     const rows = await tx.query(
       `select hold_raw::text as hold, account_id from charge where id = $1 and status = 'held' for update`,

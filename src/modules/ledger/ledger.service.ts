@@ -306,8 +306,7 @@ export class LedgerService {
     const out = await this.idempotency.run(
       { paywallId: paywall.id, endpoint: 'charge', key: opts.idempotencyKey, request },
       chargeCodec,
-      (sql) =>
-        this.applyCharge(sql, paywall, externalId, amountRaw, metadata, trigger, (c) => (charged = c)),
+      (sql) => this.applyCharge(sql, paywall, externalId, amountRaw, metadata, trigger, (c) => (charged = c)),
     );
     // After the charge committed (a replay charged nothing): did it cross a low-balance threshold?
     if (charged && !out.replayed && out.result.success) await this.deps.lowBalance?.afterCharge(charged);

@@ -349,12 +349,7 @@ export class PaywallService {
           'lowBalanceThreshold must be a positive USDC decimal string, or null for none',
           'lowBalanceThreshold',
         );
-      set(
-        'lowBalanceThresholdRaw',
-        raw,
-        'lowBalanceThreshold',
-        raw === current.lowBalanceThresholdRaw,
-      );
+      set('lowBalanceThresholdRaw', raw, 'lowBalanceThreshold', raw === current.lowBalanceThresholdRaw);
     }
     for (const [field, value] of [
       ['connectMessageTemplate', input.connectMessageTemplate],

@@ -35,7 +35,7 @@ export class PaywallType {
   @Field(() => MoneyScalar, {
     nullable: true,
     description:
-      'When a charge takes an end user\'s free balance below this, `paywall.balance.low` is recorded (once per crossing); null = off.',
+      "When a charge takes an end user's free balance below this, `paywall.balance.low` is recorded (once per crossing); null = off.",
   })
   lowBalanceThreshold!: bigint | null;
   @Field(() => String, { nullable: true }) connectMessageTemplate!: string | null;
@@ -124,7 +124,7 @@ export class UpdatePaywallInput {
   @Field(() => String, {
     nullable: true,
     description:
-      'USDC decimal string: when a charge takes an end user\'s free balance from at or above it to below it, `paywall.balance.low` is recorded (docs/reference.md §16); null turns it off.',
+      "USDC decimal string: when a charge takes an end user's free balance from at or above it to below it, `paywall.balance.low` is recorded (docs/reference.md §16); null turns it off.",
   })
   lowBalanceThreshold?: string | null;
   @Field(() => String, {
