@@ -154,6 +154,8 @@ export type UpdatePaywallInput = {
   dailySpendLimit?: string | null | undefined;
   /** Shown on the consent page; "" clears it. */
   description?: string | null | undefined;
+  /** USDC decimal string: when a charge takes an end user's free balance from at or above it to below it, `paywall.balance.low` is recorded (docs/reference.md §16); null turns it off. */
+  lowBalanceThreshold?: string | null | undefined;
   /** Decimal string > 0, e.g. "1.5". */
   markup?: string | null | undefined;
   name?: string | null | undefined;
