@@ -6,6 +6,7 @@ import { startSmtpCatcher, type SmtpCatcher } from './helpers/smtp-catcher.js';
 import { createProxyPaywall, deposit, MODEL, type ProxyPaywall } from './helpers/proxy-setup.js';
 import { connectEndUser } from './helpers/wallet-fixtures.js';
 import { LOW_BALANCE_SUBJECT } from '../src/modules/ledger/low-balance.js';
+import { launchBrowser, screenshot } from './helpers/browser.js';
 
 /**
  * Low-balance alerts (docs/reference.md §16 "Low balance"): `paywall.balance.low` once per crossing of the
@@ -303,5 +304,28 @@ describe("the wallet user's own alert (wallet page, e-mail)", () => {
     ]);
     expect(a).toEqual({ low_alert_raw: null, low_alerted: false });
     await expectLedgerProven(t.db);
+  });
+
+  it('in a browser: type an amount, Save alert, and the page says it is saved and shows it', async () => {
+    const browser = await launchBrowser();
+    try {
+      const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+      // The signed-in session of the page client above.
+      await context.addCookies([...c.cookies].map(([name, value]) => ({ name, value, url: t.url })));
+      const page = await context.newPage();
+      await page.goto(`${t.url}/wallet`);
+      await page.getByLabel('Alert below').fill('2.5');
+      await page.getByRole('button', { name: 'Save alert' }).click();
+      await page.waitForURL(/done=alert_saved/);
+      await page.getByText('Your low-balance alert was saved.').waitFor();
+      expect(await page.getByLabel('Alert below').inputValue()).toBe('2.5');
+      await screenshot(page, 'wallet-low-balance-alert');
+      const [a] = await t.db.query(`select low_alert_raw::text as v from ledger_account where id = $1`, [
+        wallet.accountId,
+      ]);
+      expect(a.v).toBe('2500000');
+    } finally {
+      await browser.close();
+    }
   });
 });
