@@ -10,6 +10,7 @@ import { ProviderService } from './modules/paywalls/provider.service.js';
 import { UserService } from './modules/users/user.service.js';
 import { LedgerService } from './modules/ledger/ledger.service.js';
 import { EarningsService } from './modules/ledger/earnings.service.js';
+import { LowBalanceAlerts } from './modules/ledger/low-balance.js';
 import { UsageService } from './modules/usage/usage.service.js';
 import { CatalogService } from './modules/catalog/catalog.service.js';
 import { ProxyService } from './modules/proxy/proxy.service.js';
@@ -52,6 +53,8 @@ export interface Services {
   webhooks: WebhookService;
   // Hosted wallet (SHARED mode).
   mailer: Mailer;
+  /** docs/reference.md §16 "Low balance": the check after a charge, and the wallet's e-mail. */
+  lowBalance: LowBalanceAlerts;
   walletSecrets: WalletSecrets;
   signIn: SignInService;
   authorizations: AuthorizationService;
@@ -87,7 +90,18 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     // Stripe credits end users, and users ask Stripe which card top-ups a paywall offers: a port.
     stripe: { topupAmounts: (paywallId, sql) => s.stripeCheckout.topupAmounts(paywallId, sql) },
   });
-  s.ledger = new LedgerService({ db, log, config, metrics, paywalls: s.paywalls, users: s.users });
+  // Low-balance alerts (docs/reference.md §16): checked after chat and manual charges; the wallet's e-mail.
+  s.mailer = createMailer(config, log);
+  s.lowBalance = new LowBalanceAlerts({ db, log, mailer: s.mailer, config });
+  s.ledger = new LedgerService({
+    db,
+    log,
+    config,
+    metrics,
+    paywalls: s.paywalls,
+    users: s.users,
+    lowBalance: s.lowBalance,
+  });
   s.earnings = new EarningsService(db);
   s.usage = new UsageService(db, {
     total: config.GRAPHQL_HEAVY_READS,
@@ -103,9 +117,9 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     log,
     metrics,
     limits: config,
+    lowBalance: s.lowBalance,
   });
   s.webhooks = new WebhookService({ db, config, log, metrics, paywalls: s.paywalls });
-  s.mailer = createMailer(config, log);
   s.walletSecrets = new WalletSecrets(config);
   s.signIn = new SignInService({ db, log, mailer: s.mailer, secrets: s.walletSecrets });
   s.wallet = new WalletService({

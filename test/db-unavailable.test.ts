@@ -90,6 +90,7 @@ describe('a service whose database is unreachable', () => {
       trialCreditsRaw: 0n,
       dailyRequestLimit: null,
       dailySpendLimitRaw: null,
+      lowBalanceThresholdRaw: null,
       connectMessageTemplate: null,
       topupMessageTemplate: null,
       archivedAt: null,

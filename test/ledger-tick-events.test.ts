@@ -146,6 +146,8 @@ it('every shape of the ledger statement (h, hr, s, hs, hsr; one hold or two) ans
     holds: [],
     settlements: [true],
     freeAfter: [998_600n],
+    // The spending account's low-balance alert state (none set here).
+    alerts: [{ lowAlertRaw: null, lowAlerted: false, alertedPaywalls: [] }],
   });
   // hs: c is decided on the balance before b's settlement; b's answer counts c as held.
   const hs = await ledgerTick(t.db, [c], [settle(b, 1000n)]);

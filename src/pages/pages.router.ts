@@ -269,6 +269,30 @@ export function createPagesRouter(s: Services): Router {
       res.redirect(303, '/wallet?done=disconnected');
     }),
   );
+  pages.post(
+    '/wallet/alert',
+    post(async (req, res) => {
+      if (!req.page.session) return signInRedirect(req, res);
+      const value = body(req, 'lowBalanceAlert') ?? '';
+      try {
+        const set = await s.wallet.setLowBalanceAlert(req.page.session.user, value);
+        res.redirect(303, `/wallet?done=${set === null ? 'alert_off' : 'alert_saved'}`);
+      } catch (err) {
+        if (!(err instanceof DomainError) || err.param !== 'lowBalanceAlert') throw err;
+        const wallet = await s.wallet.overview(req.page.session.user);
+        send(
+          res,
+          400,
+          WalletPage({
+            page: req.page,
+            wallet,
+            topup: topup(),
+            alertError: { message: err.message, value: value.slice(0, 20) },
+          }),
+        );
+      }
+    }),
+  );
   pages.get(
     '/wallet/topup',
     h((req, res) => {

@@ -1,6 +1,7 @@
 import { html } from './html.js';
 import { Layout } from './layout.js';
-import { Alert, Card, CsrfField, dateText, dayText, usdcText } from './components.js';
+import { Alert, Card, CsrfField, Field, dateText, dayText, usdcText } from './components.js';
+import { usdcDecimal } from '../shared/money.js';
 import type { PageContext } from './security.js';
 import type { WalletOverview } from '../modules/wallet/wallet.service.js';
 import { TopupForm, type TopupOptions } from './topup.page.js';
@@ -14,13 +15,60 @@ export const NOTICES: Record<string, string> = {
   card: 'Thank you: your payment was received. Your balance is credited as soon as Stripe confirms it.',
   card_canceled: 'The payment was canceled; nothing was charged.',
   signed_in: 'You are signed in.',
+  alert_saved: 'Your low-balance alert was saved.',
+  alert_off: 'The low-balance alert is off.',
 };
+
+/** An alert threshold as typed in the form: "5", "2.5" (no trailing zeros). */
+const alertValue = (raw: bigint | null): string =>
+  raw === null ? '' : usdcDecimal(raw).replace(/\.?0+$/, '');
+
+/**
+ * The wallet's own low-balance alert (docs/reference.md §16 "Low balance"): one field, empty = off. A
+ * refused value comes back with its message and what was typed.
+ */
+function LowBalanceAlertForm(props: {
+  page: PageContext;
+  lowAlertRaw: bigint | null;
+  error?: string | null;
+  value?: string;
+}) {
+  return html`<${Card} title="Low-balance alert">
+    <p class="muted">
+      ${
+        props.lowAlertRaw === null
+          ? 'Get an e-mail when a charge takes your balance below an amount you choose.'
+          : `You get an e-mail when a charge takes your balance below ${usdcText(props.lowAlertRaw)}.`
+      }
+      ${' '}Once each time it falls below; leave the field empty to turn the alert off.
+    </p>
+    ${props.error && html`<${Alert} kind="error">${props.error}<//>`}
+    <form method="post" action="/wallet/alert">
+      <${CsrfField} page=${props.page} />
+      <div class="inline">
+        <${Field}
+          id="lowBalanceAlert"
+          name="lowBalanceAlert"
+          label="Alert below"
+          inputmode="decimal"
+          value=${props.value ?? alertValue(props.lowAlertRaw)}
+          hint="USDC. Empty: no alert."
+          maxlength=${20}
+          required=${false}
+        />
+        <button type="submit">Save alert</button>
+      </div>
+    </form>
+  <//>`;
+}
 
 export function WalletPage(props: {
   page: PageContext;
   wallet: WalletOverview;
   topup: TopupOptions;
   notice?: string | null;
+  /** A refused low-balance alert: its message and what was typed. */
+  alertError?: { message: string; value: string } | null;
 }) {
   const w = props.wallet;
   return html`<${Layout} title="Your wallet" page=${props.page}>
@@ -32,6 +80,12 @@ export function WalletPage(props: {
       ${w.heldRaw > 0n && html`<p class="muted">${usdcText(w.heldRaw)} reserved for requests in progress.</p>`}
       <div class="topup-inline"><${TopupForm} page=${props.page} topup=${props.topup} compact=${true} /></div>
     <//>
+    <${LowBalanceAlertForm}
+      page=${props.page}
+      lowAlertRaw=${w.lowAlertRaw}
+      error=${props.alertError?.message}
+      value=${props.alertError?.value}
+    />
     <${Card} title="Connected apps">
       ${
         w.apps.length === 0

@@ -57,6 +57,7 @@ graphql(`
     trialCredits
     dailyRequestLimit
     dailySpendLimit
+    lowBalanceThreshold
     connectMessageTemplate
     topupMessageTemplate
     builtinProvider
@@ -153,6 +154,7 @@ function General({ p }: { p: Settings }) {
       trialCredits: plain(p.trialCredits),
       dailyRequestLimit: p.dailyRequestLimit?.toString() ?? '',
       dailySpendLimit: p.dailySpendLimit ? plain(p.dailySpendLimit) : '',
+      lowBalanceThreshold: p.lowBalanceThreshold ? plain(p.lowBalanceThreshold) : '',
       topupUrl: p.topupUrl ?? '',
       connectMessageTemplate: p.connectMessageTemplate ?? '',
       topupMessageTemplate: p.topupMessageTemplate ?? '',
@@ -169,6 +171,7 @@ function General({ p }: { p: Settings }) {
       markup: f.markup.trim(),
       dailyRequestLimit: f.dailyRequestLimit.trim() === '' ? null : Number(f.dailyRequestLimit),
       dailySpendLimit: orNull(f.dailySpendLimit),
+      lowBalanceThreshold: orNull(f.lowBalanceThreshold),
       connectMessageTemplate: orNull(f.connectMessageTemplate),
       topupMessageTemplate: orNull(f.topupMessageTemplate),
       ...(p.mode === 'DEFAULT'
@@ -181,6 +184,7 @@ function General({ p }: { p: Settings }) {
       markup: p.markup,
       dailyRequestLimit: p.dailyRequestLimit,
       dailySpendLimit: p.dailySpendLimit ? plain(p.dailySpendLimit) : null,
+      lowBalanceThreshold: p.lowBalanceThreshold ? plain(p.lowBalanceThreshold) : null,
       connectMessageTemplate: p.connectMessageTemplate,
       topupMessageTemplate: p.topupMessageTemplate,
       trialCredits: plain(p.trialCredits),
@@ -230,6 +234,12 @@ function General({ p }: { p: Settings }) {
                 hint: 'Empty = no limit.',
               },
             ],
+            {
+              name: 'lowBalanceThreshold',
+              label: 'Low-balance alert (USDC)',
+              inputMode: 'decimal',
+              hint: 'paywall.balance.low when a charge takes a user’s free balance below this (once per crossing). Empty = off.',
+            },
             p.mode === 'DEFAULT' && {
               name: 'topupUrl',
               label: 'Top-up URL',

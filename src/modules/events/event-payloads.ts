@@ -143,6 +143,16 @@ export interface EventDataMap {
     reason: string;
     model: string;
   };
+  /**
+   * docs/reference.md §16 "Low balance": a charge took the spending account's free balance below the
+   * paywall's threshold (once per crossing). `balance`: the free balance that charge answered.
+   */
+  'paywall.balance.low': {
+    walletUserId: string | null;
+    externalUserId: string;
+    balance: Usdc;
+    threshold: Usdc;
+  };
 }
 
 // Every catalogue event has a data type (a compile error here names a missing one).

@@ -26,6 +26,12 @@ export const LedgerAccountSchema = defineEntity({
     heldRaw: p.bigint('bigint').defaultRaw('0').check('held_raw >= 0'),
     /** Outstanding uncollected usage of a spending account (repaid first from its free balance). */
     debtRaw: p.bigint('bigint').defaultRaw('0').check('debt_raw >= 0'),
+    /** A wallet's own low-balance alert (docs/reference.md §16 "Low balance"); null = off. */
+    lowAlertRaw: p.bigint('bigint').nullable().check('low_alert_raw > 0'),
+    /** The wallet's low-balance e-mail was sent for the current dip below `lowAlertRaw`. */
+    lowAlerted: p.boolean().default(false),
+    /** Paywalls whose `paywall.balance.low` was recorded for the current dip below their threshold. */
+    lowAlertedPaywalls: p.array().columnType('text[]').default([]),
     createdAt: p.datetime().defaultRaw('now()'),
   },
 });

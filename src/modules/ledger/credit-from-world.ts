@@ -65,6 +65,17 @@ export function worldCreditParams(c: WorldCredit): unknown[] {
 }
 
 /**
+ * Low-balance alerts (low-balance.ts) start again for a threshold once money entering lifts the free
+ * balance to it or above: the flags whose threshold the credited free balance reaches are cleared, in
+ * the credit's own update (the same row lock the alert check takes). In a SET, the columns are the row
+ * before the credit of $1.
+ */
+const LOW_BALANCE_REARM = `low_alerted = low_alerted and balance_raw + $1::bigint - held_raw < coalesce(low_alert_raw, 0),
+         low_alerted_paywalls = case when cardinality(low_alerted_paywalls) = 0 then low_alerted_paywalls
+           else array(select x.id from unnest(low_alerted_paywalls) x(id) join paywall p on p.id = x.id::uuid
+                       where balance_raw + $1::bigint - held_raw < p.low_balance_threshold_raw) end`;
+
+/**
  * Credits an existing account from the world in ONE statement: the account's balance, the world's,
  * the transfer and the events commit together (in the caller's transaction, or on their own when `sql`
  * is the pool). Returns the account's balance and held amount after the credit, or null when the
@@ -77,7 +88,8 @@ export async function creditFromWorld(
 ): Promise<{ balanceRaw: bigint; heldRaw: bigint } | null> {
   const rows = await sql.query<{ balance_raw: string; held_raw: string }>(
     `with credited as (
-       update ledger_account set balance_raw = balance_raw + $1::bigint where id = $8::uuid
+       update ledger_account set balance_raw = balance_raw + $1::bigint, ${LOW_BALANCE_REARM}
+        where id = $8::uuid
        returning id, balance_raw, held_raw
      ), ${worldCreditCtes('credited', 1)}
      select balance_raw::text as balance_raw, held_raw::text as held_raw from credited`,

@@ -8,6 +8,7 @@ import { buildEvent } from '../events/event-payloads.js';
 
 import { earningsAccountOf, FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from './accounts.js';
 import { RATE_WINDOW_UPSERT } from '../limits/rate-limit.js';
+import { alertsOf, type AccountAlerts } from './low-balance.js';
 
 /**
  * Holds for chat requests (docs/reference.md §5.3). Reserving and settling are ONE data-modifying statement,
@@ -509,7 +510,7 @@ u as (
          debt_raw = a.debt_raw + d.debt_delta
     from delta d join lk on lk.id = d.id
    where a.id = d.id
-  returning a.id, a.balance_raw, a.held_raw
+  returning a.id, a.balance_raw, a.held_raw, a.low_alert_raw, a.low_alerted, a.low_alerted_paywalls
 )${
     h
       ? `,
@@ -551,14 +552,18 @@ ${union(
   h &&
     `select 'h' as kind, calc.i, calc.id, calc.wallet_id, calc.connected, calc.free::text as free,
        calc.cap::text as cap, calc.hold::text as hold, ok.i is not null as held, calc.retry, calc.limit_hit,
-       calc.rate_position, calc.indebted, calc.account_id, calc.acct_debt::text as debt
+       calc.rate_position, calc.indebted, calc.account_id, calc.acct_debt::text as debt,
+       null::text as low_alert, null::boolean as low_alerted, null::text[] as low_alerted_paywalls
   from calc left join ok on ok.i = calc.i`,
   s &&
     `select 's' as kind, c.i, null::uuid as id, null::uuid as wallet_id, null::boolean as connected,
        -- The account as updated by u (every settlement's account is in it: its hold is released).
        (u.balance_raw - u.held_raw)::text as free,
        null::text as cap, null::text as hold, true as held, false as retry, null::text as limit_hit,
-       null::bigint as rate_position, null::boolean as indebted, null::uuid as account_id, null::text as debt from c left join u on u.id = c.account_id`,
+       null::bigint as rate_position, null::boolean as indebted, null::uuid as account_id, null::text as debt,
+       -- Its low-balance alert state (low-balance.ts decides in memory whether a check is due).
+       u.low_alert_raw::text as low_alert, u.low_alerted, u.low_alerted_paywalls
+  from c left join u on u.id = c.account_id`,
 )}`;
 }
 
@@ -578,13 +583,18 @@ function tickStatement(shape: TickShape): { text: string; name: string } {
  * Places `holds` and settles `settlements` in one statement (see tickSql). Per hold: the result (with
  * `retry` when another hold of the statement took its account), or null when the user does not exist;
  * per settlement: false when the charge was already settled, and the free balance of its account after
- * the statement (`freeAfter`).
+ * the statement (`freeAfter`) with its low-balance alert state (`alerts`, low-balance.ts).
  */
 export async function ledgerTick(
   sql: Sql,
   holds: ReserveInput[],
   settlements: SettleInput[],
-): Promise<{ holds: (ReserveResult | null)[]; settlements: boolean[]; freeAfter: (bigint | null)[] }> {
+): Promise<{
+  holds: (ReserveResult | null)[];
+  settlements: boolean[];
+  freeAfter: (bigint | null)[];
+  alerts: (AccountAlerts | null)[];
+}> {
   const shape = {
     h: holds.length > 0,
     s: settlements.length > 0,
@@ -600,12 +610,14 @@ export async function ledgerTick(
     holds: holds.map((): ReserveResult | null => null),
     settlements: settlements.map(() => false),
     freeAfter: settlements.map((): bigint | null => null),
+    alerts: settlements.map((): AccountAlerts | null => null),
   };
   for (const r of rows) {
     if (r.kind === 's') {
       out.settlements[r.i] = true;
       // The spending account's free balance after the whole statement (docs/reference.md §11 x-paywall-balance).
       out.freeAfter[r.i] = r.free === null || r.free === undefined ? null : BigInt(r.free);
+      out.alerts[r.i] = alertsOf(r);
     } else out.holds[r.i] = holdResult(r);
   }
   return out;
@@ -872,13 +884,18 @@ export async function settleBeyondHold(
   paywallId: string,
   costRaw: bigint,
   build: (capturedRaw: bigint) => SettleInput,
-): Promise<{ settled: boolean; capturedRaw: bigint; freeAfter: bigint | null }> {
+): Promise<{
+  settled: boolean;
+  capturedRaw: bigint;
+  freeAfter: bigint | null;
+  alerts: AccountAlerts | null;
+}> {
   return db.transaction(async (tx) => {
     const rows = await tx.query(
       `select hold_raw::text as hold, account_id from charge where id = $1 and status = 'held' for update`,
       [chargeId],
     );
-    if (rows.length === 0) return { settled: false, capturedRaw: 0n, freeAfter: null };
+    if (rows.length === 0) return { settled: false, capturedRaw: 0n, freeAfter: null, alerts: null };
     const hold = BigInt(rows[0].hold);
     const accounts = await lockSettlementAccounts(tx, rows[0].account_id, [paywallId]);
     const acct = accounts.get(rows[0].account_id);
@@ -888,7 +905,7 @@ export async function settleBeyondHold(
     const extra = free <= 0n ? 0n : beyond < free ? beyond : free;
     const capturedRaw = (costRaw < hold ? costRaw : hold) + extra;
     const r = await ledgerTick(tx, [], [build(capturedRaw)]);
-    return { settled: r.settlements[0], capturedRaw, freeAfter: r.freeAfter[0] };
+    return { settled: r.settlements[0], capturedRaw, freeAfter: r.freeAfter[0], alerts: r.alerts[0] };
   });
 }
 

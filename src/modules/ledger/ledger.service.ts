@@ -15,6 +15,7 @@ import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
 import { checkExternalId, triggerOf, walletUserIdOf, type EnsuredUser } from '../users/user.service.js';
 import { IdempotencyService, type Codec } from './idempotency.service.js';
 import { creditFromWorld } from './credit-from-world.js';
+import { alertsOf, type ChargedAccount, type LowBalanceAlerts } from './low-balance.js';
 import { decodeCursor, decodeSeqCursor, encodeCursor, encodeSeqCursor } from '../../shared/cursor.js';
 import { earningsAccountOf, FEES_ACCOUNT_ID, splitCharge } from './accounts.js';
 
@@ -163,6 +164,8 @@ export interface LedgerServiceDeps {
   metrics: Pick<Metrics, 'ledgerEntries' | 'ledgerAmountRaw' | 'chargesFailed'>;
   paywalls: Pick<PaywallService, 'resolve'>;
   users: Pick<UserService, 'ensureUser' | 'topupUrl' | 'topupLinkEvent' | 'connectRequest'>;
+  /** docs/reference.md §16 "Low balance": checked after a charge committed (no statement when nothing can be due). */
+  lowBalance?: Pick<LowBalanceAlerts, 'afterCharge'>;
 }
 
 /**
@@ -299,11 +302,14 @@ export class LedgerService {
     const paywall = await this.deps.paywalls.resolve(auth, input.paywallId);
     const { externalId, amountRaw, metadata, request } = this.validate(input);
     const trigger = opts.trigger ?? triggerOf(auth);
+    let charged: ChargedAccount | null = null;
     const out = await this.idempotency.run(
       { paywallId: paywall.id, endpoint: 'charge', key: opts.idempotencyKey, request },
       chargeCodec,
-      (sql) => this.applyCharge(sql, paywall, externalId, amountRaw, metadata, trigger),
+      (sql) => this.applyCharge(sql, paywall, externalId, amountRaw, metadata, trigger, (c) => (charged = c)),
     );
+    // After the charge committed (a replay charged nothing): did it cross a low-balance threshold?
+    if (charged && !out.replayed && out.result.success) await this.deps.lowBalance?.afterCharge(charged);
     if (!out.replayed) {
       if (out.result.success) {
         this.deps.metrics.ledgerEntries.inc({ kind: 'charge' });
@@ -322,6 +328,7 @@ export class LedgerService {
     amountRaw: bigint,
     metadata: Record<string, unknown>,
     trigger: EventTrigger,
+    onCharged: (c: ChargedAccount) => void,
   ): Promise<ChargeResult> {
     const user = await this.deps.users.ensureUser(sql, paywall, externalId, trigger);
     const chargeId = randomUUID();
@@ -368,7 +375,7 @@ export class LedgerService {
          update ledger_account a set balance_raw = a.balance_raw - $1::bigint
            from lk
           where a.id = lk.id and a.id = (select id from sp) and a.balance_raw - a.held_raw >= $1::bigint
-         returning a.id, a.balance_raw, a.held_raw
+         returning a.id, a.balance_raw, a.held_raw, a.low_alert_raw, a.low_alerted, a.low_alerted_paywalls
        ), legs as (
          select * from (values ($3::uuid, 'charge', ${earningsAccountOf('$8::uuid')}, $9::bigint),
                                (gen_random_uuid(), 'fee', '${FEES_ACCOUNT_ID}'::uuid, $10::bigint)) v(id, kind, account, amount)
@@ -388,7 +395,8 @@ export class LedgerService {
        ), e as (
          ${insertEventsSql(6)} where exists (select 1 from s)
        )
-       select (s.balance_raw - s.held_raw)::text as free, c.created_at from s, c`,
+       select (s.balance_raw - s.held_raw)::text as free, c.created_at, s.id as account_id,
+              s.low_alert_raw::text as low_alert, s.low_alerted, s.low_alerted_paywalls from s, c`,
       [
         amountRaw.toString(),
         user.id,
@@ -402,6 +410,18 @@ export class LedgerService {
         split.feeRaw.toString(),
       ],
     );
+    const alerts = rows.length === 1 ? alertsOf(rows[0]) : null;
+    if (rows.length === 1 && alerts)
+      onCharged({
+        paywall,
+        accountId: rows[0].account_id,
+        endUserId: user.id,
+        externalUserId: externalId,
+        walletUserId: walletUserIdOf(paywall, user),
+        freeAfterRaw: BigInt(rows[0].free),
+        alerts,
+        trigger,
+      });
     if (rows.length === 1)
       return {
         success: true,

@@ -15,6 +15,8 @@ export interface PaywallInfo {
   dailyRequestLimit: number | null;
   /** docs/reference.md §10: chat spend per end user per UTC day (raw units); null = no limit. */
   dailySpendLimitRaw: bigint | null;
+  /** docs/reference.md §16 "Low balance": free balance below which `paywall.balance.low` is recorded; null = off. */
+  lowBalanceThresholdRaw: bigint | null;
   connectMessageTemplate: string | null;
   topupMessageTemplate: string | null;
   archivedAt: Date | null;

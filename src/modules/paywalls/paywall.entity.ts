@@ -29,6 +29,8 @@ export const PaywallSchema = defineEntity({
     dailyRequestLimit: p.integer().nullable().check('daily_request_limit >= 0'),
     /** docs/reference.md §10: chat spend per end user per UTC day, raw units (null = no limit). */
     dailySpendLimitRaw: p.bigint('bigint').nullable().check('daily_spend_limit_raw >= 0'),
+    /** docs/reference.md §16 "Low balance": `paywall.balance.low` below this free balance (null = off). */
+    lowBalanceThresholdRaw: p.bigint('bigint').nullable().check('low_balance_threshold_raw > 0'),
     archivedAt: p.datetime().nullable(),
     createdAt: p.datetime().defaultRaw('now()'),
     updatedAt: p.datetime().defaultRaw('now()'),

@@ -28,6 +28,7 @@ export const PAYWALLS_PAGE = { default: 50, max: 100 } as const;
 export interface UpdatePaywallInput {
   dailyRequestLimit?: number | null;
   dailySpendLimit?: string | null;
+  lowBalanceThreshold?: string | null;
   description?: string | null;
   name?: string | null;
   markup?: string | null;
@@ -48,6 +49,7 @@ export const toInfo = (p: Paywall): PaywallInfo => ({
   trialCreditsRaw: BigInt(p.trialCreditsRaw as any),
   dailyRequestLimit: p.dailyRequestLimit ?? null,
   dailySpendLimitRaw: p.dailySpendLimitRaw == null ? null : BigInt(p.dailySpendLimitRaw as any),
+  lowBalanceThresholdRaw: p.lowBalanceThresholdRaw == null ? null : BigInt(p.lowBalanceThresholdRaw as any),
   connectMessageTemplate: p.connectMessageTemplate ?? null,
   topupMessageTemplate: p.topupMessageTemplate ?? null,
   archivedAt: p.archivedAt ?? null,
@@ -338,6 +340,16 @@ export class PaywallService {
           'dailySpendLimit',
         );
       set('dailySpendLimitRaw', raw, 'dailySpendLimit', raw === current.dailySpendLimitRaw);
+    }
+    if (input.lowBalanceThreshold !== undefined) {
+      // docs/reference.md §16 "Low balance": USDC > 0, or null to turn it off.
+      const raw = input.lowBalanceThreshold === null ? null : parseAmount(input.lowBalanceThreshold);
+      if (input.lowBalanceThreshold !== null && raw === null)
+        throw invalid(
+          'lowBalanceThreshold must be a positive USDC decimal string, or null for none',
+          'lowBalanceThreshold',
+        );
+      set('lowBalanceThresholdRaw', raw, 'lowBalanceThreshold', raw === current.lowBalanceThresholdRaw);
     }
     for (const [field, value] of [
       ['connectMessageTemplate', input.connectMessageTemplate],

@@ -32,6 +32,12 @@ export class PaywallType {
     description: 'Chat spend per end user per UTC day; null = no limit.',
   })
   dailySpendLimit!: bigint | null;
+  @Field(() => MoneyScalar, {
+    nullable: true,
+    description:
+      "When a charge takes an end user's free balance below this, `paywall.balance.low` is recorded (once per crossing); null = off.",
+  })
+  lowBalanceThreshold!: bigint | null;
   @Field(() => String, { nullable: true }) connectMessageTemplate!: string | null;
   @Field(() => String, { nullable: true }) topupMessageTemplate!: string | null;
   @Field({ description: 'Last four characters of the current API key.' }) apiKeyLastFour!: string;
@@ -59,6 +65,7 @@ export class PaywallType {
       trialCredits: p.trialCreditsRaw,
       dailyRequestLimit: p.dailyRequestLimit,
       dailySpendLimit: p.dailySpendLimitRaw,
+      lowBalanceThreshold: p.lowBalanceThresholdRaw,
       connectMessageTemplate: p.connectMessageTemplate,
       topupMessageTemplate: p.topupMessageTemplate,
       apiKeyLastFour: p.apiKeyLastFour,
@@ -114,6 +121,12 @@ export class UpdatePaywallInput {
     description: 'Chat spend per end user per UTC day, USDC decimal string; null removes the limit.',
   })
   dailySpendLimit?: string | null;
+  @Field(() => String, {
+    nullable: true,
+    description:
+      "USDC decimal string: when a charge takes an end user's free balance from at or above it to below it, `paywall.balance.low` is recorded (docs/reference.md §16); null turns it off.",
+  })
+  lowBalanceThreshold?: string | null;
   @Field(() => String, {
     nullable: true,
     description: 'Blocked-reply text for unconnected users; must contain {url}.',

@@ -1,5 +1,6 @@
 import type { Database } from '../../db/database.js';
 import { ledgerTick, type ReserveInput, type ReserveResult, type SettleInput } from '../ledger/holds.js';
+import type { AccountAlerts } from '../ledger/low-balance.js';
 import type { BlockReason } from './blocked-reply.js';
 import { GroupCommit } from './group-commit.js';
 
@@ -9,6 +10,12 @@ import { GroupCommit } from './group-commit.js';
  * later ones come back to be decided first in the next statement. The bound keeps such a statement small.
  */
 const LEDGER_OPS_PER_USER = 64;
+
+/** A settlement that settled: the spending account's free balance after it and its alert state (null when unknown). */
+export interface Settled {
+  freeAfter: bigint | null;
+  alerts: AccountAlerts | null;
+}
 
 type LedgerOp =
   { kind: 'hold'; key: string; input: ReserveInput } | { kind: 'settle'; key: string; input: SettleInput };
@@ -37,7 +44,7 @@ export function holdOutcome(r: ReserveResult): HoldOutcome {
  * decided against one balance).
  */
 export class LedgerBatch {
-  private readonly commit: GroupCommit<LedgerOp, ReserveResult | null | bigint | boolean>;
+  private readonly commit: GroupCommit<LedgerOp, ReserveResult | null | Settled | false>;
 
   constructor(db: Database) {
     this.commit = new GroupCommit(
@@ -55,7 +62,7 @@ export class LedgerBatch {
         return ops.map((op) => {
           if (op.kind === 'hold') return r.holds[h++];
           const i = st++;
-          return r.settlements[i] ? (r.freeAfter[i] ?? true) : false;
+          return r.settlements[i] ? { freeAfter: r.freeAfter[i], alerts: r.alerts[i] } : false;
         });
       },
       (op) => op.key,
@@ -71,9 +78,9 @@ export class LedgerBatch {
     return (await this.commit.submit({ kind: 'hold', key, input }, ahead)) as ReserveResult | null;
   }
 
-  /** Posts or voids a hold: the free balance after it, true when unknown, false when it was already settled. */
-  async settle(key: string, input: SettleInput): Promise<bigint | boolean> {
-    return (await this.commit.submit({ kind: 'settle', key, input })) as bigint | boolean;
+  /** Posts or voids a hold: the free balance after it and its alert state, false when it was already settled. */
+  async settle(key: string, input: SettleInput): Promise<Settled | false> {
+    return (await this.commit.submit({ kind: 'settle', key, input })) as Settled | false;
   }
 
   /** Statements run, the holds and settlements they carried, time spent. */

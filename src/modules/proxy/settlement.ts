@@ -25,6 +25,7 @@ import type { NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import { splitCharge } from '../ledger/accounts.js';
 import { recordHoldProgress, settleBeyondHold, type SettleInput } from '../ledger/holds.js';
+import type { AccountAlerts, LowBalanceAlerts } from '../ledger/low-balance.js';
 import type { Flight, Outcome } from './flight.js';
 import type { LedgerBatch } from './ledger-batch.js';
 import type { StreamRelay } from './wire-format.js';
@@ -91,6 +92,8 @@ export interface SettlementDeps {
   metrics: Metrics;
   /** The platform's fee on usage (PLATFORM_FEE_BPS). */
   platformFeeBps: number;
+  /** docs/reference.md §16 "Low balance": checked after a charge (no statement when nothing can be due). */
+  lowBalance?: Pick<LowBalanceAlerts, 'afterCharge'>;
 }
 
 /** The last step of a metered call: the hold is posted (for what was produced) or voided. */
@@ -209,6 +212,7 @@ export class Settlement {
     // A failed settlement leaves the hold for the sweeper; retry briefly first (e.g. a pool hiccup).
     let captured = cost < f.hold.holdRaw ? cost : f.hold.holdRaw;
     let freeAfterRaw: bigint | null = null;
+    let alerts: AccountAlerts | null = null;
     for (let attempt = 1; ; attempt++) {
       try {
         let settled: boolean;
@@ -219,10 +223,12 @@ export class Settlement {
           settled = r.settled;
           captured = r.settled ? r.capturedRaw : 0n;
           freeAfterRaw = r.freeAfter;
+          alerts = r.alerts;
         } else {
           const r = await this.d.ledger.settle(`${f.paywall.id}\n${f.externalUserId}`, build(captured));
           settled = r !== false;
-          freeAfterRaw = typeof r === 'bigint' ? r : null;
+          freeAfterRaw = r === false ? null : r.freeAfter;
+          alerts = r === false ? null : r.alerts;
         }
         // Only a sweeper can have settled it first (the request outlived UPSTREAM_MAX_DURATION_MS + 5 min,
         // or its instance was presumed dead): the sweeper's settlement stands, nothing is charged twice.
@@ -244,6 +250,18 @@ export class Settlement {
         await new Promise((r) => setTimeout(r, 50 * attempt));
       }
     }
+    // A charge that took money may have taken the free balance below a threshold (committed above).
+    if (captured > 0n && freeAfterRaw !== null && alerts && f.hold.accountId && this.d.lowBalance)
+      await this.d.lowBalance.afterCharge({
+        paywall: f.paywall,
+        accountId: f.hold.accountId,
+        endUserId: f.hold.userId,
+        externalUserId: f.externalUserId,
+        walletUserId,
+        freeAfterRaw,
+        alerts,
+        trigger: f.trigger,
+      });
     return { captured, freeAfterRaw, costDetails: captured > 0n ? details : null };
   }
 }

@@ -11,6 +11,8 @@ import { pageTrigger } from './authorization.service.js';
 /** Test funds are a development aid: one credit is at most this much (1000 USDC). */
 export const MAX_TEST_FUNDS_RAW = 1000n * 1_000_000n;
 export const ACTIVITY_ROWS = 20;
+/** The largest low-balance alert a wallet may set (1,000,000 USDC). */
+export const MAX_LOW_ALERT_RAW = 1_000_000n * 1_000_000n;
 
 export interface ConnectedApp {
   connectionId: string;
@@ -49,6 +51,8 @@ export interface WalletOverview {
   /** Free balance of the wallet account (settled − held). */
   balanceRaw: bigint;
   heldRaw: bigint;
+  /** The wallet's own low-balance alert (docs/reference.md §16 "Low balance"); null = off. */
+  lowAlertRaw: bigint | null;
   apps: ConnectedApp[];
   activity: ActivityRow[];
 }
@@ -102,7 +106,8 @@ export class WalletService {
   /** Balance, connected apps and the 20 latest movements across apps, newest first. */
   async overview(walletUser: { id: string; email: string; accountId: string }): Promise<WalletOverview> {
     const [acct] = await this.deps.db.query(
-      `select balance_raw::text as balance_raw, held_raw::text as held_raw from ledger_account where id = $1`,
+      `select balance_raw::text as balance_raw, held_raw::text as held_raw, low_alert_raw::text as low_alert
+         from ledger_account where id = $1`,
       [walletUser.accountId],
     );
     const apps = await this.deps.db.query(
@@ -144,6 +149,7 @@ export class WalletService {
       email: walletUser.email,
       balanceRaw: balance - held,
       heldRaw: held,
+      lowAlertRaw: acct?.low_alert ? BigInt(acct.low_alert) : null,
       apps: apps.map((a) => ({
         connectionId: a.id,
         paywallId: a.paywall_id,
@@ -234,6 +240,31 @@ export class WalletService {
       if (!after) throw new Error('test funds: the wallet account is missing');
       return { amountRaw, balanceRaw: after.balanceRaw - after.heldRaw };
     });
+  }
+
+  /**
+   * The wallet's own low-balance alert (docs/reference.md §16 "Low balance"): an amount in USDC, or empty
+   * to turn it off. A charge that takes the free balance below it sends one e-mail (low-balance.ts). Set
+   * while the balance is already below it, the dip counts as announced: the e-mail comes with the next
+   * crossing, after the balance was at or above it again. Returns the threshold (null = off).
+   */
+  async setLowBalanceAlert(walletUser: { accountId: string }, input: unknown): Promise<bigint | null> {
+    const text = typeof input === 'string' ? input.trim() : '';
+    const raw = text === '' ? null : parseAmount(text);
+    if (text !== '' && (raw === null || raw > MAX_LOW_ALERT_RAW))
+      throw new DomainError(
+        'invalid_amount',
+        'Enter the alert in USDC, greater than 0 and at most 1000000, with at most 6 decimals (e.g. 5 or 2.5), or leave it empty to turn it off.',
+        'lowBalanceAlert',
+        'invalid_amount',
+      );
+    await this.deps.db.query(
+      `update ledger_account set low_alert_raw = $2::bigint,
+              low_alerted = $2::bigint is not null and balance_raw - held_raw < $2::bigint
+        where id = $1`,
+      [walletUser.accountId, raw === null ? null : raw.toString()],
+    );
+    return raw;
   }
 
   /**
