@@ -4,7 +4,11 @@ import { UserResolver } from '../modules/users/user.resolver.js';
 import { ConnectionResolver } from '../modules/users/connection.resolver.js';
 import { LedgerResolver } from '../modules/ledger/ledger.resolver.js';
 import { EarningsResolver } from '../modules/ledger/earnings.resolver.js';
-import { ReceiptRefundResolver, RefundResolver } from '../modules/ledger/refund.resolver.js';
+import {
+  LedgerEntryRefundResolver,
+  ReceiptRefundResolver,
+  RefundResolver,
+} from '../modules/ledger/refund.resolver.js';
 import { CatalogResolver } from '../modules/catalog/catalog.resolver.js';
 import { ProxyResolver } from '../modules/proxy/proxy.resolver.js';
 import { WebhookResolver } from '../modules/webhooks/webhook.resolver.js';
@@ -29,4 +33,5 @@ export const resolvers = [
   UsageResolver,
   RefundResolver,
   ReceiptRefundResolver,
+  LedgerEntryRefundResolver,
 ] as const;

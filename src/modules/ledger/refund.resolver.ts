@@ -4,7 +4,7 @@ import { requireAuth, type AppContext } from '../../graphql/context.js';
 import { DomainError } from '../../shared/errors.js';
 import { MoneyScalar } from '../../graphql/scalars.js';
 import { triggerOf } from '../users/user.service.js';
-import { ChargeType, ReceiptType } from './ledger.types.js';
+import { ChargeType, LedgerEntryType, ReceiptType } from './ledger.types.js';
 import type { RefundRow } from './refund.service.js';
 import { RefundChargeInput, RefundType } from './refund.types.js';
 
@@ -81,5 +81,40 @@ export class ReceiptRefundResolver {
   })
   async net(@Ctx() ctx: AppContext, @Root() receipt: ReceiptType): Promise<bigint> {
     return receipt.paidRaw - sum(await refundsOf(ctx, receipt.chargeId));
+  }
+}
+
+/** A charge's entry of a user's ledger: what may still be refunded of it, and what was (the dashboard's Refund). */
+@Resolver(() => LedgerEntryType)
+export class LedgerEntryRefundResolver {
+  private state(ctx: AppContext, e: LedgerEntryType) {
+    if (!e.chargeId || !['charge', 'usage'].includes(e.kind)) return null;
+    return ctx.loaders
+      .get(
+        'refundStates',
+        () =>
+          new DataLoader<string, { paidRaw: bigint; refundedRaw: bigint }>((ids) =>
+            ctx.services.refunds.states(ids),
+          ),
+      )
+      .load(e.chargeId);
+  }
+
+  @FieldResolver(() => MoneyScalar, {
+    nullable: true,
+    description: "A charge's entry: what may still be refunded (refundCharge); null for other entries.",
+  })
+  async refundable(@Ctx() ctx: AppContext, @Root() e: LedgerEntryType): Promise<bigint | null> {
+    const s = await this.state(ctx, e);
+    return s ? (s.paidRaw > s.refundedRaw ? s.paidRaw - s.refundedRaw : 0n) : null;
+  }
+
+  @FieldResolver(() => MoneyScalar, {
+    nullable: true,
+    description: "A charge's entry: what was refunded of it so far; null for other entries.",
+  })
+  async refunded(@Ctx() ctx: AppContext, @Root() e: LedgerEntryType): Promise<bigint | null> {
+    const s = await this.state(ctx, e);
+    return s ? s.refundedRaw : null;
   }
 }

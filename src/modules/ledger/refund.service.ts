@@ -324,6 +324,22 @@ export class RefundService {
     };
   }
 
+  /** What each charge took from the account that paid, and what was refunded of it (DataLoader batch). */
+  async states(chargeIds: readonly string[]): Promise<{ paidRaw: bigint; refundedRaw: bigint }[]> {
+    const rows = await this.deps.db.query(
+      `select k.id,
+              (select coalesce(sum(t.amount_raw), 0) from transfer t where t.charge_id = k.id and t.kind in (${LEGS}))::text as paid,
+              (select coalesce(sum(r.amount_raw), 0) from refund r where r.charge_id = k.id)::text as refunded
+         from unnest($1::uuid[]) as k(id)`,
+      [chargeIds as string[]],
+    );
+    const by = new Map(rows.map((r: any) => [r.id as string, r]));
+    return chargeIds.map((id) => ({
+      paidRaw: BigInt(by.get(id)?.paid ?? 0),
+      refundedRaw: BigInt(by.get(id)?.refunded ?? 0),
+    }));
+  }
+
   /** The refunds of many charges (DataLoader batch), oldest first under each charge. */
   async ofCharges(chargeIds: readonly string[]): Promise<RefundRow[][]> {
     const rows = await this.deps.db.query(
