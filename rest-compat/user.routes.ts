@@ -9,7 +9,7 @@ const DEPOSIT = new Operation(`mutation($input: DepositInput!) {
   deposit(input: $input) { balance balanceFormatted }
 }`);
 const CHARGE = new Operation(`mutation($input: ChargeInput!) {
-  charge(input: $input) { success message url errorCode }
+  charge(input: $input) { success message url errorCode chargeId }
 }`);
 const BALANCE = new Operation(
   `query($user: String!) { user(externalId: $user) { balance balanceFormatted } }`,
@@ -69,7 +69,9 @@ export function userRoutes(services: Services): Router {
       const ctx = restContext(req, services);
       const vars = moneyInput(req);
       const { charge } = await idempotent(req, res, ctx, () => CHARGE.run(ctx, vars));
-      res.json(charge.success ? { success: true, message: charge.message } : charge);
+      res.json(
+        charge.success ? { success: true, message: charge.message, chargeId: charge.chargeId } : charge,
+      );
     }),
   );
 

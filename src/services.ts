@@ -11,6 +11,7 @@ import { UserService } from './modules/users/user.service.js';
 import { LedgerService } from './modules/ledger/ledger.service.js';
 import { EarningsService } from './modules/ledger/earnings.service.js';
 import { LowBalanceAlerts } from './modules/ledger/low-balance.js';
+import { RefundService } from './modules/ledger/refund.service.js';
 import { UsageService } from './modules/usage/usage.service.js';
 import { CatalogService } from './modules/catalog/catalog.service.js';
 import { ProxyService } from './modules/proxy/proxy.service.js';
@@ -47,6 +48,8 @@ export interface Services {
   users: UserService;
   ledger: LedgerService;
   earnings: EarningsService;
+  /** Refunds of charges (docs/reference.md §16 "Refunds"). */
+  refunds: RefundService;
   usage: UsageService;
   catalog: CatalogService;
   proxy: ProxyService;
@@ -103,6 +106,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     lowBalance: s.lowBalance,
   });
   s.earnings = new EarningsService(db);
+  s.refunds = new RefundService({ db, paywalls: s.paywalls, idempotency: s.ledger.idempotency });
   s.usage = new UsageService(db, {
     total: config.GRAPHQL_HEAVY_READS,
     perTenant: config.GRAPHQL_HEAVY_READS_PER_TENANT,

@@ -146,6 +146,13 @@ const GQL: Record<string, GqlCase> = {
     // No withdrawal exists in the fixture: the control reaches the withdrawal lookup (not the paywall one).
     controlMay: ['NOT_FOUND'],
   },
+  'Mutation.refundCharge': {
+    query: `mutation($p: ID, $c: ID!) { refundCharge(input: { paywallId: $p, chargeId: $c }) { id amount } }`,
+    vars: (T) => ({ p: T.pw.id, c: randomUUID() }),
+    // The fixture has no charge: the control reaches the charge lookup (not the paywall one). A real
+    // charge refunded across tenants: test/refunds.test.ts.
+    controlMay: ['NOT_FOUND'],
+  },
   'Mutation.setModelPricing': {
     query: `mutation($p: ID) { setModelPricing(input: { paywallId: $p, modelId: "matrix-model", prompt: "0.000001" }) { id name } }`,
     vars: (T) => ({ p: T.pw.id }),

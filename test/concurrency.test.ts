@@ -164,8 +164,15 @@ describe('one Idempotency-Key, many concurrent requests', () => {
     );
     for (const a of answers) {
       expect([200, 409]).toContain(a.status);
-      if (a.status === 200) expect(a.body).toEqual({ success: true, message: 'Charged 0.4 USDC.' });
+      if (a.status === 200)
+        expect(a.body).toEqual({
+          success: true,
+          message: 'Charged 0.4 USDC.',
+          chargeId: expect.stringMatching(/^[0-9a-f-]{36}$/),
+        });
     }
+    // Every replay names the one charge.
+    expect(new Set(answers.filter((a) => a.status === 200).map((a) => a.body.chargeId)).size).toBe(1);
     expect((await userAccount(t.db, pw.id, 'c'))!.balance).toBe('600000');
     await expectLedgerProven(t.db);
     expect(await count(`select count(*)::text as n from charge where paywall_id = $1`, [pw.id])).toBe(1);

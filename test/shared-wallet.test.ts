@@ -186,6 +186,7 @@ describe('what a SHARED app may do and see', () => {
         'A single manual charge of a shared-wallet user is limited to 5 USDC; 5.000001 USDC was requested. Nothing was charged.',
       url: null,
       errorCode: 'charge_limit_exceeded',
+      chargeId: expect.stringMatching(/^[0-9a-f-]{36}$/),
     });
     expect(await balanceOf(a, 'cap')).toBe(20_000_000n);
     const failed = await t.db.query(
@@ -215,7 +216,11 @@ describe('what a SHARED app may do and see', () => {
       balance: '20000000',
     });
     // At the cap it goes through; the operator may raise it.
-    expect((await charge('5')).body).toEqual({ success: true, message: 'Charged 5 USDC.' });
+    expect((await charge('5')).body).toEqual({
+      success: true,
+      message: 'Charged 5 USDC.',
+      chargeId: expect.stringMatching(/^[0-9a-f-]{36}$/),
+    });
     const cap = t.config.SHARED_MAX_MANUAL_CHARGE;
     t.config.SHARED_MAX_MANUAL_CHARGE = 6_000_000n;
     try {

@@ -207,7 +207,11 @@ async function quickStart(url: string, ownerToken: string) {
     },
   );
   expect(charge.status).toBe(200);
-  expect(charge.body).toEqual({ success: true, message: 'Charged 0.25 USDC.' });
+  expect(charge.body).toEqual({
+    success: true,
+    message: 'Charged 0.25 USDC.',
+    chargeId: expect.stringMatching(/^[0-9a-f-]{36}$/),
+  });
 
   const balance = await call(url, 'GET', '/v1/user/balance?user=alice', apiKey);
   expect(balance.body).toEqual({ balance: '4750000', balanceFormatted: '4.750000' });

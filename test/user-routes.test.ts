@@ -203,7 +203,11 @@ describe('POST /v1/user/charge', () => {
     await deposit(pw, { user: 'carl', amount: '1' });
     const r = await charge(pw, { user: 'carl', amount: '0.25', metadata: { run: 'r1' } });
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ success: true, message: 'Charged 0.25 USDC.' });
+    expect(r.body).toEqual({
+      success: true,
+      message: 'Charged 0.25 USDC.',
+      chargeId: expect.stringMatching(/^[0-9a-f-]{36}$/),
+    });
     const s = await snapshot(pw, 'carl');
     expect(s.user.balance).toBe('750000');
     expect(s.ledger).toEqual([
@@ -263,6 +267,7 @@ describe('POST /v1/user/charge', () => {
       message: `Insufficient balance: 0.5 USDC available, 0.500001 USDC requested. Top up here: ${url}`,
       url,
       errorCode: 'insufficient_balance',
+      chargeId: expect.stringMatching(/^[0-9a-f-]{36}$/),
     });
     const s = await snapshot(pw, 'dora');
     expect(s.user.balance).toBe('500000');
@@ -335,7 +340,11 @@ describe('POST /v1/user/charge', () => {
     const wallet = await createWallet(t.db, { fundRaw: 1_000_000n });
     await connectEndUser(t.db, pw.id, 'sue', wallet);
     const ok = await charge(pw, { user: 'sue', amount: '0.1' });
-    expect(ok.body).toEqual({ success: true, message: 'Charged 0.1 USDC.' });
+    expect(ok.body).toEqual({
+      success: true,
+      message: 'Charged 0.1 USDC.',
+      chargeId: expect.stringMatching(/^[0-9a-f-]{36}$/),
+    });
     const [created] = await eventsOf(pw, 'paywall.balance.charge.created');
     expect(created.data.walletUserId).toBe(wallet.walletUserId);
     expect((await snapshot(pw, 'sue')).user.balance).toBe('900000');

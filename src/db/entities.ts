@@ -20,6 +20,7 @@ import {
 } from '../modules/payments/stripe/stripe.entity.js';
 import { UsageDayModelSchema, UsageDayUserSchema, UsageRollupSchema } from '../modules/usage/usage.entity.js';
 import { EventSchema } from '../modules/events/event.entity.js';
+import { RefundSchema } from '../modules/ledger/refund.entity.js';
 import { RelayedResponseSchema } from '../modules/proxy/relayed-response.entity.js';
 import { WebhookSubscriptionSchema, WebhookDeliverySchema } from '../modules/webhooks/webhook.entity.js';
 
@@ -51,4 +52,5 @@ export const entities = [
   UsageDayModelSchema,
   UsageDayUserSchema,
   UsageRollupSchema,
+  RefundSchema,
 ];

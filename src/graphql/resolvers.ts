@@ -4,6 +4,11 @@ import { UserResolver } from '../modules/users/user.resolver.js';
 import { ConnectionResolver } from '../modules/users/connection.resolver.js';
 import { LedgerResolver } from '../modules/ledger/ledger.resolver.js';
 import { EarningsResolver } from '../modules/ledger/earnings.resolver.js';
+import {
+  LedgerEntryRefundResolver,
+  ReceiptRefundResolver,
+  RefundResolver,
+} from '../modules/ledger/refund.resolver.js';
 import { CatalogResolver } from '../modules/catalog/catalog.resolver.js';
 import { ProxyResolver } from '../modules/proxy/proxy.resolver.js';
 import { WebhookResolver } from '../modules/webhooks/webhook.resolver.js';
@@ -26,4 +31,7 @@ export const resolvers = [
   LiveEventsResolver,
   StripeResolver,
   UsageResolver,
+  RefundResolver,
+  ReceiptRefundResolver,
+  LedgerEntryRefundResolver,
 ] as const;

@@ -1,5 +1,6 @@
 import { formatDecimal, formatUsdc, MARKUP_DECIMALS, parseDecimal, PRICE_DECIMALS } from '../shared/money.js';
 import { html } from './html.js';
+import { dateText } from './components.js';
 import type { ActivityReceipt } from '../modules/wallet/wallet.service.js';
 
 /** "1,920": token counts with thousands separators. */
@@ -102,6 +103,7 @@ export function ReceiptDetails({ receipt: r }: { receipt: ActivityReceipt }) {
                 <td class="num" data-testid="receipt-owed">${formatUsdc(owedRaw)} USDC</td>
               </tr>`
           }
+          ${r.refunds.length > 0 && RefundRows({ receipt: r })}
         </tfoot>
       </table>
       <p class="receipt-note">
@@ -116,4 +118,28 @@ export function ReceiptDetails({ receipt: r }: { receipt: ActivityReceipt }) {
       </p>
     </div>
   </details>`;
+}
+
+/**
+ * The refunds of a charge under its receipt's total (docs/reference.md §16 "Refunds"): one row per refund
+ * (date and reason) with the amount given back, then what the user paid in the end.
+ */
+function RefundRows({ receipt: r }: { receipt: ActivityReceipt }) {
+  const refundedRaw = r.refunds.reduce((sum, f) => sum + f.amountRaw, 0n);
+  const netRaw = r.paidRaw + r.recoveredRaw - refundedRaw;
+  return html`${r.refunds.map(
+      (f) =>
+        html`<tr key=${f.id} class="r-refund" data-testid="receipt-refund">
+          <th scope="row" colspan="3">
+            ${`Refunded ${dateText(f.createdAt)}`}${
+              f.reason && html` · <span class="r-refund-reason">${f.reason}</span>`
+            }
+          </th>
+          <td class="num">−${formatUsdc(f.amountRaw)} USDC</td>
+        </tr>`,
+    )}
+    <tr class="r-net">
+      <th scope="row" colspan="3">Net paid</th>
+      <td class="num" data-testid="receipt-net">${formatUsdc(netRaw)} USDC</td>
+    </tr>`;
 }

@@ -112,6 +112,11 @@ table.receipt-lines tfoot th,table.receipt-lines tfoot td{border-top:1px solid #
 table.receipt-lines tfoot tr.r-total > *{border-top:2px solid #cfd6de;font-weight:700;font-size:.95rem;padding-top:.55rem}
 table.receipt-lines tfoot tr.r-paid > *{color:var(--muted);font-weight:500}
 table.receipt-lines tfoot tr.r-owed > *{color:var(--err-text);font-weight:600}
+table.receipt-lines tfoot tr.r-refund > *{color:var(--ok-text);font-weight:500}
+table.receipt-lines tfoot tr.r-net > *{border-top:2px solid #cfd6de;font-weight:700}
+.refund-detail{color:var(--muted);font-size:.875rem}
+.refund-detail .refund-ref{display:block}
+.refund-detail code{font:500 .8rem/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 .receipt-note{margin:.6rem 0 0;color:var(--muted);font-size:.8rem;line-height:1.45}
 @media (max-width:600px){
 table.activity > thead{display:none}

@@ -130,10 +130,23 @@ export function WalletPage(props: {
                 <tbody>
                   ${w.activity.map(
                     (a) =>
-                      html`<tr key=${a.id} class=${a.receipt ? 'entry has-receipt' : 'entry'}>
+                      html`<tr
+                          key=${a.id}
+                          class=${a.receipt ? 'entry has-receipt' : a.refund ? 'entry refund' : 'entry'}
+                        >
                           <td class="date">${dateText(a.createdAt)}</td>
                           <td class="app">${a.app ?? '—'}</td>
-                          <td class="item">${a.description}</td>
+                          <td class="item">
+                            ${a.description}${
+                              a.refund &&
+                              html`<span class="refund-detail">
+                                ${a.refund.reason && html` · <span class="refund-reason">${a.refund.reason}</span>`}
+                                <span class="refund-ref"
+                                  >for charge <code>${a.refund.chargeId.slice(0, 8)}</code></span
+                                >
+                              </span>`
+                            }
+                          </td>
                           <td class=${a.amountRaw > 0n ? 'num in-amt' : 'num'}>
                             ${a.amountRaw > 0n ? '+' : ''}${usdcText(a.amountRaw)}
                           </td>

@@ -51,7 +51,8 @@ type Documents = {
     "\n  query FindUser($id: ID, $externalId: String!) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n    }\n  }\n": typeof types.FindUserDocument,
     "\n  mutation Deposit($input: DepositInput!) {\n    deposit(input: $input) {\n      balanceFormatted\n      replayed\n      user {\n        ...EndUserRow\n      }\n    }\n  }\n": typeof types.DepositDocument,
     "\n  mutation Charge($input: ChargeInput!) {\n    charge(input: $input) {\n      success\n      message\n      url\n      balanceFormatted\n      replayed\n      user {\n        ...EndUserRow\n      }\n    }\n  }\n": typeof types.ChargeDocument,
-    "\n  fragment LedgerEntryRow on LedgerEntry {\n    id\n    kind\n    amount\n    balanceAfter\n    metadata\n    createdAt\n  }\n": typeof types.LedgerEntryRowFragmentDoc,
+    "\n  fragment LedgerEntryRow on LedgerEntry {\n    id\n    kind\n    amount\n    balanceAfter\n    chargeId\n    refundable\n    refunded\n    metadata\n    createdAt\n  }\n": typeof types.LedgerEntryRowFragmentDoc,
+    "\n  mutation RefundCharge($input: RefundChargeInput!) {\n    refundCharge(input: $input) {\n      id\n      chargeId\n      amount\n      reason\n      createdAt\n    }\n  }\n": typeof types.RefundChargeDocument,
     "\n  query UserDetail($id: ID, $externalId: String!, $after: String) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n      heldRaw\n      connectedAt\n      ledgerEntries(first: 10, after: $after) {\n        edges {\n          node {\n            ...LedgerEntryRow\n          }\n        }\n        pageInfo {\n          ...PageCursor\n        }\n      }\n    }\n  }\n": typeof types.UserDetailDocument,
     "\n  fragment WebhookSubscriptionRow on WebhookSubscription {\n    id\n    url\n    events\n    isActive\n    description\n    secretSuffix\n    consecutiveFailures\n    lastDeliveredAt\n    createdAt\n  }\n": typeof types.WebhookSubscriptionRowFragmentDoc,
     "\n  fragment WebhookDeliveryRow on WebhookDelivery {\n    id\n    subscriptionId\n    eventId\n    eventType\n    status\n    attempts\n    nextAttemptAt\n    responseStatus\n    responseLatencyMs\n    responseBody\n    lastError\n    createdAt\n    updatedAt\n    event\n  }\n": typeof types.WebhookDeliveryRowFragmentDoc,
@@ -102,7 +103,8 @@ const documents: Documents = {
     "\n  query FindUser($id: ID, $externalId: String!) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n    }\n  }\n": types.FindUserDocument,
     "\n  mutation Deposit($input: DepositInput!) {\n    deposit(input: $input) {\n      balanceFormatted\n      replayed\n      user {\n        ...EndUserRow\n      }\n    }\n  }\n": types.DepositDocument,
     "\n  mutation Charge($input: ChargeInput!) {\n    charge(input: $input) {\n      success\n      message\n      url\n      balanceFormatted\n      replayed\n      user {\n        ...EndUserRow\n      }\n    }\n  }\n": types.ChargeDocument,
-    "\n  fragment LedgerEntryRow on LedgerEntry {\n    id\n    kind\n    amount\n    balanceAfter\n    metadata\n    createdAt\n  }\n": types.LedgerEntryRowFragmentDoc,
+    "\n  fragment LedgerEntryRow on LedgerEntry {\n    id\n    kind\n    amount\n    balanceAfter\n    chargeId\n    refundable\n    refunded\n    metadata\n    createdAt\n  }\n": types.LedgerEntryRowFragmentDoc,
+    "\n  mutation RefundCharge($input: RefundChargeInput!) {\n    refundCharge(input: $input) {\n      id\n      chargeId\n      amount\n      reason\n      createdAt\n    }\n  }\n": types.RefundChargeDocument,
     "\n  query UserDetail($id: ID, $externalId: String!, $after: String) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n      heldRaw\n      connectedAt\n      ledgerEntries(first: 10, after: $after) {\n        edges {\n          node {\n            ...LedgerEntryRow\n          }\n        }\n        pageInfo {\n          ...PageCursor\n        }\n      }\n    }\n  }\n": types.UserDetailDocument,
     "\n  fragment WebhookSubscriptionRow on WebhookSubscription {\n    id\n    url\n    events\n    isActive\n    description\n    secretSuffix\n    consecutiveFailures\n    lastDeliveredAt\n    createdAt\n  }\n": types.WebhookSubscriptionRowFragmentDoc,
     "\n  fragment WebhookDeliveryRow on WebhookDelivery {\n    id\n    subscriptionId\n    eventId\n    eventType\n    status\n    attempts\n    nextAttemptAt\n    responseStatus\n    responseLatencyMs\n    responseBody\n    lastError\n    createdAt\n    updatedAt\n    event\n  }\n": types.WebhookDeliveryRowFragmentDoc,
@@ -281,7 +283,11 @@ export function graphql(source: "\n  mutation Charge($input: ChargeInput!) {\n  
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  fragment LedgerEntryRow on LedgerEntry {\n    id\n    kind\n    amount\n    balanceAfter\n    metadata\n    createdAt\n  }\n"): (typeof documents)["\n  fragment LedgerEntryRow on LedgerEntry {\n    id\n    kind\n    amount\n    balanceAfter\n    metadata\n    createdAt\n  }\n"];
+export function graphql(source: "\n  fragment LedgerEntryRow on LedgerEntry {\n    id\n    kind\n    amount\n    balanceAfter\n    chargeId\n    refundable\n    refunded\n    metadata\n    createdAt\n  }\n"): (typeof documents)["\n  fragment LedgerEntryRow on LedgerEntry {\n    id\n    kind\n    amount\n    balanceAfter\n    chargeId\n    refundable\n    refunded\n    metadata\n    createdAt\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RefundCharge($input: RefundChargeInput!) {\n    refundCharge(input: $input) {\n      id\n      chargeId\n      amount\n      reason\n      createdAt\n    }\n  }\n"): (typeof documents)["\n  mutation RefundCharge($input: RefundChargeInput!) {\n    refundCharge(input: $input) {\n      id\n      chargeId\n      amount\n      reason\n      createdAt\n    }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

@@ -324,10 +324,98 @@ graphql(`
     kind
     amount
     balanceAfter
+    chargeId
+    refundable
+    refunded
     metadata
     createdAt
   }
 `);
+const REFUND = graphql(`
+  mutation RefundCharge($input: RefundChargeInput!) {
+    refundCharge(input: $input) {
+      id
+      chargeId
+      amount
+      reason
+      createdAt
+    }
+  }
+`);
+
+const isZeroUsdc = (v: string | null | undefined) => !v || /^0(\.0*)?$/.test(v);
+
+/**
+ * The Refund form of one charge (docs/reference.md §16 "Refunds"): the amount, prefilled with what may
+ * still be refunded, and an optional reason. The idempotency key stays until the amount or the reason
+ * changes, so a second click is the same request and refunds once.
+ */
+function RefundForm(props: {
+  paywall: PaywallSummary;
+  entry: LedgerEntry;
+  onDone: (text: string) => void;
+  onCancel: () => void;
+}) {
+  const rest = props.entry.refundable ?? '0';
+  const [amount, setAmount] = useState(rest);
+  const [reason, setReason] = useState('');
+  const [key, setKey] = useState(newIdempotencyKey);
+  const [state, refund] = useMutation(REFUND);
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    if (state.fetching) return;
+    const r = await refund({
+      input: {
+        paywallId: props.paywall.id,
+        chargeId: props.entry.chargeId!,
+        amount: amount.trim(),
+        reason: reason.trim() || null,
+        idempotencyKey: key,
+      },
+    });
+    if (r.data) props.onDone(`Refunded ${exactUsdc(r.data.refundCharge.amount)} USDC.`);
+  };
+  return (
+    <form className="stack refund-form" onSubmit={submit} aria-label="Refund charge">
+      <h3>Refund charge</h3>
+      <p className="muted">
+        Charge <code>{props.entry.chargeId}</code>: up to {exactUsdc(rest)} USDC can be given back to the
+        account that paid it
+        {props.paywall.mode === 'SHARED' ? ', from your earnings and the platform fee in proportion' : ''}.
+      </p>
+      <ErrorBanner message={errorMessage(state.error)} />
+      <div className="grid-2">
+        <Field
+          label="Refund amount (USDC)"
+          inputMode="decimal"
+          value={amount}
+          onChange={(v) => {
+            setAmount(v);
+            setKey(newIdempotencyKey());
+          }}
+          required
+        />
+        <Field
+          label="Reason"
+          placeholder="shown to the user"
+          value={reason}
+          onChange={(v) => {
+            setReason(v);
+            setKey(newIdempotencyKey());
+          }}
+        />
+      </div>
+      <div className="row">
+        <Button type="submit" variant="danger" busy={state.fetching} disabled={!amount.trim()}>
+          Refund {amount.trim() || '…'} USDC
+        </Button>
+        <Button onClick={props.onCancel} disabled={state.fetching}>
+          Cancel
+        </Button>
+      </div>
+    </form>
+  );
+}
 const DETAIL = graphql(`
   query UserDetail($id: ID, $externalId: String!, $after: String) {
     user(paywallId: $id, externalId: $externalId) {
@@ -350,10 +438,12 @@ const DETAIL = graphql(`
 
 function UserDetail(props: { paywall: PaywallSummary; externalId: string }) {
   const pages = usePages();
-  const [{ data, fetching, error }] = useQuery({
+  const [{ data, fetching, error }, reexecute] = useQuery({
     query: DETAIL,
     variables: { id: props.paywall.id, externalId: props.externalId, after: pages.after },
   });
+  const [refunding, setRefunding] = useState<LedgerEntry | null>(null);
+  const [refundNote, setRefundNote] = useState<string | null>(null);
   const u = data?.user;
   return (
     <Card
@@ -390,9 +480,52 @@ function UserDetail(props: { paywall: PaywallSummary; externalId: string }) {
                 },
                 moneyColumn('Amount', (e: LedgerEntry) => e.amount, { signed: true }),
                 moneyColumn('Balance after', (e: LedgerEntry) => e.balanceAfter),
+                {
+                  head: 'Refund',
+                  cell: (e) =>
+                    e.kind === 'refund' ? (
+                      <span className="muted refund-of">
+                        {typeof e.metadata?.reason === 'string' ? e.metadata.reason : 'Refund'}
+                      </span>
+                    ) : e.refundable == null ? null : (
+                      <span className="row refund-cell">
+                        {!isZeroUsdc(e.refunded) && (
+                          <span className="muted" data-testid="refunded">
+                            Refunded <Money value={e.refunded} />
+                          </span>
+                        )}
+                        {!isZeroUsdc(e.refundable) && (
+                          <Button
+                            className="btn-sm"
+                            aria-label={`Refund ${exactUsdc(e.refundable!)} USDC of this charge`}
+                            onClick={() => {
+                              setRefundNote(null);
+                              setRefunding(e);
+                            }}
+                          >
+                            Refund
+                          </Button>
+                        )}
+                      </span>
+                    ),
+                },
               ]}
             />
             <Pager pages={pages} pageInfo={u.ledgerEntries.pageInfo} />
+            {refundNote && <Notice tone="success">{refundNote}</Notice>}
+            {refunding && (
+              <RefundForm
+                key={refunding.id}
+                paywall={props.paywall}
+                entry={refunding}
+                onCancel={() => setRefunding(null)}
+                onDone={(text) => {
+                  setRefunding(null);
+                  setRefundNote(text);
+                  reexecute({ requestPolicy: 'network-only' });
+                }}
+              />
+            )}
           </div>
         </div>
       )}

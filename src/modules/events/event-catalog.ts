@@ -16,6 +16,7 @@ export const EVENT_TYPES = [
   'paywall.balance.charge.created',
   'paywall.balance.charge.completed',
   'paywall.balance.charge.failed',
+  'paywall.balance.refund.created',
   'paywall.usage.charge.created',
   'paywall.usage.charge.deferred',
   'paywall.usage.charge.recovered',

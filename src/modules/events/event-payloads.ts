@@ -68,6 +68,18 @@ export interface EventDataMap {
     amount: Usdc;
     errorCode: 'insufficient_balance' | 'not_connected' | 'charge_limit_exceeded';
   };
+  /**
+   * A refund of a charge (docs/reference.md §16 "Refunds"): `activityId` is the refund's id, `chargeId`
+   * the charge it gives money back for, `amount` what went back to the account that paid.
+   */
+  'paywall.balance.refund.created': {
+    activityId: string;
+    chargeId: string;
+    amount: Usdc;
+    walletUserId: string | null;
+    externalUserId: string;
+    reason: string | null;
+  };
   'paywall.usage.charge.created': {
     walletUserId: string | null;
     activityId: string;

@@ -48,6 +48,9 @@ export const TRANSFER_KINDS = [
   'withdrawal',
   'withdrawal_return',
   'payout',
+  // docs/reference.md §16 "Refunds": earnings → the payer (`refund`), fees → earnings (`fee_refund`).
+  'refund',
+  'fee_refund',
 ] as const;
 export type TransferKind = (typeof TRANSFER_KINDS)[number];
 

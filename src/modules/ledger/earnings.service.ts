@@ -73,7 +73,8 @@ export class EarningsService {
               coalesce((select balance_raw from ledger_account a where a.kind = 'earnings' and a.paywall_id = p.id), 0)::text as available,
               coalesce((select sum(amount_raw) from withdrawal w where w.paywall_id = p.id and w.status = 'PENDING'), 0)::text as pending,
               coalesce((select sum(amount_raw) from withdrawal w where w.paywall_id = p.id and w.status = 'PAID'), 0)::text as withdrawn,
-              coalesce((select sum(amount_raw) from transfer t where t.paywall_id = p.id and t.kind = 'fee'), 0)::text as fees
+              coalesce((select sum(case when t.kind = 'fee' then amount_raw else -amount_raw end) from transfer t
+                         where t.paywall_id = p.id and t.kind in ('fee', 'fee_refund')), 0)::text as fees
          from unnest($1::uuid[]) as p(id)`,
       [paywallIds as string[]],
     );

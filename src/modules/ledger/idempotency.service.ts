@@ -4,7 +4,7 @@ import { sha256Hex } from '../../shared/ids.js';
 import type { Database } from '../../db/database.js';
 import type { Logger } from '../../shared/logger.js';
 
-export type IdempotentEndpoint = 'deposit' | 'charge';
+export type IdempotentEndpoint = 'deposit' | 'charge' | 'refund';
 
 /** A claim older than this with no answer is abandoned (its process died) and may be taken over. */
 export const IN_FLIGHT_TTL_SECONDS = 60;

@@ -566,12 +566,14 @@ export class LedgerService {
          cross join lateral (
            select (array_agg(x.id order by x.seq))[1] as id, min(x.seq) as seq,
                   (array_agg(x.kind order by x.seq))[1] as kind,
-                  sum(case when x.kind in ('deposit', 'trial') then x.amount_raw else -x.amount_raw end) as amount_raw,
+                  sum(case when x.kind in ('deposit', 'trial', 'refund') then x.amount_raw else -x.amount_raw end) as amount_raw,
                   coalesce(min(x.balance_after_raw), 0) as balance_after_raw, x.charge_id,
                   (array_agg(x.metadata order by x.seq))[1] as metadata, min(x.created_at) as created_at
              from transfer x
             where x.end_user_id = k.user_id
-            group by coalesce(x.charge_id, x.id), x.charge_id
+            -- A refund names its charge but is an entry of its own (docs/reference.md §16 "Refunds").
+            group by case when x.kind in ('charge', 'usage', 'fee', 'provider_cost') then coalesce(x.charge_id, x.id) else x.id end,
+                     x.charge_id
            having k.after_seq is null or min(x.seq) < k.after_seq
             order by min(x.seq) desc limit k.lim
          ) le

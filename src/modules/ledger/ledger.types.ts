@@ -104,6 +104,9 @@ export class ReceiptType {
   @Field(() => [ReceiptLineType]) lines!: ReceiptLineType[];
   @Field({ description: 'The cost, USDC with 6 decimals (= amount + uncollected).' }) total!: string;
   @Field(() => MoneyScalar, { description: 'The cost in raw units.' }) totalRaw!: bigint;
+  /** The charge's id and what the balance paid of the total (for refunds and the net, refund.resolver.ts). */
+  chargeId!: string;
+  paidRaw!: bigint;
 }
 
 @ObjectType('Charge', { description: 'A manual charge, or the usage charge (hold) of a chat request.' })
@@ -159,6 +162,8 @@ export class ChargeType {
     if (!r) return null;
     return Object.assign(new ReceiptType(), {
       ...r,
+      chargeId: this.id,
+      paidRaw: this.status === 'completed' ? this.amount + this.recovered : 0n,
       lines: r.lines.map((l) => Object.assign(new ReceiptLineType(), l)),
     });
   }
@@ -188,6 +193,10 @@ export class ChargePayload {
       "`insufficient_balance`, `not_connected`, or `charge_limit_exceeded` (SHARED: above the operator's cap on one manual charge).",
   })
   errorCode!: string | null;
+  @Field(() => ID, {
+    description: "The charge's id (also when refused): `activityId` of its events (docs/reference.md §16).",
+  })
+  chargeId!: string;
   @Field(() => ChargeType) charge!: ChargeType;
   @Field({ description: 'Free balance after the attempt, raw units.' }) balance!: string;
   @Field() balanceFormatted!: string;
@@ -206,6 +215,7 @@ export class ChargePayload {
       message: r.message,
       url: r.url,
       errorCode: r.errorCode,
+      chargeId: r.chargeId,
       charge: Object.assign(new ChargeType(), {
         id: r.chargeId,
         kind: 'manual',

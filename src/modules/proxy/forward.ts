@@ -160,6 +160,7 @@ export class Forwarder {
     const headers: Record<string, string> = {};
     if (captured > 0n) {
       headers['x-paywall-cost'] = cost;
+      headers['x-paywall-charge-id'] = f.chargeId; // docs/reference.md §16 "Charge ids"
       if (freeAfterRaw !== null) headers['x-paywall-balance'] = usdcDecimal(freeAfterRaw);
     }
     return { status: 200, body: answer, headers };

@@ -32,6 +32,16 @@ export interface ActivityRow {
   amountRaw: bigint;
   /** A settled usage charge's itemised receipt (docs/reference.md §13), else null. */
   receipt: ActivityReceipt | null;
+  /** A refund (docs/reference.md §16 "Refunds"): the charge it gives money back for, and why. */
+  refund: { chargeId: string; reason: string | null } | null;
+}
+
+/** A refund as the wallet shows it under the charge's receipt. */
+export interface ActivityRefund {
+  id: string;
+  amountRaw: bigint;
+  reason: string | null;
+  createdAt: Date;
 }
 
 /** A receipt with what the wallet paid of its total, and what it still owes. */
@@ -44,6 +54,8 @@ export interface ActivityReceipt extends Receipt {
   uncollectedRaw: bigint;
   /** How much of it later top-ups repaid. */
   recoveredRaw: bigint;
+  /** Money given back for this charge, oldest first (docs/reference.md §16 "Refunds"). */
+  refunds: ActivityRefund[];
 }
 
 export interface WalletOverview {
@@ -85,6 +97,7 @@ function activityReceipt(r: any): ActivityReceipt | null {
     paidRaw: BigInt(r.charge_amount_raw),
     uncollectedRaw: BigInt(r.uncollected_raw),
     recoveredRaw: BigInt(r.recovered_raw),
+    refunds: [],
   };
 }
 
@@ -135,6 +148,7 @@ export class WalletService {
               g.credit_account_id = $1 as incoming, p.name as app, ch.model,
               coalesce(g.metadata->>'description', ch.metadata->>'description') as description,
               g.metadata->>'source' as source, g.entry = g.charge_id as is_charge, ch.prompt_tokens,
+              g.metadata->>'reason' as refund_reason, g.charge_id,
               ch.completion_tokens, ch.metadata as charge_metadata, ch.amount_raw::text as charge_amount_raw,
               ch.uncollected_raw::text as uncollected_raw, ch.recovered_raw::text as recovered_raw
          from g
@@ -145,6 +159,40 @@ export class WalletService {
     );
     const balance = BigInt(acct?.balance_raw ?? 0);
     const held = BigInt(acct?.held_raw ?? 0);
+    const rows: ActivityRow[] = activity.map((r) => ({
+      id: r.id,
+      createdAt: new Date(r.created_at),
+      app: r.app ?? null,
+      description:
+        r.kind === 'refund'
+          ? 'Refund'
+          : (r.model ??
+            r.description ??
+            (r.source === 'test_funds'
+              ? 'Test funds'
+              : r.source === 'stripe'
+                ? 'Card top-up'
+                : (KIND_LABELS[r.charge_kind ?? r.kind] ?? String(r.kind).replace(/_/g, ' ')))),
+      amountRaw: r.incoming ? BigInt(r.amount_raw) : -BigInt(r.amount_raw),
+      receipt: r.is_charge ? activityReceipt(r) : null,
+      refund: r.kind === 'refund' ? { chargeId: r.charge_id, reason: r.refund_reason ?? null } : null,
+    }));
+    // The refunds of the charges whose receipts are shown (one query).
+    const receipts = new Map(rows.filter((a) => a.receipt).map((a) => [a.receipt!.chargeId, a.receipt!]));
+    if (receipts.size > 0) {
+      const refunds = await this.deps.db.query(
+        `select id, charge_id, amount_raw::text as amount_raw, reason, created_at from refund
+          where charge_id = any($1::uuid[]) order by created_at, id`,
+        [[...receipts.keys()]],
+      );
+      for (const f of refunds)
+        receipts.get(f.charge_id)?.refunds.push({
+          id: f.id,
+          amountRaw: BigInt(f.amount_raw),
+          reason: f.reason ?? null,
+          createdAt: new Date(f.created_at),
+        });
+    }
     return {
       email: walletUser.email,
       balanceRaw: balance - held,
@@ -156,21 +204,7 @@ export class WalletService {
         paywallName: a.name,
         connectedAt: new Date(a.created_at),
       })),
-      activity: activity.map((r) => ({
-        id: r.id,
-        createdAt: new Date(r.created_at),
-        app: r.app ?? null,
-        description:
-          r.model ??
-          r.description ??
-          (r.source === 'test_funds'
-            ? 'Test funds'
-            : r.source === 'stripe'
-              ? 'Card top-up'
-              : (KIND_LABELS[r.charge_kind ?? r.kind] ?? String(r.kind).replace(/_/g, ' '))),
-        amountRaw: r.incoming ? BigInt(r.amount_raw) : -BigInt(r.amount_raw),
-        receipt: r.is_charge ? activityReceipt(r) : null,
-      })),
+      activity: rows,
     };
   }
 
