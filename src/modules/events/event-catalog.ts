@@ -28,6 +28,7 @@ export const EVENT_TYPES = [
   'paywall.proxy.request.failed',
   'paywall.proxy.request.canceled',
   'paywall.proxy.request.blocked',
+  'paywall.allowance.reached',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

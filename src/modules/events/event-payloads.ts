@@ -143,6 +143,19 @@ export interface EventDataMap {
     reason: string;
     model: string;
   };
+  /**
+   * SHARED: an app reached the spending limit its wallet user set (docs/reference.md §16 "Allowance"), once per
+   * period. `period`: day, week, month or total; `resetsAt`: null for total.
+   */
+  'paywall.allowance.reached': {
+    walletUserId: string;
+    externalUserId: string;
+    connectionId: string;
+    amount: Usdc;
+    period: string;
+    spent: Usdc;
+    resetsAt: string | null;
+  };
 }
 
 // Every catalogue event has a data type (a compile error here names a missing one).

@@ -396,6 +396,11 @@ export class UserService {
     };
   }
 
+  /** The hosted wallet page (docs/reference.md §16: where an app's spending limit is changed). */
+  walletUrl(): string {
+    return `${this.deps.config.PUBLIC_BASE_URL}/wallet`;
+  }
+
   /**
    * A top-up link for the user: DEFAULT mode uses the paywall's `topupUrl` (with `user=`) or the hosted
    * page; SHARED mode the hosted wallet's top-up. Records `paywall.balance.topup.link.created`.
