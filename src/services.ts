@@ -78,7 +78,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     maxPerOwner: config.MAX_PAYWALLS_PER_OWNER,
   });
   s.providers = new ProviderService({ db, config, log, paywalls: s.paywalls });
-  s.authorizations = new AuthorizationService({ db });
+  s.authorizations = new AuthorizationService({ db, clock: s.clock });
   s.users = new UserService({
     db,
     config,
@@ -87,7 +87,10 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     // Stripe credits end users, and users ask Stripe which card top-ups a paywall offers: a port.
     stripe: { topupAmounts: (paywallId, sql) => s.stripeCheckout.topupAmounts(paywallId, sql) },
   });
-  s.ledger = new LedgerService({ db, log, config, metrics, paywalls: s.paywalls, users: s.users });
+  s.ledger = new LedgerService({
+    ...{ db, log, config, metrics, paywalls: s.paywalls, users: s.users },
+    clock: s.clock,
+  });
   s.earnings = new EarningsService(db);
   s.usage = new UsageService(db, {
     total: config.GRAPHQL_HEAVY_READS,
@@ -111,6 +114,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
   s.wallet = new WalletService({
     db,
     config,
+    clock: s.clock,
     stripe: {
       startWalletCheckout: (walletUser, amount) => s.stripeCheckout.startWalletCheckout(walletUser, amount),
     },

@@ -218,6 +218,8 @@ const PUBLIC: Record<string, string> = {
   'GET /wallet': 'wallet session cookie',
   'POST /wallet/connections/:connectionId/disconnect':
     "wallet session cookie + CSRF; only the session's own connections",
+  'POST /wallet/connections/:connectionId/allowance':
+    "wallet session cookie + CSRF; only the session's own active connections (docs/reference.md §16)",
   'GET /wallet/topup': 'wallet session cookie',
   'POST /wallet/topup': 'wallet session cookie + CSRF token',
   'POST /wallet/topup/checkout': 'wallet session cookie + CSRF token',

@@ -5,6 +5,7 @@ import type { PageContext } from './security.js';
 import type { WalletOverview } from '../modules/wallet/wallet.service.js';
 import { TopupForm, type TopupOptions } from './topup.page.js';
 import { ReceiptDetails } from './receipt.js';
+import { AllowanceFields, AllowanceSummary, amountValue } from './allowance.js';
 
 /** Fixed notices after a redirect (`?done=…`): the query picks one, it never supplies text. */
 export const NOTICES: Record<string, string> = {
@@ -14,6 +15,7 @@ export const NOTICES: Record<string, string> = {
   card: 'Thank you: your payment was received. Your balance is credited as soon as Stripe confirms it.',
   card_canceled: 'The payment was canceled; nothing was charged.',
   signed_in: 'You are signed in.',
+  limit: 'The spending limit was saved.',
 };
 
 export function WalletPage(props: {
@@ -21,8 +23,11 @@ export function WalletPage(props: {
   wallet: WalletOverview;
   topup: TopupOptions;
   notice?: string | null;
+  /** A refused "Save limit": which app, the message and what was typed. */
+  limitError?: { connectionId: string; message: string; allowance: string; period: string } | null;
 }) {
   const w = props.wallet;
+  const err = props.limitError ?? null;
   return html`<${Layout} title="Your wallet" page=${props.page}>
     <h1>Your wallet</h1>
     <p class="lead">One balance for every app you connect.</p>
@@ -40,21 +45,43 @@ export function WalletPage(props: {
             </p>`
           : html`<ul class="apps">
               ${w.apps.map(
-                (a) =>
-                  html`<li key=${a.connectionId}>
-                    <div>
-                      <span class="app-name" id=${`app-${a.connectionId}`}>${a.paywallName}</span><br /><span
-                        class="muted"
-                        >Connected since ${dayText(a.connectedAt)}</span
-                      >
+                (a) => {
+                  const mine = err?.connectionId === a.connectionId ? err : null;
+                  return html`<li key=${a.connectionId} class="app">
+                    <div class="app-head">
+                      <div>
+                        <span class="app-name" id=${`app-${a.connectionId}`}>${a.paywallName}</span><br /><span
+                          class="muted"
+                          >Connected since ${dayText(a.connectedAt)}</span
+                        ><br /><${AllowanceSummary} allowance=${a.allowance} id=${`limit-${a.connectionId}`} />
+                      </div>
+                      <form method="post" action=${`/wallet/connections/${a.connectionId}/disconnect`}>
+                        <${CsrfField} page=${props.page} />
+                        <button type="submit" class="danger" aria-describedby=${`app-${a.connectionId}`}>
+                          Disconnect
+                        </button>
+                      </form>
                     </div>
-                    <form method="post" action=${`/wallet/connections/${a.connectionId}/disconnect`}>
+                    ${mine && html`<${Alert} kind="error">${mine.message}<//>`}
+                    <form
+                      method="post"
+                      class="allowance-form"
+                      action=${`/wallet/connections/${a.connectionId}/allowance`}
+                      aria-label=${`Spending limit for ${a.paywallName}`}
+                    >
                       <${CsrfField} page=${props.page} />
-                      <button type="submit" class="danger" aria-describedby=${`app-${a.connectionId}`}>
-                        Disconnect
+                      <${AllowanceFields}
+                        idPrefix=${`c-${a.connectionId}`}
+                        amount=${mine ? mine.allowance : a.allowance ? amountValue(a.allowance.amountRaw) : ''}
+                        period=${mine ? mine.period : (a.allowance?.period ?? 'month')}
+                        hintId=${`limit-${a.connectionId}`}
+                      />
+                      <button type="submit" class="secondary" aria-describedby=${`app-${a.connectionId}`}>
+                        Save limit
                       </button>
                     </form>
-                  </li>`,
+                  </li>`;
+                },
               )}
             </ul>`
       }

@@ -66,7 +66,7 @@ export interface EventDataMap {
     walletUserId: string | null;
     activityId: string;
     amount: Usdc;
-    errorCode: 'insufficient_balance' | 'not_connected' | 'charge_limit_exceeded';
+    errorCode: 'insufficient_balance' | 'not_connected' | 'charge_limit_exceeded' | 'allowance_exceeded';
   };
   'paywall.usage.charge.created': {
     walletUserId: string | null;

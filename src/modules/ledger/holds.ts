@@ -975,7 +975,9 @@ export async function settleBeyondHold(
 ): Promise<{ settled: boolean; capturedRaw: bigint; freeAfter: bigint | null }> {
   return db.transaction(async (tx) => {
     const rows = await tx.query(
-      `select hold_raw::text as hold, account_id from charge where id = $1 and status = 'held' for update`,
+      `select hold_raw::text as hold, account_id, metadata->'allowance'->>'id' as allow_id,
+              metadata->'allowance'->>'start' as allow_start
+         from charge where id = $1 and status = 'held' for update`,
       [chargeId],
     );
     if (rows.length === 0) return { settled: false, capturedRaw: 0n, freeAfter: null };
@@ -983,7 +985,17 @@ export async function settleBeyondHold(
     const accounts = await lockSettlementAccounts(tx, rows[0].account_id, [paywallId]);
     const acct = accounts.get(rows[0].account_id);
     // held_raw includes this hold: balance − held is what is free besides it.
-    const free = acct ? acct.balance - acct.held : 0n;
+    let free = acct ? acct.balance - acct.held : 0n;
+    // The app's allowance (docs/reference.md §16) bounds the extra as the free balance does: its count
+    // already holds this hold, so what it has left is what may be taken beyond it (locked after the accounts).
+    if (rows[0].allow_id) {
+      const [w] = await tx.query(
+        `select (allowance_raw - allowance_spent_raw)::text as rest from wallet_connection
+          where id = $1 and allowance_raw is not null and allowance_period_start = $2::date for no key update`,
+        [rows[0].allow_id, rows[0].allow_start],
+      );
+      if (w && BigInt(w.rest) < free) free = BigInt(w.rest);
+    }
     const beyond = costRaw > hold ? costRaw - hold : 0n;
     const extra = free <= 0n ? 0n : beyond < free ? beyond : free;
     const capturedRaw = (costRaw < hold ? costRaw : hold) + extra;

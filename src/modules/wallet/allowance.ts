@@ -94,8 +94,8 @@ function storedDate(v: string | Date): Date {
 }
 
 /** The SQL columns allowanceOf reads, of the connection aliased `w`. */
-export const ALLOWANCE_COLUMNS = `w.allowance_raw::text as allowance_raw, w.allowance_period,
-  w.allowance_spent_raw::text as allowance_spent_raw, w.allowance_period_start::text as allowance_period_start`;
+export const allowanceColumns = (w: string): string => `${w}.allowance_raw::text as allowance_raw, ${w}.allowance_period,
+  ${w}.allowance_spent_raw::text as allowance_spent_raw, ${w}.allowance_period_start::text as allowance_period_start`;
 
 /**
  * Parses the form's two fields: an empty amount is no limit; otherwise a USDC decimal ≥ 0 (at most 6
@@ -134,7 +134,7 @@ export async function setAllowance(
   now: Date,
 ): Promise<void> {
   const [w] = await tx.query(
-    `select w.id, w.end_user_id, w.created_at, w.allowance_period, eu.account_id, ${ALLOWANCE_COLUMNS}
+    `select w.id, w.end_user_id, w.created_at, w.allowance_period, eu.account_id, ${allowanceColumns('w')}
        from wallet_connection w join end_user eu on eu.id = w.end_user_id
       where w.id = $1 for no key update of w`,
     [connectionId],
