@@ -50,7 +50,10 @@ afterAll(async () => {
 });
 
 const chat = (pw: ProxyPaywall, user: string) =>
-  client(t, pw, user).chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Say hello' }] });
+  client(t, pw, user).chat.completions.create({
+    model: MODEL,
+    messages: [{ role: 'user', content: 'Say hello' }],
+  });
 
 /** Chats one after another until the limit refuses one; returns how many were served and the refusal. */
 async function chatUntilRefused(pw: ProxyPaywall, user: string) {
@@ -102,9 +105,11 @@ describe('spending limits in Chromium', () => {
     // The form's fields as the contract names them.
     expect(await page.locator('input[name="allowance"]').inputValue()).toBe('0.01');
     expect(await page.locator('select[name="allowancePeriod"]').inputValue()).toBe('day');
-    expect(await page.locator('select[name="allowancePeriod"] option').evaluateAll((o) => o.map((x: any) => x.value))).toEqual(
-      ['day', 'week', 'month', 'total'],
-    );
+    expect(
+      await page
+        .locator('select[name="allowancePeriod"] option')
+        .evaluateAll((o) => o.map((x: any) => x.value)),
+    ).toEqual(['day', 'week', 'month', 'total']);
     await screenshot(page, 'consent-allowance');
     await page.getByRole('button', { name: 'Approve' }).click();
     await page.getByText('Inkwell Writer is connected').waitFor();

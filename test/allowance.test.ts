@@ -269,7 +269,12 @@ describe('periods (UTC; weeks from Monday)', () => {
     expect((await charge(c, '0.3')).body.success).toBe(true);
     setClock('2027-06-01T00:00:00.000Z');
     expect((await charge(c, '0.000001')).body.errorCode).toBe('allowance_exceeded');
-    expect(await ownerView(c)).toEqual({ amount: '0.300000', period: 'total', spent: '0.300000', resetsAt: null });
+    expect(await ownerView(c)).toEqual({
+      amount: '0.300000',
+      period: 'total',
+      spent: '0.300000',
+      resetsAt: null,
+    });
     await setLimit(c, null);
     expect(await ownerView(c)).toBeNull();
     expect((await charge(c, '0.000001')).body.success).toBe(true);
@@ -298,7 +303,10 @@ describe('a request whose cost goes beyond its hold', () => {
       [c.endUserId],
     );
     expect(BigInt(ch.hold)).toBeLessThan(12_000n);
-    expect({ amount: ch.amount, uncollected: ch.uncollected }).toEqual({ amount: '12000', uncollected: '1053' });
+    expect({ amount: ch.amount, uncollected: ch.uncollected }).toEqual({
+      amount: '12000',
+      uncollected: '1053',
+    });
     expect(await stored(c)).toEqual({ spent: 12_000n, start: '2026-11-25' });
     expect((await chat(c)).body.paywall.reason).toBe('allowance_exceeded');
     await expectLedgerProven(t.db);
@@ -328,7 +336,10 @@ describe('every metered API counts against it', () => {
         headers: { 'x-api-key': pw.apiKey, 'x-paywall-user': c.user },
         body: { model: MODEL, max_tokens: 100, messages: [{ role: 'user', content: 'hello' }] },
       }),
-      await t.rest('POST', '/v1/embeddings', { token: pw.apiKey, body: { model: EMBED, input: 'hi', user: c.user } }),
+      await t.rest('POST', '/v1/embeddings', {
+        token: pw.apiKey,
+        body: { model: EMBED, input: 'hi', user: c.user },
+      }),
     ];
     for (const r of ok) {
       expect(r.status).toBe(200);
@@ -342,7 +353,12 @@ describe('every metered API counts against it', () => {
     const stream = await fetch(`${t.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${pw.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: 'user', content: 'hi' }], user: c.user }),
+      body: JSON.stringify({
+        model: MODEL,
+        stream: true,
+        messages: [{ role: 'user', content: 'hi' }],
+        user: c.user,
+      }),
     });
     const text = await stream.text();
     expect(stream.status).toBe(200);
@@ -391,7 +407,9 @@ describe('exact under concurrency, per app', () => {
       const money = await charged(c);
       expect(money.held).toBe(0);
       expect(money.count).toBe(served.length);
-      expect(money.sum).toBe(served.reduce((s, r) => s + BigInt(Math.round(Number(r.body.usage.cost) * 1e6)), 0n));
+      expect(money.sum).toBe(
+        served.reduce((s, r) => s + BigInt(Math.round(Number(r.body.usage.cost) * 1e6)), 0n),
+      );
       expect(money.sum).toBeLessThanOrEqual(limit);
       expect(served.length).toBeGreaterThan(0);
       // The stored count is exactly what was captured.
@@ -444,8 +462,12 @@ describe('exact under concurrency, per app', () => {
     ]);
     expect(BigInt(acct.b)).toBe(10_000_000n - ma.sum - mb.sum);
     // The event names only its own app.
-    expect((await eventsOf(a, 'paywall.allowance.reached')).map((e) => e.connectionId)).toEqual([ca.connectionId]);
-    expect((await eventsOf(b, 'paywall.allowance.reached')).map((e) => e.connectionId)).toEqual([cb.connectionId]);
+    expect((await eventsOf(a, 'paywall.allowance.reached')).map((e) => e.connectionId)).toEqual([
+      ca.connectionId,
+    ]);
+    expect((await eventsOf(b, 'paywall.allowance.reached')).map((e) => e.connectionId)).toEqual([
+      cb.connectionId,
+    ]);
     // Raising A's limit serves A again.
     await setLimit(ca, 50_000n, 'day');
     expect((await chat(ca)).body.paywall).toBeUndefined();

@@ -47,7 +47,8 @@ export function AllowanceFields(props: {
       <label for=${p}>Period</label>
       <select id=${p} name="allowancePeriod">
         ${ALLOWANCE_PERIODS.map(
-          (x) => html`<option value=${x} selected=${(props.period ?? 'month') === x}>${PERIOD_LABELS[x]}</option>`,
+          (x) =>
+            html`<option value=${x} selected=${(props.period ?? 'month') === x}>${PERIOD_LABELS[x]}</option>`,
         )}
       </select>
     </div>

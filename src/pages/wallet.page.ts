@@ -44,45 +44,43 @@ export function WalletPage(props: {
               No apps are connected. When an app asks to use your wallet, you approve it here.
             </p>`
           : html`<ul class="apps">
-              ${w.apps.map(
-                (a) => {
-                  const mine = err?.connectionId === a.connectionId ? err : null;
-                  return html`<li key=${a.connectionId} class="app">
-                    <div class="app-head">
-                      <div>
-                        <span class="app-name" id=${`app-${a.connectionId}`}>${a.paywallName}</span><br /><span
-                          class="muted"
-                          >Connected since ${dayText(a.connectedAt)}</span
-                        ><br /><${AllowanceSummary} allowance=${a.allowance} id=${`limit-${a.connectionId}`} />
-                      </div>
-                      <form method="post" action=${`/wallet/connections/${a.connectionId}/disconnect`}>
-                        <${CsrfField} page=${props.page} />
-                        <button type="submit" class="danger" aria-describedby=${`app-${a.connectionId}`}>
-                          Disconnect
-                        </button>
-                      </form>
+              ${w.apps.map((a) => {
+                const mine = err?.connectionId === a.connectionId ? err : null;
+                return html`<li key=${a.connectionId} class="app">
+                  <div class="app-head">
+                    <div>
+                      <span class="app-name" id=${`app-${a.connectionId}`}>${a.paywallName}</span><br /><span
+                        class="muted"
+                        >Connected since ${dayText(a.connectedAt)}</span
+                      ><br /><${AllowanceSummary} allowance=${a.allowance} id=${`limit-${a.connectionId}`} />
                     </div>
-                    ${mine && html`<${Alert} kind="error">${mine.message}<//>`}
-                    <form
-                      method="post"
-                      class="allowance-form"
-                      action=${`/wallet/connections/${a.connectionId}/allowance`}
-                      aria-label=${`Spending limit for ${a.paywallName}`}
-                    >
+                    <form method="post" action=${`/wallet/connections/${a.connectionId}/disconnect`}>
                       <${CsrfField} page=${props.page} />
-                      <${AllowanceFields}
-                        idPrefix=${`c-${a.connectionId}`}
-                        amount=${mine ? mine.allowance : a.allowance ? amountValue(a.allowance.amountRaw) : ''}
-                        period=${mine ? mine.period : (a.allowance?.period ?? 'month')}
-                        hintId=${`limit-${a.connectionId}`}
-                      />
-                      <button type="submit" class="secondary" aria-describedby=${`app-${a.connectionId}`}>
-                        Save limit
+                      <button type="submit" class="danger" aria-describedby=${`app-${a.connectionId}`}>
+                        Disconnect
                       </button>
                     </form>
-                  </li>`;
-                },
-              )}
+                  </div>
+                  ${mine && html`<${Alert} kind="error">${mine.message}<//>`}
+                  <form
+                    method="post"
+                    class="allowance-form"
+                    action=${`/wallet/connections/${a.connectionId}/allowance`}
+                    aria-label=${`Spending limit for ${a.paywallName}`}
+                  >
+                    <${CsrfField} page=${props.page} />
+                    <${AllowanceFields}
+                      idPrefix=${`c-${a.connectionId}`}
+                      amount=${mine ? mine.allowance : a.allowance ? amountValue(a.allowance.amountRaw) : ''}
+                      period=${mine ? mine.period : (a.allowance?.period ?? 'month')}
+                      hintId=${`limit-${a.connectionId}`}
+                    />
+                    <button type="submit" class="secondary" aria-describedby=${`app-${a.connectionId}`}>
+                      Save limit
+                    </button>
+                  </form>
+                </li>`;
+              })}
             </ul>`
       }
     <//>

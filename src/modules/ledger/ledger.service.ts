@@ -502,8 +502,8 @@ export class LedgerService {
       : overLimit
         ? 'charge_limit_exceeded'
         : user.connected
-        ? 'insufficient_balance'
-        : 'not_connected';
+          ? 'insufficient_balance'
+          : 'not_connected';
     const walletUserId = walletUserIdOf(paywall, user);
     const events: NewEvent[] = [
       buildEvent(

@@ -7,7 +7,13 @@ import { buildEvent } from '../events/event-payloads.js';
 import type { DailyLimit, ReserveResult } from '../ledger/holds.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
 import { periodEnd, recordAllowanceReached } from '../wallet/allowance.js';
-import { allowanceText, blockedReply, blockedText, rateLimitedText, type BlockReason } from './blocked-reply.js';
+import {
+  allowanceText,
+  blockedReply,
+  blockedText,
+  rateLimitedText,
+  type BlockReason,
+} from './blocked-reply.js';
 import type { ChatCall, ChatJson, StreamSink } from './flight.js';
 import type { MeteredRequest, WireFormat } from './wire-format.js';
 
@@ -153,23 +159,23 @@ export async function answerBlocked<R extends MeteredRequest>(
           ...(allowanceResets ? { resetsAt: allowanceResets } : {}),
         })
       : reason === 'rate_limited' || url === null
-      ? blockedReply({
-          model: req.model,
-          reason,
-          url: null,
-          text: rateLimitedText(limit?.what ?? 'requests', nextUtcMidnight(now)),
-          resetsAt: nextUtcMidnight(now),
-        })
-      : blockedReply({
-          model: req.model,
-          reason,
-          url,
-          text: blockedText(
-            reason === 'not_connected' ? paywall.connectMessageTemplate : paywall.topupMessageTemplate,
-            reason === 'not_connected' ? reason : 'insufficient_balance',
+        ? blockedReply({
+            model: req.model,
+            reason,
+            url: null,
+            text: rateLimitedText(limit?.what ?? 'requests', nextUtcMidnight(now)),
+            resetsAt: nextUtcMidnight(now),
+          })
+        : blockedReply({
+            model: req.model,
+            reason,
             url,
-          ),
-        });
+            text: blockedText(
+              reason === 'not_connected' ? paywall.connectMessageTemplate : paywall.topupMessageTemplate,
+              reason === 'not_connected' ? reason : 'insufficient_balance',
+              url,
+            ),
+          });
   if (!req.stream || !sink) return { status: 200, ...fmt.blockedHttp?.(reply), body: fmt.blockedJson(reply) };
   sink.open();
   sink.write(fmt.blockedStream(reply, req));

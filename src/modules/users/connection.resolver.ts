@@ -8,13 +8,15 @@ import { allowanceOf } from '../wallet/allowance.js';
 
 @ObjectType('Allowance', {
   description:
-    "SHARED mode: the spending limit the wallet user set for this app (docs/reference.md §16), as of now.",
+    'SHARED mode: the spending limit the wallet user set for this app (docs/reference.md §16), as of now.',
 })
 export class AllowanceType {
   @Field(() => MoneyScalar, { description: 'The limit per period.' }) amount!: bigint;
   @Field({ description: '`day`, `week` (from Monday), `month` (UTC calendar periods) or `total`.' })
   period!: string;
-  @Field(() => MoneyScalar, { description: 'What the app spent in the current period (holds in flight included).' })
+  @Field(() => MoneyScalar, {
+    description: 'What the app spent in the current period (holds in flight included).',
+  })
   spent!: bigint;
   @Field(() => String, { nullable: true, description: 'When the current period ends; null for `total`.' })
   resetsAt!: string | null;

@@ -94,7 +94,9 @@ function storedDate(v: string | Date): Date {
 }
 
 /** The SQL columns allowanceOf reads, of the connection aliased `w`. */
-export const allowanceColumns = (w: string): string => `${w}.allowance_raw::text as allowance_raw, ${w}.allowance_period,
+export const allowanceColumns = (
+  w: string,
+): string => `${w}.allowance_raw::text as allowance_raw, ${w}.allowance_period,
   ${w}.allowance_spent_raw::text as allowance_spent_raw, ${w}.allowance_period_start::text as allowance_period_start`;
 
 /**
@@ -116,7 +118,11 @@ export function parseAllowance(
     );
   const p = typeof period === 'string' && period !== '' ? period : 'month';
   if (!(ALLOWANCE_PERIODS as readonly string[]).includes(p))
-    throw new DomainError('invalid_request', 'Choose a period: day, week, month or total.', 'allowancePeriod');
+    throw new DomainError(
+      'invalid_request',
+      'Choose a period: day, week, month or total.',
+      'allowancePeriod',
+    );
   return { amountRaw: raw, period: p as AllowancePeriod };
 }
 
