@@ -8,7 +8,8 @@ import type { ConsentRequest } from '../modules/wallet/authorization.service.js'
 /**
  * The consent page: names the app, says exactly what it may and may not do, Approve / Decline.
  * `maxChargeRaw` is the operator's cap on one manual charge (SHARED_MAX_MANUAL_CHARGE). The Approve form
- * carries the optional spending limit (docs/reference.md §16); Decline posts the same form elsewhere.
+ * carries the optional spending limit (docs/reference.md §16); its box is `display: contents`, so Approve
+ * and Decline (a form of its own) sit side by side.
  */
 export function ConsentPage(props: {
   page: PageContext;
@@ -55,20 +56,24 @@ export function ConsentPage(props: {
         wallet page.
       </p>
       ${props.error && html`<${Alert} kind="error">${props.error.message}<//>`}
-      <form method="post" action=${`${action}/approve`}>
-        <${CsrfField} page=${props.page} />
-        <input type="hidden" name="request" value=${r.requestId} />
-        <${AllowanceFields}
-          idPrefix="consent"
-          amount=${props.error?.allowance}
-          period=${props.error?.period}
-          hintId="allowance-hint"
-        />
-        <div class="actions">
+      <div class="consent-forms">
+        <form method="post" class="contents" action=${`${action}/approve`}>
+          <${CsrfField} page=${props.page} />
+          <input type="hidden" name="request" value=${r.requestId} />
+          <${AllowanceFields}
+            idPrefix="consent"
+            amount=${props.error?.allowance}
+            period=${props.error?.period}
+            hintId="allowance-hint"
+          />
           <button type="submit">Approve</button>
-          <button type="submit" class="secondary" formaction=${`${action}/decline`}>Decline</button>
-        </div>
-      </form>
+        </form>
+        <form method="post" action=${`${action}/decline`}>
+          <${CsrfField} page=${props.page} />
+          <input type="hidden" name="request" value=${r.requestId} />
+          <button type="submit" class="secondary">Decline</button>
+        </form>
+      </div>
     <//>
   <//>`;
 }

@@ -147,6 +147,10 @@ table.receipt-lines tfoot tr > *,table.receipt-lines tfoot tr.r-total > *{border
 select{font:inherit;color:var(--text);background:#fff;border:1px solid #8b95a1;border-radius:8px;padding:.55rem .75rem;min-height:2.75rem;width:100%}
 select:focus-visible{outline:3px solid var(--accent);outline-offset:2px}
 .allowance-fields{display:flex;gap:.75rem;flex-wrap:wrap}
+.consent-forms{display:flex;flex-wrap:wrap;gap:.75rem;align-items:center}
+.consent-forms > form{margin:0}
+.consent-forms > form.contents{display:contents}
+.consent-forms .allowance-fields{flex:1 1 100%;margin-bottom:.5rem}
 .allowance-fields .field{flex:1 1 10rem;margin:0}
 .input-unit{display:flex;align-items:center;gap:.4rem}
 .input-unit .unit{color:var(--muted);font-size:.9rem}
