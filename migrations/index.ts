@@ -19,6 +19,7 @@ import { Migration20261126200000_cap_parameter } from './Migration20261126200000
 import { Migration20261126400000_usage_bucket_tokens } from './Migration20261126400000_usage_bucket_tokens.js';
 import { Migration20261127000000_named_providers } from './Migration20261127000000_named_providers.js';
 import { Migration20261127100000_refunds } from './Migration20261127100000_refunds.js';
+import { Migration20261127200000_allowance } from './Migration20261127200000_allowance.js';
 import { Migration20261127300000_low_balance } from './Migration20261127300000_low_balance.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
@@ -49,5 +50,6 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261126400000_usage_bucket_tokens', class: Migration20261126400000_usage_bucket_tokens },
   { name: 'Migration20261127000000_named_providers', class: Migration20261127000000_named_providers },
   { name: 'Migration20261127100000_refunds', class: Migration20261127100000_refunds },
+  { name: 'Migration20261127200000_allowance', class: Migration20261127200000_allowance },
   { name: 'Migration20261127300000_low_balance', class: Migration20261127300000_low_balance },
 ];

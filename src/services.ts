@@ -84,7 +84,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     maxPerOwner: config.MAX_PAYWALLS_PER_OWNER,
   });
   s.providers = new ProviderService({ db, config, log, paywalls: s.paywalls });
-  s.authorizations = new AuthorizationService({ db });
+  s.authorizations = new AuthorizationService({ db, clock: s.clock });
   s.users = new UserService({
     db,
     config,
@@ -104,6 +104,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     paywalls: s.paywalls,
     users: s.users,
     lowBalance: s.lowBalance,
+    clock: s.clock,
   });
   s.earnings = new EarningsService(db);
   s.refunds = new RefundService({ db, paywalls: s.paywalls, idempotency: s.ledger.idempotency });
@@ -129,6 +130,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
   s.wallet = new WalletService({
     db,
     config,
+    clock: s.clock,
     stripe: {
       startWalletCheckout: (walletUser, amount) => s.stripeCheckout.startWalletCheckout(walletUser, amount),
     },

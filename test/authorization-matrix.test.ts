@@ -225,6 +225,10 @@ const PUBLIC: Record<string, string> = {
   'GET /wallet': 'wallet session cookie',
   'POST /wallet/connections/:connectionId/disconnect':
     "wallet session cookie + CSRF; only the session's own connections",
+  'POST /wallet/connections/:connectionId/allowance':
+    "wallet session cookie + CSRF; only the session's own active connections (docs/reference.md §16)",
+  'POST /wallet/alert':
+    "wallet session cookie + CSRF; the session's own low-balance alert (docs/reference.md §16)",
   'GET /wallet/topup': 'wallet session cookie',
   'POST /wallet/topup': 'wallet session cookie + CSRF token',
   'POST /wallet/topup/checkout': 'wallet session cookie + CSRF token',

@@ -23,6 +23,8 @@ import { DisconnectConfirmPage, NOTICES, WalletPage } from './wallet.page.js';
 import { DefaultTopupPage, WalletTopupPage, type TopupOptions } from './topup.page.js';
 import { WALLET_TOPUP_AMOUNTS } from '../modules/payments/stripe/stripe-amounts.js';
 import { TopupRateLimited } from '../modules/payments/stripe/topup-limits.js';
+import { parseAllowance } from '../modules/wallet/allowance.js';
+import { perPeriod } from './allowance.js';
 
 type View = ReturnType<typeof html>;
 
@@ -198,11 +200,38 @@ export function createPagesRouter(s: Services): Router {
     '/connect/:paywallId/approve',
     post(async (req, res) => {
       if (!req.page.session) return signInRedirect(req, res);
+      const paywallId = String(req.params.paywallId);
+      // The optional spending limit (docs/reference.md §16): a bad one shows the consent page again.
+      let allowance: ReturnType<typeof parseAllowance>;
+      try {
+        allowance = parseAllowance(body(req, 'allowance'), body(req, 'allowancePeriod'));
+      } catch (err) {
+        if (!(err instanceof DomainError)) throw err;
+        const request = await s.authorizations.pendingRequest(paywallId, body(req, 'request') ?? '');
+        return send(
+          res,
+          400,
+          ConsentPage({
+            page: req.page,
+            request,
+            maxChargeRaw: s.config.SHARED_MAX_MANUAL_CHARGE,
+            error: {
+              message: err.message,
+              allowance: body(req, 'allowance') ?? '',
+              period: body(req, 'allowancePeriod') ?? '',
+            },
+          }),
+        );
+      }
       const out = await s.authorizations.approve(
         req.page.session.user,
-        String(req.params.paywallId),
+        paywallId,
         body(req, 'request'),
+        allowance,
       );
+      const limit = allowance
+        ? ` It may spend at most ${usdcText(allowance.amountRaw)} ${perPeriod(allowance.period)}.`
+        : '';
       send(
         res,
         200,
@@ -210,7 +239,7 @@ export function createPagesRouter(s: Services): Router {
           page: req.page,
           kind: 'ok',
           title: `${out.paywallName} is connected`,
-          message: `${out.paywallName} can now charge your wallet for the AI usage you make in it, and make single charges of up to ${usdcText(s.config.SHARED_MAX_MANUAL_CHARGE)}. You can disconnect it at any time from your wallet.`,
+          message: `${out.paywallName} can now charge your wallet for the AI usage you make in it, and make single charges of up to ${usdcText(s.config.SHARED_MAX_MANUAL_CHARGE)}.${limit} You can disconnect it at any time from your wallet.`,
           link: { href: '/wallet', text: 'Go to your wallet' },
         }),
       );
@@ -267,6 +296,38 @@ export function createPagesRouter(s: Services): Router {
       }
       await s.authorizations.revokeConnection(walletUserId, connectionId);
       res.redirect(303, '/wallet?done=disconnected');
+    }),
+  );
+  pages.post(
+    '/wallet/connections/:connectionId/allowance',
+    post(async (req, res) => {
+      if (!req.page.session) return signInRedirect(req, res);
+      const user = req.page.session.user;
+      const connectionId = String(req.params.connectionId);
+      try {
+        const allowance = parseAllowance(body(req, 'allowance'), body(req, 'allowancePeriod'));
+        await s.authorizations.setConnectionAllowance(user.id, connectionId, allowance);
+        res.redirect(303, '/wallet?done=limit');
+      } catch (err) {
+        if (!(err instanceof DomainError) || (err.param !== 'allowance' && err.param !== 'allowancePeriod'))
+          throw err;
+        const wallet = await s.wallet.overview(user);
+        send(
+          res,
+          400,
+          WalletPage({
+            page: req.page,
+            wallet,
+            topup: topup(),
+            limitError: {
+              connectionId,
+              message: err.message,
+              allowance: body(req, 'allowance') ?? '',
+              period: body(req, 'allowancePeriod') ?? '',
+            },
+          }),
+        );
+      }
     }),
   );
   pages.post(

@@ -149,6 +149,21 @@ table.receipt-lines tfoot tr{display:flex;justify-content:space-between;align-it
 table.receipt-lines tfoot tr.r-total{border-top:2px solid #cfd6de}
 table.receipt-lines tfoot tr > *,table.receipt-lines tfoot tr.r-total > *{border-top:none;padding-left:0;padding-right:0}
 }
+select{font:inherit;color:var(--text);background:#fff;border:1px solid #8b95a1;border-radius:8px;padding:.55rem .75rem;min-height:2.75rem;width:100%}
+select:focus-visible{outline:3px solid var(--accent);outline-offset:2px}
+.allowance-fields{display:flex;gap:.75rem;flex-wrap:wrap}
+.consent-forms{display:flex;flex-wrap:wrap;gap:.75rem;align-items:center}
+.consent-forms > form{margin:0}
+.consent-forms > form.contents{display:contents}
+.consent-forms .allowance-fields{flex:1 1 100%;margin-bottom:.5rem}
+.allowance-fields .field{flex:1 1 10rem;margin:0}
+.input-unit{display:flex;align-items:center;gap:.4rem}
+.input-unit .unit{color:var(--muted);font-size:.9rem}
+.allowance-form{display:flex;gap:.75rem;align-items:flex-end;flex-wrap:wrap;margin:.75rem 0 0}
+.allowance-form .allowance-fields{flex:1 1 20rem}
+ul.apps li.app{display:block}
+ul.apps .app-head{display:flex;justify-content:space-between;align-items:center;gap:1rem}
+.allowance-summary .reached{color:var(--danger);font-weight:600}
 footer.foot.narrow{max-width:30rem}
 footer.foot{max-width:46rem;margin:0 auto;padding:0 1.25rem 2rem;color:var(--muted);font-size:.85rem}
 `;

@@ -6,6 +6,7 @@ import type { PageContext } from './security.js';
 import type { WalletOverview } from '../modules/wallet/wallet.service.js';
 import { TopupForm, type TopupOptions } from './topup.page.js';
 import { ReceiptDetails } from './receipt.js';
+import { AllowanceFields, AllowanceSummary, amountValue } from './allowance.js';
 
 /** Fixed notices after a redirect (`?done=…`): the query picks one, it never supplies text. */
 export const NOTICES: Record<string, string> = {
@@ -17,6 +18,7 @@ export const NOTICES: Record<string, string> = {
   signed_in: 'You are signed in.',
   alert_saved: 'Your low-balance alert was saved.',
   alert_off: 'The low-balance alert is off.',
+  limit: 'The spending limit was saved.',
 };
 
 /** An alert threshold as typed in the form: "5", "2.5" (no trailing zeros). */
@@ -69,8 +71,11 @@ export function WalletPage(props: {
   notice?: string | null;
   /** A refused low-balance alert: its message and what was typed. */
   alertError?: { message: string; value: string } | null;
+  /** A refused "Save limit": which app, the message and what was typed. */
+  limitError?: { connectionId: string; message: string; allowance: string; period: string } | null;
 }) {
   const w = props.wallet;
+  const err = props.limitError ?? null;
   return html`<${Layout} title="Your wallet" page=${props.page}>
     <h1>Your wallet</h1>
     <p class="lead">One balance for every app you connect.</p>
@@ -93,14 +98,15 @@ export function WalletPage(props: {
               No apps are connected. When an app asks to use your wallet, you approve it here.
             </p>`
           : html`<ul class="apps">
-              ${w.apps.map(
-                (a) =>
-                  html`<li key=${a.connectionId}>
+              ${w.apps.map((a) => {
+                const mine = err?.connectionId === a.connectionId ? err : null;
+                return html`<li key=${a.connectionId} class="app">
+                  <div class="app-head">
                     <div>
                       <span class="app-name" id=${`app-${a.connectionId}`}>${a.paywallName}</span><br /><span
                         class="muted"
                         >Connected since ${dayText(a.connectedAt)}</span
-                      >
+                      ><br /><${AllowanceSummary} allowance=${a.allowance} id=${`limit-${a.connectionId}`} />
                     </div>
                     <form method="post" action=${`/wallet/connections/${a.connectionId}/disconnect`}>
                       <${CsrfField} page=${props.page} />
@@ -108,8 +114,27 @@ export function WalletPage(props: {
                         Disconnect
                       </button>
                     </form>
-                  </li>`,
-              )}
+                  </div>
+                  ${mine && html`<${Alert} kind="error">${mine.message}<//>`}
+                  <form
+                    method="post"
+                    class="allowance-form"
+                    action=${`/wallet/connections/${a.connectionId}/allowance`}
+                    aria-label=${`Spending limit for ${a.paywallName}`}
+                  >
+                    <${CsrfField} page=${props.page} />
+                    <${AllowanceFields}
+                      idPrefix=${`c-${a.connectionId}`}
+                      amount=${mine ? mine.allowance : a.allowance ? amountValue(a.allowance.amountRaw) : ''}
+                      period=${mine ? mine.period : (a.allowance?.period ?? 'month')}
+                      hintId=${`limit-${a.connectionId}`}
+                    />
+                    <button type="submit" class="secondary" aria-describedby=${`app-${a.connectionId}`}>
+                      Save limit
+                    </button>
+                  </form>
+                </li>`;
+              })}
             </ul>`
       }
     <//>

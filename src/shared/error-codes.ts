@@ -160,6 +160,7 @@ export const ERROR_CODES = {
   // 402 (embeddings)
   not_connected: { kind: 'payment_required' },
   insufficient_balance: { kind: 'payment_required' },
+  allowance_exceeded: { kind: 'payment_required' },
   // 404, 410
   not_found: { kind: 'not_found' },
   model_not_found: { kind: 'model_not_found' },

@@ -30,6 +30,7 @@ export const EVENT_TYPES = [
   'paywall.proxy.request.canceled',
   'paywall.proxy.request.blocked',
   'paywall.balance.low',
+  'paywall.allowance.reached',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

@@ -66,7 +66,7 @@ export interface EventDataMap {
     walletUserId: string | null;
     activityId: string;
     amount: Usdc;
-    errorCode: 'insufficient_balance' | 'not_connected' | 'charge_limit_exceeded';
+    errorCode: 'insufficient_balance' | 'not_connected' | 'charge_limit_exceeded' | 'allowance_exceeded';
   };
   /**
    * A refund of a charge (docs/reference.md §16 "Refunds"): `activityId` is the refund's id, `chargeId`
@@ -164,6 +164,19 @@ export interface EventDataMap {
     externalUserId: string;
     balance: Usdc;
     threshold: Usdc;
+  };
+  /**
+   * SHARED: an app reached the spending limit its wallet user set (docs/reference.md §16 "Allowance"), once per
+   * period. `period`: day, week, month or total; `resetsAt`: null for total.
+   */
+  'paywall.allowance.reached': {
+    walletUserId: string;
+    externalUserId: string;
+    connectionId: string;
+    amount: Usdc;
+    period: string;
+    spent: Usdc;
+    resetsAt: string | null;
   };
 }
 

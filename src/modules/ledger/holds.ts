@@ -9,6 +9,7 @@ import { buildEvent } from '../events/event-payloads.js';
 import { earningsAccountOf, FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from './accounts.js';
 import { RATE_WINDOW_UPSERT } from '../limits/rate-limit.js';
 import { alertsOf, type AccountAlerts } from './low-balance.js';
+import { periodStartSql, type AllowancePeriod } from '../wallet/allowance.js';
 
 /**
  * Holds for chat requests (docs/reference.md §5.3). Reserving and settling are ONE data-modifying statement,
@@ -67,6 +68,19 @@ export interface ReserveInput {
    * still be held against (MAX_UNCOLLECTED_PER_USER; default 0); above it the hold is refused (`indebted`).
    */
   maxDebtRaw?: bigint;
+  /** The clock's time: the period of a SHARED connection's allowance it counts in (default: now). */
+  at?: Date;
+}
+
+/** The allowance a SHARED hold was checked against (docs/reference.md §16), as the statement saw it. */
+export interface HoldAllowance {
+  connectionId: string;
+  amountRaw: bigint;
+  period: AllowancePeriod;
+  /** Spent in the period before this hold. */
+  spentRaw: bigint;
+  /** The period's first day (YYYY-MM-DD). */
+  periodStart: string;
 }
 
 /** Which daily limit refused a request (docs/reference.md §10). */
@@ -96,6 +110,10 @@ export interface ReserveResult {
   accountId: string | null;
   /** The spending account's outstanding uncollected usage (0 when none). */
   debtRaw: bigint;
+  /** Refused because the app's allowance (SHARED) has less left than the smallest request. */
+  allowanceExceeded?: boolean;
+  /** The connection's allowance, when it has one. */
+  allowance?: HoldAllowance | null;
 }
 
 const EVENT_COLUMNS = `paywall_id uuid, owner_user_id uuid, type text, version text, trigger jsonb,
@@ -174,6 +192,7 @@ const holdItem = (h: ReserveInput, i: number) => ({
   rate_limit: h.rateLimit,
   rate_window: h.rateWindow.toISOString(),
   max_debt: (h.maxDebtRaw ?? 0n).toString(),
+  at: (h.at ?? new Date()).toISOString(),
 });
 
 const holdResult = (r: Record<string, any>): ReserveResult => ({
@@ -190,6 +209,17 @@ const holdResult = (r: Record<string, any>): ReserveResult => ({
   retry: r.retry,
   limit: r.limit_hit ?? null,
   ratePosition: r.rate_position === null || r.rate_position === undefined ? null : Number(r.rate_position),
+  allowanceExceeded: r.allowance_hit === true,
+  allowance:
+    r.allow_id === null || r.allow_id === undefined
+      ? null
+      : {
+          connectionId: r.allow_id,
+          amountRaw: BigInt(r.allowance),
+          period: r.allow_period,
+          spentRaw: BigInt(r.allow_spent),
+          periodStart: String(r.allow_start).slice(0, 10),
+        },
 });
 
 export interface SettleInput {
@@ -293,7 +323,7 @@ with ${
   select * from jsonb_to_recordset($1::jsonb) as x(i int, charge_id uuid, paywall_id uuid, external_id text,
     shared boolean, fixed numeric, per_token numeric, max_cap bigint, min_cap bigint, model text,
     stream boolean, metadata jsonb, events jsonb, ev_owner uuid, ev_trigger jsonb, day date, req_limit int, spend_limit bigint, model_limit int,
-    rate_limit int, rate_window timestamptz, max_debt bigint)
+    rate_limit int, rate_window timestamptz, max_debt bigint, at timestamptz)
 ),`
       : ''
   }
@@ -321,7 +351,8 @@ c as (
    -- a concurrent update the condition is checked again on the newest row version (a settlement only
    -- settles a charge still held).
    where ch.id = it.charge_id and ch.status = it.expect
-  returning ch.id, ch.user_id, ch.account_id, ch.hold_raw, (ch.metadata->>'usageDay')::date as usage_day, it.i, it.captured, it.uncollected, it.earnings, it.fee, it.provider,
+  returning ch.id, ch.user_id, ch.account_id, ch.hold_raw, (ch.metadata->>'usageDay')::date as usage_day,
+            (ch.metadata->'allowance'->>'id')::uuid as allow_id, (ch.metadata->'allowance'->>'start')::date as allow_start, it.i, it.captured, it.uncollected, it.earnings, it.fee, it.provider,
             it.paywall_id, it.ledger_id, it.metadata, it.events, it.ev_owner, it.ev_trigger
 ),
 legs as (
@@ -338,10 +369,16 @@ ${
   h
     ? `hu as (
   select hi.*, e.id as user_id, e.account_id, e.wallet_user_id,
-         (not hi.shared or (e.wallet_user_id is not null and e.account_id is not null)) as connected
+         (not hi.shared or (e.wallet_user_id is not null and e.account_id is not null)) as connected,
+         w.id as allow_key
     from hi cross join lateral (
            select e.id, e.account_id, e.wallet_user_id from end_user e
             where e.paywall_id = hi.paywall_id and e.external_id = hi.external_id offset 0) e
+         -- SHARED: the connection's allowance (docs/reference.md §16), locked in ak.
+         left join lateral (
+           select w.id from wallet_connection w
+            where hi.shared and w.end_user_id = e.id and w.revoked_at is null and w.allowance_raw is not null
+           offset 0) w on true
 ),`
     : ''
 }
@@ -361,10 +398,23 @@ uk as (
            select x.end_user_id, x.day, x.requests, x.spend_raw, x.model_requests from usage_counter x
             where x.end_user_id = k.id for no key update) x
 ),
+ak as (
+  -- Allowances of the connections the statement counts on, locked after the accounts and counters (the
+  -- subquery makes sure those are locked first), in id order.
+  select w.id, w.allowance_raw, w.allowance_period, w.allowance_spent_raw, w.allowance_period_start
+    from (select distinct k.id from (${union(h && 'select allow_key from hu', s && 'select allow_id from c')}) k(id)
+           where k.id is not null order by k.id) k
+         cross join lateral (
+           select w.id, w.allowance_raw, w.allowance_period, w.allowance_spent_raw, w.allowance_period_start
+             from wallet_connection w
+            where w.id = k.id and w.allowance_raw is not null
+              and (select count(*) from lk) + (select count(*) from uk) >= 0
+              for no key update) w
+),
 ${
   h
     ? `pre as (
-  select hu.*, coalesce(lk.balance_raw - lk.held_raw, 0) as acct_free, coalesce(lk.debt_raw, 0) as acct_debt,
+  select hu.*, al.*, coalesce(lk.balance_raw - lk.held_raw, 0) as acct_free, coalesce(lk.debt_raw, 0) as acct_debt,
          case when uk.day = hu.day then uk.model_requests else '{}'::jsonb end as day_models,
          coalesce(case when uk.day = hu.day then uk.requests end, 0) as used_requests,
          coalesce(case when uk.day = hu.day then uk.spend_raw end, 0) as used_spend,
@@ -375,18 +425,27 @@ ${
            o
              ? `1::bigint as ark, 1::bigint as urk, 1::bigint as mrk, hu.day as first_day,
          ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW}) as acct_full,
-         ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW}) as user_full`
+         ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW}) as user_full, al.allow_start as first_allow_start`
              : `row_number() over (partition by hu.account_id order by hu.i) as ark,
          row_number() over (partition by hu.user_id order by hu.i) as urk,
          row_number() over (partition by hu.user_id, hu.model order by hu.i) as mrk,
          first_value(hu.day) over (partition by hu.user_id order by hu.i) as first_day,
          sum(ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW})) over (partition by hu.account_id order by hu.i) as acct_full,
-         sum(ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW})) over (partition by hu.user_id order by hu.i) as user_full`
+         sum(ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW})) over (partition by hu.user_id order by hu.i) as user_full,
+         first_value(al.allow_start) over (partition by hu.user_id order by hu.i) as first_allow_start`
          }
     from hu left join lk on lk.id = hu.account_id left join uk on uk.end_user_id = hu.user_id
+         left join lateral (
+           -- The allowance's period as of this request (never before the stored one: clocks differ),
+           -- and what was spent in it.
+           select ak.id as allow_id, ak.allowance_raw as allowance, ak.allowance_period as allow_period, v.start as allow_start,
+                  case when ak.allowance_period_start = v.start then ak.allowance_spent_raw else 0 end as allow_spent
+             from ak, lateral (select greatest(ak.allowance_period_start, ${periodStartSql('ak.allowance_period', 'hu.at')}) as start) v
+            where ak.id = hu.allow_key) al on true
 ),
 lim0 as (
-  select pre.*, least(acct_free, coalesce(spend_limit - used_spend, acct_free)) as free,
+  select pre.*, least(acct_free, coalesce(spend_limit - used_spend, acct_free),
+                      coalesce(allowance - allow_spent, acct_free)) as free,
          case when req_limit is not null and used_requests >= req_limit then 'dailyRequestLimit'
               when model_limit is not null and used_model >= model_limit then 'modelDailyRequestLimit'
               when spend_limit is not null and used_spend >= spend_limit then 'dailySpendLimit' end as over
@@ -403,9 +462,14 @@ lim as (
            (acct_full <= acct_free and day = first_day
             and (spend_limit is null or used_spend + user_full <= spend_limit)
             and (req_limit is null or used_requests + urk <= req_limit)
-            and (model_limit is null or used_model + mrk <= model_limit))
-           or (req_limit is null and model_limit is null and spend_limit is null
+            and (model_limit is null or used_model + mrk <= model_limit)
+            and (allowance is null or (allow_spent + user_full <= allowance
+                                       and allow_start = first_allow_start)))
+           or (req_limit is null and model_limit is null and spend_limit is null and allowance is null
                and fixed + min_cap * per_token > acct_free::numeric * ${SCALE_PER_RAW})
+           -- Or the app's allowance is used up (holds before it only spend more of it).
+           or (allowance is not null and allow_spent >= allowance and fixed + min_cap * per_token > 0
+               and req_limit is null and model_limit is null)
            -- Or it is over a daily limit already, and no limit checked before that one applies.
            or over = 'dailyRequestLimit' or (over = 'modelDailyRequestLimit' and req_limit is null)
            or (over = 'dailySpendLimit' and req_limit is null and model_limit is null),
@@ -439,8 +503,9 @@ calc as (
          lim.connected, lim.retry, lim.acct_debt, lim.acct_debt > lim.max_debt as indebted,
          lim.free, k.cap, k.affords_min,
          ceil((lim.fixed + k.cap * lim.per_token) / ${SCALE_PER_RAW})::bigint as hold,
+         lim.allow_id, lim.allowance, lim.allow_period, lim.allow_spent, lim.allow_start, a.hit as allowance_hit,
          -- A spend limit that leaves less than the smallest request is a limit, not a short balance.
-         coalesce(lim.over, case when not k.affords_min and lim.spend_limit is not null
+         coalesce(lim.over, case when not k.affords_min and not a.hit and lim.spend_limit is not null
                                   and lim.spend_limit - lim.used_spend < lim.acct_free then 'dailySpendLimit' end) as limit_hit
     from lim ${r ? 'left join rate on rate.i = lim.i' : ''},
     lateral (
@@ -449,7 +514,14 @@ calc as (
                     floor((lim.free::numeric * ${SCALE_PER_RAW} - lim.fixed) / lim.per_token)))::bigint
              end as cap,
            lim.fixed + lim.min_cap * lim.per_token <= lim.free::numeric * ${SCALE_PER_RAW} as affords_min
-    ) k
+    ) k,
+    lateral (
+      -- The allowance's rest is the bound that refused it (not the balance, not a daily spend limit).
+      select coalesce(not k.affords_min and lim.over is null and lim.allowance is not null
+                      and lim.allowance - lim.allow_spent <= lim.acct_free
+                      and (lim.spend_limit is null or lim.allowance - lim.allow_spent <= lim.spend_limit - lim.used_spend),
+                      false) as hit
+    ) a
 ),
 ok as (
   select * from calc
@@ -468,6 +540,11 @@ magg as (
   select m.id, jsonb_object_agg(m.model, m.n) as models
     from (select ok.id, ok.model, min(ok.used_model) + count(*)::int as n from ok group by ok.id, ok.model) m
    group by m.id
+),
+aagg as (
+  -- Per allowance: what its placed holds reserve (all in one period: see lim).
+  select ok.allow_id as id, min(ok.allow_start) as start, sum(ok.hold)::bigint as spend
+    from ok where ok.allow_id is not null group by ok.allow_id
 ),`
     : ''
 }
@@ -477,6 +554,11 @@ ${
   select c.user_id as id, sum(c.captured - c.hold_raw)::bigint as adj
     from c join uk on uk.end_user_id = c.user_id and uk.day = c.usage_day
    group by c.user_id
+),
+sallow as (
+  -- What settled holds counted on an allowance beyond what they captured, per allowance and period.
+  select c.allow_id as id, c.allow_start as start, sum(c.captured - c.hold_raw)::bigint as adj
+    from c where c.allow_id is not null group by c.allow_id, c.allow_start
 ),`
     : ''
 }
@@ -494,6 +576,18 @@ cnt as (
        where ${[h && 'h.id is not null', s && 's.id is not null'].filter(Boolean).join(' or ')}
     ) v
    where x.end_user_id = v.id
+),
+acnt as (
+  -- The allowances' spending: a later period starts from 0; holds add what they reserve; settlements
+  -- correct it to what they captured, when they counted in the period it now holds.
+  update wallet_connection w
+     set allowance_period_start = v.start,
+         allowance_spent_raw = greatest(0, case when v.start = ak.allowance_period_start then ak.allowance_spent_raw else 0 end
+                                           ${h ? '+ coalesce(a.spend, 0)' : ''} ${s ? '+ coalesce(sa.adj, 0)' : ''})
+    from ak ${h ? 'left join aagg a on a.id = ak.id' : ''}
+         cross join lateral (select ${h ? 'coalesce(a.start, ak.allowance_period_start)' : 'ak.allowance_period_start'} as start) v
+         ${s ? 'left join sallow sa on sa.id = ak.id and sa.start = v.start' : ''}
+   where w.id = ak.id and (${[h && 'a.id is not null', s && 'sa.id is not null'].filter(Boolean).join(' or ')})
 ),
 delta as (
   select id, sum(held_delta)::bigint as held_delta, sum(balance_delta)::bigint as balance_delta,
@@ -518,7 +612,9 @@ ch as (
   insert into charge (id, paywall_id, user_id, account_id, kind, status, hold_raw, model, max_completion_tokens,
                       stream, metadata, created_at)
   select hi.charge_id, hi.paywall_id, ok.id, ok.account_id, 'usage', 'held', ok.hold, hi.model, ok.cap, hi.stream,
-         hi.metadata, now()
+         hi.metadata || case when ok.allow_id is null then '{}'::jsonb
+                             else jsonb_build_object('allowance', jsonb_build_object('id', ok.allow_id, 'start', ok.allow_start)) end,
+         now()
     from ok join hi on hi.i = ok.i
 ),
 hev as (
@@ -553,7 +649,9 @@ ${union(
     `select 'h' as kind, calc.i, calc.id, calc.wallet_id, calc.connected, calc.free::text as free,
        calc.cap::text as cap, calc.hold::text as hold, ok.i is not null as held, calc.retry, calc.limit_hit,
        calc.rate_position, calc.indebted, calc.account_id, calc.acct_debt::text as debt,
-       null::text as low_alert, null::boolean as low_alerted, null::text[] as low_alerted_paywalls
+       null::text as low_alert, null::boolean as low_alerted, null::text[] as low_alerted_paywalls,
+       calc.allowance_hit, calc.allow_id, calc.allowance::text as allowance, calc.allow_period,
+       calc.allow_spent::text as allow_spent, calc.allow_start::text as allow_start
   from calc left join ok on ok.i = calc.i`,
   s &&
     `select 's' as kind, c.i, null::uuid as id, null::uuid as wallet_id, null::boolean as connected,
@@ -562,7 +660,9 @@ ${union(
        null::text as cap, null::text as hold, true as held, false as retry, null::text as limit_hit,
        null::bigint as rate_position, null::boolean as indebted, null::uuid as account_id, null::text as debt,
        -- Its low-balance alert state (low-balance.ts decides in memory whether a check is due).
-       u.low_alert_raw::text as low_alert, u.low_alerted, u.low_alerted_paywalls
+       u.low_alert_raw::text as low_alert, u.low_alerted, u.low_alerted_paywalls,
+       null::boolean as allowance_hit, null::uuid as allow_id, null::text as allowance, null::text as allow_period,
+       null::text as allow_spent, null::text as allow_start
   from c left join u on u.id = c.account_id`,
 )}`;
 }
@@ -892,7 +992,9 @@ export async function settleBeyondHold(
 }> {
   return db.transaction(async (tx) => {
     const rows = await tx.query(
-      `select hold_raw::text as hold, account_id from charge where id = $1 and status = 'held' for update`,
+      `select hold_raw::text as hold, account_id, metadata->'allowance'->>'id' as allow_id,
+              metadata->'allowance'->>'start' as allow_start
+         from charge where id = $1 and status = 'held' for update`,
       [chargeId],
     );
     if (rows.length === 0) return { settled: false, capturedRaw: 0n, freeAfter: null, alerts: null };
@@ -900,7 +1002,17 @@ export async function settleBeyondHold(
     const accounts = await lockSettlementAccounts(tx, rows[0].account_id, [paywallId]);
     const acct = accounts.get(rows[0].account_id);
     // held_raw includes this hold: balance − held is what is free besides it.
-    const free = acct ? acct.balance - acct.held : 0n;
+    let free = acct ? acct.balance - acct.held : 0n;
+    // The app's allowance (docs/reference.md §16) bounds the extra as the free balance does: its count
+    // already holds this hold, so what it has left is what may be taken beyond it (locked after the accounts).
+    if (rows[0].allow_id) {
+      const [w] = await tx.query(
+        `select (allowance_raw - allowance_spent_raw)::text as rest from wallet_connection
+          where id = $1 and allowance_raw is not null and allowance_period_start = $2::date for no key update`,
+        [rows[0].allow_id, rows[0].allow_start],
+      );
+      if (w && BigInt(w.rest) < free) free = BigInt(w.rest);
+    }
     const beyond = costRaw > hold ? costRaw - hold : 0n;
     const extra = free <= 0n ? 0n : beyond < free ? beyond : free;
     const capturedRaw = (costRaw < hold ? costRaw : hold) + extra;

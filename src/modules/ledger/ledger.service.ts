@@ -18,6 +18,13 @@ import { creditFromWorld } from './credit-from-world.js';
 import { alertsOf, type ChargedAccount, type LowBalanceAlerts } from './low-balance.js';
 import { decodeCursor, decodeSeqCursor, encodeCursor, encodeSeqCursor } from '../../shared/cursor.js';
 import { earningsAccountOf, FEES_ACCOUNT_ID, splitCharge } from './accounts.js';
+import { systemClock, type Clock } from '../../shared/clock.js';
+import {
+  periodEnd,
+  periodStartSql,
+  recordAllowanceReached,
+  type AllowancePeriod,
+} from '../wallet/allowance.js';
 
 export const MAX_METADATA_KEYS = 50;
 export const MAX_METADATA_BYTES = 8 * 1024;
@@ -55,7 +62,7 @@ export interface ChargeResult {
   externalId: string;
   amountRaw: bigint;
   status: 'completed' | 'failed';
-  errorCode: 'insufficient_balance' | 'not_connected' | 'charge_limit_exceeded' | null;
+  errorCode: 'insufficient_balance' | 'not_connected' | 'charge_limit_exceeded' | 'allowance_exceeded' | null;
   ledgerEntryId: string | null;
   /** Free balance after the attempt. */
   balanceRaw: bigint;
@@ -163,9 +170,20 @@ export interface LedgerServiceDeps {
   config: Pick<Config, 'PLATFORM_FEE_BPS' | 'SHARED_MAX_MANUAL_CHARGE'>;
   metrics: Pick<Metrics, 'ledgerEntries' | 'ledgerAmountRaw' | 'chargesFailed'>;
   paywalls: Pick<PaywallService, 'resolve'>;
-  users: Pick<UserService, 'ensureUser' | 'topupUrl' | 'topupLinkEvent' | 'connectRequest'>;
+  users: Pick<UserService, 'ensureUser' | 'topupUrl' | 'topupLinkEvent' | 'connectRequest' | 'walletUrl'>;
   /** docs/reference.md §16 "Low balance": checked after a charge committed (no statement when nothing can be due). */
   lowBalance?: Pick<LowBalanceAlerts, 'afterCharge'>;
+  /** The time the allowance's period is taken at (docs/reference.md §16); default the system's. */
+  clock?: Clock;
+}
+
+/** The allowance that refused a manual charge (SHARED, docs/reference.md §16). */
+interface ChargeAllowance {
+  connectionId: string;
+  amountRaw: bigint;
+  period: AllowancePeriod;
+  spentRaw: bigint;
+  periodStart: string;
 }
 
 /**
@@ -333,7 +351,8 @@ export class LedgerService {
     const user = await this.deps.users.ensureUser(sql, paywall, externalId, trigger);
     const chargeId = randomUUID();
     if (!user.connected) return this.refuse(sql, paywall, user, chargeId, amountRaw, metadata, trigger, null);
-    // A SHARED app charges a wallet that pays for other apps too: one manual charge is capped by the operator.
+    // A SHARED app charges a wallet that pays for other apps too: one manual charge is capped by the operator
+    // (an operator's bound; the wallet user's own control is the app's allowance, checked below).
     if (paywall.mode === 'SHARED' && amountRaw > this.deps.config.SHARED_MAX_MANUAL_CHARGE)
       return this.refuse(sql, paywall, user, chargeId, amountRaw, metadata, trigger, null, true);
 
@@ -358,8 +377,9 @@ export class LedgerService {
       }),
     ];
     // One round trip. The WHERE is the whole rule: the user still spends an account at this instant
-    // (SHARED: is connected) and its free balance covers the amount; the transfers to the paywall's
-    // earnings and the platform's fees only happen when it returned a row.
+    // (SHARED: is connected), its free balance covers the amount, and (SHARED) the app's allowance has the
+    // amount left in its period; the transfers to the paywall's earnings and the platform's fees only
+    // happen when it returned a row.
     const rows = await sql.query(
       `with sp as (
          select account_id as id from end_user where id = $2::uuid and ($7::boolean or wallet_user_id is not null)
@@ -371,11 +391,26 @@ export class LedgerService {
              or (a.id = '${FEES_ACCOUNT_ID}' and $10::bigint > 0)
           order by a.id
             for no key update
+       ), al as (
+         -- SHARED: the app's allowance (docs/reference.md §16), locked after the accounts (as the hold
+         -- statement does), with its period as of $11 and what was spent in it.
+         select w.id, w.allowance_raw, w.allowance_period, v.start,
+                case when w.allowance_period_start = v.start then w.allowance_spent_raw else 0 end as spent
+           from wallet_connection w,
+                lateral (select greatest(w.allowance_period_start,
+                                         ${periodStartSql('w.allowance_period', '$11::timestamptz')}) as start) v
+          where not $7::boolean and w.end_user_id = $2::uuid and w.revoked_at is null
+            and w.allowance_raw is not null and (select count(*) from lk) >= 0
+            for no key update of w
        ), s as (
          update ledger_account a set balance_raw = a.balance_raw - $1::bigint
            from lk
           where a.id = lk.id and a.id = (select id from sp) and a.balance_raw - a.held_raw >= $1::bigint
+            and not exists (select 1 from al where al.spent + $1::bigint > al.allowance_raw)
          returning a.id, a.balance_raw, a.held_raw, a.low_alert_raw, a.low_alerted, a.low_alerted_paywalls
+       ), au as (
+         update wallet_connection w set allowance_spent_raw = al.spent + $1::bigint, allowance_period_start = al.start
+           from al where w.id = al.id and exists (select 1 from s)
        ), legs as (
          select * from (values ($3::uuid, 'charge', ${earningsAccountOf('$8::uuid')}, $9::bigint),
                                (gen_random_uuid(), 'fee', '${FEES_ACCOUNT_ID}'::uuid, $10::bigint)) v(id, kind, account, amount)
@@ -396,7 +431,13 @@ export class LedgerService {
          ${insertEventsSql(6)} where exists (select 1 from s)
        )
        select (s.balance_raw - s.held_raw)::text as free, c.created_at, s.id as account_id,
-              s.low_alert_raw::text as low_alert, s.low_alerted, s.low_alerted_paywalls from s, c`,
+              s.low_alert_raw::text as low_alert, s.low_alerted, s.low_alerted_paywalls,
+              null::uuid as allow_id, null::text as allowance, null::text as allow_period,
+              null::text as allow_spent, null::text as allow_start from s, c
+       union all
+       select null, null, null, null, null, null, al.id, al.allowance_raw::text, al.allowance_period,
+              al.spent::text, al.start::text
+         from al where not exists (select 1 from s) and al.spent + $1::bigint > al.allowance_raw`,
       [
         amountRaw.toString(),
         user.id,
@@ -408,8 +449,17 @@ export class LedgerService {
         paywall.id,
         split.earningsRaw.toString(),
         split.feeRaw.toString(),
+        (this.deps.clock ?? systemClock()).now().toISOString(),
       ],
     );
+    if (rows.length === 1 && rows[0].allow_id)
+      return this.refuse(sql, paywall, user, chargeId, amountRaw, metadata, trigger, null, false, {
+        connectionId: rows[0].allow_id,
+        amountRaw: BigInt(rows[0].allowance),
+        period: rows[0].allow_period,
+        spentRaw: BigInt(rows[0].allow_spent),
+        periodStart: String(rows[0].allow_start).slice(0, 10),
+      });
     const alerts = rows.length === 1 ? alertsOf(rows[0]) : null;
     if (rows.length === 1 && alerts)
       onCharged({
@@ -466,13 +516,16 @@ export class LedgerService {
     trigger: EventTrigger,
     availableRaw: bigint | null,
     overLimit = false,
+    allowance: ChargeAllowance | null = null,
   ): Promise<ChargeResult> {
     const available = availableRaw ?? user.balanceRaw - user.heldRaw;
-    const errorCode = overLimit
-      ? 'charge_limit_exceeded'
-      : user.connected
-        ? 'insufficient_balance'
-        : 'not_connected';
+    const errorCode = allowance
+      ? 'allowance_exceeded'
+      : overLimit
+        ? 'charge_limit_exceeded'
+        : user.connected
+          ? 'insufficient_balance'
+          : 'not_connected';
     const walletUserId = walletUserIdOf(paywall, user);
     const events: NewEvent[] = [
       buildEvent(
@@ -488,7 +541,25 @@ export class LedgerService {
     ];
     let url: string | null;
     let message: string;
-    if (errorCode === 'charge_limit_exceeded') {
+    if (allowance) {
+      // The wallet user's spending limit for this app (docs/reference.md §16): the wallet page changes it.
+      url = this.deps.users.walletUrl();
+      const per = allowance.period === 'total' ? 'in total' : `per ${allowance.period}`;
+      message =
+        `This app has reached the spending limit of ${usdcDecimal(allowance.amountRaw)} USDC ${per} set in the user's wallet: ` +
+        `${usdcDecimal(allowance.spentRaw)} USDC spent, ${usdcDecimal(amountRaw)} USDC requested. Nothing was charged. ` +
+        `The user can raise the limit in their wallet: ${url}`;
+      if (user.walletUserId)
+        await recordAllowanceReached(sql, {
+          ...allowance,
+          paywall,
+          walletUserId: user.walletUserId,
+          endUserId: user.id,
+          externalUserId: user.externalId,
+          resetsAt: periodEnd(allowance.period, new Date(`${allowance.periodStart}T00:00:00.000Z`)),
+          trigger,
+        });
+    } else if (errorCode === 'charge_limit_exceeded') {
       url = null;
       message =
         `A single manual charge of a shared-wallet user is limited to ${usdcDecimal(this.deps.config.SHARED_MAX_MANUAL_CHARGE)} USDC; ` +

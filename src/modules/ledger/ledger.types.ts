@@ -190,7 +190,7 @@ export class ChargePayload {
   @Field(() => String, {
     nullable: true,
     description:
-      "`insufficient_balance`, `not_connected`, or `charge_limit_exceeded` (SHARED: above the operator's cap on one manual charge).",
+      "`insufficient_balance`, `not_connected`, `charge_limit_exceeded` (SHARED: above the operator's cap on one manual charge), or `allowance_exceeded` (SHARED: over the spending limit the wallet user set for the app).",
   })
   errorCode!: string | null;
   @Field(() => ID, {

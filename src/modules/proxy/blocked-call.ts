@@ -6,7 +6,14 @@ import { recordEvents, type EventTrigger, type NewEvent } from '../events/event.
 import { buildEvent } from '../events/event-payloads.js';
 import type { DailyLimit, ReserveResult } from '../ledger/holds.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
-import { blockedReply, blockedText, rateLimitedText, type BlockReason } from './blocked-reply.js';
+import { periodEnd, recordAllowanceReached } from '../wallet/allowance.js';
+import {
+  allowanceText,
+  blockedReply,
+  blockedText,
+  rateLimitedText,
+  type BlockReason,
+} from './blocked-reply.js';
 import type { ChatCall, ChatJson, StreamSink } from './flight.js';
 import type { MeteredRequest, WireFormat } from './wire-format.js';
 
@@ -14,6 +21,8 @@ import type { MeteredRequest, WireFormat } from './wire-format.js';
 export interface PaymentLinks {
   connectLink(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<string>;
   topupLink(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<string>;
+  /** The hosted wallet page (where a wallet user changes an app's spending limit). */
+  walletUrl(): string;
 }
 
 /** A refused hold, to be answered with a payment-blocked reply. */
@@ -66,7 +75,9 @@ export async function answerBlocked<R extends MeteredRequest>(
       ? await deps.links.connectLink(paywall, externalUserId, trigger)
       : reason === 'insufficient_balance'
         ? await deps.links.topupLink(paywall, externalUserId, trigger)
-        : null;
+        : reason === 'allowance_exceeded'
+          ? deps.links.walletUrl()
+          : null;
   const walletUserId = hold.walletUserId;
   const onRequest = {
     paywall,
@@ -113,26 +124,58 @@ export async function answerBlocked<R extends MeteredRequest>(
       }),
     );
   await recordEvents(deps.db, events);
+  // The app's allowance is used up: announced once per period (docs/reference.md §16).
+  const allowance = reason === 'allowance_exceeded' ? (hold.allowance ?? null) : null;
+  const allowanceResets = allowance
+    ? periodEnd(allowance.period, new Date(`${allowance.periodStart}T00:00:00.000Z`))
+    : null;
+  if (allowance && walletUserId)
+    await recordAllowanceReached(deps.db, {
+      connectionId: allowance.connectionId,
+      paywall,
+      walletUserId,
+      endUserId: hold.userId,
+      externalUserId,
+      amountRaw: allowance.amountRaw,
+      period: allowance.period,
+      spentRaw: allowance.spentRaw,
+      periodStart: allowance.periodStart,
+      resetsAt: allowanceResets,
+      trigger,
+    });
 
   const reply =
-    reason === 'rate_limited' || url === null
+    reason === 'allowance_exceeded' && url !== null
       ? blockedReply({
           model: req.model,
           reason,
-          url: null,
-          text: rateLimitedText(limit?.what ?? 'requests', nextUtcMidnight(now)),
-          resetsAt: nextUtcMidnight(now),
-        })
-      : blockedReply({
-          model: req.model,
-          reason,
           url,
-          text: blockedText(
-            reason === 'not_connected' ? paywall.connectMessageTemplate : paywall.topupMessageTemplate,
-            reason,
+          text: allowanceText(
+            usdcDecimal(allowance?.amountRaw ?? 0n),
+            allowance?.period ?? 'total',
+            allowanceResets,
             url,
           ),
-        });
+          ...(allowanceResets ? { resetsAt: allowanceResets } : {}),
+        })
+      : reason === 'rate_limited' || url === null
+        ? blockedReply({
+            model: req.model,
+            reason,
+            url: null,
+            text: rateLimitedText(limit?.what ?? 'requests', nextUtcMidnight(now)),
+            resetsAt: nextUtcMidnight(now),
+          })
+        : blockedReply({
+            model: req.model,
+            reason,
+            url,
+            text: blockedText(
+              reason === 'not_connected' ? paywall.connectMessageTemplate : paywall.topupMessageTemplate,
+              reason === 'not_connected' ? reason : 'insufficient_balance',
+              url,
+            ),
+          });
   if (!req.stream || !sink) return { status: 200, ...fmt.blockedHttp?.(reply), body: fmt.blockedJson(reply) };
   sink.open();
   sink.write(fmt.blockedStream(reply, req));

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { ZERO_COST_DETAILS } from '../../shared/money.js';
 import { sseData } from './sse-relay.js';
 
-export type BlockReason = 'not_connected' | 'insufficient_balance' | 'rate_limited';
+export type BlockReason = 'not_connected' | 'insufficient_balance' | 'rate_limited' | 'allowance_exceeded';
 
 /** Default texts; a paywall may set its own (`connectMessageTemplate` / `topupMessageTemplate`, with {url}). */
 export const DEFAULT_CONNECT_TEMPLATE =
@@ -24,6 +24,19 @@ export function rateLimitedText(what: string, resetsAt: Date): string {
   return (
     `You have reached today's limit of ${what} for this app. ` +
     `It resets at 00:00 UTC (${resetsAt.toISOString()}); please try again then.`
+  );
+}
+
+/**
+ * The reply when the app's allowance (the wallet user's spending limit for it, docs/reference.md §16) is
+ * used up: how much, for which period, when it resets, and the wallet page where the limit is changed.
+ */
+export function allowanceText(limit: string, period: string, resetsAt: Date | null, url: string): string {
+  const per = period === 'total' ? 'in total' : `per ${period}`;
+  const when = resetsAt ? ` It resets at ${resetsAt.toISOString()} (UTC).` : '';
+  return (
+    `This app has reached the spending limit of ${limit} USDC ${per} set in your wallet.${when} ` +
+    `To keep going now, raise the limit in your wallet: ${url}`
   );
 }
 

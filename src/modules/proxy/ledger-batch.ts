@@ -22,7 +22,7 @@ type LedgerOp =
 
 /**
  * What one hold statement decided: the hold is placed; it is refused (not connected, a daily or rate
- * limit, or a balance that cannot afford the minimum completion); or another hold of the same statement
+ * limit, the app's allowance (SHARED), or a balance that cannot afford the minimum completion); or another hold of the same statement
  * on the same balance came first and it must be submitted again.
  */
 export type HoldOutcome =
@@ -34,7 +34,12 @@ export type HoldOutcome =
 export function holdOutcome(r: ReserveResult): HoldOutcome {
   if (r.retry) return { kind: 'retry' };
   if (!r.connected) return { kind: 'blocked', reason: 'not_connected', hold: r };
-  if (!r.held) return { kind: 'blocked', reason: r.limit ? 'rate_limited' : 'insufficient_balance', hold: r };
+  if (!r.held)
+    return {
+      kind: 'blocked',
+      reason: r.limit ? 'rate_limited' : r.allowanceExceeded ? 'allowance_exceeded' : 'insufficient_balance',
+      hold: r,
+    };
   return { kind: 'held', hold: r };
 }
 

@@ -164,6 +164,7 @@ export async function meteredCall<R extends MeteredRequest>(
     modelRequestLimit: price.dailyRequestLimit,
     rateLimit: d.limits.RATE_LIMIT_PER_MINUTE ?? null,
     rateWindow: windowOf(now),
+    at: now,
     maxDebtRaw: d.limits.MAX_UNCOLLECTED_PER_USER,
   };
   const held = await placeHold(d, {

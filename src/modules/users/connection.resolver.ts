@@ -3,6 +3,24 @@ import type { AppContext } from '../../graphql/context.js';
 import { PaywallType } from '../paywalls/paywall.types.js';
 import type { ConnectionRow } from './user.service.js';
 import { checkFirst, Connection } from '../../graphql/connection.js';
+import { MoneyScalar } from '../../graphql/scalars.js';
+import { allowanceOf } from '../wallet/allowance.js';
+
+@ObjectType('Allowance', {
+  description:
+    'SHARED mode: the spending limit the wallet user set for this app (docs/reference.md §16), as of now.',
+})
+export class AllowanceType {
+  @Field(() => MoneyScalar, { description: 'The limit per period.' }) amount!: bigint;
+  @Field({ description: '`day`, `week` (from Monday), `month` (UTC calendar periods) or `total`.' })
+  period!: string;
+  @Field(() => MoneyScalar, {
+    description: 'What the app spent in the current period (holds in flight included).',
+  })
+  spent!: bigint;
+  @Field(() => String, { nullable: true, description: 'When the current period ends; null for `total`.' })
+  resetsAt!: string | null;
+}
 
 @ObjectType('WalletConnection', {
   description: 'SHARED mode: an end user of this paywall authorized by a wallet user (approve → revoke).',
@@ -14,8 +32,11 @@ export class WalletConnectionType {
   @Field({ description: '`ACTIVE` or `REVOKED`.' }) status!: string;
   @Field({ description: 'When the wallet user approved.' }) connectedAt!: string;
   @Field(() => String, { nullable: true }) revokedAt!: string | null;
+  @Field(() => AllowanceType, { nullable: true, description: 'The spending limit for this app; null: none.' })
+  allowance!: AllowanceType | null;
 
-  static from(c: ConnectionRow): WalletConnectionType {
+  static from(c: ConnectionRow, now: Date = new Date()): WalletConnectionType {
+    const a = c.allowance ? allowanceOf(c.allowance, now) : null;
     return Object.assign(new WalletConnectionType(), {
       id: c.id,
       externalUserId: c.externalUserId,
@@ -23,6 +44,14 @@ export class WalletConnectionType {
       status: c.status,
       connectedAt: c.createdAt.toISOString(),
       revokedAt: c.revokedAt ? c.revokedAt.toISOString() : null,
+      allowance: a
+        ? Object.assign(new AllowanceType(), {
+            amount: a.amountRaw,
+            period: a.period,
+            spent: a.spentRaw,
+            resetsAt: a.resetsAt ? a.resetsAt.toISOString() : null,
+          })
+        : null,
     });
   }
 }
@@ -46,6 +75,7 @@ export class ConnectionResolver {
     @Arg('after', () => String, { nullable: true }) after?: string | null,
   ): Promise<WalletConnectionList> {
     const page = await ctx.services.users.connections(paywall.id, checkFirst(first), after ?? null);
-    return WalletConnectionList.of(page, WalletConnectionType.from);
+    const now = ctx.services.clock.now();
+    return WalletConnectionList.of(page, (c) => WalletConnectionType.from(c, now));
   }
 }

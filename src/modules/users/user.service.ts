@@ -12,6 +12,7 @@ import { recordEvents, type EventTrigger, type NewEvent } from '../events/event.
 import { buildEvent } from '../events/event-payloads.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
 import { worldCreditCtes, worldCreditParams } from '../ledger/credit-from-world.js';
+import { allowanceColumns } from '../wallet/allowance.js';
 
 export const MAX_EXTERNAL_ID_LENGTH = 256;
 
@@ -56,6 +57,13 @@ export interface ConnectionRow {
   createdAt: Date;
   revokedAt: Date | null;
   cursor: string;
+  /** The allowance's columns (docs/reference.md §16; wallet/allowance.allowanceOf reads them). */
+  allowance?: {
+    allowance_raw: string | null;
+    allowance_period: string | null;
+    allowance_spent_raw: string;
+    allowance_period_start: string | null;
+  };
 }
 
 export interface DisconnectResult {
@@ -295,7 +303,7 @@ export class UserService {
     const cur = after ? decodeCursor(after, 'wc') : null;
     const rows = await this.deps.db.query(
       `select c.id, c.end_user_id, e.external_id, c.wallet_user_id, c.created_at, c.revoked_at,
-              c.created_at::text as created_text
+              c.created_at::text as created_text, ${allowanceColumns('c')}
          from wallet_connection c join end_user e on e.id = c.end_user_id
         where c.paywall_id = $1 and ($2::timestamptz is null or (c.created_at, c.id) < ($2::timestamptz, $3::uuid))
         order by c.created_at desc, c.id desc limit $4`,
@@ -312,6 +320,12 @@ export class UserService {
         createdAt: new Date(r.created_at),
         revokedAt: r.revoked_at ? new Date(r.revoked_at) : null,
         cursor: encodeCursor('wc', r.created_text, r.id),
+        allowance: {
+          allowance_raw: r.allowance_raw,
+          allowance_period: r.allowance_period,
+          allowance_spent_raw: r.allowance_spent_raw,
+          allowance_period_start: r.allowance_period_start,
+        },
       })),
     };
   }
@@ -394,6 +408,11 @@ export class UserService {
         { externalUserId: user.externalId, walletUserId: null, requestId, approvalUrl: url, mode: 'shared' },
       ),
     };
+  }
+
+  /** The hosted wallet page (docs/reference.md §16: where an app's spending limit is changed). */
+  walletUrl(): string {
+    return `${this.deps.config.PUBLIC_BASE_URL}/wallet`;
   }
 
   /**

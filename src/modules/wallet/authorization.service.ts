@@ -4,6 +4,8 @@ import { DomainError } from '../../shared/errors.js';
 import type { Database } from '../../db/database.js';
 import { recordEvents, type EventTrigger } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
+import type { Clock } from '../../shared/clock.js';
+import { setAllowance, type AllowancePeriod } from './allowance.js';
 
 /** What the consent page shows about a pending connect request. */
 export interface ConsentRequest {
@@ -48,7 +50,12 @@ export const pageTrigger = (walletUserId: string): EventTrigger => ({
 /** What spending authorizations need: the database only. */
 export interface AuthorizationServiceDeps {
   db: Database;
+  /** The time an allowance's period starts from (docs/reference.md §16); default the system's. */
+  clock?: Clock;
 }
+
+/** A spending limit as the forms give it (wallet/allowance.parseAllowance); null: no limit. */
+export type AllowanceInput = { amountRaw: bigint; period: AllowancePeriod } | null;
 
 /**
  * Consent between a SHARED paywall's end user and a wallet user (docs/reference.md §8): approve or decline a
@@ -124,6 +131,7 @@ export class AuthorizationService {
     walletUser: { id: string; accountId: string },
     paywallId: string,
     requestId: unknown,
+    allowance: AllowanceInput = null,
   ): Promise<ApproveResult> {
     return this.deps.db.transaction(async (tx) => {
       const req = await this.load(tx, paywallId, requestId, true);
@@ -159,6 +167,8 @@ export class AuthorizationService {
         `update connect_request set status = 'approved', wallet_user_id = $2, decided_at = now() where id = $1`,
         [req.requestId, walletUser.id],
       );
+      // The consent page's spending limit (docs/reference.md §16); empty: none.
+      await setAllowance(tx, connectionId, allowance, this.now());
       await recordEvents(tx, [
         buildEvent('paywall.authorization.completed', this.ctx(req, walletUser.id), {
           externalUserId: req.externalUserId,
@@ -210,6 +220,32 @@ export class AuthorizationService {
     );
     if (!c) throw connectionNotFound();
     return { connectionId: c.id, paywallName: c.name, active: !c.revoked_at };
+  }
+
+  /**
+   * "Save limit" on the wallet page: sets (null: removes) the spending limit of one of the wallet user's
+   * active connections. Anyone else's connection, a revoked one or an unknown id is the same 404.
+   */
+  async setConnectionAllowance(
+    walletUserId: string,
+    connectionId: unknown,
+    allowance: AllowanceInput,
+  ): Promise<{ paywallName: string }> {
+    if (typeof connectionId !== 'string' || !UUID.test(connectionId)) throw connectionNotFound();
+    return this.deps.db.transaction(async (tx) => {
+      const [c] = await tx.query(
+        `select c.id, p.name from wallet_connection c join paywall p on p.id = c.paywall_id
+          where c.id = $1 and c.wallet_user_id = $2 and c.revoked_at is null`,
+        [connectionId, walletUserId],
+      );
+      if (!c) throw connectionNotFound();
+      await setAllowance(tx, c.id, allowance, this.now());
+      return { paywallName: c.name as string };
+    });
+  }
+
+  private now(): Date {
+    return this.deps.clock ? this.deps.clock.now() : new Date();
   }
 
   /**

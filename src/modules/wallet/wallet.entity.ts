@@ -81,6 +81,13 @@ export const WalletConnectionSchema = defineEntity({
   name: 'WalletConnection',
   tableName: 'wallet_connection',
   indexes: [{ properties: ['paywall', 'createdAt'] }, { properties: ['walletUser', 'createdAt'] }],
+  checks: [
+    {
+      name: 'wallet_connection_allowance_check',
+      expression: `(allowance_raw is null and allowance_period is null)
+             or (allowance_raw >= 0 and allowance_period in ('day', 'week', 'month', 'total'))`,
+    },
+  ],
   properties: {
     id: p.uuid().primary(),
     paywall: () => p.manyToOne(Paywall).mapToPk(),
@@ -88,6 +95,16 @@ export const WalletConnectionSchema = defineEntity({
     walletUser: () => p.manyToOne(WalletUser).mapToPk(),
     createdAt: p.datetime().defaultRaw('now()'),
     revokedAt: p.datetime().nullable(),
+    /**
+     * docs/reference.md §16 "Allowance (SHARED)": the wallet user's spending limit for this app (null = none)
+     * and its period; what the app spent in the period starting on `allowancePeriodStart`; the period
+     * `paywall.allowance.reached` was recorded for. Written by SQL only (src/modules/wallet/allowance.ts).
+     */
+    allowanceRaw: p.bigint('bigint').nullable(),
+    allowancePeriod: p.string().length(8).nullable(),
+    allowanceSpentRaw: p.bigint('bigint').defaultRaw('0'),
+    allowancePeriodStart: p.date().nullable(),
+    allowanceReachedStart: p.date().nullable(),
   },
 });
 export class WalletConnection extends WalletConnectionSchema.class {}

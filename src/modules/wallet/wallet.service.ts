@@ -7,6 +7,8 @@ import { buildEvent } from '../events/event-payloads.js';
 import { creditFromWorld } from '../ledger/credit-from-world.js';
 import { receiptOf, type Receipt } from '../ledger/receipt.js';
 import { pageTrigger } from './authorization.service.js';
+import { allowanceColumns, allowanceOf, type AllowanceState } from './allowance.js';
+import type { Clock } from '../../shared/clock.js';
 
 /** Test funds are a development aid: one credit is at most this much (1000 USDC). */
 export const MAX_TEST_FUNDS_RAW = 1000n * 1_000_000n;
@@ -19,6 +21,8 @@ export interface ConnectedApp {
   paywallId: string;
   paywallName: string;
   connectedAt: Date;
+  /** The app's spending limit, what it spent in the period and when that resets (docs/reference.md §16). */
+  allowance: AllowanceState | null;
 }
 
 export interface ActivityRow {
@@ -110,6 +114,8 @@ export interface WalletServiceDeps {
   config: Pick<Config, 'WALLET_TEST_FUNDS'>;
   /** Starts a Stripe checkout that tops up the signed-in wallet (port to the Stripe module). */
   stripe: { startWalletCheckout: StartWalletCheckout };
+  /** The time allowance periods are read at; default the system's. */
+  clock?: Clock;
 }
 
 /** The wallet page's data and the wallet's own money movements (test funds; card top-ups next). */
@@ -124,7 +130,8 @@ export class WalletService {
       [walletUser.accountId],
     );
     const apps = await this.deps.db.query(
-      `select c.id, c.paywall_id, p.name, c.created_at from wallet_connection c join paywall p on p.id = c.paywall_id
+      `select c.id, c.paywall_id, p.name, c.created_at, ${allowanceColumns('c')}
+         from wallet_connection c join paywall p on p.id = c.paywall_id
         where c.wallet_user_id = $1 and c.revoked_at is null order by c.created_at desc`,
       [walletUser.id],
     );
@@ -159,6 +166,7 @@ export class WalletService {
     );
     const balance = BigInt(acct?.balance_raw ?? 0);
     const held = BigInt(acct?.held_raw ?? 0);
+    const now = this.deps.clock ? this.deps.clock.now() : new Date();
     const rows: ActivityRow[] = activity.map((r) => ({
       id: r.id,
       createdAt: new Date(r.created_at),
@@ -203,6 +211,7 @@ export class WalletService {
         paywallId: a.paywall_id,
         paywallName: a.name,
         connectedAt: new Date(a.created_at),
+        allowance: allowanceOf(a as Parameters<typeof allowanceOf>[0], now),
       })),
       activity: rows,
     };
