@@ -18,6 +18,7 @@ import { Migration20261126000000_usage_buckets } from './Migration20261126000000
 import { Migration20261126200000_cap_parameter } from './Migration20261126200000_cap_parameter.js';
 import { Migration20261126400000_usage_bucket_tokens } from './Migration20261126400000_usage_bucket_tokens.js';
 import { Migration20261127000000_named_providers } from './Migration20261127000000_named_providers.js';
+import { Migration20261127400000_auto_topup } from './Migration20261127400000_auto_topup.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -46,4 +47,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261126200000_cap_parameter', class: Migration20261126200000_cap_parameter },
   { name: 'Migration20261126400000_usage_bucket_tokens', class: Migration20261126400000_usage_bucket_tokens },
   { name: 'Migration20261127000000_named_providers', class: Migration20261127000000_named_providers },
+  { name: 'Migration20261127400000_auto_topup', class: Migration20261127400000_auto_topup },
 ];

@@ -18,6 +18,7 @@ import {
   StripeEventSchema,
   StripeIntegrationSchema,
 } from '../modules/payments/stripe/stripe.entity.js';
+import { AutoTopupAttemptSchema, AutoTopupSchema } from '../modules/payments/auto-topup.entity.js';
 import { UsageDayModelSchema, UsageDayUserSchema, UsageRollupSchema } from '../modules/usage/usage.entity.js';
 import { EventSchema } from '../modules/events/event.entity.js';
 import { RelayedResponseSchema } from '../modules/proxy/relayed-response.entity.js';
@@ -51,4 +52,6 @@ export const entities = [
   UsageDayModelSchema,
   UsageDayUserSchema,
   UsageRollupSchema,
+  AutoTopupSchema,
+  AutoTopupAttemptSchema,
 ];
