@@ -25,6 +25,7 @@ import { StripeIntegrationService } from './modules/payments/stripe/stripe-integ
 import { StripeCheckoutService } from './modules/payments/stripe/stripe-checkout.service.js';
 import { StripeWebhookIngestService } from './modules/payments/stripe/stripe-webhook-ingest.service.js';
 import { TopupLimiter } from './modules/payments/stripe/topup-limits.js';
+import { AutoTopupService } from './modules/payments/auto-topup.service.js';
 
 /**
  * Every service, built once per process: the bag the transports (GraphQL context, REST routes, pages)
@@ -60,6 +61,8 @@ export interface Services {
   stripeIntegration: StripeIntegrationService;
   stripeCheckout: StripeCheckoutService;
   stripeEvents: StripeWebhookIngestService;
+  /** Auto top-up with a saved card (docs/reference.md §16). */
+  autoTopup: AutoTopupService;
 }
 
 interface Lifecycle {
@@ -87,7 +90,20 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     // Stripe credits end users, and users ask Stripe which card top-ups a paywall offers: a port.
     stripe: { topupAmounts: (paywallId, sql) => s.stripeCheckout.topupAmounts(paywallId, sql) },
   });
-  s.ledger = new LedgerService({ db, log, config, metrics, paywalls: s.paywalls, users: s.users });
+  // Auto top-up hears of every charge (a port: it is built with the Stripe services below).
+  const afterCharge = {
+    afterCharge: (endUserId: string, freeAfterRaw: bigint) =>
+      s.autoTopup.afterCharge(endUserId, freeAfterRaw),
+  };
+  s.ledger = new LedgerService({
+    db,
+    log,
+    config,
+    metrics,
+    paywalls: s.paywalls,
+    users: s.users,
+    autoTopup: afterCharge,
+  });
   s.earnings = new EarningsService(db);
   s.usage = new UsageService(db, {
     total: config.GRAPHQL_HEAVY_READS,
@@ -103,6 +119,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     log,
     metrics,
     limits: config,
+    autoTopup: afterCharge,
   });
   s.webhooks = new WebhookService({ db, config, log, metrics, paywalls: s.paywalls });
   s.mailer = createMailer(config, log);
@@ -123,9 +140,15 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     secrets: new StripeSecrets(config, log),
   };
   s.stripeIntegration = new StripeIntegrationService(stripe);
-  s.stripeCheckout = new StripeCheckoutService({ ...stripe, limits: new TopupLimiter(config, s.clock) });
+  s.autoTopup = new AutoTopupService({ ...stripe, mailer: s.mailer });
+  s.stripeCheckout = new StripeCheckoutService({
+    ...stripe,
+    limits: new TopupLimiter(config, s.clock),
+    autoTopup: s.autoTopup,
+  });
   s.stripeEvents = new StripeWebhookIngestService({
     ...stripe,
+    autoTopup: s.autoTopup,
     retireReplacedEndpoints: (paywallId) => s.stripeIntegration.retireReplacedEndpoints(paywallId),
   });
   return s;
@@ -143,6 +166,7 @@ const lifecycles = (s: Services): Lifecycle[] =>
     s.webhooks,
     s.signIn,
     s.stripeIntegration,
+    s.autoTopup,
   ] as Lifecycle[];
 
 /** Starts background parts (cache-invalidation listeners, the webhook worker) of every service that has them. */

@@ -5,6 +5,8 @@ import type { PageContext } from './security.js';
 import type { WalletOverview } from '../modules/wallet/wallet.service.js';
 import { TopupForm, type TopupOptions } from './topup.page.js';
 import { ReceiptDetails } from './receipt.js';
+import type { AutoTopupState } from '../modules/payments/auto-topup.service.js';
+import { formatDecimal } from '../shared/money.js';
 
 /** Fixed notices after a redirect (`?done=…`): the query picks one, it never supplies text. */
 export const NOTICES: Record<string, string> = {
@@ -14,13 +16,47 @@ export const NOTICES: Record<string, string> = {
   card: 'Thank you: your payment was received. Your balance is credited as soon as Stripe confirms it.',
   card_canceled: 'The payment was canceled; nothing was charged.',
   signed_in: 'You are signed in.',
+  autotopup_off: 'Automatic top-up is off: your saved card is not charged any more.',
 };
+
+const usd = (cents: number) => `${formatDecimal(BigInt(cents), 2)} USD`;
+
+/** The wallet's auto top-up (docs/reference.md §16): what it does, what it used this month; "Turn off". */
+export function AutoTopupCard(props: { page: PageContext; state: AutoTopupState | null }) {
+  const st = props.state;
+  const s = st?.settings;
+  return html`<${Card} title="Automatic top-up">
+    ${
+      st?.enabled && s
+        ? html`<p data-testid="autotopup-state">
+              <strong>On.</strong> When your balance falls below ${usdcText(s.thresholdRaw)}, your saved card
+              is charged ${usd(s.amountCents)}, at most ${usd(s.monthlyCapCents)} a month
+              (${usd(st.spentThisMonthCents)} used this month).
+            </p>
+            <form method="post" action="/wallet/autotopup/off">
+              <${CsrfField} page=${props.page} />
+              <button type="submit" class="secondary">Turn off automatic top-up</button>
+            </form>`
+        : html`<p data-testid="autotopup-state">
+            <strong>Off.</strong>${' '}
+            ${
+              st?.disabledReason === 'failures'
+                ? `It was turned off after ${st.failuresInRow} failed card payments in a row. `
+                : ''
+            }To
+            turn it on, tick "Top up automatically" when you <a href="/wallet/topup">top up by card</a>.
+          </p>`
+    }
+  <//>`;
+}
 
 export function WalletPage(props: {
   page: PageContext;
   wallet: WalletOverview;
   topup: TopupOptions;
   notice?: string | null;
+  /** Shown when card top-ups are configured (undefined: not shown). */
+  autoTopup?: AutoTopupState | null;
 }) {
   const w = props.wallet;
   return html`<${Layout} title="Your wallet" page=${props.page}>
@@ -32,6 +68,7 @@ export function WalletPage(props: {
       ${w.heldRaw > 0n && html`<p class="muted">${usdcText(w.heldRaw)} reserved for requests in progress.</p>`}
       <div class="topup-inline"><${TopupForm} page=${props.page} topup=${props.topup} compact=${true} /></div>
     <//>
+    ${props.autoTopup !== undefined && html`<${AutoTopupCard} page=${props.page} state=${props.autoTopup} />`}
     <${Card} title="Connected apps">
       ${
         w.apps.length === 0

@@ -28,6 +28,9 @@ export const EVENT_TYPES = [
   'paywall.proxy.request.failed',
   'paywall.proxy.request.canceled',
   'paywall.proxy.request.blocked',
+  'paywall.balance.autotopup.succeeded',
+  'paywall.balance.autotopup.failed',
+  'paywall.balance.autotopup.disabled',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

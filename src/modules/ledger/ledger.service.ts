@@ -163,6 +163,8 @@ export interface LedgerServiceDeps {
   metrics: Pick<Metrics, 'ledgerEntries' | 'ledgerAmountRaw' | 'chargesFailed'>;
   paywalls: Pick<PaywallService, 'resolve'>;
   users: Pick<UserService, 'ensureUser' | 'topupUrl' | 'topupLinkEvent' | 'connectRequest'>;
+  /** Auto top-up (docs/reference.md §16): told the free balance after each charge; never waited for. */
+  autoTopup?: { afterCharge(endUserId: string, freeAfterRaw: bigint): void };
 }
 
 /**
@@ -308,6 +310,7 @@ export class LedgerService {
       if (out.result.success) {
         this.deps.metrics.ledgerEntries.inc({ kind: 'charge' });
         this.deps.metrics.ledgerAmountRaw.inc({ kind: 'charge' }, Number(amountRaw));
+        this.deps.autoTopup?.afterCharge(out.result.userId, out.result.balanceRaw);
       } else {
         this.deps.metrics.chargesFailed.inc({ reason: out.result.errorCode ?? 'unknown' });
       }

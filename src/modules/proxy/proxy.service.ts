@@ -14,7 +14,7 @@ import { meteredCall, type MeteredCallDeps } from './metered-call.js';
 import type { EnsureUser } from './place-hold.js';
 import { RelayedResponses } from './relayed-responses.js';
 import { responsesFormat } from './responses-format.js';
-import { Settlement } from './settlement.js';
+import { Settlement, type SettlementDeps } from './settlement.js';
 import { describeFailure, readLimited, upstreamError } from './upstream-client.js';
 import { countMessagesPrompt, messagesFormat, withoutEndUser } from './messages-format.js';
 import { checkBodyAndModel } from './chat-request.js';
@@ -64,6 +64,8 @@ export interface ProxyDeps {
   log: Logger;
   metrics: Metrics;
   limits: ProxyLimits;
+  /** Auto top-up (docs/reference.md §16): told the free balance after each chat charge. */
+  autoTopup?: SettlementDeps['autoTopup'];
 }
 
 /**
@@ -96,6 +98,7 @@ export class ProxyService {
       log,
       metrics,
       platformFeeBps: limits.PLATFORM_FEE_BPS,
+      autoTopup: d.autoTopup,
     });
     const relayed = new RelayedResponses(db, log);
     this.call = {

@@ -91,6 +91,8 @@ export interface SettlementDeps {
   metrics: Metrics;
   /** The platform's fee on usage (PLATFORM_FEE_BPS). */
   platformFeeBps: number;
+  /** Auto top-up (docs/reference.md §16): told the free balance after a charge; never waited for. */
+  autoTopup?: { afterCharge(endUserId: string, freeAfterRaw: bigint): void };
 }
 
 /** The last step of a metered call: the hold is posted (for what was produced) or voided. */
@@ -244,6 +246,7 @@ export class Settlement {
         await new Promise((r) => setTimeout(r, 50 * attempt));
       }
     }
+    if (captured > 0n && freeAfterRaw !== null) this.d.autoTopup?.afterCharge(f.hold.userId, freeAfterRaw);
     return { captured, freeAfterRaw, costDetails: captured > 0n ? details : null };
   }
 }
