@@ -129,7 +129,8 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     db,
     config,
     stripe: {
-      startWalletCheckout: (walletUser, amount) => s.stripeCheckout.startWalletCheckout(walletUser, amount),
+      startWalletCheckout: (walletUser, amount, autoTopup) =>
+        s.stripeCheckout.startWalletCheckout(walletUser, amount, autoTopup),
     },
   });
   // Each Stripe service declares the few of these it uses (its *Deps interface).
