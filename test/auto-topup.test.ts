@@ -113,7 +113,11 @@ describe('auto top-up, DEFAULT paywall with its own Stripe', () => {
     expect(badCap.status).toBe(400);
     expect(fake.requests.length).toBe(before);
 
-    const res = await c.post(`/topup/${pw.id}/checkout`, { user: 'ann', amount: '10', ...AUTO('5', '10', '30') });
+    const res = await c.post(`/topup/${pw.id}/checkout`, {
+      user: 'ann',
+      amount: '10',
+      ...AUTO('5', '10', '30'),
+    });
     expect(res.status).toBe(303);
     const session = [...fake.sessions.values()].at(-1)!;
     expect(res.location).toBe(session.url);
@@ -145,7 +149,10 @@ describe('auto top-up, DEFAULT paywall with its own Stripe', () => {
     });
     // The card is saved to the customer; the Checkout's own PaymentIntent event credited nothing more.
     expect([...fake.paymentMethods.values()].filter((m) => m.customer === customer)).toHaveLength(1);
-    expect(fake.events.map((e) => e.type)).toEqual(['checkout.session.completed', 'payment_intent.succeeded']);
+    expect(fake.events.map((e) => e.type)).toEqual([
+      'checkout.session.completed',
+      'payment_intent.succeeded',
+    ]);
 
     // The developer sees it, read-only.
     const q = await t.gql(
@@ -188,7 +195,11 @@ describe('auto top-up, DEFAULT paywall with its own Stripe', () => {
       metadata: { kind: 'auto_topup', autoTopupAttemptId: attempt.id, paywallId: pw.id },
     });
     expect(create[0].body.payment_method).toMatch(/^pm_/);
-    expect(attempt).toMatchObject({ status: 'pending', payment_intent_id: intents[0].id, amount_cents: '1000' });
+    expect(attempt).toMatchObject({
+      status: 'pending',
+      payment_intent_id: intents[0].id,
+      amount_cents: '1000',
+    });
     // Not credited before Stripe's event: the balance is what the charges left.
     expect((await userAccount(t.db, pw.id, 'ann'))!.balance).toBe('2500000');
     expect((await rowOf('paywall_id = $1', pw.id)).pending_attempt_id).toBe(attempt.id);
@@ -201,12 +212,17 @@ describe('auto top-up, DEFAULT paywall with its own Stripe', () => {
   });
 
   it('its payment_intent.succeeded, delivered 5 times at once and then 3 times in a row, credits exactly once', async () => {
-    const at = await Promise.all(Array.from({ length: 5 }, () => fake.deliver(succeeded.apiKey, succeeded.payload)));
+    const at = await Promise.all(
+      Array.from({ length: 5 }, () => fake.deliver(succeeded.apiKey, succeeded.payload)),
+    );
     expect(at.flat().map(([, status]) => status)).toEqual([200, 200, 200, 200, 200]);
-    for (let i = 0; i < 3; i++) expect((await fake.deliver(succeeded.apiKey, succeeded.payload))[0][1]).toBe(200);
+    for (let i = 0; i < 3; i++)
+      expect((await fake.deliver(succeeded.apiKey, succeeded.payload))[0][1]).toBe(200);
     // 10 − 30 x 0.25 − 0.5 + 10 USDC, to the raw unit.
     expect((await userAccount(t.db, pw.id, 'ann'))!.balance).toBe('12000000');
-    const transfers = await t.db.query<any>(`select * from transfer where metadata->>'paymentIntentId' is not null`);
+    const transfers = await t.db.query<any>(
+      `select * from transfer where metadata->>'paymentIntentId' is not null`,
+    );
     expect(transfers).toHaveLength(1);
     expect(transfers[0]).toMatchObject({ kind: 'deposit', amount_raw: '10000000' });
     expect(transfers[0].metadata).toMatchObject({ source: 'stripe', autoTopup: true });
@@ -240,7 +256,10 @@ describe('auto top-up, DEFAULT paywall with its own Stripe', () => {
     await settle();
     expect(fake.apiPaymentIntents()).toHaveLength(3);
     expect((await userAccount(t.db, pw.id, 'ann'))!.balance).toBe('4000000');
-    const q = await t.gql(pw.apiKey, `query { user(externalId: "ann") { autoTopup { spentThisMonth pending } } }`);
+    const q = await t.gql(
+      pw.apiKey,
+      `query { user(externalId: "ann") { autoTopup { spentThisMonth pending } } }`,
+    );
     expect(q.data.user.autoTopup).toEqual({ spentThisMonth: '30', pending: false });
     // Next month (the service clock moves): the next charge below the threshold tops up again.
     const now = new Date();
@@ -346,7 +365,9 @@ describe('auto top-up of a hosted wallet with the platform Stripe', () => {
     await charge(app.apiKey, 'wu', '0.5');
     await settle();
     expect(fake.apiPaymentIntents().length).toBe(before + 3);
-    expect((await c.get('/wallet')).html).toContain('It was turned off after 3 failed card payments in a row.');
+    expect((await c.get('/wallet')).html).toContain(
+      'It was turned off after 3 failed card payments in a row.',
+    );
     // Nothing was credited for the failed payments: 20 − 5 − 5 − 5 − 0.5 − 0.5 − 0.5.
     const [acct] = await t.db.query<any>(`select balance_raw::text as b from ledger_account where id = $1`, [
       wallet.accountId,

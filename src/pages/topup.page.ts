@@ -100,7 +100,7 @@ export function TopupForm(props: {
       <form method="post" action="/wallet/topup/checkout">
         <${CsrfField} page=${props.page} />
         ${!props.compact && html`<${AutoTopupFields} amounts=${cards} idPrefix="wallet-auto" values=${props.autoTopup} />`}
-        <div class="inline">
+        <div class="inline pay-buttons">
           ${cards.map((amount) => html`<button type="submit" name="amount" value=${amount}>Pay ${amount} USD</button>`)}
         </div>
       </form>`;
