@@ -63,7 +63,8 @@ export const StripeCheckoutSchema = defineEntity({
      * the Stripe customer the card is saved to, and the settings turned on when the session is paid.
      */
     stripeCustomerId: p.text().nullable(),
-    autoTopup: p.json<{ thresholdRaw: string; amountCents: number; monthlyCapCents: number }>()
+    autoTopup: p
+      .json<{ thresholdRaw: string; amountCents: number; monthlyCapCents: number }>()
       .columnType('jsonb')
       .nullable(),
     createdAt: p.datetime().defaultRaw('now()'),
