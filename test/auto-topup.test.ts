@@ -64,8 +64,15 @@ const eventsOf = (paywallId: string, type: string) =>
 const charge = (apiKey: string, user: string, amount: string) =>
   t.rest('POST', '/v1/user/charge', { token: apiKey, body: { user, amount } });
 
+// bigint columns as text: PostgreSQL and PGlite alike.
 const rowOf = async (where: string, param: string) =>
-  (await t.db.query<any>(`select * from auto_topup where ${where}`, [param]))[0];
+  (
+    await t.db.query<any>(
+      `select *, threshold_raw::text as threshold_raw, amount_cents::text as amount_cents,
+              monthly_cap_cents::text as monthly_cap_cents from auto_topup where ${where}`,
+      [param],
+    )
+  )[0];
 
 /** Pays a fake Checkout Session ("Pay" on the fake's page): its events are signed and delivered. */
 async function payOnFake(sessionUrl: string) {
@@ -182,7 +189,9 @@ describe('auto top-up, DEFAULT paywall with its own Stripe', () => {
     await settle();
     const intents = fake.apiPaymentIntents();
     expect(intents).toHaveLength(1);
-    const [attempt] = await t.db.query<any>(`select * from auto_topup_attempt order by created_at`);
+    const [attempt] = await t.db.query<any>(
+      `select *, amount_cents::text as amount_cents from auto_topup_attempt order by created_at`,
+    );
     const create = fake.requests.filter((q) => q.path === '/v1/payment_intents');
     expect(create).toHaveLength(1);
     expect(create[0].idempotencyKey).toBe(attempt.id);
@@ -221,7 +230,7 @@ describe('auto top-up, DEFAULT paywall with its own Stripe', () => {
     // 10 − 30 x 0.25 − 0.5 + 10 USDC, to the raw unit.
     expect((await userAccount(t.db, pw.id, 'ann'))!.balance).toBe('12000000');
     const transfers = await t.db.query<any>(
-      `select * from transfer where metadata->>'paymentIntentId' is not null`,
+      `select *, amount_raw::text as amount_raw from transfer where metadata->>'paymentIntentId' is not null`,
     );
     expect(transfers).toHaveLength(1);
     expect(transfers[0]).toMatchObject({ kind: 'deposit', amount_raw: '10000000' });
