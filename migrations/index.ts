@@ -21,6 +21,7 @@ import { Migration20261127000000_named_providers } from './Migration202611270000
 import { Migration20261127100000_refunds } from './Migration20261127100000_refunds.js';
 import { Migration20261127200000_allowance } from './Migration20261127200000_allowance.js';
 import { Migration20261127300000_low_balance } from './Migration20261127300000_low_balance.js';
+import { Migration20261127400000_auto_topup } from './Migration20261127400000_auto_topup.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -52,4 +53,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127100000_refunds', class: Migration20261127100000_refunds },
   { name: 'Migration20261127200000_allowance', class: Migration20261127200000_allowance },
   { name: 'Migration20261127300000_low_balance', class: Migration20261127300000_low_balance },
+  { name: 'Migration20261127400000_auto_topup', class: Migration20261127400000_auto_topup },
 ];

@@ -27,6 +27,7 @@ import { StripeIntegrationService } from './modules/payments/stripe/stripe-integ
 import { StripeCheckoutService } from './modules/payments/stripe/stripe-checkout.service.js';
 import { StripeWebhookIngestService } from './modules/payments/stripe/stripe-webhook-ingest.service.js';
 import { TopupLimiter } from './modules/payments/stripe/topup-limits.js';
+import { AutoTopupService } from './modules/payments/auto-topup.service.js';
 
 /**
  * Every service, built once per process: the bag the transports (GraphQL context, REST routes, pages)
@@ -66,6 +67,8 @@ export interface Services {
   stripeIntegration: StripeIntegrationService;
   stripeCheckout: StripeCheckoutService;
   stripeEvents: StripeWebhookIngestService;
+  /** Auto top-up with a saved card (docs/reference.md §16). */
+  autoTopup: AutoTopupService;
 }
 
 interface Lifecycle {
@@ -96,6 +99,11 @@ export function createServices(config: Config, db: Database, log: Logger, metric
   // Low-balance alerts (docs/reference.md §16): checked after chat and manual charges; the wallet's e-mail.
   s.mailer = createMailer(config, log);
   s.lowBalance = new LowBalanceAlerts({ db, log, mailer: s.mailer, config });
+  // Auto top-up hears of every charge (a port: it is built with the Stripe services below).
+  const afterCharge = {
+    afterCharge: (endUserId: string, freeAfterRaw: bigint) =>
+      s.autoTopup.afterCharge(endUserId, freeAfterRaw),
+  };
   s.ledger = new LedgerService({
     db,
     log,
@@ -105,6 +113,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     users: s.users,
     lowBalance: s.lowBalance,
     clock: s.clock,
+    autoTopup: afterCharge,
   });
   s.earnings = new EarningsService(db);
   s.refunds = new RefundService({ db, paywalls: s.paywalls, idempotency: s.ledger.idempotency });
@@ -123,6 +132,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     metrics,
     limits: config,
     lowBalance: s.lowBalance,
+    autoTopup: afterCharge,
   });
   s.webhooks = new WebhookService({ db, config, log, metrics, paywalls: s.paywalls });
   s.walletSecrets = new WalletSecrets(config);
@@ -132,7 +142,8 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     config,
     clock: s.clock,
     stripe: {
-      startWalletCheckout: (walletUser, amount) => s.stripeCheckout.startWalletCheckout(walletUser, amount),
+      startWalletCheckout: (walletUser, amount, autoTopup) =>
+        s.stripeCheckout.startWalletCheckout(walletUser, amount, autoTopup),
     },
   });
   // Each Stripe service declares the few of these it uses (its *Deps interface).
@@ -143,9 +154,15 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     secrets: new StripeSecrets(config, log),
   };
   s.stripeIntegration = new StripeIntegrationService(stripe);
-  s.stripeCheckout = new StripeCheckoutService({ ...stripe, limits: new TopupLimiter(config, s.clock) });
+  s.autoTopup = new AutoTopupService({ ...stripe, mailer: s.mailer });
+  s.stripeCheckout = new StripeCheckoutService({
+    ...stripe,
+    limits: new TopupLimiter(config, s.clock),
+    autoTopup: s.autoTopup,
+  });
   s.stripeEvents = new StripeWebhookIngestService({
     ...stripe,
+    autoTopup: s.autoTopup,
     retireReplacedEndpoints: (paywallId) => s.stripeIntegration.retireReplacedEndpoints(paywallId),
   });
   return s;
@@ -163,6 +180,7 @@ const lifecycles = (s: Services): Lifecycle[] =>
     s.webhooks,
     s.signIn,
     s.stripeIntegration,
+    s.autoTopup,
   ] as Lifecycle[];
 
 /** Starts background parts (cache-invalidation listeners, the webhook worker) of every service that has them. */

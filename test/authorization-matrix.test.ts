@@ -229,6 +229,10 @@ const PUBLIC: Record<string, string> = {
     "wallet session cookie + CSRF; only the session's own active connections (docs/reference.md §16)",
   'POST /wallet/alert':
     "wallet session cookie + CSRF; the session's own low-balance alert (docs/reference.md §16)",
+  'POST /wallet/autotopup/off':
+    "wallet session cookie + CSRF; the session's own auto top-up (docs/reference.md §16)",
+  'POST /topup/:paywallId/autotopup/off':
+    'public top-up page: turns off (never on) the auto top-up of the user the link names; CSRF token (docs/stripe.md)',
   'GET /wallet/topup': 'wallet session cookie',
   'POST /wallet/topup': 'wallet session cookie + CSRF token',
   'POST /wallet/topup/checkout': 'wallet session cookie + CSRF token',

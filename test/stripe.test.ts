@@ -68,7 +68,7 @@ const post = (paywallId: string, payload: string, signature?: string) =>
   });
 
 describe('Stripe top-ups (docs/reference.md §9)', () => {
-  it('connectStripe creates exactly one endpoint for the three Checkout events; the key never comes back', async () => {
+  it("connectStripe creates exactly one endpoint for the three Checkout events (and auto top-up's two PaymentIntent events); the key never comes back", async () => {
     const before = fake.requests.length;
     const pw = await connected();
     const made = fake.requests.slice(before);
@@ -79,6 +79,8 @@ describe('Stripe top-ups (docs/reference.md §9)', () => {
       'checkout.session.async_payment_failed',
       'checkout.session.async_payment_succeeded',
       'checkout.session.completed',
+      'payment_intent.payment_failed',
+      'payment_intent.succeeded',
     ]);
     const q = await t.gql(
       t.ownerToken,
@@ -128,7 +130,7 @@ describe('Stripe top-ups (docs/reference.md §9)', () => {
     expect(JSON.stringify(link.body)).toContain(`${t.url}/topup/${pw.id}?user=alice`);
     const { page, res, session } = await checkout(pw.id, 'alice', '10');
     for (const a of ['5', '10', '20'])
-      expect(page.html).toContain(`<button type="submit">Pay ${a} USD</button>`);
+      expect(page.html).toContain(`<button type="submit" name="amount" value="${a}">Pay ${a} USD</button>`);
     expect(page.html).toContain('name="amount"');
     expect(res.status).toBe(303);
     expect(res.location).toBe(session.url);

@@ -88,7 +88,7 @@ describe('wallet card top-ups (platform Stripe)', () => {
     const before = fake.requests.length;
     const { page, res, session } = await pay(c, '10');
     for (const a of ['5', '10', '20'])
-      expect(page.html).toContain(`<button type="submit">Pay ${a} USD</button>`);
+      expect(page.html).toContain(`<button type="submit" name="amount" value="${a}">Pay ${a} USD</button>`);
     expect(page.html).toContain('name="amount"');
     expect(page.html).toContain('Add test funds');
     expect(res.status).toBe(303);

@@ -18,7 +18,13 @@ async function main(): Promise<void> {
     fake.endpoints.set('we_platform_wallet', {
       id: 'we_platform_wallet',
       url: `${base}/v1/stripe/webhooks/wallet`,
-      enabled_events: ['checkout.session.completed'],
+      enabled_events: [
+        'checkout.session.completed',
+        'checkout.session.async_payment_succeeded',
+        'checkout.session.async_payment_failed',
+        'payment_intent.succeeded',
+        'payment_intent.payment_failed',
+      ],
       secret: platformSecret,
       deleted: false,
       apiKey: platformKey,

@@ -1,6 +1,7 @@
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import type { Services } from '../services.js';
 import { DomainError } from '../shared/errors.js';
+import { checkExternalId } from '../modules/users/user.service.js';
 import { pageAnswerOf } from '../shared/error-codes.js';
 import { renderDocument, type html } from './html.js';
 import {
@@ -25,6 +26,7 @@ import { WALLET_TOPUP_AMOUNTS } from '../modules/payments/stripe/stripe-amounts.
 import { TopupRateLimited } from '../modules/payments/stripe/topup-limits.js';
 import { parseAllowance } from '../modules/wallet/allowance.js';
 import { perPeriod } from './allowance.js';
+import { AUTO_TOPUP_FIELDS } from '../modules/payments/auto-topup-settings.js';
 
 type View = ReturnType<typeof html>;
 
@@ -120,6 +122,15 @@ export function createPagesRouter(s: Services): Router {
   const body = (req: Request, key: string): string | undefined => {
     const v = (req.body as Record<string, unknown> | undefined)?.[key];
     return typeof v === 'string' ? v : undefined;
+  };
+  /** The "Top up automatically" fields of a top-up form (docs/reference.md §16). */
+  const autoTopupForm = (req: Request): Record<string, string> => {
+    const out: Record<string, string> = {};
+    for (const k of Object.values(AUTO_TOPUP_FIELDS)) {
+      const v = body(req, k);
+      if (v !== undefined) out[k] = v;
+    }
+    return out;
   };
 
   // Sign-in ------------------------------------------------------------------------------------------
@@ -275,7 +286,10 @@ export function createPagesRouter(s: Services): Router {
       if (!req.page.session) return signInRedirect(req, res);
       const wallet = await s.wallet.overview(req.page.session.user);
       const notice = typeof req.query.done === 'string' ? (NOTICES[req.query.done] ?? null) : null;
-      send(res, 200, WalletPage({ page: req.page, wallet, topup: topup(), notice }));
+      const autoTopup = s.stripeCheckout.walletCardsEnabled()
+        ? await s.autoTopup.walletState(req.page.session.user.id)
+        : undefined;
+      send(res, 200, WalletPage({ page: req.page, wallet, topup: topup(), notice, autoTopup }));
     }),
   );
   pages.post(
@@ -387,12 +401,30 @@ export function createPagesRouter(s: Services): Router {
     '/wallet/topup/checkout',
     post(async (req, res) => {
       if (!req.page.session) return res.redirect(303, '/wallet/sign-in?next=%2Fwallet%2Ftopup');
+      const auto = autoTopupForm(req);
       try {
-        res.redirect(303, await s.wallet.startCheckout(req.page.session.user, body(req, 'amount')));
+        res.redirect(303, await s.wallet.startCheckout(req.page.session.user, body(req, 'amount'), auto));
       } catch (err) {
-        if (!(err instanceof DomainError) || err.param !== 'amount') throw err;
-        send(res, 400, WalletTopupPage({ page: req.page, topup: topup(), error: err.message }));
+        if (
+          !(err instanceof DomainError) ||
+          !err.param ||
+          !['amount', ...Object.values(AUTO_TOPUP_FIELDS)].includes(err.param)
+        )
+          throw err;
+        send(
+          res,
+          400,
+          WalletTopupPage({ page: req.page, topup: topup(), error: err.message, autoTopup: auto }),
+        );
       }
+    }),
+  );
+  pages.post(
+    '/wallet/autotopup/off',
+    post(async (req, res) => {
+      if (!req.page.session) return signInRedirect(req, res);
+      await s.autoTopup.turnOff({ kind: 'wallet', walletUserId: req.page.session.user.id });
+      res.redirect(303, '/wallet?done=autotopup_off');
     }),
   );
 
@@ -426,7 +458,7 @@ export function createPagesRouter(s: Services): Router {
           page: req.page,
           user,
           amounts,
-          notice: state === 'success' || state === 'canceled' ? state : null,
+          notice: state === 'success' || state === 'canceled' || state === 'autotopup_off' ? state : null,
         }),
       );
     }),
@@ -435,13 +467,56 @@ export function createPagesRouter(s: Services): Router {
     '/topup/:paywallId/checkout',
     post(async (req, res) => {
       s.stripeCheckout.topupPageView(clientIp(req));
-      const url = await s.stripeCheckout.startCheckout(
-        String(req.params.paywallId),
-        body(req, 'user'),
-        body(req, 'amount'),
-        clientIp(req),
-      );
-      res.redirect(303, url);
+      const auto = autoTopupForm(req);
+      const paywallId = String(req.params.paywallId);
+      try {
+        res.redirect(
+          303,
+          await s.stripeCheckout.startCheckout(
+            paywallId,
+            body(req, 'user'),
+            body(req, 'amount'),
+            clientIp(req),
+            auto,
+          ),
+        );
+      } catch (err) {
+        // A bad auto top-up field: the page again, with the message and what was typed.
+        if (
+          !(err instanceof DomainError) ||
+          !Object.values<string>(AUTO_TOPUP_FIELDS).includes(err.param ?? '')
+        )
+          throw err;
+        const p = await s.paywalls.publicInfo(paywallId);
+        if (!p) throw err;
+        send(
+          res,
+          400,
+          DefaultTopupPage({
+            name: p.name,
+            paywallId: p.id,
+            page: req.page,
+            user: body(req, 'user') ?? null,
+            amounts: await s.stripeCheckout.topupAmounts(p.id),
+            error: err.message,
+            autoTopup: auto,
+          }),
+        );
+      }
+    }),
+  );
+  // Turning auto top-up off only ever stops payments: the public page offers it to whoever has the link.
+  pages.post(
+    '/topup/:paywallId/autotopup/off',
+    post(async (req, res) => {
+      s.stripeCheckout.topupPageView(clientIp(req));
+      const paywallId = String(req.params.paywallId);
+      const user = checkExternalId(body(req, 'user'));
+      const p = await s.paywalls.publicInfo(paywallId);
+      if (!p || p.mode !== 'DEFAULT')
+        throw new DomainError('not_found', 'This top-up link is not valid (any more).', null, 'not_found');
+      await s.autoTopup.turnOff({ kind: 'end_user', paywallId: p.id, externalId: user });
+      res.redirect(303, `/topup/${p.id}?user=${encodeURIComponent(user)}&checkout=autotopup_off`);
     }),
   );
 

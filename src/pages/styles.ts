@@ -38,7 +38,15 @@ ul.topup-options{list-style:none;padding:0;margin:0 0 1rem}
 ul.topup-options li{display:flex;align-items:center;gap:1rem;padding:.6rem 0;border-top:1px solid #eef0f3}
 ul.topup-options li:first-child{border-top:none}
 ul.topup-options form{margin:0;flex:none}
-ul.topup-options button{width:9.5rem}
+ul.topup-options button{width:9.5rem;flex:none}
+fieldset.autotopup{border:1px solid #dfe3e8;border-radius:10px;padding:.75rem 1rem 0;margin:0 0 1rem}
+fieldset.autotopup legend{font-weight:600;padding:0 .35rem}
+fieldset.autotopup .inline{margin:.75rem 0 .5rem}
+label.check{display:flex;align-items:center;gap:.5rem;font-weight:600}
+label.check input{width:1.2rem;height:1.2rem;margin:0}
+select{font:inherit;color:var(--text);background:#fff;border:1px solid #8b95a1;border-radius:8px;padding:.55rem .6rem;min-height:2.75rem;width:100%}
+form.autotopup-off{margin-top:.5rem}
+.inline.pay-buttons > button{margin-top:0}
 .field{margin:0 0 1rem}
 label{display:block;font-weight:600;margin:0 0 .35rem}
 .hint{display:block;color:var(--muted);font-size:.9rem;margin-top:.3rem}

@@ -3,6 +3,7 @@ import { Layout } from './layout.js';
 import { Alert, Card, CsrfField, Field } from './components.js';
 import type { PageContext } from './security.js';
 import { formatUsdc, parseDecimal } from '../shared/money.js';
+import { AUTO_TOPUP_FIELDS, DEFAULT_CAP_MULTIPLE } from '../modules/payments/auto-topup-settings.js';
 
 /** What paying `usd` (a USD decimal string, as offered) adds, in USDC with 6 decimals: 1 USD = 1 USDC. */
 export const usdcForUsd = (usd: string): string => formatUsdc((parseDecimal(usd, 2) ?? 0n) * 10_000n);
@@ -17,12 +18,77 @@ export interface TopupOptions {
   cards: string[] | null;
 }
 
-/** "Pay N USD" (one form per amount, to `/wallet/topup/checkout`) and/or the test-funds form. */
+/**
+ * "Top up automatically" (docs/reference.md §16): a checkbox, the threshold (USDC), the amount added
+ * (one of `amounts`, USD) and the monthly limit (USD, empty = 5 x the amount). Inside the form whose
+ * "Pay N USD" buttons start the Checkout that saves the card.
+ */
+export function AutoTopupFields(props: {
+  amounts: string[];
+  idPrefix: string;
+  values?: Record<string, string>;
+}) {
+  const v = props.values ?? {};
+  const id = (s: string) => `${props.idPrefix}-${s}`;
+  return html`<fieldset class="autotopup">
+    <legend>Automatic top-up</legend>
+    <label class="check" for=${id('on')}>
+      <input
+        type="checkbox"
+        id=${id('on')}
+        name=${AUTO_TOPUP_FIELDS.enabled}
+        value="on"
+        checked=${!!v[AUTO_TOPUP_FIELDS.enabled]}
+      />
+      Top up automatically
+    </label>
+    <div class="inline">
+      <${Field}
+        id=${id('threshold')}
+        name=${AUTO_TOPUP_FIELDS.threshold}
+        label="when my balance falls below"
+        inputmode="decimal"
+        value=${v[AUTO_TOPUP_FIELDS.threshold] ?? '1'}
+        hint="USDC"
+        maxlength=${20}
+        required=${false}
+      />
+      <div class="field">
+        <label for=${id('amount')}>add</label>
+        <select id=${id('amount')} name=${AUTO_TOPUP_FIELDS.amount} aria-describedby=${id('amount-hint')}>
+          ${props.amounts.map(
+            (a) => html`<option value=${a} selected=${v[AUTO_TOPUP_FIELDS.amount] === a}>${a} USD</option>`,
+          )}
+        </select>
+        <span class="hint" id=${id('amount-hint')}>charged to the card you pay with now</span>
+      </div>
+      <${Field}
+        id=${id('cap')}
+        name=${AUTO_TOPUP_FIELDS.monthlyCap}
+        label="at most per month"
+        inputmode="decimal"
+        value=${v[AUTO_TOPUP_FIELDS.monthlyCap]}
+        hint=${`USD; empty: ${DEFAULT_CAP_MULTIPLE} x the amount added`}
+        maxlength=${20}
+        required=${false}
+      />
+    </div>
+    <p class="muted">
+      Ticked, the payment below saves your card with Stripe. Then, whenever a charge takes the balance below
+      that amount, the card is charged the amount chosen, at most the monthly limit per calendar month (UTC).
+      After 3 failed payments in a row it turns itself off.
+    </p>
+  </fieldset>`;
+}
+
+/** "Pay N USD" (one button per amount, in one form to `/wallet/topup/checkout`) and/or the test-funds form. */
 export function TopupForm(props: {
   page: PageContext;
   topup: TopupOptions;
   compact?: boolean;
   amount?: string;
+  /** The auto top-up fields as last posted (after a refusal). */
+  autoTopup?: Record<string, string>;
 }) {
   const cards = props.topup.cards;
   const pay =
@@ -31,16 +97,13 @@ export function TopupForm(props: {
     html`<p class="muted">
         Pay by card with Stripe, in US dollars: every 1 USD you pay adds 1.000000 USDC to your wallet balance.
       </p>
-      <div class="inline">
-        ${cards.map(
-          (amount) =>
-            html`<form method="post" action="/wallet/topup/checkout">
-              <${CsrfField} page=${props.page} />
-              <input type="hidden" name="amount" value=${amount} />
-              <button type="submit">Pay ${amount} USD</button>
-            </form>`,
-        )}
-      </div>`;
+      <form method="post" action="/wallet/topup/checkout">
+        <${CsrfField} page=${props.page} />
+        ${!props.compact && html`<${AutoTopupFields} amounts=${cards} idPrefix="wallet-auto" values=${props.autoTopup} />`}
+        <div class="inline pay-buttons">
+          ${cards.map((amount) => html`<button type="submit" name="amount" value=${amount}>Pay ${amount} USD</button>`)}
+        </div>
+      </form>`;
   const testFunds =
     props.topup.testFunds &&
     html`<form method="post" action="/wallet/topup">
@@ -70,6 +133,7 @@ export function WalletTopupPage(props: {
   topup: TopupOptions;
   error?: string | null;
   amount?: string;
+  autoTopup?: Record<string, string>;
 }) {
   return html`<${Layout} title="Top up your wallet" page=${props.page} narrow=${true}>
     <h1>Top up your wallet</h1>
@@ -81,7 +145,12 @@ export function WalletTopupPage(props: {
     <${Card}
       title=${props.topup.cards ? 'Choose an amount' : props.topup.testFunds ? 'Add test funds' : 'Top-up'}
     >
-      <${TopupForm} page=${props.page} topup=${props.topup} amount=${props.amount} />
+      <${TopupForm}
+        page=${props.page}
+        topup=${props.topup}
+        amount=${props.amount}
+        autoTopup=${props.autoTopup}
+      />
     <//>
   <//>`;
 }
@@ -98,8 +167,10 @@ export function DefaultTopupPage(props: {
   page?: PageContext;
   user?: string | null;
   amounts?: string[] | null;
-  notice?: 'success' | 'canceled' | null;
+  notice?: 'success' | 'canceled' | 'autotopup_off' | null;
   error?: string | null;
+  /** The auto top-up fields as last posted (after a refusal). */
+  autoTopup?: Record<string, string>;
 }) {
   const stripe = props.amounts && props.amounts.length > 0 && props.page && props.user;
   const who = props.user;
@@ -124,6 +195,12 @@ export function DefaultTopupPage(props: {
       >`
     }
     ${props.notice === 'canceled' && html`<${Alert} kind="info">The payment was canceled; nothing was charged.<//>`}
+    ${
+      props.notice === 'autotopup_off' &&
+      html`<${Alert} kind="info"
+        >Automatic top-up is off for ${balanceOf}: the saved card is not charged any more.<//
+      >`
+    }
     ${props.error && html`<${Alert} kind="error">${props.error}<//>`}
     ${
       stripe
@@ -132,24 +209,29 @@ export function DefaultTopupPage(props: {
               You pay in US dollars (USD) by card, on Stripe's checkout page. Balances on${' '}
               <strong>${props.name}</strong> are kept in USDC: every 1 USD you pay adds 1.000000 USDC.
             </p>
-            <ul class="topup-options">
-              ${props.amounts!.map(
-                (amount) =>
-                  html`<li>
-                    <form method="post" action=${`/topup/${props.paywallId}/checkout`}>
-                      <${CsrfField} page=${props.page!} />
-                      <input type="hidden" name="user" value=${who!} />
-                      <input type="hidden" name="amount" value=${amount} />
-                      <button type="submit">Pay ${amount} USD</button>
-                    </form>
-                    <span>adds <strong>${usdcForUsd(amount)} USDC</strong> to ${balanceOf}</span>
-                  </li>`,
-              )}
-            </ul>
+            <form method="post" action=${`/topup/${props.paywallId}/checkout`}>
+              <${CsrfField} page=${props.page!} />
+              <input type="hidden" name="user" value=${who!} />
+              <${AutoTopupFields} amounts=${props.amounts!} idPrefix="auto" values=${props.autoTopup} />
+              <ul class="topup-options">
+                ${props.amounts!.map(
+                  (amount) =>
+                    html`<li>
+                      <button type="submit" name="amount" value=${amount}>Pay ${amount} USD</button>
+                      <span>adds <strong>${usdcForUsd(amount)} USDC</strong> to ${balanceOf}</span>
+                    </li>`,
+                )}
+              </ul>
+            </form>
             <p class="muted">
               Nothing is charged until you confirm on Stripe's page. The balance is credited once Stripe
               confirms the payment.
             </p>
+            <form method="post" action=${`/topup/${props.paywallId}/autotopup/off`} class="autotopup-off">
+              <${CsrfField} page=${props.page!} />
+              <input type="hidden" name="user" value=${who!} />
+              <button type="submit" class="link">Turn off automatic top-up</button>
+            </form>
           <//>`
         : html`<${Card}>
             <p>Your balance with <strong>${props.name}</strong> is too low for this request.</p>

@@ -7,6 +7,8 @@ import type { WalletOverview } from '../modules/wallet/wallet.service.js';
 import { TopupForm, type TopupOptions } from './topup.page.js';
 import { ReceiptDetails } from './receipt.js';
 import { AllowanceFields, AllowanceSummary, amountValue } from './allowance.js';
+import type { AutoTopupState } from '../modules/payments/auto-topup.service.js';
+import { formatDecimal } from '../shared/money.js';
 
 /** Fixed notices after a redirect (`?done=…`): the query picks one, it never supplies text. */
 export const NOTICES: Record<string, string> = {
@@ -19,7 +21,39 @@ export const NOTICES: Record<string, string> = {
   alert_saved: 'Your low-balance alert was saved.',
   alert_off: 'The low-balance alert is off.',
   limit: 'The spending limit was saved.',
+  autotopup_off: 'Automatic top-up is off: your saved card is not charged any more.',
 };
+
+const usd = (cents: number) => `${formatDecimal(BigInt(cents), 2)} USD`;
+
+/** The wallet's auto top-up (docs/reference.md §16): what it does, what it used this month; "Turn off". */
+export function AutoTopupCard(props: { page: PageContext; state: AutoTopupState | null }) {
+  const st = props.state;
+  const s = st?.settings;
+  return html`<${Card} title="Automatic top-up">
+    ${
+      st?.enabled && s
+        ? html`<p data-testid="autotopup-state">
+              <strong>On.</strong> When your balance falls below ${usdcText(s.thresholdRaw)}, your saved card
+              is charged ${usd(s.amountCents)}, at most ${usd(s.monthlyCapCents)} a month
+              (${usd(st.spentThisMonthCents)} used this month).
+            </p>
+            <form method="post" action="/wallet/autotopup/off">
+              <${CsrfField} page=${props.page} />
+              <button type="submit" class="secondary">Turn off automatic top-up</button>
+            </form>`
+        : html`<p data-testid="autotopup-state">
+            <strong>Off.</strong>${' '}
+            ${
+              st?.disabledReason === 'failures'
+                ? `It was turned off after ${st.failuresInRow} failed card payments in a row. `
+                : ''
+            }To
+            turn it on, tick "Top up automatically" when you <a href="/wallet/topup">top up by card</a>.
+          </p>`
+    }
+  <//>`;
+}
 
 /** An alert threshold as typed in the form: "5", "2.5" (no trailing zeros). */
 const alertValue = (raw: bigint | null): string =>
@@ -73,6 +107,8 @@ export function WalletPage(props: {
   alertError?: { message: string; value: string } | null;
   /** A refused "Save limit": which app, the message and what was typed. */
   limitError?: { connectionId: string; message: string; allowance: string; period: string } | null;
+  /** Shown when card top-ups are configured (undefined: not shown). */
+  autoTopup?: AutoTopupState | null;
 }) {
   const w = props.wallet;
   const err = props.limitError ?? null;
@@ -91,6 +127,7 @@ export function WalletPage(props: {
       error=${props.alertError?.message}
       value=${props.alertError?.value}
     />
+    ${props.autoTopup !== undefined && html`<${AutoTopupCard} page=${props.page} state=${props.autoTopup} />`}
     <${Card} title="Connected apps">
       ${
         w.apps.length === 0

@@ -31,6 +31,9 @@ export const EVENT_TYPES = [
   'paywall.proxy.request.blocked',
   'paywall.balance.low',
   'paywall.allowance.reached',
+  'paywall.balance.autotopup.succeeded',
+  'paywall.balance.autotopup.failed',
+  'paywall.balance.autotopup.disabled',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

@@ -178,6 +178,33 @@ export interface EventDataMap {
     spent: Usdc;
     resetsAt: string | null;
   };
+  /** Auto top-up (docs/reference.md §16): an off-session payment succeeded and was credited (`amount` USDC). */
+  'paywall.balance.autotopup.succeeded': {
+    walletUserId: string | null;
+    externalUserId: string;
+    paymentIntentId: string;
+    amount: Usdc;
+    currency: string;
+    activityId: string;
+  };
+  /** An auto top-up payment failed; `failuresInRow` counts the failures since the last success. */
+  'paywall.balance.autotopup.failed': {
+    walletUserId: string | null;
+    externalUserId: string;
+    paymentIntentId: string | null;
+    amount: Usdc;
+    failureCode: string;
+    failureMessage: string;
+    failuresInRow: number;
+  };
+  /** Auto top-up was turned off: `reason` `failures` (3 in a row) or `user` (turned off by its user). */
+  'paywall.balance.autotopup.disabled': {
+    walletUserId: string | null;
+    externalUserId: string;
+    reason: 'failures' | 'user';
+    failuresInRow: number;
+    lastFailureCode: string | null;
+  };
 }
 
 // Every catalogue event has a data type (a compile error here names a missing one).

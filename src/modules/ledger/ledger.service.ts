@@ -175,6 +175,8 @@ export interface LedgerServiceDeps {
   lowBalance?: Pick<LowBalanceAlerts, 'afterCharge'>;
   /** The time the allowance's period is taken at (docs/reference.md §16); default the system's. */
   clock?: Clock;
+  /** Auto top-up (docs/reference.md §16): told the free balance after each charge; never waited for. */
+  autoTopup?: { afterCharge(endUserId: string, freeAfterRaw: bigint): void };
 }
 
 /** The allowance that refused a manual charge (SHARED, docs/reference.md §16). */
@@ -332,6 +334,7 @@ export class LedgerService {
       if (out.result.success) {
         this.deps.metrics.ledgerEntries.inc({ kind: 'charge' });
         this.deps.metrics.ledgerAmountRaw.inc({ kind: 'charge' }, Number(amountRaw));
+        this.deps.autoTopup?.afterCharge(out.result.userId, out.result.balanceRaw);
       } else {
         this.deps.metrics.chargesFailed.inc({ reason: out.result.errorCode ?? 'unknown' });
       }

@@ -66,6 +66,8 @@ export interface ProxyDeps {
   limits: ProxyLimits;
   /** docs/reference.md §16 "Low balance": checked after each settlement that charged. */
   lowBalance?: SettlementDeps['lowBalance'];
+  /** Auto top-up (docs/reference.md §16): told the free balance after each chat charge. */
+  autoTopup?: SettlementDeps['autoTopup'];
 }
 
 /**
@@ -99,6 +101,7 @@ export class ProxyService {
       metrics,
       platformFeeBps: limits.PLATFORM_FEE_BPS,
       lowBalance: d.lowBalance,
+      autoTopup: d.autoTopup,
     });
     const relayed = new RelayedResponses(db, log);
     this.call = {

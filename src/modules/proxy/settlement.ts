@@ -94,6 +94,8 @@ export interface SettlementDeps {
   platformFeeBps: number;
   /** docs/reference.md §16 "Low balance": checked after a charge (no statement when nothing can be due). */
   lowBalance?: Pick<LowBalanceAlerts, 'afterCharge'>;
+  /** Auto top-up (docs/reference.md §16): told the free balance after a charge; never waited for. */
+  autoTopup?: { afterCharge(endUserId: string, freeAfterRaw: bigint): void };
 }
 
 /** The last step of a metered call: the hold is posted (for what was produced) or voided. */
@@ -262,6 +264,7 @@ export class Settlement {
         alerts,
         trigger: f.trigger,
       });
+    if (captured > 0n && freeAfterRaw !== null) this.d.autoTopup?.afterCharge(f.hold.userId, freeAfterRaw);
     return { captured, freeAfterRaw, costDetails: captured > 0n ? details : null };
   }
 }

@@ -106,7 +106,12 @@ function activityReceipt(r: any): ActivityReceipt | null {
 }
 
 /** Port to the Stripe module: a checkout URL that tops up the signed-in wallet by `amount` USDC. */
-export type StartWalletCheckout = (walletUser: { id: string }, amount: unknown) => Promise<string>;
+/** `autoTopup`: the "Top up automatically" fields of the form, when sent (docs/reference.md §16). */
+export type StartWalletCheckout = (
+  walletUser: { id: string; email?: string },
+  amount: unknown,
+  autoTopup?: Record<string, string | undefined>,
+) => Promise<string>;
 
 /** What the hosted wallet needs; card checkout is the Stripe module's, reached through a port. */
 export interface WalletServiceDeps {
@@ -315,7 +320,11 @@ export class WalletService {
    * URL to redirect to. Fulfilment is Stripe webhook ingest on the platform's endpoint
    * (StripeWebhookIngestService.receiveWallet).
    */
-  async startCheckout(walletUser: { id: string; accountId: string }, amountInput: unknown): Promise<string> {
-    return this.deps.stripe.startWalletCheckout(walletUser, amountInput);
+  async startCheckout(
+    walletUser: { id: string; email?: string; accountId: string },
+    amountInput: unknown,
+    autoTopup?: Record<string, string | undefined>,
+  ): Promise<string> {
+    return this.deps.stripe.startWalletCheckout(walletUser, amountInput, autoTopup);
   }
 }

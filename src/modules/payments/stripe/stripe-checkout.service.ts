@@ -16,6 +16,8 @@ import {
   type StripeSecrets,
 } from './stripe-integration.store.js';
 import type { TopupLimiter } from './topup-limits.js';
+import { parseAutoTopup, settingsJson, type AutoTopupSettings } from '../auto-topup-settings.js';
+import type { AutoTopupScope } from '../auto-topup.service.js';
 
 /** What checkout needs of paywalls and end users: look-ups only (it creates no user). */
 export interface CheckoutPaywalls {
@@ -23,6 +25,11 @@ export interface CheckoutPaywalls {
 }
 export interface CheckoutUsers {
   findUser(paywallId: string, externalId: string): Promise<{ id: string } | null>;
+}
+
+/** Auto top-up's part of a Checkout: the one Stripe customer of a user (auto-topup.service.ts). */
+export interface CheckoutAutoTopup {
+  customerFor(scope: AutoTopupScope, secretKey: string, description: string): Promise<string>;
 }
 
 export interface StripeCheckoutDeps {
@@ -34,6 +41,7 @@ export interface StripeCheckoutDeps {
   limits: TopupLimiter;
   paywalls: CheckoutPaywalls;
   users: CheckoutUsers;
+  autoTopup: CheckoutAutoTopup;
   log: Logger;
 }
 
@@ -62,8 +70,17 @@ export class StripeCheckoutService {
    * returns its URL. Creates no end user and grants nothing: the session row names the user by external
    * id, and the first paid session creates the user (docs/stripe.md). Limited per top-up link and client
    * IP, and Stripe calls by token bucket ({@link TopupLimiter}); a refusal is a 429 that charged nothing.
+   * With "Top up automatically" ticked (`autoTopupForm`, docs/reference.md §16), the session pays as the
+   * user's one Stripe customer and saves the card (`setup_future_usage: "off_session"`); its payment
+   * turns auto top-up on with the settings.
    */
-  async startCheckout(paywallId: string, user: unknown, amount: unknown, clientIp: string): Promise<string> {
+  async startCheckout(
+    paywallId: string,
+    user: unknown,
+    amount: unknown,
+    clientIp: string,
+    autoTopupForm: Record<string, string | undefined> = {},
+  ): Promise<string> {
     const { db, log } = this.d;
     const paywall = await this.d.paywalls.byId(paywallId);
     if (!paywall || paywall.archivedAt) throw notFound('paywall');
@@ -85,9 +102,21 @@ export class StripeCheckoutService {
         'amount',
         'invalid_amount',
       );
+    const auto = parseAutoTopup(autoTopupForm, row.topup_amounts_cents);
     this.d.limits.checkout(clientIp, `${paywall.id}:${externalId}`, paywall.id);
     const known = await this.d.users.findUser(paywall.id, externalId);
     const secretKey = this.d.secrets.decrypt(paywall.id, row.secret_key_ciphertext);
+    let customer: string | null = null;
+    if (auto)
+      try {
+        customer = await this.d.autoTopup.customerFor(
+          { kind: 'end_user', paywallId: paywall.id, externalId },
+          secretKey,
+          `${paywall.name}: ${externalId}`.slice(0, 300),
+        );
+      } catch (e) {
+        throw stripeFailed(log, e, paywall.id, 'creating a customer');
+      }
     const page = new URL(`${this.d.config.PUBLIC_BASE_URL}/topup/${paywall.id}`);
     page.searchParams.set('user', externalId);
     const back = (state: string) => {
@@ -108,14 +137,16 @@ export class StripeCheckoutService {
         successUrl: back('success'),
         cancelUrl: back('canceled'),
         productName: `${paywall.name} balance top-up for ${externalId}`.slice(0, 250),
+        ...(customer ? { saveCardFor: customer } : {}),
       });
     } catch (e) {
       throw stripeFailed(log, e, paywall.id, 'creating a Checkout Session');
     }
     await db.query(
-      `insert into stripe_checkout (session_id, paywall_id, end_user_id, external_id, status, amount_cents)
-       values ($1, $2, $3, $4, 'open', $5) on conflict (session_id) do nothing`,
-      [session.id, paywall.id, known?.id ?? null, externalId, cents.toString()],
+      `insert into stripe_checkout (session_id, paywall_id, end_user_id, external_id, status, amount_cents,
+                                    stripe_customer_id, auto_topup)
+       values ($1, $2, $3, $4, 'open', $5, $6, $7::jsonb) on conflict (session_id) do nothing`,
+      [session.id, paywall.id, known?.id ?? null, externalId, cents.toString(), customer, autoJson(auto)],
     );
     return session.url;
   }
@@ -130,7 +161,11 @@ export class StripeCheckoutService {
    * WALLET_TOPUP_AMOUNTS, naming the wallet user; returns its URL. The session row is written first
    * (status `open`) so Stripe events ingest knows which wallet to credit.
    */
-  async startWalletCheckout(walletUser: { id: string }, amount: unknown): Promise<string> {
+  async startWalletCheckout(
+    walletUser: { id: string; email?: string },
+    amount: unknown,
+    autoTopupForm: Record<string, string | undefined> = {},
+  ): Promise<string> {
     const secretKey = this.d.config.STRIPE_SECRET_KEY;
     if (!secretKey || !this.walletCardsEnabled())
       throw new DomainError(
@@ -147,10 +182,18 @@ export class StripeCheckoutService {
         'amount',
         'invalid_amount',
       );
+    const auto = parseAutoTopup(autoTopupForm, WALLET_TOPUP_CENTS);
     this.d.limits.stripeCall(WALLET_ENDPOINT);
     const base = this.d.config.PUBLIC_BASE_URL;
     let session;
+    let customer: string | null = null;
     try {
+      if (auto)
+        customer = await this.d.autoTopup.customerFor(
+          { kind: 'wallet', walletUserId: walletUser.id, email: walletUser.email },
+          secretKey,
+          'Wallet',
+        );
       session = await this.d.gateway.createCheckoutSession(secretKey, {
         amountCents: Number(cents),
         clientReferenceId: `wallet:${walletUser.id}`,
@@ -158,6 +201,7 @@ export class StripeCheckoutService {
         successUrl: `${base}/wallet?done=card`,
         cancelUrl: `${base}/wallet?done=card_canceled`,
         productName: 'Wallet top-up',
+        ...(customer ? { saveCardFor: customer } : {}),
       });
     } catch (e) {
       this.d.log.warn(
@@ -179,13 +223,15 @@ export class StripeCheckoutService {
       );
     }
     await this.d.db.query(
-      `insert into stripe_checkout (session_id, wallet_user_id, status, amount_cents)
-       values ($1, $2, 'open', $3) on conflict (session_id) do nothing`,
-      [session.id, walletUser.id, cents.toString()],
+      `insert into stripe_checkout (session_id, wallet_user_id, status, amount_cents, stripe_customer_id, auto_topup)
+       values ($1, $2, 'open', $3, $4, $5::jsonb) on conflict (session_id) do nothing`,
+      [session.id, walletUser.id, cents.toString(), customer, autoJson(auto)],
     );
     return session.url;
   }
 }
+
+const autoJson = (s: AutoTopupSettings | null): string | null => (s ? JSON.stringify(settingsJson(s)) : null);
 
 /**
  * `client_reference_id` naming paywall and end user (`{paywallId}:{user}`); Stripe allows 200

@@ -1,10 +1,15 @@
 import Stripe from 'stripe';
 
-/** The three Checkout events a Stripe events endpoint subscribes to (docs/stripe.md). */
+/**
+ * The events a Stripe events endpoint subscribes to (docs/stripe.md): the three Checkout events, and
+ * the two PaymentIntent events of auto top-up (docs/reference.md §16).
+ */
 export const STRIPE_WEBHOOK_EVENTS = [
   'checkout.session.completed',
   'checkout.session.async_payment_succeeded',
   'checkout.session.async_payment_failed',
+  'payment_intent.succeeded',
+  'payment_intent.payment_failed',
 ] as const;
 
 export interface CreatedWebhookEndpoint {
@@ -21,7 +26,31 @@ export interface CheckoutRequest {
   successUrl: string;
   cancelUrl: string;
   productName: string;
+  /**
+   * Auto top-up (docs/reference.md §16): the Stripe customer to pay as, and the card is saved to it
+   * for later off-session payments (`payment_intent_data.setup_future_usage: "off_session"`).
+   */
+  saveCardFor?: string;
 }
+
+/** An off-session payment with a saved card (auto top-up). */
+export interface OffSessionPayment {
+  amountCents: number;
+  customer: string;
+  paymentMethod: string;
+  metadata: Record<string, string>;
+  description: string;
+}
+
+/**
+ * What Stripe answered to an off-session payment: accepted (`succeeded`, or `processing`: the
+ * `payment_intent.*` event tells the outcome either way), or refused for good (a card error such as a
+ * decline or a required authentication, or a request Stripe refuses). Anything else (network, Stripe's
+ * 5xx or 429) throws: the same idempotency key may be tried again.
+ */
+export type OffSessionResult =
+  | { kind: 'accepted'; paymentIntentId: string; status: string }
+  | { kind: 'failed'; paymentIntentId: string | null; code: string; message: string };
 
 /** What fulfilment reads of a verified Stripe event. */
 export interface VerifiedStripeEvent {
@@ -34,6 +63,19 @@ export interface VerifiedStripeEvent {
     currency: string | null;
     clientReferenceId: string | null;
     metadata: Record<string, string>;
+  } | null;
+  /** The PaymentIntent of a `payment_intent.*` event (null for other events). */
+  paymentIntent: {
+    id: string;
+    status: string | null;
+    amount: number | null;
+    amountReceived: number | null;
+    currency: string | null;
+    customer: string | null;
+    metadata: Record<string, string>;
+    /** `last_payment_error.code` (and its message) of a failed payment. */
+    failureCode: string | null;
+    failureMessage: string | null;
   } | null;
 }
 
@@ -51,6 +93,20 @@ export interface StripeGateway {
    * open any more (paid, expired) or unknown; throws on other failures.
    */
   expireCheckoutSession(secretKey: string, id: string): Promise<boolean>;
+  /** Creates the Stripe customer of one end user or wallet user (auto top-up); returns its id. */
+  createCustomer(
+    secretKey: string,
+    c: { email?: string; description: string; metadata: Record<string, string> },
+    idempotencyKey: string,
+  ): Promise<string>;
+  /** The customer's saved cards (`pm_…`), newest first. */
+  listCards(secretKey: string, customer: string): Promise<string[]>;
+  /** An off-session PaymentIntent, confirmed at once; `idempotencyKey` makes a retry the same payment. */
+  chargeOffSession(
+    secretKey: string,
+    p: OffSessionPayment,
+    idempotencyKey: string,
+  ): Promise<OffSessionResult>;
   /** Throws when the signature does not match the raw body (the library's own check). */
   verifyEvent(rawBody: Buffer, signature: string, endpointSecret: string): VerifiedStripeEvent;
 }
@@ -95,7 +151,11 @@ export function createStripeGateway(apiBase: string | undefined): StripeGateway 
         mode: 'payment',
         client_reference_id: req.clientReferenceId,
         metadata: req.metadata,
-        payment_intent_data: { metadata: req.metadata },
+        payment_intent_data: {
+          metadata: req.metadata,
+          ...(req.saveCardFor ? { setup_future_usage: 'off_session' as const } : {}),
+        },
+        ...(req.saveCardFor ? { customer: req.saveCardFor } : {}),
         line_items: [
           {
             quantity: 1,
@@ -121,14 +181,73 @@ export function createStripeGateway(apiBase: string | undefined): StripeGateway 
         throw e;
       }
     },
+    async createCustomer(secretKey, c, idempotencyKey) {
+      const made = await client(secretKey).customers.create(
+        { ...(c.email ? { email: c.email } : {}), description: c.description, metadata: c.metadata },
+        { idempotencyKey },
+      );
+      return made.id;
+    },
+    async listCards(secretKey, customer) {
+      const list = await client(secretKey).paymentMethods.list({ customer, type: 'card', limit: 10 });
+      return list.data.map((m) => m.id);
+    },
+    async chargeOffSession(secretKey, p, idempotencyKey) {
+      try {
+        const pi = await client(secretKey).paymentIntents.create(
+          {
+            amount: p.amountCents,
+            currency: 'usd',
+            customer: p.customer,
+            payment_method: p.paymentMethod,
+            off_session: true,
+            confirm: true,
+            description: p.description,
+            metadata: p.metadata,
+          },
+          { idempotencyKey },
+        );
+        return { kind: 'accepted', paymentIntentId: pi.id, status: pi.status };
+      } catch (e: any) {
+        // An off-session confirmation that fails answers 402 (StripeCardError) with the PaymentIntent in
+        // the error; a request Stripe refuses (400, e.g. a detached card) will not succeed when repeated.
+        if (e?.type === 'StripeCardError' || e?.type === 'StripeInvalidRequestError') {
+          const pi = e.raw?.payment_intent ?? e.payment_intent;
+          return {
+            kind: 'failed',
+            paymentIntentId: typeof pi?.id === 'string' ? pi.id : null,
+            code: String(e.code ?? e.raw?.code ?? 'card_error'),
+            message: String(e.message ?? 'The card was declined.'),
+          };
+        }
+        throw e;
+      }
+    },
     verifyEvent(rawBody, signature, endpointSecret) {
       const event = verifier.webhooks.constructEvent(rawBody, signature, endpointSecret);
       const data = event.type.startsWith('checkout.session.') ? (event.data?.object as any) : null;
       // A signed event whose session has no id cannot be credited once per session: it is not a session.
       const obj = data && typeof data.id === 'string' && data.id !== '' ? data : null;
+      const piData = event.type.startsWith('payment_intent.') ? (event.data?.object as any) : null;
+      const pi = piData && typeof piData.id === 'string' && piData.id !== '' ? piData : null;
+      const str = (v: unknown) => (typeof v === 'string' ? v : null);
+      const int = (v: unknown) => (Number.isSafeInteger(v) ? (v as number) : null);
       return {
         id: event.id,
         type: event.type,
+        paymentIntent: pi
+          ? {
+              id: String(pi.id),
+              status: str(pi.status),
+              amount: int(pi.amount),
+              amountReceived: int(pi.amount_received),
+              currency: str(pi.currency),
+              customer: str(pi.customer) ?? str(pi.customer?.id),
+              metadata: pi.metadata && typeof pi.metadata === 'object' ? pi.metadata : {},
+              failureCode: str(pi.last_payment_error?.code),
+              failureMessage: str(pi.last_payment_error?.message),
+            }
+          : null,
         session: obj
           ? {
               id: String(obj.id),

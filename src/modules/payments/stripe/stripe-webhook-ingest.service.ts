@@ -12,6 +12,11 @@ import { validExternalId, walletUserIdOf } from '../../users/user.service.js';
 import { stripeEventAction, type SessionOwnership, type StripeEventAction } from './stripe-event-action.js';
 import type { StripeGateway, VerifiedStripeEvent } from './stripe-gateway.js';
 import { readIntegration, WALLET_ENDPOINT, type StripeSecrets } from './stripe-integration.store.js';
+import {
+  paymentIntentAction,
+  type PaymentIntentAction,
+  type PaymentIntentOwnership,
+} from '../auto-topup-event-action.js';
 
 /** What ingest needs of paywalls and end users: find a paywall; create the end user a paid session names. */
 export interface IngestPaywalls {
@@ -26,6 +31,25 @@ export interface IngestUsers {
   ): Promise<{ id: string }>;
 }
 
+/**
+ * What ingest needs of auto top-up (auto-topup.service.ts), in the event's transaction: whether the
+ * endpoint owns a PaymentIntent, applying its action, and turning auto top-up on when a Checkout that
+ * saved the card is paid. `applyPaymentIntent` returns work to do after the commit (an e-mail), or null.
+ */
+export interface IngestAutoTopup {
+  claimPaymentIntent(
+    tx: Sql,
+    endpointKey: string,
+    pi: NonNullable<VerifiedStripeEvent['paymentIntent']>,
+  ): Promise<PaymentIntentOwnership>;
+  applyPaymentIntent(tx: Sql, action: PaymentIntentAction): Promise<(() => void) | null>;
+  enableFromCheckout(
+    tx: Sql,
+    sessionId: string,
+    target: { accountId: string; endUserId: string | null },
+  ): Promise<void>;
+}
+
 export interface StripeWebhookIngestDeps {
   db: Database;
   config: { STRIPE_WEBHOOK_SECRET?: string };
@@ -33,6 +57,7 @@ export interface StripeWebhookIngestDeps {
   secrets: StripeSecrets;
   paywalls: IngestPaywalls;
   users: IngestUsers;
+  autoTopup: IngestAutoTopup;
   /** Forgets the endpoint a rotation replaced once its grace period ended (the integration's cleanup). */
   retireReplacedEndpoints(paywallId: string): Promise<number>;
   clock: Clock;
@@ -105,13 +130,15 @@ export class StripeWebhookIngestService {
     } catch {
       throw badSignature();
     }
-    await this.process({ key: WALLET_ENDPOINT, paywallId: null }, event, (tx, session) =>
-      this.walletClaim(tx, session),
-    );
+    const endpoint = { key: WALLET_ENDPOINT, paywallId: null };
+    if (event.type.startsWith('payment_intent.')) return this.processPaymentIntent(endpoint, event);
+    await this.process(endpoint, event, (tx, session) => this.walletClaim(tx, session));
   }
 
   /** A DEFAULT paywall's verified event (see {@link process}). */
   async handleEvent(paywall: PaywallInfo, event: VerifiedStripeEvent): Promise<void> {
+    if (event.type.startsWith('payment_intent.'))
+      return this.processPaymentIntent({ key: paywall.id, paywallId: paywall.id }, event);
     await this.process({ key: paywall.id, paywallId: paywall.id }, event, (tx, session) =>
       this.endUserClaim(tx, paywall, session),
     );
@@ -158,6 +185,47 @@ export class StripeWebhookIngestService {
       if (!(e instanceof NotOurs)) throw e;
       ignored(e.message);
     }
+  }
+
+  /**
+   * A `payment_intent.*` event (auto top-up, docs/reference.md §16), the same way as a Checkout event:
+   * in one transaction, does this endpoint own the PaymentIntent (an auto top-up attempt of one of its
+   * users)? If not: logged, answered 200, not recorded. If so: the (endpoint, event id) row is written
+   * (a repeat stops here) and the normalized action applied (`credit` once per PaymentIntent).
+   */
+  private async processPaymentIntent(
+    endpoint: { key: string; paywallId: string | null },
+    event: VerifiedStripeEvent,
+  ): Promise<void> {
+    const pi = event.paymentIntent;
+    const ignored = (reason: string) =>
+      this.d.log.info(
+        { endpoint: endpoint.key, eventId: event.id, eventType: event.type, paymentIntentId: pi?.id, reason },
+        `Stripe event ignored on this endpoint (not recorded as processed): ${reason}`,
+      );
+    if (!pi) {
+      const action = paymentIntentAction(event, null);
+      return ignored(action.kind === 'ignore' ? action.reason : 'no PaymentIntent');
+    }
+    let after: (() => void) | null = null;
+    try {
+      after = await this.d.db.transaction(async (tx) => {
+        const mine = await this.d.autoTopup.claimPaymentIntent(tx, endpoint.key, pi);
+        const action = paymentIntentAction(event, mine);
+        if (action.kind === 'ignore' && !action.record) throw new NotOurs(action.reason);
+        const fresh = await tx.query(
+          `insert into stripe_event (endpoint, event_id, paywall_id, type) values ($1, $2, $3, $4)
+           on conflict (endpoint, event_id) do nothing returning event_id`,
+          [endpoint.key, event.id, endpoint.paywallId, event.type],
+        );
+        if (fresh.length === 0) return null;
+        return this.d.autoTopup.applyPaymentIntent(tx, action);
+      });
+    } catch (e) {
+      if (!(e instanceof NotOurs)) throw e;
+      ignored(e.message);
+    }
+    after?.();
   }
 
   /** The action's one database change, in the event's transaction. */
@@ -395,6 +463,11 @@ export class StripeWebhookIngestService {
       endUserId: target.endUserId,
       metadata: { source: 'stripe', checkoutSessionId: session.id, ...target.metadata },
       events: target.events(action.amountRaw, transferId),
+    });
+    // "Top up automatically" was ticked: the card is saved now; auto top-up turns on (§16).
+    await this.d.autoTopup.enableFromCheckout(tx, session.id, {
+      accountId: target.accountId,
+      endUserId: target.endUserId,
     });
   }
 }

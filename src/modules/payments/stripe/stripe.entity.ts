@@ -58,6 +58,15 @@ export const StripeCheckoutSchema = defineEntity({
     status: p.string().length(16),
     amountCents: p.bigint('bigint'),
     transferId: p.uuid().nullable(),
+    /**
+     * Auto top-up asked for with this Checkout ("Top up automatically" ticked, docs/reference.md §16):
+     * the Stripe customer the card is saved to, and the settings turned on when the session is paid.
+     */
+    stripeCustomerId: p.text().nullable(),
+    autoTopup: p
+      .json<{ thresholdRaw: string; amountCents: number; monthlyCapCents: number }>()
+      .columnType('jsonb')
+      .nullable(),
     createdAt: p.datetime().defaultRaw('now()'),
     updatedAt: p.datetime().defaultRaw('now()'),
   },
