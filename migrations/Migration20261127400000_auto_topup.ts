@@ -42,7 +42,9 @@ export class Migration20261127400000_auto_topup extends Migration {
     this.addSql(
       `alter table "auto_topup" add constraint "auto_topup_settings" check (not enabled or (account_id is not null and threshold_raw > 0 and amount_cents > 0 and monthly_cap_cents >= amount_cents));`,
     );
-    this.addSql(`alter table "auto_topup" add constraint "auto_topup_failures" check (failures_in_row >= 0);`);
+    this.addSql(
+      `alter table "auto_topup" add constraint "auto_topup_failures" check (failures_in_row >= 0);`,
+    );
 
     this.addSql(
       `create table "auto_topup_attempt" ("id" uuid not null, "auto_topup_id" uuid not null, "amount_cents" bigint not null, "status" varchar(16) not null, "payment_intent_id" text null, "transfer_id" uuid null, "failure_code" text null, "failure_message" text null, "tries" int not null default 0, "created_at" timestamptz not null default now(), "updated_at" timestamptz not null default now(), primary key ("id"));`,
