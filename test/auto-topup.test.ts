@@ -4,6 +4,8 @@ import { expectLedgerProven, userAccount } from './helpers/ledger.js';
 import { PageClient } from './helpers/page-client.js';
 import { startSmtpCatcher, type SmtpCatcher } from './helpers/smtp-catcher.js';
 import { connectEndUser } from './helpers/wallet-fixtures.js';
+import { FakeUpstream } from './helpers/fake-upstream.js';
+import { chargesOf, client, createProxyPaywall, MODEL } from './helpers/proxy-setup.js';
 
 /** Auto top-up against the fake Stripe (docs/reference.md §16 "Auto top-up", docs/stripe.md). */
 const PAYWALL_KEY = 'sk_test_auto_topup_paywall_key_0a1b2c';
@@ -383,5 +385,53 @@ describe('auto top-up of a hosted wallet with the platform Stripe', () => {
     ]);
     expect(acct.b).toBe('3500000');
     await expectLedgerProven(t.db);
+  });
+});
+
+describe('auto top-up after chat charges (the proxy settlement)', () => {
+  it('concurrent paid chats crossing the threshold start exactly ONE PaymentIntent, credited by its event', async () => {
+    const upstream = await FakeUpstream.start();
+    try {
+      const pw = await createProxyPaywall(t, upstream, { markup: '1' });
+      const r = await t.gql(
+        t.ownerToken,
+        `mutation($i: ConnectStripeInput!) { connectStripe(input: $i) { stripe { webhookId } } }`,
+        { i: { paywallId: pw.id, secretKey: 'sk_test_auto_topup_chat_paywall_9z8y' } },
+      );
+      expect(r.errors).toBeUndefined();
+      // Checkout of 5 USD with "Top up automatically" below 4.99 USDC, adding 5 USD.
+      const c = new PageClient(t.url);
+      await c.get(`/topup/${pw.id}?user=chatty`);
+      const res = await c.post(`/topup/${pw.id}/checkout`, {
+        user: 'chatty',
+        amount: '5',
+        ...AUTO('4.99', '5', '50'),
+      });
+      expect(res.status).toBe(303);
+      await payOnFake([...fake.sessions.values()].at(-1)!.url);
+      await settle();
+      expect((await userAccount(t.db, pw.id, 'chatty'))!.balance).toBe('5000000');
+      const before = fake.apiPaymentIntents().length;
+
+      // Each chat costs 0.001057 USDC (1,057 raw): 20 of them take 5 USDC below 4.99.
+      const chats = await Promise.all(
+        Array.from({ length: 20 }, () =>
+          client(t, pw, 'chatty').chat.completions.create({
+            model: MODEL,
+            messages: [{ role: 'user', content: 'hi' }],
+          }),
+        ),
+      );
+      expect(chats.every((a) => a.choices[0].message.content)).toBe(true);
+      await settle();
+      expect(fake.apiPaymentIntents().length - before).toBe(1);
+      const after = BigInt((await userAccount(t.db, pw.id, 'chatty'))!.balance);
+      const charged = (await chargesOf(t, pw, 'chatty')).reduce((s, x) => s + BigInt(x.amount), 0n);
+      // The auto top-up's 5 USD were credited once on top of what the chats left.
+      expect(after).toBe(5_000_000n - charged + 5_000_000n);
+      await expectLedgerProven(t.db);
+    } finally {
+      await upstream.close();
+    }
   });
 });
