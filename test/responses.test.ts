@@ -222,9 +222,11 @@ describe('POST /v1/responses (docs/reference.md §11)', () => {
     // The upstream reports 2 prompt tokens (below the estimate), so every charge is below its hold.
     fake.behavior = { usage: { prompt_tokens: 2, completion_tokens: 7 } };
     const cost = chatCost(PRICE, MARKUP, 2, 7);
-    // The hold of one such request (cap 7), measured on another user.
+    // The hold of one such request (cap 20), measured on another user. The cap is above the 16 tokens a
+    // request must afford (docs/reference.md §5.3), so whether a request is served does not depend on
+    // how the 30 holds are batched: five full holds fit, and what five settlements leave cannot pay a sixth.
     await deposit(t, pw, 'r-probe', '1');
-    await client(t, pw, 'r-probe').responses.create({ model: MODEL, input: INPUT, max_output_tokens: 7 });
+    await client(t, pw, 'r-probe').responses.create({ model: MODEL, input: INPUT, max_output_tokens: 20 });
     const hold = BigInt((await chargesOf(t, pw, 'r-probe'))[0].hold);
     expect(hold).toBeGreaterThan(cost);
 
@@ -232,7 +234,7 @@ describe('POST /v1/responses (docs/reference.md §11)', () => {
     const api = client(t, pw, 'r-many');
     const answers = await Promise.all(
       Array.from({ length: 30 }, () =>
-        api.responses.create({ model: MODEL, input: INPUT, max_output_tokens: 7 }),
+        api.responses.create({ model: MODEL, input: INPUT, max_output_tokens: 20 }),
       ),
     );
     const served = answers.filter((a) => !(a as any).paywall);
