@@ -4,7 +4,8 @@ import base from './jest.config.js';
  * `npm run test:embedded` (CI's second pass, without DATABASE_URL): the files that exercise what differs
  * on the embedded PGlite — start-up and the data-directory lock, migrations, vacuuming, crash recovery,
  * a database that goes away — and the money paths end to end (holds and settlements of every wire
- * format, manual charges, the shared wallet, Stripe credits, concurrency). The whole suite runs on
+ * format, manual charges, the shared wallet, Stripe credits, concurrency; refunds, spending limits, low-balance
+ * alerts and auto top-up). The whole suite runs on
  * PostgreSQL first; `npm test` without DATABASE_URL still runs every file on PGlite.
  */
 const EMBEDDED = [
@@ -23,6 +24,10 @@ const EMBEDDED = [
   'cross-format',
   'shared-wallet',
   'stripe',
+  'refunds',
+  'allowance',
+  'low-balance',
+  'auto-topup',
 ];
 
 export default {
