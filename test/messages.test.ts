@@ -15,6 +15,7 @@ import {
   createProxyPaywall,
   deposit,
   eventsOf,
+  eventually,
   MODEL,
   money,
   type ProxyPaywall,
@@ -477,7 +478,12 @@ describe('POST /v1/messages on an ANTHROPIC provider, charged from Anthropic’s
     // message_start's output_tokens (1) is a placeholder: the two words relayed are counted.
     const produced = countText('one two');
     const raw = expectedRaw({ input: 9, cacheRead: 0, cacheWrite: 0, output: produced });
-    const [charge] = await chargesOf(t, pw, 'm-fay');
+    // The SDK stops at the error event, which is relayed as it arrives; the stream settles when the
+    // provider's answer ends, a moment later.
+    const [charge] = await eventually(
+      () => chargesOf(t, pw, 'm-fay'),
+      (rows) => rows[0]?.status !== 'held',
+    );
     // The charge is collected (`completed`); the request's failure is its error_code.
     expect(charge).toMatchObject({
       status: 'completed',
