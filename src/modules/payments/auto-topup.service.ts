@@ -266,6 +266,9 @@ export class AutoTopupService {
          select a.id, a.amount_cents from auto_topup a
           where a.account_id = (select account_id from end_user where id = $1::uuid)
             and a.enabled and a.pending_attempt_id is null and $2::bigint < a.threshold_raw
+            -- Still below now: a charge reported before an auto top-up was credited (its hook ran late)
+            -- must not start another one.
+            and (select l.balance_raw - l.held_raw from ledger_account l where l.id = a.account_id) < a.threshold_raw
             and coalesce((select sum(x.amount_cents) from auto_topup_attempt x
                            where x.auto_topup_id = a.id and x.status <> 'failed' and x.created_at >= $4::timestamptz), 0)
                 + a.amount_cents <= a.monthly_cap_cents
