@@ -14,7 +14,7 @@
  *             and a settlement; one active webhook subscription to every event (BENCH_WEBHOOK)
  *   driver    this process: c keep-alive connections per row, a closed loop for a bounded time
  *
- * Rows: for each scenario (chat JSON, chat SSE, Responses API JSON and SSE) and each concurrency, the bare
+ * Rows: for each scenario (chat JSON, chat SSE, Responses API JSON and SSE, Messages API JSON and SSE, embeddings) and each concurrency, the bare
  * pass-through then the service, so each ratio compares two rows measured back to back; then the hot user
  * (every request debits the same balance). Each row is a warm-up, then the measurement on the same
  * connections. Before the first row, every target serves each scenario's request for a few seconds at
@@ -38,7 +38,8 @@
  *   BENCH_PRIME          seconds each target serves the scenarios' requests at c=50 before the first row (4)
  *   BENCH_CONCURRENCY    concurrencies (1,10,100)
  *   BENCH_HOT_CONCURRENCY  concurrency of the hot-user row (100)
- *   BENCH_SCENARIOS      chat-json,chat-sse,responses-json,responses-sse,hot (all by default)
+ *   BENCH_SCENARIOS      chat-json,chat-sse,responses-json,responses-sse,messages-json,messages-sse,
+ *                        embeddings,hot (all by default)
  *   BENCH_USERS          funded users, requests spread over them round-robin (1000)
  *   BENCH_CHUNKS         content chunks per streamed answer (20)
  *   BENCH_LIMITS         1: also a service with every daily and rate limit on (0)
@@ -70,7 +71,10 @@ const WARMUP_SECONDS = Number(env.BENCH_WARMUP ?? 1);
 const PRIME_SECONDS = Number(env.BENCH_PRIME ?? 4);
 const CONCURRENCY = (env.BENCH_CONCURRENCY ?? '1,10,100').split(',').map(Number);
 const HOT_CONCURRENCY = Number(env.BENCH_HOT_CONCURRENCY ?? 100);
-const SCENARIOS = (env.BENCH_SCENARIOS ?? 'chat-json,chat-sse,responses-json,responses-sse,hot')
+const SCENARIOS = (
+  env.BENCH_SCENARIOS ??
+  'chat-json,chat-sse,responses-json,responses-sse,messages-json,messages-sse,embeddings,hot'
+)
   .split(',')
   .map((s) => s.trim());
 const USERS = Number(env.BENCH_USERS ?? 1000);
@@ -81,6 +85,10 @@ const PIN = env.BENCH_PIN !== '0';
 const WEBHOOK = env.BENCH_WEBHOOK ?? 'stored';
 const OUT = env.BENCH_OUT ?? fileURLToPath(new URL('../../bench/results/latest.md', import.meta.url));
 const MODEL = 'gpt-bench';
+/** A model on an Anthropic-kind provider (the same fake upstream): the Messages rows, forwarded natively. */
+const CLAUDE_MODEL = 'claude-bench';
+/** An embeddings model (input price only) for the embeddings row. */
+const EMBED_MODEL = 'embed-bench';
 const PROVIDER_KEY = 'sk-bench-provider-key';
 const OWNER_TOKEN = 'ot_bench_owner_token_0123456789';
 const HOT_USER = 'hot-user';
@@ -292,6 +300,29 @@ async function runService(upstreamPort: number, sinkPort: number, withLimits: bo
       request: '0.0001',
       maxCompletionTokens: 256,
     },
+  });
+  await gql(apiKey, `mutation($i: ConnectProviderInput!) { connectProvider(input: $i) { id } }`, {
+    i: {
+      name: 'claude',
+      kind: 'ANTHROPIC',
+      baseUrl: `http://127.0.0.1:${upstreamPort}/v1`,
+      apiKey: PROVIDER_KEY,
+    },
+  });
+  await gql(apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+    i: {
+      modelId: CLAUDE_MODEL,
+      provider: 'claude',
+      prompt: '0.000003',
+      completion: '0.000015',
+      cacheRead: '0.0000003',
+      cacheWrite: '0.00000375',
+      request: '0.0001',
+      maxCompletionTokens: 256,
+    },
+  });
+  await gql(apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+    i: { modelId: EMBED_MODEL, prompt: '0.00000002', request: '0.00001' },
   });
   await gql(apiKey, `mutation { updatePaywall(input: {markup: "1.5"}) { id } }`);
   if (WEBHOOK !== 'none')
@@ -671,7 +702,7 @@ interface Target {
 
 interface Scenario {
   name: string;
-  api: 'chat' | 'responses';
+  api: 'chat' | 'responses' | 'messages' | 'embeddings';
   stream: boolean;
   hot: boolean;
 }
@@ -681,6 +712,9 @@ const SCENARIO: Record<string, Scenario> = {
   'chat-sse': { name: 'chat SSE', api: 'chat', stream: true, hot: false },
   'responses-json': { name: 'responses JSON', api: 'responses', stream: false, hot: false },
   'responses-sse': { name: 'responses SSE', api: 'responses', stream: true, hot: false },
+  'messages-json': { name: 'messages JSON', api: 'messages', stream: false, hot: false },
+  'messages-sse': { name: 'messages SSE', api: 'messages', stream: true, hot: false },
+  embeddings: { name: 'embeddings', api: 'embeddings', stream: false, hot: false },
   hot: { name: 'hot user (chat JSON)', api: 'chat', stream: false, hot: true },
 };
 
@@ -689,11 +723,30 @@ function requestOf(s: Scenario, t: Target): Request {
   const body =
     s.api === 'chat'
       ? { model: MODEL, messages: [{ role: 'user', content: prompt }], max_tokens: 64 }
-      : { model: MODEL, input: prompt, max_output_tokens: 64 };
+      : s.api === 'responses'
+        ? { model: MODEL, input: prompt, max_output_tokens: 64 }
+        : s.api === 'messages'
+          ? { model: CLAUDE_MODEL, messages: [{ role: 'user', content: prompt }], max_tokens: 64 }
+          : { model: EMBED_MODEL, input: prompt };
   const json = { 'content-type': 'application/json' };
   const blocked = (text: string) => text.includes('"paywall":{');
+  const path = {
+    chat: '/v1/chat/completions',
+    responses: '/v1/responses',
+    messages: '/v1/messages',
+    embeddings: '/v1/embeddings',
+  }[s.api];
+  const valid: Record<Scenario['api'], [(t: string) => boolean, (t: string) => boolean]> = {
+    chat: [(t) => t.includes('"choices"'), (t) => t.endsWith('data: [DONE]\n\n')],
+    responses: [
+      (t) => t.includes('"object":"response"') && t.includes('"output"'),
+      (t) => t.includes('event: response.completed'),
+    ],
+    messages: [(t) => t.includes('"type":"message"'), (t) => t.includes('event: message_stop')],
+    embeddings: [(t) => t.includes('"data"') && t.includes('"embedding"'), () => false],
+  };
   return {
-    path: s.api === 'chat' ? '/v1/chat/completions' : '/v1/responses',
+    path,
     body: JSON.stringify(s.stream ? { ...body, stream: true } : body),
     stream: s.stream,
     headers:
@@ -704,14 +757,7 @@ function requestOf(s: Scenario, t: Target): Request {
             ...(t.apiKey ? { authorization: `Bearer ${t.apiKey}` } : {}),
             'x-paywall-user': s.hot ? HOT_USER : `user${i % USERS}`,
           }),
-    valid:
-      s.api === 'chat'
-        ? s.stream
-          ? (t) => !blocked(t) && t.endsWith('data: [DONE]\n\n')
-          : (t) => !blocked(t) && t.includes('"choices"')
-        : s.stream
-          ? (t) => !blocked(t) && t.includes('event: response.completed')
-          : (t) => !blocked(t) && t.includes('"object":"response"') && t.includes('"output"'),
+    valid: (text) => !blocked(text) && valid[s.api][s.stream ? 1 : 0](text),
   };
 }
 
