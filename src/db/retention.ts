@@ -1,0 +1,161 @@
+import type { Logger } from '../shared/logger.js';
+import type { Database } from './database.js';
+
+/** Events removed per statement (their deliveries go in the same statement). */
+export const RETENTION_BATCH = 2000;
+/** Milliseconds between rounds. */
+export const RETENTION_INTERVAL_MS = 5 * 60_000;
+
+export interface RetentionRound {
+  events: number;
+  deliveries: number;
+  batches: number;
+  /** The longest single batch (one statement, its own transaction), in milliseconds. */
+  longestBatchMs: number;
+  /** False when another instance held the retention lock (this round did nothing). */
+  ran: boolean;
+}
+
+/**
+ * Retention (docs/reference.md §18 "Retention"): events older than `EVENT_RETENTION_DAYS`, with their webhook
+ * deliveries (pending ones too: a delivery is sent from its event's row), are removed in batches of
+ * RETENTION_BATCH events, each batch one statement in its own short transaction, so no lock is held longer
+ * than one batch. Charges, transfers, refunds, withdrawals and the ledger are never touched.
+ *
+ * The batches walk the event primary key (`seq`) from the start: the boundary is the first event not yet
+ * old enough; every event before it is older than the cutoff, so no index on `created_at` is needed and
+ * the round ends as soon as the boundary is reached. Deliveries are found by `event_id` (an index of
+ * their own, migration 20261128000000). Each batch takes a transaction-level advisory lock without waiting:
+ * when another instance is removing, this one stops its round.
+ */
+export class EventRetention {
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<unknown>;
+  private stopped = false;
+  private readonly log: Logger;
+
+  constructor(
+    private readonly db: Database,
+    log: Logger,
+    /** EVENT_RETENTION_DAYS; 0 = keep events forever. */
+    private readonly days: number,
+    private readonly intervalMs = RETENTION_INTERVAL_MS,
+  ) {
+    this.log = log.child({ component: 'retention' });
+  }
+
+  async start(): Promise<void> {
+    if (this.days <= 0 || this.intervalMs <= 0) return;
+    this.timer = setInterval(() => {
+      if (!this.running) this.running = this.runOnce().finally(() => (this.running = undefined));
+    }, this.intervalMs);
+    this.timer.unref();
+  }
+
+  /** Stops the timer; a round under way ends after its current batch. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  /** One round: removes every event (and its deliveries) created before now − `days`. */
+  async runOnce(opts: { now?: Date; batch?: number } = {}): Promise<RetentionRound> {
+    const out: RetentionRound = { events: 0, deliveries: 0, batches: 0, longestBatchMs: 0, ran: true };
+    if (this.days <= 0) return out;
+    const cutoff = new Date((opts.now ?? new Date()).getTime() - this.days * 86_400_000);
+    const batch = opts.batch ?? RETENTION_BATCH;
+    try {
+      // The first event young enough to keep (its seq bounds every batch); none: all are old.
+      const [first] = await this.db.query<{ seq: string }>(
+        `select seq::text from event where created_at >= $1 order by seq limit 1`,
+        [cutoff],
+      );
+      const bound = first?.seq ?? null;
+      while (!this.stopped) {
+        const started = performance.now();
+        // One statement, so its own transaction (the advisory lock is released at its end).
+        const [row] = await (
+          await this.db.background()
+        ).query<{ locked: boolean; events: number; deliveries: number }>(
+          `with lock as (select pg_try_advisory_xact_lock(hashtextextended('event_retention', 0)) as locked),
+                  gone as (
+                    delete from event where (select locked from lock) and seq in (
+                      select seq from event
+                       where ($1::bigint is null or seq < $1::bigint) and created_at < $2
+                       order by seq limit $3)
+                    returning id),
+                  gone_deliveries as (
+                    delete from webhook_delivery where event_id in (select id from gone) returning 1)
+             select (select locked from lock) as locked, (select count(*) from gone)::int as events,
+                    (select count(*) from gone_deliveries)::int as deliveries`,
+          [bound, cutoff, batch],
+        );
+        const ms = performance.now() - started;
+        if (!row.locked) {
+          out.ran = false;
+          break;
+        }
+        out.batches++;
+        out.longestBatchMs = Math.max(out.longestBatchMs, ms);
+        out.events += row.events;
+        out.deliveries += row.deliveries;
+        if (row.events < batch) break;
+      }
+      if (out.events > 0)
+        this.log.info(
+          { events: out.events, deliveries: out.deliveries, batches: out.batches, cutoff },
+          'removed events past EVENT_RETENTION_DAYS',
+        );
+    } catch (err) {
+      if (!this.stopped) this.log.warn({ err }, 'event retention failed');
+    }
+    return out;
+  }
+}
+
+export interface TableStat {
+  table: string;
+  /** pg_class.reltuples, or an exact count where the table is small or never analysed. */
+  rows: number;
+  rowsExact: boolean;
+  totalBytes: number;
+  indexBytes: number;
+  total: string;
+  indexes: string;
+}
+
+/** `npm run admin -- db stats`: every table of the service, largest first (PostgreSQL and PGlite). */
+export async function tableStats(db: Database): Promise<TableStat[]> {
+  const rows = await db.query<{ t: string; est: number; total: string; idx: string; tp: string; ip: string }>(
+    `select c.relname as t, c.reltuples::float8 as est,
+            pg_total_relation_size(c.oid)::text as total, pg_indexes_size(c.oid)::text as idx,
+            pg_size_pretty(pg_total_relation_size(c.oid)) as tp, pg_size_pretty(pg_indexes_size(c.oid)) as ip
+       from pg_class c join pg_namespace n on n.oid = c.relnamespace
+      where n.nspname = current_schema() and c.relkind in ('r', 'p')
+      order by pg_total_relation_size(c.oid) desc, c.relname`,
+  );
+  const out: TableStat[] = [];
+  for (const r of rows) {
+    // Estimates are good enough for big tables; small (or never analysed: -1) ones are counted.
+    let rows = r.est;
+    let exact = false;
+    if (r.est < 100_000) {
+      const [{ n }] = await db.query<{ n: number }>(
+        `select count(*)::float8 as n from "${r.t.replaceAll('"', '""')}"`,
+      );
+      rows = n;
+      exact = true;
+    }
+    out.push({
+      table: r.t,
+      rows: Math.round(rows),
+      rowsExact: exact,
+      totalBytes: Number(r.total),
+      indexBytes: Number(r.idx),
+      total: r.tp,
+      indexes: r.ip,
+    });
+  }
+  return out;
+}
