@@ -6,6 +6,14 @@ export const RETENTION_BATCH = 2000;
 /** Milliseconds between rounds. */
 export const RETENTION_INTERVAL_MS = 5 * 60_000;
 
+interface BatchRow {
+  locked: boolean;
+  events: number;
+  deliveries: number;
+  /** The last seq removed. */
+  last: string | null;
+}
+
 export interface RetentionRound {
   events: number;
   deliveries: number;
@@ -22,9 +30,12 @@ export interface RetentionRound {
  * RETENTION_BATCH events, each batch one statement in its own short transaction, so no lock is held longer
  * than one batch. Charges, transfers, refunds, withdrawals and the ledger are never touched.
  *
- * The batches walk the event primary key (`seq`) from the start: the boundary is the first event not yet
- * old enough; every event before it is older than the cutoff, so no index on `created_at` is needed and
- * the round ends as soon as the boundary is reached. Deliveries are found by `event_id` (an index of
+ * The batches walk the event primary key (`seq`) from the start, each over the next RETENTION_BATCH events,
+ * removing those older than the cutoff; the round ends at the first batch that holds an event young enough
+ * to keep. Events are written in `seq` order with the time of their transaction, so the old ones are the
+ * first ones: no index on `created_at` is needed, and no statement reads past the boundary. (An event
+ * written with an earlier time than one before it — transactions overlapping — goes in a later round,
+ * once the events before it are old too.) Deliveries are found by `event_id` (an index of
  * their own, migration 20261128000000). Each batch takes a transaction-level advisory lock without waiting:
  * when another instance is removing, this one stops its round.
  */
@@ -66,30 +77,24 @@ export class EventRetention {
     const cutoff = new Date((opts.now ?? new Date()).getTime() - this.days * 86_400_000);
     const batch = opts.batch ?? RETENTION_BATCH;
     try {
-      // The first event young enough to keep (its seq bounds every batch); none: all are old.
-      const [first] = await this.db.query<{ seq: string }>(
-        `select seq::text from event where created_at >= $1 order by seq limit 1`,
-        [cutoff],
-      );
-      const bound = first?.seq ?? null;
+      // Where the previous batch ended (seq starts at 1): the next one starts after it, not over the index entries of the
+      // rows just removed.
+      let after: string | null = null;
       while (!this.stopped) {
         const started = performance.now();
         // One statement, so its own transaction (the advisory lock is released at its end).
-        const [row] = await (
-          await this.db.background()
-        ).query<{ locked: boolean; events: number; deliveries: number }>(
+        const bg: Database = await this.db.background();
+        const [row]: BatchRow[] = await bg.query<BatchRow>(
           `with lock as (select pg_try_advisory_xact_lock(hashtextextended('event_retention', 0)) as locked),
-                  gone as (
-                    delete from event where (select locked from lock) and seq in (
-                      select seq from event
-                       where ($1::bigint is null or seq < $1::bigint) and created_at < $2
-                       order by seq limit $3)
-                    returning id),
-                  gone_deliveries as (
-                    delete from webhook_delivery where event_id in (select id from gone) returning 1)
-             select (select locked from lock) as locked, (select count(*) from gone)::int as events,
-                    (select count(*) from gone_deliveries)::int as deliveries`,
-          [bound, cutoff, batch],
+                gone as (
+                  delete from event where (select locked from lock) and created_at < $2 and seq in (
+                    select seq from event where seq > coalesce($1::bigint, 0) order by seq limit $3)
+                  returning id, seq),
+                gone_deliveries as (
+                  delete from webhook_delivery where event_id in (select id from gone) returning 1)
+           select (select locked from lock) as locked, (select count(*) from gone)::int as events,
+                  (select count(*) from gone_deliveries)::int as deliveries, (select max(seq) from gone)::text as last`,
+          [after, cutoff, batch],
         );
         const ms = performance.now() - started;
         if (!row.locked) {
@@ -100,7 +105,9 @@ export class EventRetention {
         out.longestBatchMs = Math.max(out.longestBatchMs, ms);
         out.events += row.events;
         out.deliveries += row.deliveries;
+        // Fewer than a batch: the first events in seq order include one young enough to keep (or the end).
         if (row.events < batch) break;
+        after = row.last;
       }
       if (out.events > 0)
         this.log.info(
