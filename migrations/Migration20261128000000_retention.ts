@@ -8,7 +8,9 @@ export class Migration20261128000000_retention extends Migration {
   override name = 'Migration20261128000000_retention';
 
   override up(): void {
-    this.addSql(`create index "webhook_delivery_event_id_index" on "webhook_delivery" ("event_id");`);
+    this.addSql(
+      `create index if not exists "webhook_delivery_event_id_index" on "webhook_delivery" ("event_id");`,
+    );
   }
 
   override down(): void {
