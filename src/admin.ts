@@ -13,7 +13,7 @@
 import 'reflect-metadata';
 import { loadConfig } from './config.js';
 import { Database } from './db/database.js';
-import { tableStats } from './db/retention.js';
+import { tableStats } from './db/table-stats.js';
 import { WITHDRAWAL_STATUSES, type WithdrawalStatus } from './modules/ledger/account.entity.js';
 import { proveLedger, uncollectedByPaywall } from './modules/ledger/accounts.js';
 import { EarningsService, type WithdrawalRow } from './modules/ledger/earnings.service.js';

@@ -7,10 +7,12 @@ import {
   connectShared,
   createProxyPaywall,
   deposit,
+  eventually,
   MODEL,
   type ProxyPaywall,
 } from './helpers/proxy-setup.js';
-import { EventRetention, tableStats } from '../src/db/retention.js';
+import { EventRetention } from '../src/db/retention.js';
+import { tableStats } from '../src/db/table-stats.js';
 
 /**
  * Retention (docs/reference.md §18 "Retention"): a month and more of events and their deliveries (spread over
@@ -236,7 +238,7 @@ it('removes a month of old events and their deliveries in short batches while pa
   );
 }, 300_000);
 
-it('another instance removing at the same time: this one stops its round, nothing is removed twice', async () => {
+it('one instance at a time (another holding the lock: this one stops its round); the timer; 0 = kept forever', async () => {
   // The first event (in seq order) turns 31 days old.
   await t.db.query(
     `update event set created_at = now() - interval '31 days' where seq = (select min(seq) from event)`,
@@ -254,6 +256,17 @@ it('another instance removing at the same time: this one stops its round, nothin
     );
   }
   expect(await retention.runOnce()).toMatchObject({ ran: true, events: 1 });
+  // The timer: a round every intervalMs (5 minutes in the service).
+  await t.db.query(
+    `update event set created_at = now() - interval '31 days' where seq = (select min(seq) from event)`,
+  );
+  const timed = new EventRetention(t.db, t.app.services.log, DAYS, 20);
+  await timed.start();
+  await eventually(
+    () => count(`select count(*) as n from event where created_at < now() - interval '30 days'`),
+    (n) => n === 0,
+  );
+  await timed.stop();
   // EVENT_RETENTION_DAYS=0: kept forever.
   await t.db.query(
     `insert into event (id, paywall_id, owner_user_id, type, trigger, subject, data, created_at)
