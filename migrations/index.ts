@@ -22,6 +22,7 @@ import { Migration20261127100000_refunds } from './Migration20261127100000_refun
 import { Migration20261127200000_allowance } from './Migration20261127200000_allowance.js';
 import { Migration20261127300000_low_balance } from './Migration20261127300000_low_balance.js';
 import { Migration20261127400000_auto_topup } from './Migration20261127400000_auto_topup.js';
+import { Migration20261128000000_retention } from './Migration20261128000000_retention.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -54,4 +55,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127200000_allowance', class: Migration20261127200000_allowance },
   { name: 'Migration20261127300000_low_balance', class: Migration20261127300000_low_balance },
   { name: 'Migration20261127400000_auto_topup', class: Migration20261127400000_auto_topup },
+  { name: 'Migration20261128000000_retention', class: Migration20261128000000_retention },
 ];

@@ -6,12 +6,14 @@
  *   withdrawals mark-failed <id> [--reason "…"]                    it failed: funds return to earnings
  *   ledger verify                                                  the ledger proof (exit 1 when broken),
  *                                                                  and uncollected usage per paywall
+ *   db stats                                                       each table: rows, total and index size
  *
  * Output is JSON lines (one per withdrawal), amounts as USDC decimal strings.
  */
 import 'reflect-metadata';
 import { loadConfig } from './config.js';
 import { Database } from './db/database.js';
+import { tableStats } from './db/table-stats.js';
 import { WITHDRAWAL_STATUSES, type WithdrawalStatus } from './modules/ledger/account.entity.js';
 import { proveLedger, uncollectedByPaywall } from './modules/ledger/accounts.js';
 import { EarningsService, type WithdrawalRow } from './modules/ledger/earnings.service.js';
@@ -22,7 +24,8 @@ import { exitOnStartupFailure } from './shared/fatal.js';
 const USAGE = `usage: npm run admin -- withdrawals list [--status PENDING|PAID|FAILED|CANCELED|all]
        npm run admin -- withdrawals mark-paid <id>
        npm run admin -- withdrawals mark-failed <id> [--reason "text"]
-       npm run admin -- ledger verify`;
+       npm run admin -- ledger verify
+       npm run admin -- db stats`;
 
 const args = process.argv.slice(2);
 const option = (name: string): string | null => {
@@ -80,6 +83,20 @@ try {
       }),
     );
     if (!proof.ok) process.exitCode = 1;
+  } else if (group === 'db' && cmd === 'stats') {
+    // One line per table, largest first; rows are pg_class estimates for big tables (rowsExact false).
+    for (const t of await tableStats(db))
+      console.log(
+        JSON.stringify({
+          table: t.table,
+          rows: t.rows,
+          rowsExact: t.rowsExact,
+          total: t.total,
+          indexes: t.indexes,
+          totalBytes: t.totalBytes,
+          indexBytes: t.indexBytes,
+        }),
+      );
   } else {
     console.error(USAGE);
     process.exitCode = 2;

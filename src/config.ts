@@ -241,6 +241,11 @@ const ConfigSchema = z.object({
    * analyses its tables this often (src/db/maintenance.ts). 0 = never. Ignored where autovacuum is on.
    */
   DATABASE_VACUUM_INTERVAL_MS: intFrom(60000, 0),
+  /**
+   * Events and their webhook deliveries older than this many days are removed (docs/reference.md §18
+   * "Retention"), in batches, every 5 minutes. 0 = kept forever. The ledger is never removed.
+   */
+  EVENT_RETENTION_DAYS: intFrom(30, 0),
   PUBLIC_BASE_URL: z.string().url().optional(),
   BOOTSTRAP_OWNER_TOKEN: z
     .string()

@@ -2,6 +2,7 @@ import type { Config } from './config.js';
 import { systemClock, type Clock } from './shared/clock.js';
 import type { Database } from './db/database.js';
 import { DatabaseMaintenance } from './db/maintenance.js';
+import { EventRetention } from './db/retention.js';
 import type { Logger } from './shared/logger.js';
 import type { Metrics } from './shared/metrics.js';
 import { OwnerService } from './modules/owners/owner.service.js';
@@ -43,6 +44,8 @@ export interface Services {
   metrics: Metrics;
   /** VACUUM and ANALYZE where the database has no autovacuum (PGlite, or autovacuum = off). */
   maintenance: DatabaseMaintenance;
+  /** Removes events and deliveries past EVENT_RETENTION_DAYS (docs/reference.md §18). */
+  retention: EventRetention;
   owners: OwnerService;
   paywalls: PaywallService;
   providers: ProviderService;
@@ -79,6 +82,7 @@ interface Lifecycle {
 export function createServices(config: Config, db: Database, log: Logger, metrics: Metrics): Services {
   const s = { config, db, log, metrics, clock: systemClock() } as Services;
   s.maintenance = new DatabaseMaintenance(db, log, config.DATABASE_VACUUM_INTERVAL_MS);
+  s.retention = new EventRetention(db, log, config.EVENT_RETENTION_DAYS);
   s.owners = new OwnerService({ db });
   // Paywalls ask providers one question (does the built-in provider need a markup?): a port, called
   // later, so paywalls do not depend on providers (which depend on paywalls).
@@ -171,6 +175,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
 const lifecycles = (s: Services): Lifecycle[] =>
   [
     s.maintenance,
+    s.retention,
     s.paywalls,
     s.providers,
     s.users,

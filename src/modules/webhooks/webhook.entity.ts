@@ -39,6 +39,8 @@ export const WebhookDeliverySchema = defineEntity({
     { properties: ['status', 'nextAttemptAt'] },
     { properties: ['subscription', 'createdAt'] },
     { properties: ['paywallId', 'createdAt'] },
+    // Retention removes an event's deliveries with it (docs/reference.md §18 "Retention").
+    { properties: ['eventId'] },
   ],
   uniques: [{ properties: ['subscription', 'eventId'] }],
   properties: {
