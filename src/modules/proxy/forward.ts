@@ -48,7 +48,8 @@ export class Forwarder {
       f.upstream = up;
       let res: UpstreamResponse;
       try {
-        f.provider = this.d.clients(f.fmt, up);
+        // The route holds only providers that serve the format (metered-call.ts).
+        f.provider = this.d.clients(f.fmt, up)!;
         // The client's body with the completion cap the hold affords (and never the end user's id).
         const payload = f.fmt.upstreamBody(f.req, f.hold.cap, { capParameter: up.capParameter, model });
         res = await f.provider.post(up, f.fmt.upstreamPath, payload, {

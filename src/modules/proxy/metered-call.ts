@@ -17,7 +17,7 @@ import type { Forwarder } from './forward.js';
 import type { LedgerBatch } from './ledger-batch.js';
 import { placeHold, type EnsureUser } from './place-hold.js';
 import type { UpstreamTarget } from './provider-client.js';
-import type { ClientFor } from './provider-clients.js';
+import { unservable, type ClientFor } from './provider-clients.js';
 import type { RelayedResponses } from './relayed-responses.js';
 import type { MeteredRequest, WireFormat } from './wire-format.js';
 
@@ -100,16 +100,9 @@ export async function meteredCall<R extends MeteredRequest>(
   // The model's own provider must serve this API (else a 400 naming why, before anything is held);
   // a fallback that cannot is skipped.
   const provider = d.clients(fmt, routed[0]);
+  if (!provider) throw unservable(fmt);
   provider.validate?.(req.body);
-  const route = routed.filter((up, i) => {
-    if (i === 0) return true;
-    try {
-      d.clients(fmt, up);
-      return true;
-    } catch {
-      return false;
-    }
-  });
+  const route = routed.filter((up, i) => i === 0 || d.clients(fmt, up) !== null);
 
   // Responses API: a continued response makes the provider bill the earlier context as input again.
   const context =

@@ -12,10 +12,13 @@ import type { WireFormat } from './wire-format.js';
 
 /**
  * Which ProviderClient carries a wire format's request to a provider of a kind (docs/reference.md §15
- * "Across formats"): the provider's own API as is where the client speaks it, else a translating one.
- * A pairing that cannot be served is a 400 before anything is held.
+ * "Across formats"): the provider's own API as is where the client speaks it, else a translating one;
+ * null when the provider's kind cannot serve that API at all (embeddings on Anthropic).
  */
-export type ClientFor = (fmt: Pick<WireFormat, 'name'>, up: Pick<UpstreamTarget, 'kind'>) => ProviderClient;
+export type ClientFor = (
+  fmt: Pick<WireFormat, 'name'>,
+  up: Pick<UpstreamTarget, 'kind'>,
+) => ProviderClient | null;
 
 const messagesOnOpenAi = translatingClient(openAiCompatibleClient, messagesToChat);
 const chatOnAnthropic = translatingClient(anthropicClient, chatToMessages);
@@ -26,9 +29,13 @@ export const clientFor: ClientFor = (fmt, up) => {
   if (up.kind === 'OPENAI') return openAiCompatibleClient;
   if (fmt.name === 'chat') return chatOnAnthropic;
   if (fmt.name === 'responses') return responsesOnAnthropic;
-  throw invalid(
+  return null;
+};
+
+/** The 400 for a model whose own provider cannot serve the client's API (before anything is held). */
+export const unservable = (fmt: Pick<WireFormat, 'name'>) =>
+  invalid(
     `This model is served by an Anthropic provider, which has no ${fmt.name} API.`,
     'model',
     'unsupported_parameter',
   );
-};

@@ -222,7 +222,7 @@ export class ProxyService {
     // An OpenAI-compatible provider has no count endpoint: the count is this service's tokenizer's,
     // the same one that sizes the hold (docs/reference.md §15 "Across formats").
     if (upstream.kind === 'OPENAI') return { status: 200, body: { input_tokens: countMessagesPrompt(body) } };
-    const provider = clientFor(messagesFormat, upstream);
+    const provider = clientFor(messagesFormat, upstream)!; // every kind serves the Messages API
     const { UPSTREAM_TIMEOUT_MS, UPSTREAM_MAX_DURATION_MS, UPSTREAM_MAX_BYTES } = this.d.limits;
     const controller = new AbortController();
     const deadline = setTimeout(() => controller.abort(), UPSTREAM_MAX_DURATION_MS);
