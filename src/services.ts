@@ -105,8 +105,8 @@ export function createServices(config: Config, db: Database, log: Logger, metric
   s.lowBalance = new LowBalanceAlerts({ db, log, mailer: s.mailer, config });
   // Auto top-up hears of every charge (a port: it is built with the Stripe services below).
   const afterCharge = {
-    afterCharge: (endUserId: string, freeAfterRaw: bigint) =>
-      s.autoTopup.afterCharge(endUserId, freeAfterRaw),
+    afterCharge: (endUserId: string, accountId: string | null, freeAfterRaw: bigint) =>
+      s.autoTopup.afterCharge(endUserId, accountId, freeAfterRaw),
   };
   s.ledger = new LedgerService({
     db,

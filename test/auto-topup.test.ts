@@ -58,6 +58,8 @@ async function settle() {
     await services().autoTopup.idle();
     await fake.settled();
   }
+  // Auto top-up turned on or off by a webhook is announced by NOTIFY; read it now rather than wait.
+  await services().autoTopup.refresh();
 }
 
 const eventsOf = (paywallId: string, type: string) =>

@@ -176,7 +176,7 @@ export interface LedgerServiceDeps {
   /** The time the allowance's period is taken at (docs/reference.md §16); default the system's. */
   clock?: Clock;
   /** Auto top-up (docs/reference.md §16): told the free balance after each charge; never waited for. */
-  autoTopup?: { afterCharge(endUserId: string, freeAfterRaw: bigint): void };
+  autoTopup?: { afterCharge(endUserId: string, accountId: string | null, freeAfterRaw: bigint): void };
 }
 
 /** The allowance that refused a manual charge (SHARED, docs/reference.md §16). */
@@ -334,7 +334,11 @@ export class LedgerService {
       if (out.result.success) {
         this.deps.metrics.ledgerEntries.inc({ kind: 'charge' });
         this.deps.metrics.ledgerAmountRaw.inc({ kind: 'charge' }, Number(amountRaw));
-        this.deps.autoTopup?.afterCharge(out.result.userId, out.result.balanceRaw);
+        this.deps.autoTopup?.afterCharge(
+          out.result.userId,
+          (charged as ChargedAccount | null)?.accountId ?? null,
+          out.result.balanceRaw,
+        );
       } else {
         this.deps.metrics.chargesFailed.inc({ reason: out.result.errorCode ?? 'unknown' });
       }

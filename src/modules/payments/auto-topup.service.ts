@@ -82,6 +82,14 @@ const MAX_TRIES = 3;
  */
 export class AutoTopupService {
   private timer?: NodeJS.Timeout;
+  /**
+   * The threshold of every account whose auto top-up is on, so a charge that cannot be due costs the
+   * request path nothing (no statement). Loaded at start, kept fresh by NOTIFY `auto_topup_changed`
+   * (payload: the account id, sent in the transaction that turns it on, off or changes it).
+   */
+  private readonly thresholds = new Map<string, bigint>();
+  private unlisten?: () => void;
+  private unReconnect?: () => void;
   private readonly running = new Set<string>();
   private readonly inFlight = new Set<Promise<unknown>>();
   private active = 0;
@@ -91,6 +99,14 @@ export class AutoTopupService {
 
   /** Every 30 s (unref'd): create calls that could not reach Stripe are tried again. */
   async start(): Promise<void> {
+    this.unlisten = await this.d.db.listen(CHANGED_CHANNEL, (accountId) => {
+      void this.reload(accountId).catch((err) => this.d.log.warn({ err }, 'auto top-up reload failed'));
+    });
+    // Changes notified while LISTEN was down were missed: read them all again.
+    this.unReconnect = this.d.db.onReconnect(() => {
+      void this.reload(null).catch((err) => this.d.log.warn({ err }, 'auto top-up reload failed'));
+    });
+    await this.reload(null);
     this.timer = setInterval(() => {
       void this.sweep().catch((err) => this.d.log.warn({ err }, 'auto top-up sweep failed'));
     }, RETRY_AFTER_MS);
@@ -99,6 +115,8 @@ export class AutoTopupService {
 
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    this.unlisten?.();
+    this.unReconnect?.();
     await this.idle();
   }
 
@@ -163,6 +181,7 @@ export class AutoTopupService {
             or (c.paywall_id is not null and a.paywall_id = c.paywall_id and a.external_id = c.external_id))`,
       [sessionId, target.accountId, target.endUserId],
     );
+    await tx.query('select pg_notify($1, $2)', [CHANGED_CHANNEL, target.accountId]);
   }
 
   /** The user turns auto top-up off (wallet page, hosted top-up page). Records the event when it was on. */
@@ -175,6 +194,7 @@ export class AutoTopupService {
         scopeParams(scope),
       );
       if (!row) return;
+      if (row.account_id) await tx.query('select pg_notify($1, $2)', [CHANGED_CHANNEL, row.account_id]);
       const trigger: EventTrigger =
         scope.kind === 'wallet'
           ? { source: 'page', actorType: 'end_user', actorId: scope.walletUserId }
@@ -245,7 +265,33 @@ export class AutoTopupService {
    * After a charge (chat settlement, manual charge) left `freeAfterRaw` on the account the end user
    * spends: fire and forget. The caller's answer never waits for this or for Stripe.
    */
-  afterCharge(endUserId: string, freeAfterRaw: bigint): void {
+  /**
+   * Reads every enabled threshold again (as after a reconnect). The NOTIFY of a change reaches this
+   * instance a moment after its commit: a charge in between is not checked (the next one is).
+   */
+  refresh(): Promise<void> {
+    return this.reload(null);
+  }
+
+  /** Reads the enabled thresholds of one account (or of all, `null`) into {@link thresholds}. */
+  private async reload(accountId: string | null): Promise<void> {
+    const rows = await this.d.db.query<{ account_id: string; threshold_raw: string }>(
+      `select account_id, threshold_raw::text from auto_topup
+        where enabled and account_id is not null and ($1::uuid is null or account_id = $1::uuid)`,
+      [accountId],
+    );
+    if (accountId === null) this.thresholds.clear();
+    else this.thresholds.delete(accountId);
+    for (const r of rows) this.thresholds.set(r.account_id, BigInt(r.threshold_raw));
+  }
+
+  /**
+   * A charge committed on `accountId` leaving `freeAfterRaw` free: starts a payment when it may be due
+   * (a Map lookup otherwise). Never waited for.
+   */
+  afterCharge(endUserId: string, accountId: string | null, freeAfterRaw: bigint): void {
+    const threshold = accountId === null ? undefined : this.thresholds.get(accountId);
+    if (accountId !== null && (threshold === undefined || freeAfterRaw >= threshold)) return;
     const p = this.trigger(endUserId, freeAfterRaw).catch((err) =>
       this.d.log.warn({ err, endUserId }, 'auto top-up trigger failed'),
     );
@@ -461,6 +507,8 @@ export class AutoTopupService {
       [flipped.auto_topup_id, attemptId, MAX_FAILURES_IN_ROW],
     );
     const turnedOff = before.enabled && !row.enabled;
+    if (turnedOff && row.account_id)
+      await tx.query('select pg_notify($1, $2)', [CHANGED_CHANNEL, row.account_id]);
     const events: NewEvent[] = [];
     for (const t of await this.eventTargets(tx, row)) {
       events.push(
@@ -702,6 +750,8 @@ export class AutoTopupService {
   }
 }
 
+/** NOTIFY channel of auto top-up changes (payload: the account id). */
+const CHANGED_CHANNEL = 'auto_topup_changed';
 const ROW_COLUMNS =
   'id, paywall_id, external_id, end_user_id, wallet_user_id, account_id, stripe_customer_id';
 const ROW_COLUMNS_A = ROW_COLUMNS.split(', ')

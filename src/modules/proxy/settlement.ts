@@ -95,7 +95,7 @@ export interface SettlementDeps {
   /** docs/reference.md §16 "Low balance": checked after a charge (no statement when nothing can be due). */
   lowBalance?: Pick<LowBalanceAlerts, 'afterCharge'>;
   /** Auto top-up (docs/reference.md §16): told the free balance after a charge; never waited for. */
-  autoTopup?: { afterCharge(endUserId: string, freeAfterRaw: bigint): void };
+  autoTopup?: { afterCharge(endUserId: string, accountId: string | null, freeAfterRaw: bigint): void };
 }
 
 /** The last step of a metered call: the hold is posted (for what was produced) or voided. */
@@ -264,7 +264,8 @@ export class Settlement {
         alerts,
         trigger: f.trigger,
       });
-    if (captured > 0n && freeAfterRaw !== null) this.d.autoTopup?.afterCharge(f.hold.userId, freeAfterRaw);
+    if (captured > 0n && freeAfterRaw !== null)
+      this.d.autoTopup?.afterCharge(f.hold.userId, f.hold.accountId ?? null, freeAfterRaw);
     return { captured, freeAfterRaw, costDetails: captured > 0n ? details : null };
   }
 }
