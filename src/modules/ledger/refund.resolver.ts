@@ -5,7 +5,7 @@ import { DomainError } from '../../shared/errors.js';
 import { MoneyScalar } from '../../graphql/scalars.js';
 import { triggerOf } from '../users/user.service.js';
 import { ChargeType, LedgerEntryType, ReceiptType } from './ledger.types.js';
-import type { RefundRow } from './refund.service.js';
+import type { RefundRow, RefundState } from './refund.service.js';
 import { RefundChargeInput, RefundType } from './refund.types.js';
 
 /** The refunds of every charge in a response, in one statement. */
@@ -92,10 +92,7 @@ export class LedgerEntryRefundResolver {
     return ctx.loaders
       .get(
         'refundStates',
-        () =>
-          new DataLoader<string, { paidRaw: bigint; refundedRaw: bigint }>((ids) =>
-            ctx.services.refunds.states(ids),
-          ),
+        () => new DataLoader<string, RefundState>((ids) => ctx.services.refunds.states(ids)),
       )
       .load(e.chargeId);
   }
@@ -106,7 +103,7 @@ export class LedgerEntryRefundResolver {
   })
   async refundable(@Ctx() ctx: AppContext, @Root() e: LedgerEntryType): Promise<bigint | null> {
     const s = await this.state(ctx, e);
-    return s ? (s.paidRaw > s.refundedRaw ? s.paidRaw - s.refundedRaw : 0n) : null;
+    return s ? s.refundableRaw : null;
   }
 
   @FieldResolver(() => MoneyScalar, {

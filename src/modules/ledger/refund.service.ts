@@ -113,6 +113,17 @@ export interface RefundServiceDeps {
   idempotency: Pick<IdempotencyService, 'run'>;
 }
 
+/** What a charge took, what was refunded of it, and what may still be refunded. */
+export interface RefundState {
+  paidRaw: bigint;
+  refundedRaw: bigint;
+  refundableRaw: bigint;
+}
+
+/** What may still be refunded of a charge: what it took (its legs and later debt repayments) less its refunds. */
+const refundableRest = (paidRaw: bigint, refundedRaw: bigint): bigint =>
+  paidRaw > refundedRaw ? paidRaw - refundedRaw : 0n;
+
 /**
  * Refunds of completed charges (docs/reference.md §16 "Refunds"). A refund is one transaction: the
  * accounts it touches are locked in id order (as every ledger statement does), then the charge, whose
@@ -204,7 +215,7 @@ export class RefundService {
     );
     const paid = BigInt(sums.paid);
     const refunded = BigInt(sums.refunded);
-    const rest = paid - refunded;
+    const rest = refundableRest(paid, refunded);
     if (paid <= 0n)
       throw new DomainError(
         'invalid_request',
@@ -333,7 +344,7 @@ export class RefundService {
   }
 
   /** What each charge took from the account that paid, and what was refunded of it (DataLoader batch). */
-  async states(chargeIds: readonly string[]): Promise<{ paidRaw: bigint; refundedRaw: bigint }[]> {
+  async states(chargeIds: readonly string[]): Promise<RefundState[]> {
     const rows = await this.deps.db.query(
       `select k.id,
               (select coalesce(sum(t.amount_raw), 0) from transfer t where t.charge_id = k.id and t.kind in (${LEGS}))::text as paid,
@@ -342,10 +353,11 @@ export class RefundService {
       [chargeIds as string[]],
     );
     const by = new Map(rows.map((r: any) => [r.id as string, r]));
-    return chargeIds.map((id) => ({
-      paidRaw: BigInt(by.get(id)?.paid ?? 0),
-      refundedRaw: BigInt(by.get(id)?.refunded ?? 0),
-    }));
+    return chargeIds.map((id) => {
+      const paidRaw = BigInt(by.get(id)?.paid ?? 0);
+      const refundedRaw = BigInt(by.get(id)?.refunded ?? 0);
+      return { paidRaw, refundedRaw, refundableRaw: refundableRest(paidRaw, refundedRaw) };
+    });
   }
 
   /** The refunds of many charges (DataLoader batch), oldest first under each charge. */
