@@ -23,6 +23,7 @@ import { Migration20261127200000_allowance } from './Migration20261127200000_all
 import { Migration20261127300000_low_balance } from './Migration20261127300000_low_balance.js';
 import { Migration20261127400000_auto_topup } from './Migration20261127400000_auto_topup.js';
 import { Migration20261128000000_retention } from './Migration20261128000000_retention.js';
+import { Migration20261128100000_lean_ledger } from './Migration20261128100000_lean_ledger.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -56,4 +57,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127300000_low_balance', class: Migration20261127300000_low_balance },
   { name: 'Migration20261127400000_auto_topup', class: Migration20261127400000_auto_topup },
   { name: 'Migration20261128000000_retention', class: Migration20261128000000_retention },
+  { name: 'Migration20261128100000_lean_ledger', class: Migration20261128100000_lean_ledger },
 ];

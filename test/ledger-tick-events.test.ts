@@ -37,79 +37,85 @@ const expected = (events: NewEvent[], extraData: Record<string, unknown> = {}) =
  * and settlements (however it ships them to PostgreSQL): every stored row must be exactly the row
  * `eventRows` builds from the events given, whatever they share or do not share.
  */
-it('the ledger statement stores exactly the events it is given (hold and settlement, shared and odd envelopes)', async () => {
-  const pw = await t.createPaywall();
-  const [{ owner_id: ownerId }] = await t.db.query<any>('select owner_id from paywall where id = $1', [
-    pw.id,
-  ]);
-  await t.rest('POST', '/v1/user/balance/deposit', { token: pw.apiKey, body: { user: 'ev', amount: '1' } });
-  const [user] = await t.db.query<any>(
-    `select id from end_user where paywall_id = $1 and external_id = 'ev'`,
-    [pw.id],
-  );
-  const [{ seq: since }] = await t.db.query<any>(`select coalesce(max(seq), 0)::text as seq from event`);
-  const chargeId = randomUUID();
-  const paywall = { id: pw.id, ownerId };
-  const trigger = { source: 'proxy' as const, actorType: 'api_key' as const, actorId: pw.id };
-  const ctx = { paywall, trigger, subject: { type: 'request' as const, id: chargeId, externalId: 'ev' } };
-  const holdEvents: NewEvent[] = [
-    buildEvent('paywall.proxy.request.started', ctx, { requestId: chargeId, model: 'm', stream: true }),
-    buildEvent(
-      'paywall.usage.charge.deferred',
-      { ...ctx, metadata: { note: 'x', n: 1.5 } },
+it.each([
+  ['the lean path (one operation alone)', true],
+  ['the batch statement', false],
+])(
+  '%s stores exactly the events it is given (hold and settlement, shared and odd envelopes)',
+  async (_, lean) => {
+    const pw = await t.createPaywall();
+    const [{ owner_id: ownerId }] = await t.db.query<any>('select owner_id from paywall where id = $1', [
+      pw.id,
+    ]);
+    await t.rest('POST', '/v1/user/balance/deposit', { token: pw.apiKey, body: { user: 'ev', amount: '1' } });
+    const [user] = await t.db.query<any>(
+      `select id from end_user where paywall_id = $1 and external_id = 'ev'`,
+      [pw.id],
+    );
+    const [{ seq: since }] = await t.db.query<any>(`select coalesce(max(seq), 0)::text as seq from event`);
+    const chargeId = randomUUID();
+    const paywall = { id: pw.id, ownerId };
+    const trigger = { source: 'proxy' as const, actorType: 'api_key' as const, actorId: pw.id };
+    const ctx = { paywall, trigger, subject: { type: 'request' as const, id: chargeId, externalId: 'ev' } };
+    const holdEvents: NewEvent[] = [
+      buildEvent('paywall.proxy.request.started', ctx, { requestId: chargeId, model: 'm', stream: true }),
+      buildEvent(
+        'paywall.usage.charge.deferred',
+        { ...ctx, metadata: { note: 'x', n: 1.5 } },
+        {
+          deferredRequestId: chargeId,
+          model: 'm',
+        },
+      ),
+      // Another trigger, another subject, a data without the paywall ids: each is stored as given.
       {
-        deferredRequestId: chargeId,
-        model: 'm',
+        paywallId: pw.id,
+        ownerUserId: ownerId,
+        type: 'paywall.request.blocked',
+        trigger: { source: 'system', actorType: 'system', actorId: 'test' },
+        subject: { type: 'end_user', id: user.id },
+        data: { reason: 'r', nested: { a: [1, 'b', null] } },
       },
-    ),
-    // Another trigger, another subject, a data without the paywall ids: each is stored as given.
-    {
-      paywallId: pw.id,
-      ownerUserId: ownerId,
-      type: 'paywall.request.blocked',
-      trigger: { source: 'system', actorType: 'system', actorId: 'test' },
-      subject: { type: 'end_user', id: user.id },
-      data: { reason: 'r', nested: { a: [1, 'b', null] } },
-    },
-  ];
-  const hold = testHold(pw.id, 'ev', { chargeId, stream: true, events: holdEvents });
-  const r = await ledgerTick(t.db, [hold], []);
-  expect(r.holds[0]?.held).toBe(true);
-  expect(await stored(pw.id, since)).toEqual(expected(holdEvents, { walletUserId: user.id }));
+    ];
+    const hold = testHold(pw.id, 'ev', { chargeId, stream: true, events: holdEvents });
+    const r = await ledgerTick(t.db, [hold], [], { lean });
+    expect(r.holds[0]?.held).toBe(true);
+    expect(await stored(pw.id, since)).toEqual(expected(holdEvents, { walletUserId: user.id }));
 
-  const [{ seq: since2 }] = await t.db.query<any>(`select max(seq)::text as seq from event`);
-  const settleEvents: NewEvent[] = [
-    buildEvent('paywall.proxy.request.completed', ctx, {
-      requestId: chargeId,
-      walletUserId: user.id,
-      model: 'm',
-      provider: 'default',
-    }),
-    buildEvent(
-      'paywall.usage.charge.created',
-      { ...ctx, subject: { type: 'charge', id: chargeId, externalId: 'ev' } },
-      {
+    const [{ seq: since2 }] = await t.db.query<any>(`select max(seq)::text as seq from event`);
+    const settleEvents: NewEvent[] = [
+      buildEvent('paywall.proxy.request.completed', ctx, {
+        requestId: chargeId,
         walletUserId: user.id,
-        activityId: chargeId,
         model: 'm',
-        promptTokens: 1,
-        completionTokens: 2,
-        cacheReadTokens: 0,
-        cacheWriteTokens: 0,
-        audioPromptTokens: 0,
-        reasoningTokens: 0,
-        audioCompletionTokens: 0,
-        costDetails: {},
-        cost: '0.000500',
-      },
-    ),
-  ];
-  const settle = testSettlement(hold, 500n, { completionTokens: 2, events: settleEvents });
-  const s = await ledgerTick(t.db, [], [settle]);
-  expect(s.settlements[0]).toBe(true);
-  expect(await stored(pw.id, since2)).toEqual(expected(settleEvents));
-  await expectLedgerProven(t.db);
-});
+        provider: 'default',
+      }),
+      buildEvent(
+        'paywall.usage.charge.created',
+        { ...ctx, subject: { type: 'charge', id: chargeId, externalId: 'ev' } },
+        {
+          walletUserId: user.id,
+          activityId: chargeId,
+          model: 'm',
+          promptTokens: 1,
+          completionTokens: 2,
+          cacheReadTokens: 0,
+          cacheWriteTokens: 0,
+          audioPromptTokens: 0,
+          reasoningTokens: 0,
+          audioCompletionTokens: 0,
+          costDetails: {},
+          cost: '0.000500',
+        },
+      ),
+    ];
+    const settle = testSettlement(hold, 500n, { completionTokens: 2, events: settleEvents });
+    const s = await ledgerTick(t.db, [], [settle], { lean });
+    expect(s.settlements[0]).toBe(true);
+    expect(await stored(pw.id, since2)).toEqual(expected(settleEvents));
+    await expectLedgerProven(t.db);
+  },
+);
 
 /**
  * The ledger statement comes in shapes, each its own prepared statement (holds only, settlements only,
@@ -132,17 +138,19 @@ it('every shape of the ledger statement (h, hr, s, hs, hsr; one hold or two) ans
       rate: x.ratePosition,
     }));
 
+  // One operation alone would take the lean path (ledger-lean.test.ts): these are the batch statement's shapes.
+  const batch = { lean: false };
   const [a, b, c, d] = [hold(null), hold(5), hold(null), hold(5)];
   // h: one hold, 1 USDC free.
-  expect(placed(await ledgerTick(t.db, [a], []))).toEqual([
+  expect(placed(await ledgerTick(t.db, [a], [], batch))).toEqual([
     { held: true, hold: 1000n, free: 1_000_000n, cap: 10, rate: null },
   ]);
   // hr: a rate-limited hold is the first request of its minute.
-  expect(placed(await ledgerTick(t.db, [b], []))).toEqual([
+  expect(placed(await ledgerTick(t.db, [b], [], batch))).toEqual([
     { held: true, hold: 1000n, free: 999_000n, cap: 10, rate: 1 },
   ]);
   // s: settling a for 400 leaves 1,000,000 − 400 − b's 1000 free.
-  expect(await ledgerTick(t.db, [], [settle(a, 400n)])).toEqual({
+  expect(await ledgerTick(t.db, [], [settle(a, 400n)], batch)).toEqual({
     holds: [],
     settlements: [true],
     freeAfter: [998_600n],
@@ -150,25 +158,25 @@ it('every shape of the ledger statement (h, hr, s, hs, hsr; one hold or two) ans
     alerts: [{ lowAlertRaw: null, lowAlerted: false, alertedPaywalls: [] }],
   });
   // hs: c is decided on the balance before b's settlement; b's answer counts c as held.
-  const hs = await ledgerTick(t.db, [c], [settle(b, 1000n)]);
+  const hs = await ledgerTick(t.db, [c], [settle(b, 1000n)], batch);
   expect(placed(hs)).toEqual([{ held: true, hold: 1000n, free: 998_600n, cap: 10, rate: null }]);
   expect(hs.settlements).toEqual([true]);
   expect(hs.freeAfter).toEqual([997_600n]);
   // hsr: d is the second request of the minute.
-  const hsr = await ledgerTick(t.db, [d], [settle(c, 0n)]);
+  const hsr = await ledgerTick(t.db, [d], [settle(c, 0n)], batch);
   expect(placed(hsr)).toEqual([{ held: true, hold: 1000n, free: 997_600n, cap: 10, rate: 2 }]);
   expect(hsr.freeAfter).toEqual([997_600n]);
   // Settling twice is refused; the last settlement leaves exactly 1 USDC − 400 − 1000 − 250.
-  expect((await ledgerTick(t.db, [], [settle(c, 0n)])).settlements).toEqual([false]);
-  expect((await ledgerTick(t.db, [], [settle(d, 250n)])).freeAfter).toEqual([998_350n]);
+  expect((await ledgerTick(t.db, [], [settle(c, 0n)], batch)).settlements).toEqual([false]);
+  expect((await ledgerTick(t.db, [], [settle(d, 250n)], batch)).freeAfter).toEqual([998_350n]);
   // Two holds of one user in one statement (the shape with running sums; the ones above hold one each):
   // both fit at their full cap, both see the free balance as locked, and the daily counter counts two.
   const [e, f] = [hold(null), hold(5)];
-  expect(placed(await ledgerTick(t.db, [e, f], []))).toEqual([
+  expect(placed(await ledgerTick(t.db, [e, f], [], batch))).toEqual([
     { held: true, hold: 1000n, free: 998_350n, cap: 10, rate: null },
     { held: true, hold: 1000n, free: 998_350n, cap: 10, rate: 3 },
   ]);
-  expect((await ledgerTick(t.db, [], [settle(e, 0n), settle(f, 0n)])).freeAfter).toEqual([
+  expect((await ledgerTick(t.db, [], [settle(e, 0n), settle(f, 0n)], batch)).freeAfter).toEqual([
     998_350n,
     998_350n,
   ]);

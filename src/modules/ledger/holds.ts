@@ -689,12 +689,16 @@ export async function ledgerTick(
   sql: Sql,
   holds: ReserveInput[],
   settlements: SettleInput[],
+  opts: { lean?: boolean } = {},
 ): Promise<{
   holds: (ReserveResult | null)[];
   settlements: boolean[];
   freeAfter: (bigint | null)[];
   alerts: (AccountAlerts | null)[];
 }> {
+  // Nothing to batch with: the lean path (one small function call; `lean: false` forces the batch statement).
+  if (holds.length + settlements.length === 1 && opts.lean !== false)
+    return leanTick(sql, holds[0], settlements[0]);
   const shape = {
     h: holds.length > 0,
     s: settlements.length > 0,
@@ -721,6 +725,29 @@ export async function ledgerTick(
     } else out.holds[r.i] = holdResult(r);
   }
   return out;
+}
+
+/**
+ * One hold or one settlement alone (migration 20261128100000: `ledger_hold_one`, `ledger_settle_one`): the
+ * same rules and locks as the batch statement with one operation, in PL/pgSQL, whose small statements keep
+ * their plans for the session and skip the steps the request does not need. At low concurrency this is
+ * every statement (docs/performance.md, round 6).
+ */
+async function leanTick(sql: Sql, hold: ReserveInput | undefined, settlement: SettleInput | undefined) {
+  const item = hold ? holdItem(hold, 0) : settleItem(settlement!, 0);
+  const [row] = await sql.query<{ r: Record<string, any> | string | null }>(
+    hold ? 'select ledger_hold_one($1::jsonb) as r' : 'select ledger_settle_one($1::jsonb) as r',
+    [JSON.stringify({ ...item, ev_version: EVENT_VERSION })],
+    hold ? 'proxy_ledger_hold_one' : 'proxy_ledger_settle_one',
+  );
+  const r = typeof row.r === 'string' ? JSON.parse(row.r) : row.r;
+  if (hold) return { holds: [r ? holdResult(r) : null], settlements: [], freeAfter: [], alerts: [] };
+  return {
+    holds: [],
+    settlements: [r !== null],
+    freeAfter: [r === null || r.free === null ? null : BigInt(r.free)],
+    alerts: [r === null ? null : alertsOf(r)],
+  };
 }
 
 /**

@@ -1,0 +1,268 @@
+import { Migration } from '@mikro-orm/migrations';
+
+/**
+ * The lean path of the ledger (docs/performance.md, round 6): a hold or a settlement with nothing to batch
+ * with runs as one call of a PL/pgSQL function instead of the batch statement (holds.tickSql). The batch
+ * statement's ~100 plan nodes are initialised on every execution whatever the batch holds; here each step
+ * is a small statement whose plan PL/pgSQL keeps for the session, and the steps a request does not need
+ * (a rate limit, an allowance) are not run at all.
+ *
+ * Same rules, same locks in the same order as the batch statement with one operation (see tickSql): the
+ * hold reads its end user, locks its spending account, its usage counter, its allowance; the settlement
+ * locks its charge, then the accounts it moves money between in id order, the counter, the allowance.
+ * test/ledger-lean.test.ts runs every case through both and compares the answers and the rows written.
+ *
+ * Input: the item the batch statement takes (holds.holdItem / settleItem) as one jsonb, plus `ev_version`
+ * (the event version the compact event rows leave out). Output: the answer row of the batch statement as
+ * jsonb (numbers as text), or null (hold: no such end user; settlement: the charge is no longer held).
+ */
+export class Migration20261128100000_lean_ledger extends Migration {
+  override name = 'Migration20261128100000_lean_ledger';
+
+  override up(): void {
+    this.addSql(HOLD_ONE);
+    this.addSql(SETTLE_ONE);
+  }
+
+  override down(): void {
+    this.addSql(`drop function if exists ledger_hold_one(jsonb);`);
+    this.addSql(`drop function if exists ledger_settle_one(jsonb);`);
+  }
+}
+
+/** The event columns of a compact event row `x` of item `it` (holds.EVENT_ROW, with the version passed in). */
+const eventRow = (cid: string, extra?: string) => `gen_random_uuid(), coalesce(x.paywall_id, it.paywall_id),
+    coalesce(x.owner_user_id, it.ev_owner), x.type, coalesce(x.version, it.ev_version),
+    coalesce(x.trigger, it.ev_trigger),
+    case when x.s then x.subject || jsonb_build_object('id', ${cid}) else x.subject end,
+    case when x.d then jsonb_build_object('paywallId', coalesce(x.paywall_id, it.paywall_id),
+                                          'ownerUserId', coalesce(x.owner_user_id, it.ev_owner)) || x.data
+         else x.data end${extra ? ` || ${extra}` : ''},
+    coalesce(x.metadata, '{}'::jsonb)`;
+
+const EVENT_COLUMNS = `paywall_id uuid, owner_user_id uuid, type text, version text, trigger jsonb,
+  subject jsonb, data jsonb, metadata jsonb, ord int, d boolean, s boolean`;
+
+const SCALE = '1000000000000';
+
+const HOLD_ONE = `
+create or replace function ledger_hold_one(x jsonb) returns jsonb language plpgsql as $fn$
+declare
+  it record;
+  u_id uuid; u_account uuid; u_wallet uuid; v_connected boolean; allow_key uuid;
+  a_found boolean := false; a_balance bigint; a_held bigint; a_debt bigint;
+  c_found boolean := false; c_day date; c_requests int; c_spend bigint; c_models jsonb;
+  w_found boolean := false; w_id uuid; w_raw bigint; w_period text; w_start date; w_spent bigint;
+  acct_free bigint := 0; acct_debt bigint := 0;
+  day_models jsonb := '{}'::jsonb; used_requests int := 0; used_spend bigint := 0; used_model int := 0;
+  allow_start date; allow_spent bigint;
+  v_free bigint; v_over text; rate_position bigint; rate_over boolean := false; rate_count int;
+  v_cap bigint; affords_min boolean; v_hold bigint; v_hit boolean; v_limit text; v_indebted boolean; v_ok boolean;
+begin
+  select * into it from jsonb_to_record(x) as r(i int, charge_id uuid, paywall_id uuid, external_id text,
+    shared boolean, fixed numeric, per_token numeric, max_cap bigint, min_cap bigint, model text,
+    stream boolean, metadata jsonb, events jsonb, ev_owner uuid, ev_trigger jsonb, ev_version text, day date,
+    req_limit int, spend_limit bigint, model_limit int, rate_limit int, rate_window timestamptz, max_debt bigint,
+    at timestamptz);
+
+  select e.id, e.account_id, e.wallet_user_id into u_id, u_account, u_wallet
+    from end_user e where e.paywall_id = it.paywall_id and e.external_id = it.external_id;
+  if not found then
+    return null;
+  end if;
+  v_connected := not it.shared or (u_wallet is not null and u_account is not null);
+  if it.shared then
+    -- SHARED: the connection's allowance (docs/reference.md §16).
+    select w.id into allow_key from wallet_connection w
+     where w.end_user_id = u_id and w.revoked_at is null and w.allowance_raw is not null limit 1;
+  end if;
+
+  -- Locks: the spending account, the usage counter, the allowance (the batch statement's order).
+  if v_connected and u_account is not null then
+    select a.balance_raw, a.held_raw, a.debt_raw into a_balance, a_held, a_debt
+      from ledger_account a where a.id = u_account for no key update;
+    a_found := found;
+  end if;
+  select c.day, c.requests, c.spend_raw, c.model_requests into c_day, c_requests, c_spend, c_models
+    from usage_counter c where c.end_user_id = u_id for no key update;
+  c_found := found;
+  if allow_key is not null then
+    select w.id, w.allowance_raw, w.allowance_period, w.allowance_period_start, w.allowance_spent_raw
+      into w_id, w_raw, w_period, w_start, w_spent
+      from wallet_connection w where w.id = allow_key and w.allowance_raw is not null for no key update;
+    w_found := found;
+  end if;
+
+  if a_found then
+    acct_free := a_balance - a_held;
+    acct_debt := a_debt;
+  end if;
+  if c_found and c_day = it.day then
+    day_models := c_models;
+    used_requests := c_requests;
+    used_spend := c_spend;
+    used_model := coalesce((c_models->>it.model)::int, 0);
+  end if;
+  if w_found then
+    -- The allowance's period as of this request (never before the stored one: clocks differ).
+    allow_start := greatest(w_start, case w_period when 'day' then (it.at at time zone 'UTC')::date
+      when 'week' then date_trunc('week', it.at at time zone 'UTC')::date
+      when 'month' then date_trunc('month', it.at at time zone 'UTC')::date
+      else date '1970-01-01' end);
+    allow_spent := case when w_start = allow_start then w_spent else 0 end;
+  end if;
+
+  v_free := least(acct_free, coalesce(it.spend_limit - used_spend, acct_free),
+                  coalesce(case when w_found then w_raw - allow_spent end, acct_free));
+  v_over := case when it.req_limit is not null and used_requests >= it.req_limit then 'dailyRequestLimit'
+                 when it.model_limit is not null and used_model >= it.model_limit then 'modelDailyRequestLimit'
+                 when it.spend_limit is not null and used_spend >= it.spend_limit then 'dailySpendLimit' end;
+
+  if it.rate_limit is not null then
+    insert into rate_window as rw (paywall_id, window_start, count) values (it.paywall_id, it.rate_window, 1)
+    on conflict (paywall_id) do update
+       set count = case when rw.window_start = excluded.window_start then rw.count + excluded.count
+                        else excluded.count end,
+           window_start = greatest(rw.window_start, excluded.window_start)
+    returning rw.count into rate_count;
+    rate_position := rate_count;
+    rate_over := rate_count > it.rate_limit;
+  end if;
+
+  v_cap := case when it.per_token = 0 then case when it.fixed <= v_free::numeric * ${SCALE} then it.max_cap else -1 end
+           else greatest(-1, least(it.max_cap::numeric, floor((v_free::numeric * ${SCALE} - it.fixed) / it.per_token)))::bigint end;
+  affords_min := it.fixed + it.min_cap * it.per_token <= v_free::numeric * ${SCALE};
+  v_hold := ceil((it.fixed + v_cap * it.per_token) / ${SCALE})::bigint;
+  -- The allowance's rest is the bound that refused it (not the balance, not a daily spend limit).
+  v_hit := coalesce(not affords_min and v_over is null and w_found and w_raw - allow_spent <= acct_free
+                    and (it.spend_limit is null or w_raw - allow_spent <= it.spend_limit - used_spend), false);
+  -- A spend limit that leaves less than the smallest request is a limit, not a short balance.
+  v_limit := coalesce(v_over, case when not affords_min and not v_hit and it.spend_limit is not null
+                                    and it.spend_limit - used_spend < acct_free then 'dailySpendLimit' end);
+  v_indebted := acct_debt > it.max_debt;
+  v_ok := coalesce(v_connected and not rate_over and v_limit is null and affords_min and v_hold <= v_free
+                   and not v_indebted, false);
+
+  if v_ok then
+    if c_found then
+      update usage_counter set day = it.day, requests = used_requests + 1,
+             spend_raw = greatest(0, used_spend + v_hold),
+             model_requests = day_models || jsonb_build_object(it.model, used_model + 1)
+       where end_user_id = u_id;
+    end if;
+    if w_found then
+      update wallet_connection set allowance_period_start = allow_start,
+             allowance_spent_raw = greatest(0, allow_spent + v_hold)
+       where id = w_id;
+    end if;
+    update ledger_account set held_raw = held_raw + v_hold where id = u_account;
+    insert into charge (id, paywall_id, user_id, account_id, kind, status, hold_raw, model, max_completion_tokens,
+                        stream, metadata, created_at)
+    values (it.charge_id, it.paywall_id, u_id, u_account, 'usage', 'held', v_hold, it.model, v_cap, it.stream,
+            it.metadata || case when not w_found then '{}'::jsonb
+                                else jsonb_build_object('allowance', jsonb_build_object('id', w_id, 'start', allow_start)) end,
+            now());
+    insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
+    select ${eventRow('it.charge_id', "jsonb_build_object('walletUserId', case when it.shared then u_wallet else u_id end)")}
+      from jsonb_to_recordset(it.events) as x(${EVENT_COLUMNS})
+     order by x.ord;
+  end if;
+
+  return jsonb_build_object('kind', 'h', 'i', it.i, 'id', u_id,
+    'wallet_id', case when it.shared then u_wallet else u_id end, 'connected', v_connected,
+    'free', v_free::text, 'cap', v_cap::text, 'hold', v_hold::text, 'held', v_ok, 'retry', false,
+    'limit_hit', v_limit, 'rate_position', rate_position, 'indebted', v_indebted, 'account_id', u_account,
+    'debt', acct_debt::text, 'allowance_hit', v_hit, 'allow_id', case when w_found then w_id end,
+    'allowance', case when w_found then w_raw::text end, 'allow_period', case when w_found then w_period end,
+    'allow_spent', case when w_found then allow_spent::text end,
+    'allow_start', case when w_found then allow_start::text end);
+end
+$fn$;`;
+
+const SETTLE_ONE = `
+create or replace function ledger_settle_one(x jsonb) returns jsonb language plpgsql as $fn$
+declare
+  it record;
+  c_id uuid; c_user uuid; c_account uuid; c_hold bigint; c_day date; c_allow uuid; c_allow_start date;
+  earn_account uuid;
+  k_day date;
+  w_start date; w_found boolean := false;
+  adj bigint;
+  sp_balance bigint; sp_held bigint; sp_low_alert bigint; sp_low_alerted boolean; sp_low_paywalls text[];
+begin
+  select * into it from jsonb_to_record(x) as r(i int, charge_id uuid, paywall_id uuid, status text,
+    captured bigint, earnings bigint, fee bigint, provider bigint, uncollected bigint, prompt_tokens int,
+    completion_tokens int, error_code text, ledger_id uuid, metadata jsonb, events jsonb, ev_owner uuid,
+    ev_trigger jsonb, ev_version text, expect text);
+
+  -- Only a held charge is settled (a sweeper and a late finisher cannot both settle it).
+  update charge ch
+     set status = it.status, amount_raw = it.captured, uncollected_raw = it.uncollected,
+         prompt_tokens = it.prompt_tokens, completion_tokens = it.completion_tokens, error_code = it.error_code,
+         settled_at = now(), metadata = (ch.metadata - 'progress') || it.metadata
+   where ch.id = it.charge_id and ch.status = it.expect
+  returning ch.id, ch.user_id, ch.account_id, ch.hold_raw, (ch.metadata->>'usageDay')::date,
+            (ch.metadata->'allowance'->>'id')::uuid, (ch.metadata->'allowance'->>'start')::date
+       into c_id, c_user, c_account, c_hold, c_day, c_allow, c_allow_start;
+  if not found then
+    return null;
+  end if;
+  if it.earnings > 0 then
+    select id into earn_account from ledger_account where kind = 'earnings' and paywall_id = it.paywall_id;
+  end if;
+
+  -- Locks: every account the settlement moves money between, in id order; the counter; the allowance.
+  perform 1 from ledger_account a
+   where a.id in (c_account, earn_account,
+                  case when it.fee > 0 then '00000000-0000-4000-8000-000000000001'::uuid end,
+                  case when it.provider > 0 then '00000000-0000-4000-8000-000000000002'::uuid end)
+   order by a.id for no key update;
+  select k.day into k_day from usage_counter k where k.end_user_id = c_user for no key update;
+  if c_allow is not null then
+    select w.allowance_period_start into w_start from wallet_connection w
+     where w.id = c_allow and w.allowance_raw is not null for no key update;
+    w_found := found;
+  end if;
+
+  -- What the hold counted beyond what was captured goes back to the day and the period it counted in.
+  adj := it.captured - c_hold;
+  if k_day is not null and k_day = c_day then
+    update usage_counter set spend_raw = greatest(0, spend_raw + adj) where end_user_id = c_user;
+  end if;
+  if w_found and w_start = c_allow_start then
+    update wallet_connection set allowance_spent_raw = greatest(0, allowance_spent_raw + adj) where id = c_allow;
+  end if;
+
+  -- What the settlement could not collect becomes the spending account's debt (repaid first, see collectDebt).
+  update ledger_account
+     set held_raw = held_raw - c_hold, balance_raw = balance_raw - it.captured, debt_raw = debt_raw + it.uncollected
+   where id = c_account
+  returning balance_raw, held_raw, low_alert_raw, low_alerted, low_alerted_paywalls
+       into sp_balance, sp_held, sp_low_alert, sp_low_alerted, sp_low_paywalls;
+  if it.earnings > 0 then
+    update ledger_account set balance_raw = balance_raw + it.earnings where id = earn_account;
+  end if;
+  if it.fee > 0 then
+    update ledger_account set balance_raw = balance_raw + it.fee where id = '00000000-0000-4000-8000-000000000001';
+  end if;
+  if it.provider > 0 then
+    update ledger_account set balance_raw = balance_raw + it.provider where id = '00000000-0000-4000-8000-000000000002';
+  end if;
+  insert into transfer (id, kind, debit_account_id, credit_account_id, amount_raw, balance_after_raw, paywall_id,
+                        end_user_id, charge_id, metadata, created_at)
+  select case when v.n = 1 then it.ledger_id else gen_random_uuid() end, v.kind, c_account, v.account, v.amount,
+         sp_balance, it.paywall_id, c_user, c_id, it.metadata, now()
+    from (values (1, 'usage', earn_account, it.earnings),
+                 (2, 'fee', '00000000-0000-4000-8000-000000000001'::uuid, it.fee),
+                 (3, 'provider_cost', '00000000-0000-4000-8000-000000000002'::uuid, it.provider)) v(n, kind, account, amount)
+   where v.amount > 0
+   order by v.n;
+  insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
+  select ${eventRow('c_id')}
+    from jsonb_to_recordset(it.events) as x(${EVENT_COLUMNS})
+   order by x.ord;
+
+  return jsonb_build_object('kind', 's', 'i', it.i, 'free', (sp_balance - sp_held)::text,
+    'low_alert', sp_low_alert::text, 'low_alerted', sp_low_alerted, 'low_alerted_paywalls', sp_low_paywalls);
+end
+$fn$;`;

@@ -1,0 +1,349 @@
+import { randomUUID } from 'node:crypto';
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { expectLedgerProven, testHold, testSettlement } from './helpers/ledger.js';
+import { connectEndUser, createWallet } from './helpers/wallet-fixtures.js';
+import { ledgerTick, type ReserveInput, type SettleInput } from '../src/modules/ledger/holds.js';
+import { buildEvent } from '../src/modules/events/event-payloads.js';
+import { FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from '../src/modules/ledger/accounts.js';
+
+/**
+ * The lean path (ledger_hold_one / ledger_settle_one: one operation with nothing to batch with) and the
+ * batch statement must be the same ledger: every case below runs twice, on twin end users of one paywall,
+ * once through each, and the answers and every row written (accounts, counters, allowances, charges,
+ * transfers, events) must be equal, to the raw unit.
+ */
+let t: TestApp;
+beforeAll(async () => {
+  t = await startTestApp();
+});
+afterAll(async () => {
+  await t.close();
+});
+
+const DAY = '2026-11-24';
+const AT = new Date('2026-11-24T10:00:00Z');
+
+type Op =
+  | { hold: Partial<ReserveInput> }
+  | { settle: number; captured: bigint; over?: Partial<SettleInput>; again?: boolean };
+
+interface Case {
+  name: string;
+  shared?: boolean;
+  /** DEFAULT: deposit (raw); SHARED: the wallet's funds (raw). */
+  fund: bigint;
+  /** SHARED: connect the end user to a wallet (false: seen but never connected). */
+  connect?: boolean;
+  allowance?: { raw: bigint; period: 'day' | 'week' | 'month' | 'total'; spent?: bigint; start?: string };
+  counter?: { day: string; requests: number; spend: bigint; models: Record<string, number> };
+  debt?: bigint;
+  ops: Op[];
+}
+
+const per = (raw: bigint) => raw * 10n ** 12n;
+const CASES: Case[] = [
+  {
+    name: 'holds at the full cap and settles below it',
+    fund: 1_000_000n,
+    ops: [{ hold: {} }, { settle: 0, captured: 400n }, { settle: 0, captured: 400n, again: true }],
+  },
+  {
+    name: 'lowers the cap to what the balance affords (per-token price)',
+    fund: 5_000n,
+    ops: [
+      { hold: { fixedScaled: per(100n), perTokenScaled: per(1_000n), maxCap: 100, minCap: 1 } },
+      { settle: 0, captured: 4_100n },
+    ],
+  },
+  {
+    name: 'refuses what the balance cannot afford, and a user it does not know',
+    fund: 500n,
+    ops: [{ hold: {} }, { hold: { externalUserId: 'nobody-here' } }],
+  },
+  {
+    name: 'a settlement beyond the hold records what it could not collect as debt',
+    fund: 3_000n,
+    ops: [
+      { hold: {} },
+      { settle: 0, captured: 1_000n, over: { uncollectedRaw: 700n } },
+      { hold: { maxDebtRaw: 100n } },
+      { hold: { maxDebtRaw: 1_000n } },
+    ],
+  },
+  {
+    name: 'daily request, model and spend limits (today counted; another day starts over)',
+    fund: 1_000_000n,
+    counter: { day: DAY, requests: 2, spend: 1_500n, models: { m: 1, other: 4 } },
+    ops: [
+      { hold: { requestLimit: 3 } },
+      { hold: { requestLimit: 3 } },
+      { hold: { modelRequestLimit: 2, model: 'other' } },
+      { hold: { modelRequestLimit: 5, model: 'other' } },
+      { hold: { spendLimitRaw: 3_000n } },
+      { hold: { spendLimitRaw: 5_000n } },
+      { settle: 5, captured: 10n },
+      { settle: 3, captured: 0n, over: { status: 'released', promptTokens: null, completionTokens: null } },
+      { hold: { day: '2026-11-25', requestLimit: 1 } },
+      { hold: { spendLimitRaw: 1_500n, fixedScaled: per(1_000n), minCap: 1 } },
+    ],
+  },
+  {
+    name: 'the API rate limit counts every request of its minute',
+    fund: 1_000_000n,
+    ops: [
+      { hold: { rateLimit: 2, rateWindow: AT } },
+      { hold: { rateLimit: 2, rateWindow: AT } },
+      { hold: { rateLimit: 2, rateWindow: AT } },
+      { hold: { rateLimit: 2, rateWindow: new Date('2026-11-24T10:01:00Z') } },
+    ],
+  },
+  {
+    name: 'SHARED: fee and provider legs; not connected is refused',
+    shared: true,
+    fund: 1_000_000n,
+    ops: [
+      { hold: {} },
+      { settle: 0, captured: 900n, over: { earningsRaw: 600n, feeRaw: 100n, providerRaw: 200n } },
+    ],
+  },
+  { name: 'SHARED: an end user not connected', shared: true, connect: false, fund: 0n, ops: [{ hold: {} }] },
+  {
+    name: 'SHARED: an allowance counts holds, gives back what settlements did not capture, and refuses',
+    shared: true,
+    fund: 1_000_000n,
+    allowance: { raw: 2_500n, period: 'day', spent: 0n, start: DAY },
+    ops: [
+      { hold: {} },
+      { hold: {} },
+      { settle: 0, captured: 300n },
+      { hold: {} },
+      { hold: {} },
+      { settle: 1, captured: 1_000n },
+    ],
+  },
+  {
+    name: 'SHARED: an allowance used up in an earlier period starts over',
+    shared: true,
+    fund: 1_000_000n,
+    allowance: { raw: 1_500n, period: 'week', spent: 1_500n, start: '2026-11-16' },
+    ops: [{ hold: {} }, { hold: {} }, { settle: 0, captured: 1_000n }],
+  },
+];
+
+async function setUp(pw: { id: string; apiKey: string }, c: Case, user: string): Promise<void> {
+  if (!c.shared) {
+    await t.rest('POST', '/v1/user/balance/deposit', {
+      token: pw.apiKey,
+      body: { user, amount: (Number(c.fund) / 1e6).toFixed(6) },
+    });
+  } else {
+    const [{ id }] = await t.db.query<any>(
+      `with u as (insert into end_user (id, paywall_id, external_id) values (gen_random_uuid(), $1, $2) returning id),
+            k as (insert into usage_counter (end_user_id) select id from u)
+       select id from u`,
+      [pw.id, user],
+    );
+    if (c.connect !== false) {
+      await connectEndUser(t.db, pw.id, user, await createWallet(t.db, { fundRaw: c.fund }));
+      if (c.allowance)
+        await t.db.query(
+          `update wallet_connection set allowance_raw = $2, allowance_period = $3, allowance_spent_raw = $4,
+                  allowance_period_start = $5 where end_user_id = $1`,
+          [
+            id,
+            c.allowance.raw.toString(),
+            c.allowance.period,
+            (c.allowance.spent ?? 0n).toString(),
+            c.allowance.start,
+          ],
+        );
+    }
+  }
+  if (c.counter)
+    await t.db.query(
+      `update usage_counter set day = $2, requests = $3, spend_raw = $4, model_requests = $5
+        where end_user_id = (select id from end_user where paywall_id = $1 and external_id = $6)`,
+      [pw.id, c.counter.day, c.counter.requests, c.counter.spend.toString(), c.counter.models, user],
+    );
+  if (c.debt)
+    await t.db.query(
+      `update ledger_account set debt_raw = $2 where id = (select account_id from end_user where paywall_id = $1 and external_id = $3)`,
+      [pw.id, c.debt.toString(), user],
+    );
+}
+
+/** Runs the case's operations for `user`, one statement each, through the lean path or the batch statement. */
+async function run(pw: { id: string; ownerId: string }, c: Case, user: string, lean: boolean) {
+  const holds: ReserveInput[] = [];
+  const answers: unknown[] = [];
+  // The twins share a paywall, and with it the API rate limit's minute: each run starts it afresh.
+  await t.db.query(`delete from rate_window where paywall_id = $1`, [pw.id]);
+  const trigger = { source: 'proxy' as const, actorType: 'api_key' as const, actorId: pw.id };
+  for (const op of c.ops) {
+    if ('hold' in op) {
+      const chargeId = randomUUID();
+      const ctx = { paywall: { id: pw.id, ownerId: pw.ownerId }, trigger };
+      const h = testHold(pw.id, user, {
+        chargeId,
+        requireConnected: !!c.shared,
+        day: DAY,
+        at: AT,
+        rateWindow: AT,
+        events: [
+          buildEvent(
+            'paywall.proxy.request.started',
+            { ...ctx, subject: { type: 'request', id: chargeId, externalId: user } },
+            { requestId: chargeId, model: 'm', stream: false },
+          ),
+        ],
+        ...op.hold,
+      });
+      holds.push(h);
+      const r = await ledgerTick(t.db, [h], [], { lean });
+      answers.push(
+        r.holds.map(
+          (x) =>
+            x && {
+              ...x,
+              userId: !!x.userId,
+              walletUserId: !!x.walletUserId,
+              accountId: !!x.accountId,
+              allowance: x.allowance && { ...x.allowance, connectionId: !!x.allowance.connectionId },
+            },
+        ),
+      );
+    } else {
+      const h = holds[op.settle];
+      const s = testSettlement(h, op.captured, {
+        events: [
+          buildEvent(
+            'paywall.proxy.request.completed',
+            {
+              paywall: { id: pw.id, ownerId: pw.ownerId },
+              trigger,
+              subject: { type: 'request', id: h.chargeId, externalId: user },
+            },
+            { requestId: h.chargeId, walletUserId: 'w', model: 'm', provider: 'default' },
+          ),
+        ],
+        ...op.over,
+      });
+      answers.push(await ledgerTick(t.db, [], [s], { lean }));
+    }
+  }
+  return { answers, state: await state(pw.id, user, holds) };
+}
+
+/** Every row the operations of `user` wrote or changed, with its ids replaced by their place. */
+async function state(paywallId: string, user: string, holds: ReserveInput[]) {
+  const idx = (id: string) => {
+    const i = holds.findIndex((h) => h.chargeId === id);
+    return i < 0 ? id : `charge#${i}`;
+  };
+  const [u] = await t.db.query<any>(
+    `select e.id, e.account_id from end_user e where e.paywall_id = $1 and e.external_id = $2`,
+    [paywallId, user],
+  );
+  const account = await t.db.query(
+    `select balance_raw::text, held_raw::text, debt_raw::text from ledger_account where id = $1`,
+    [u.account_id],
+  );
+  const counter = await t.db.query(
+    `select day::text, requests, spend_raw::text, model_requests from usage_counter where end_user_id = $1`,
+    [u.id],
+  );
+  const allowance = await t.db.query(
+    `select allowance_spent_raw::text, allowance_period_start::text from wallet_connection where end_user_id = $1`,
+    [u.id],
+  );
+  const charges = (
+    await t.db.query<any>(
+      `select id, status, hold_raw::text, amount_raw::text, uncollected_raw::text, max_completion_tokens, model,
+              prompt_tokens, completion_tokens, error_code, metadata, settled_at is not null as settled
+         from charge where user_id = $1 order by created_at, id`,
+      [u.id],
+    )
+  )
+    .map((c) => ({
+      ...c,
+      id: idx(c.id),
+      metadata: {
+        ...c.metadata,
+        ...(c.metadata.allowance ? { allowance: { ...c.metadata.allowance, id: 'x' } } : {}),
+      },
+    }))
+    .sort((a, b) => String(a.id).localeCompare(String(b.id)));
+  const transfers = (
+    await t.db.query<any>(
+      `select kind, charge_id, amount_raw::text, balance_after_raw::text, credit_account_id, metadata
+         from transfer where end_user_id = $1 and charge_id is not null order by seq`,
+      [u.id],
+    )
+  ).map((x) => ({
+    ...x,
+    charge_id: idx(x.charge_id),
+    credit_account_id: [FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID].includes(x.credit_account_id)
+      ? x.credit_account_id
+      : 'earnings',
+  }));
+  const events = (
+    await t.db.query<any>(
+      `select type, version, trigger, subject, data, metadata from event
+        where paywall_id = $1 and subject->>'externalId' = $2 and type like 'paywall.proxy.%' order by seq`,
+      [paywallId, user],
+    )
+  ).map((e) => ({
+    ...e,
+    subject: { ...e.subject, id: idx(e.subject.id), externalId: 'u' },
+    data: {
+      ...e.data,
+      requestId: idx(e.data.requestId),
+      walletUserId: e.data.walletUserId === u.id ? 'self' : e.data.walletUserId === 'w' ? 'w' : 'wallet',
+    },
+  }));
+  return { account, counter, allowance, charges, transfers, events };
+}
+
+it.each(CASES.map((c) => [c.name, c] as const))('lean path and batch statement agree: %s', async (_, c) => {
+  const pw = await t.createPaywall(c.shared ? 'SHARED' : 'DEFAULT');
+  const [{ owner_id: ownerId }] = await t.db.query<any>('select owner_id from paywall where id = $1', [
+    pw.id,
+  ]);
+  await setUp(pw, c, 'lean');
+  await setUp(pw, c, 'batch');
+  const lean = await run({ id: pw.id, ownerId }, c, 'lean', true);
+  const batch = await run({ id: pw.id, ownerId }, c, 'batch', false);
+  expect(lean).toEqual(batch);
+  // The case did something: at least one hold decided (placed or refused) and a row written.
+  expect(lean.answers.length).toBe(c.ops.length);
+  await expectLedgerProven(t.db);
+});
+
+it('each case exercises what it says (the answers of the lean path)', async () => {
+  const pw = await t.createPaywall();
+  const [{ owner_id: ownerId }] = await t.db.query<any>('select owner_id from paywall where id = $1', [
+    pw.id,
+  ]);
+  const limits = CASES.find((c) => c.name.startsWith('daily'))!;
+  await setUp(pw, limits, 'check');
+  const { answers, state } = await run({ id: pw.id, ownerId }, limits, 'check', true);
+  const held = (answers.slice(0, 6) as any[]).map((a) => [a[0].held, a[0].limit]);
+  expect(held).toEqual([
+    [true, null],
+    [false, 'dailyRequestLimit'],
+    [false, 'modelDailyRequestLimit'],
+    [true, null],
+    [false, 'dailySpendLimit'],
+    [true, null],
+  ]);
+  // Another day: the request limit counts from 0 again.
+  expect((answers[8] as any)[0]).toMatchObject({ held: true, limit: null });
+  // Placed (holds numbered in order): 0, 3, 5 today; 6 the next day; 7 today again (the counter moved on).
+  expect(state.charges.map((c: any) => [c.id, c.status])).toEqual([
+    ['charge#0', 'held'],
+    ['charge#3', 'released'],
+    ['charge#5', 'completed'],
+    ['charge#6', 'held'],
+    ['charge#7', 'held'],
+  ]);
+});
