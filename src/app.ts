@@ -291,10 +291,27 @@ export async function createApp(deps: AppDeps): Promise<App> {
       };
     },
   };
+  // A query may read seconds-old data on the replica; a mutation, and everything its answer reads, reads
+  // the primary (docs/operations.md "Read replica"). One operation per request: batching is off.
+  const queriesTolerateLag: ApolloServerPlugin<AppContext> = {
+    async requestDidStart() {
+      return {
+        async didResolveOperation({ operation }) {
+          if (operation?.operation === 'query') services.reads.tolerateLag();
+        },
+      };
+    },
+  };
   const apollo = new ApolloServer<AppContext>({
     schema,
     ...armor,
-    plugins: [...armor.plugins, introspectionNeedsCredential, costLimit, unauthenticatedTo401],
+    plugins: [
+      ...armor.plugins,
+      introspectionNeedsCredential,
+      costLimit,
+      unauthenticatedTo401,
+      queriesTolerateLag,
+    ],
     validationRules: armor.validationRules,
     parseOptions: { maxTokens: GRAPHQL_LIMITS.maxTokens },
     formatError: formatGraphQLError,
@@ -305,6 +322,18 @@ export async function createApp(deps: AppDeps): Promise<App> {
     stopOnTerminationSignals: false,
   });
   await apollo.start();
+  const graphqlHttp = expressMiddleware(apollo, {
+    context: async ({ req, res }) => ({
+      requestId: req.id,
+      auth: await authenticatedBeforeBody(res.locals.auth, () =>
+        authenticate(services, req.header('authorization')),
+      ).catch(unavailableTo503),
+      transport: 'graphql' as const,
+      services,
+      loaders: new Loaders(),
+      log: req.log,
+    }),
+  });
   app.use(
     '/graphql',
     // The credential is checked before the body is read: without a valid one nothing can be done but
@@ -317,18 +346,9 @@ export async function createApp(deps: AppDeps): Promise<App> {
       res.locals.auth = auth;
       ('a' in auth && auth.a ? jsonBody : smallJsonBody)(req, res, next);
     },
-    expressMiddleware(apollo, {
-      context: async ({ req, res }) => ({
-        requestId: req.id,
-        auth: await authenticatedBeforeBody(res.locals.auth, () =>
-          authenticate(services, req.header('authorization')),
-        ).catch(unavailableTo503),
-        transport: 'graphql' as const,
-        services,
-        loaders: new Loaders(),
-        log: req.log,
-      }),
-    }),
+    // Each request is one unit of reads: queriesTolerateLag marks it once Apollo knows the operation.
+    (req: Request, res: Response, next: NextFunction) =>
+      services.reads.unit(() => graphqlHttp(req, res, next)),
   );
 
   // Before the JSON parser: Stripe's signature covers the raw bytes.

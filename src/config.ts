@@ -213,6 +213,18 @@ const ConfigSchema = z.object({
       (v) => v === undefined || /^postgres(ql)?:\/\//.test(v),
       'DATABASE_URL must be a postgres:// URL',
     ),
+  /**
+   * A streaming replica of DATABASE_URL's database: lag-tolerant GraphQL reads (lists, usage, logs) go
+   * there (docs/operations.md "Read replica"). Ignored without DATABASE_URL (the embedded database has none).
+   */
+  DATABASE_READ_URL: z
+    .string()
+    .optional()
+    .transform((v) => (v ? v : undefined))
+    .refine(
+      (v) => v === undefined || /^postgres(ql)?:\/\//.test(v),
+      'DATABASE_READ_URL must be a postgres:// URL',
+    ),
   DATA_DIR: z.string().optional().default('./data'),
   /**
    * PostgreSQL: longest a statement may run (server `statement_timeout`; the client gives up 1 s later,

@@ -14,7 +14,11 @@ await probePort(config.PORT, config.HOST).catch(exitOnStartupFailure);
 // An embedded DATA_DIR another process holds: one line naming the directory and its pid, exit 1.
 const db = await Database.openForService(config, log).catch(exitOnStartupFailure);
 log.info(
-  { database: db.kind === 'postgres' ? 'postgresql' : `embedded PGlite at ${config.DATA_DIR}` },
+  {
+    database: db.kind === 'postgres' ? 'postgresql' : `embedded PGlite at ${config.DATA_DIR}`,
+    // DATABASE_READ_URL in use (never the URL itself: it may carry a password).
+    readReplica: db.hasReplica,
+  },
   'database opened',
 );
 const applied = await db.migrate(config);

@@ -2,6 +2,7 @@ import type { Config } from './config.js';
 import { systemClock, type Clock } from './shared/clock.js';
 import type { Database } from './db/database.js';
 import { DatabaseMaintenance } from './db/maintenance.js';
+import { ReadReplica } from './db/read-replica.js';
 import { EventRetention } from './db/retention.js';
 import type { Logger } from './shared/logger.js';
 import type { Metrics } from './shared/metrics.js';
@@ -40,6 +41,11 @@ export interface Services {
   /** The time the rules see (tests move it). */
   clock: Clock;
   db: Database;
+  /**
+   * The read side (DATABASE_READ_URL): lag-tolerant reads of a GraphQL query go to the replica, every other
+   * read to `db` (src/db/read-replica.ts). The GraphQL route marks which operations tolerate lag.
+   */
+  reads: ReadReplica;
   log: Logger;
   metrics: Metrics;
   /** VACUUM and ANALYZE where the database has no autovacuum (PGlite, or autovacuum = off). */
@@ -81,6 +87,9 @@ interface Lifecycle {
 
 export function createServices(config: Config, db: Database, log: Logger, metrics: Metrics): Services {
   const s = { config, db, log, metrics, clock: systemClock() } as Services;
+  // Given only to the services with lag-tolerant reads: users' and connections' lists, ledger and charge
+  // pages, usage, earnings history and withdrawals, webhook delivery logs (docs/operations.md "Read replica").
+  const reads = (s.reads = new ReadReplica(db, log, metrics));
   s.maintenance = new DatabaseMaintenance(db, log, config.DATABASE_VACUUM_INTERVAL_MS);
   s.retention = new EventRetention(db, log, config.EVENT_RETENTION_DAYS);
   s.owners = new OwnerService({ db });
@@ -94,6 +103,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
   s.authorizations = new AuthorizationService({ db, clock: s.clock });
   s.users = new UserService({
     db,
+    reads,
     config,
     metrics,
     authorizations: s.authorizations,
@@ -110,6 +120,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
   };
   s.ledger = new LedgerService({
     db,
+    reads,
     log,
     config,
     metrics,
@@ -119,12 +130,13 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     clock: s.clock,
     autoTopup: afterCharge,
   });
-  s.earnings = new EarningsService(db);
+  s.earnings = new EarningsService(db, reads);
   s.refunds = new RefundService({ db, paywalls: s.paywalls, idempotency: s.ledger.idempotency });
-  s.usage = new UsageService(db, {
-    total: config.GRAPHQL_HEAVY_READS,
-    perTenant: config.GRAPHQL_HEAVY_READS_PER_TENANT,
-  });
+  s.usage = new UsageService(
+    db,
+    { total: config.GRAPHQL_HEAVY_READS, perTenant: config.GRAPHQL_HEAVY_READS_PER_TENANT },
+    reads,
+  );
   s.catalog = new CatalogService({ db, config, paywalls: s.paywalls, providers: s.providers });
   s.proxy = new ProxyService({
     db,
@@ -138,7 +150,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     lowBalance: s.lowBalance,
     autoTopup: afterCharge,
   });
-  s.webhooks = new WebhookService({ db, config, log, metrics, paywalls: s.paywalls });
+  s.webhooks = new WebhookService({ db, reads, config, log, metrics, paywalls: s.paywalls });
   s.walletSecrets = new WalletSecrets(config);
   s.signIn = new SignInService({ db, log, mailer: s.mailer, secrets: s.walletSecrets });
   s.wallet = new WalletService({

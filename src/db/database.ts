@@ -25,6 +25,11 @@ export type Tx = Sql & { em: EntityManager };
 export interface DatabaseOptions {
   /** postgres://… for a real PostgreSQL; undefined for the embedded PGlite. */
   url?: string;
+  /**
+   * PostgreSQL only: a streaming replica of `url`'s database (DATABASE_READ_URL), with the same pool size
+   * and timeouts. Nothing reads there unless asked ({@link Database.queryReplica}); see src/db/read-replica.ts.
+   */
+  readUrl?: string;
   /** PGlite data directory, or `memory://`. */
   dataDir?: string;
   /**
@@ -129,8 +134,13 @@ export class Database {
 
   /** The database of a long-running process (the API, the worker): where the config says, with its timeouts. */
   static openForService(config: Config, log: Logger): Promise<Database> {
+    if (config.DATABASE_READ_URL && !config.DATABASE_URL)
+      log.warn(
+        'DATABASE_READ_URL is ignored without DATABASE_URL: the embedded database has no replica; every read goes to it',
+      );
     return Database.open({
       url: config.DATABASE_URL,
+      readUrl: config.DATABASE_URL ? config.DATABASE_READ_URL : undefined,
       dataDir: config.DATA_DIR,
       statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
       acquireTimeoutMs: config.DATABASE_ACQUIRE_TIMEOUT_MS,
@@ -149,12 +159,15 @@ export class Database {
   background(): Promise<Database> {
     // Closed: no new pool (its statements fail as this handle's do).
     if (this.kind === 'pglite' || this.closed) return Promise.resolve(this);
-    this.backgroundDb ??= Database.open({ ...this.opts, poolMax: this.opts.backgroundPoolMax ?? 4 }).catch(
-      (err) => {
-        this.backgroundDb = undefined; // the next caller tries again
-        throw err;
-      },
-    );
+    // Background work writes, or reads to decide: it never needs the replica.
+    this.backgroundDb ??= Database.open({
+      ...this.opts,
+      readUrl: undefined,
+      poolMax: this.opts.backgroundPoolMax ?? 4,
+    }).catch((err) => {
+      this.backgroundDb = undefined; // the next caller tries again
+      throw err;
+    });
     return this.backgroundDb;
   }
 
@@ -178,11 +191,19 @@ export class Database {
     };
     let orm: MikroORM;
     if (opts.url) {
+      // MikroORM's read replica (it inherits the pool and driver options, so the same timeouts and
+      // dead-connection guards). preferReadReplicas: false keeps every read on the primary unless it asks
+      // for the replica by name: money and idempotency can never drift there by default.
+      const replica =
+        bounded && opts.readUrl
+          ? { replicas: [{ name: 'read', clientUrl: opts.readUrl }], preferReadReplicas: false }
+          : {};
       orm = (await PgORM.init({
         ...common,
         clientUrl: opts.url,
         pool: { min: 0, max: bounded ? (opts.poolMax ?? 20) : 1 },
         driverOptions: bounded ? poolOptions(opts) : {},
+        ...replica,
       } as any)) as any;
     } else {
       const dataDir = opts.dataDir ?? 'memory://';
@@ -252,6 +273,26 @@ export class Database {
       const res = await (await this.pglite()).query(text, params as any[]);
       return res.rows as R[];
     });
+  }
+
+  /** True when a read replica is configured (PostgreSQL with DATABASE_READ_URL). */
+  get hasReplica(): boolean {
+    return this.kind === 'postgres' && !!this.opts.readUrl;
+  }
+
+  /**
+   * One statement on the read replica (autocommit), errors thrown as the driver gives them. Only
+   * {@link ReadReplica} calls it: it decides which reads may see lag, and falls back to the primary.
+   */
+  async queryReplica<R = Record<string, any>>(
+    text: string,
+    params: unknown[] = [],
+    name?: string,
+  ): Promise<R[]> {
+    if (!this.hasReplica) throw new Error('no read replica is configured');
+    const pool = (await (this.orm.em.getConnection('read') as any).getNativeClient()) as pg.Pool;
+    const res = await pool.query({ text, values: params as any[], name });
+    return res.rows as R[];
   }
 
   /**

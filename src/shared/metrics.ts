@@ -37,6 +37,13 @@ export function createMetrics() {
       help: 'Metered requests (chat, Responses) answered ahead of Express, on plain node:http',
       registers: [registry],
     }),
+    /** Lag-tolerant reads (src/db/read-replica.ts) with a replica configured: where each was served. */
+    replicaReads: new Counter({
+      name: 'db_replica_reads_total',
+      help: 'Lag-tolerant reads with a read replica configured, by where they were served (replica, or primary_fallback when the replica failed)',
+      labelNames: ['served_by'] as const,
+      registers: [registry],
+    }),
     chargesFailed: new Counter({
       name: 'charges_failed_total',
       help: 'Charges refused, by reason',

@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net';
 import type { DestinationStream } from 'pino';
 import { createApp, type App } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
-import type { Database } from '../../src/db/database.js';
+import { Database } from '../../src/db/database.js';
 import { createLogger } from '../../src/shared/logger.js';
 import { createTestDatabase } from './database.js';
 
@@ -32,13 +32,19 @@ export interface TestApp {
 
 /**
  * Starts the real service on a loopback port against a fresh database. `opts.logStream` receives the
- * JSON log lines (pass `LOG_LEVEL` in `env`; the default is silent).
+ * JSON log lines (pass `LOG_LEVEL` in `env`; the default is silent). With `opts.configured`, the database
+ * is the one `env` names (DATABASE_URL, DATABASE_READ_URL), opened and migrated as the service does,
+ * and left in place at the end.
  */
 export async function startTestApp(
   env: Record<string, string> = {},
-  opts: { logStream?: DestinationStream } = {},
+  opts: { logStream?: DestinationStream; configured?: boolean } = {},
 ): Promise<TestApp> {
-  const { db, url: dbUrl, drop } = await createTestDatabase();
+  const {
+    db,
+    url: dbUrl,
+    drop,
+  } = opts.configured ? await configuredDatabase(env) : await createTestDatabase();
   const ownerToken = 'ot_test_owner_token_0123456789';
   const config = loadConfig({
     LOG_LEVEL: 'silent',
@@ -115,4 +121,14 @@ export async function startTestApp(
       await drop();
     },
   };
+}
+
+/** The database the service itself would open for `env` (its read replica included), migrated. */
+async function configuredDatabase(
+  env: Record<string, string>,
+): Promise<{ db: Database; url?: string; drop(): Promise<void> }> {
+  const config = loadConfig({ LOG_LEVEL: 'silent', ...env });
+  const db = await Database.openForService(config, createLogger('silent'));
+  await db.migrate();
+  return { db, url: config.DATABASE_URL, drop: () => db.close() };
 }

@@ -64,7 +64,11 @@ const isUuid = (s: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-
  * of scope: the operator marks withdrawals paid or failed (`npm run admin -- withdrawals …`).
  */
 export class EarningsService {
-  constructor(private readonly db: Database) {}
+  constructor(
+    private readonly db: Database,
+    /** The lag-tolerant reads (history and withdrawal lists): the replica in a GraphQL query. */
+    private readonly reads: Sql = db,
+  ) {}
 
   /** Earnings of many paywalls (DataLoader batch). */
   async many(paywallIds: readonly string[]): Promise<Earnings[]> {
@@ -97,7 +101,7 @@ export class EarningsService {
     after: string | null,
   ): Promise<{ rows: EarningsEntry[]; hasNextPage: boolean }> {
     const afterSeq = after ? decodeSeqCursor(after, 'ea') : null;
-    const rows = await this.db.query(
+    const rows = await this.reads.query(
       `select t.id, t.seq::text as seq, t.kind, t.charge_id, t.withdrawal_id, t.created_at, c.model,
               (case when t.credit_account_id = a.id then t.amount_raw else -t.amount_raw end)::text as amount
          from ledger_account a
@@ -129,7 +133,7 @@ export class EarningsService {
     after: string | null,
   ): Promise<{ rows: (WithdrawalRow & { cursor: string })[]; hasNextPage: boolean }> {
     const cur = after ? decodeCursor(after, 'w') : null;
-    const rows = await this.db.query(
+    const rows = await this.reads.query(
       `select ${WITHDRAWAL_COLUMNS}, created_at::text as created_text from withdrawal
         where paywall_id = $1 and ($2::timestamptz is null or (created_at, id) < ($2::timestamptz, $3::uuid))
         order by created_at desc, id desc limit $4`,

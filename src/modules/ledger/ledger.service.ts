@@ -166,6 +166,8 @@ const isOverflow = (e: any) => e?.code === '22003' || e?.cause?.code === '22003'
 /** What the ledger service needs: paywalls to authorize, end users to credit and charge. */
 export interface LedgerServiceDeps {
   db: Database;
+  /** The lag-tolerant reads (ledger and charge pages): the replica in a GraphQL query. */
+  reads: Sql;
   log: Logger;
   config: Pick<Config, 'PLATFORM_FEE_BPS' | 'SHARED_MAX_MANUAL_CHARGE'>;
   metrics: Pick<Metrics, 'ledgerEntries' | 'ledgerAmountRaw' | 'chargesFailed'>;
@@ -635,7 +637,7 @@ export class LedgerService {
    */
   async ledgerPages(keys: readonly PageKey[]): Promise<Page<LedgerEntryRow>[]> {
     const afters = keys.map((k) => (k.after ? decodeSeqCursor(k.after, 'le') : null));
-    const rows = await this.deps.db.query(
+    const rows = await this.deps.reads.query(
       // A user's statement: the transfers they caused, the legs of one charge (earnings, fee, provider
       // cost) shown as one entry of the whole amount; money in is positive, money spent negative.
       `select k.idx, le.id, le.seq::text as seq, le.kind, le.amount_raw::text as amount_raw,
@@ -680,7 +682,7 @@ export class LedgerService {
   /** Charge pages for many users at once (DataLoader batch): newest first. */
   async chargePages(keys: readonly PageKey[]): Promise<Page<ChargeRow>[]> {
     const afters = keys.map((k) => (k.after ? decodeCursor(k.after, 'c') : null));
-    const rows = await this.deps.db.query(
+    const rows = await this.deps.reads.query(
       `select k.idx, c.id, c.kind, c.status, c.amount_raw::text as amount_raw, c.hold_raw::text as hold_raw,
               c.uncollected_raw::text as uncollected_raw, c.recovered_raw::text as recovered_raw, c.model, c.prompt_tokens, c.completion_tokens,
               c.error_code, c.metadata, c.created_at, c.settled_at, c.created_at::text as created_text

@@ -46,6 +46,12 @@ const dayNumber = (s: string, name: string): number => {
 };
 
 /**
+ * The roll-up mark as the statement's own snapshot sees it (on a replica it may trail the primary's): in the
+ * totals row, so a report can tell that it read roll-ups older than the mark it was given.
+ */
+const SEEN_THROUGH = `(select to_char(rolled_through, 'YYYY-MM-DD') from usage_rollup where paywall_id = $1)`;
+
+/**
  * The token sums of a group: [alias, roll-up column, key of a usage charge's `metadata.buckets`]. pt and
  * ct are the input and output totals (`charge.prompt_tokens` / `completion_tokens`); the others the usage
  * buckets they include (docs/reference.md §13). A charge without buckets (settled before them, a manual
@@ -123,6 +129,8 @@ export class UsageService {
   constructor(
     private readonly db: Database,
     limits: { total: number; perTenant: number } = { total: 4, perTenant: 2 },
+    /** The report's read (lag-tolerant): the replica in a GraphQL query. Roll-ups are written on `db`. */
+    private readonly reads: Sql = db,
   ) {
     this.gate = new ConcurrencyGate(limits.total, limits.perTenant);
   }
@@ -166,15 +174,14 @@ export class UsageService {
         and c.settled_at >= (greatest($2::date, coalesce($4::date + 1, $2::date)))::timestamp at time zone 'UTC'
         and c.settled_at < ($3::date + 1)::timestamp at time zone 'UTC'`;
     const rolledWhere = `r.paywall_id = $1 and r.day >= $2::date and r.day <= least($3::date, $4::date)`;
-    let rows: any[];
+    let text: string;
     if (groupBy === 'USER') {
       // Rolled-up part per user: running total at min(to, rolledThrough) minus running total before from.
       const cum = (cmp: string, bound: string) => `left join lateral (
              select requests, revenue_raw, cost_raw, ${TOKEN_COLUMNS} from usage_day_user c
               where c.paywall_id = $1 and c.end_user_id = u.id and c.day ${cmp} ${bound}
               order by c.day desc limit 1) `;
-      rows = await this.db.query(
-        `with raw as (
+      text = `with raw as (
            select c.user_id, coalesce(c.model, '') as model, count(*) as requests, sum(c.amount_raw) as revenue,
                   ${RAW_TOKENS}, ${PAID_COLUMNS}
              from charge c ${PAID_JOIN} where ${rawWhere} group by 1, 2, ${PAID}
@@ -201,19 +208,16 @@ export class UsageService {
          )
          select * from (
            select g.user_id, u.external_id as key, g.requests::text, g.revenue::text, g.cost::text,
-                  ${tokens((a) => `g.${a}::text`)}, false as total
+                  ${tokens((a) => `g.${a}::text`)}, false as total, null as seen_through
              from grouped g join end_user u on u.id = g.user_id
             order by g.revenue desc, u.external_id limit ${limit}
          ) top
          union all
          select null, '', coalesce(requests, 0)::text, coalesce(revenue, 0)::text, coalesce(cost, 0)::text,
-                ${tokens((a) => `coalesce(${a}, 0)::text`)}, true from totals`,
-        params,
-      );
+                ${tokens((a) => `coalesce(${a}, 0)::text`)}, true, ${SEEN_THROUGH} from totals`;
     } else {
       const key = groupBy === 'DAY' ? 'day' : 'model';
-      rows = await this.db.query(
-        `with raw as (
+      text = `with raw as (
            select (c.settled_at at time zone 'UTC')::date as day, coalesce(c.model, '') as model, count(*) as requests,
                   sum(c.amount_raw) as revenue, ${RAW_TOKENS}, ${PAID_COLUMNS}
              from charge c ${PAID_JOIN} where ${rawWhere} group by 1, 2, ${PAID}
@@ -226,15 +230,20 @@ export class UsageService {
          )
          select ${key === 'day' ? `to_char(day, 'YYYY-MM-DD')` : 'model'} as key, null as user_id,
                 sum(requests)::text as requests, sum(revenue)::text as revenue, sum(cost)::text as cost,
-                ${tokens((a) => `sum(${a})::text as ${a}`)}, false as total
+                ${tokens((a) => `sum(${a})::text as ${a}`)}, false as total, null as seen_through
            from combined group by 1
          union all
          select '', null, coalesce(sum(requests), 0)::text, coalesce(sum(revenue), 0)::text,
-                coalesce(sum(cost), 0)::text, ${tokens((a) => `coalesce(sum(${a}), 0)::text`)}, true
-           from combined`,
-        params,
-      );
+                coalesce(sum(cost), 0)::text, ${tokens((a) => `coalesce(sum(${a}), 0)::text`)}, true,
+                ${SEEN_THROUGH}
+           from combined`;
     }
+    let rows = await this.reads.query(text, params);
+    // A replica that has not replayed the roll-up just written on the primary has neither its rows nor its
+    // mark: the days in between would count nothing. Such a report is read again on the primary.
+    const seen: string | null = rows.find((r) => r.total)?.seen_through ?? null;
+    if (rolledThrough !== null && (seen === null || seen < rolledThrough))
+      rows = await this.db.query(text, params);
     const toRow = (r: any): UsageRow => ({
       key: r.key,
       userId: r.user_id ?? null,

@@ -144,6 +144,8 @@ const withParam = (base: string, params: Record<string, string>): string => {
  */
 export interface UserServiceDeps {
   db: Database;
+  /** The lag-tolerant reads (the user and connection lists): the replica in a GraphQL query. */
+  reads: Sql;
   config: Pick<Config, 'PUBLIC_BASE_URL'>;
   metrics: Pick<Metrics, 'ledgerEntries' | 'ledgerAmountRaw'>;
   /** Revokes an end user's spending authorizations (SHARED mode) when the user is deleted. */
@@ -281,7 +283,7 @@ export class UserService {
   ): Promise<{ rows: (EndUserRow & { cursor: string })[]; hasNextPage: boolean }> {
     let cur: { ts: string; id: string } | null = null;
     if (after) cur = decodeCursor(after, 'u');
-    const rows = await this.deps.db.query(
+    const rows = await this.deps.reads.query(
       `select ${USER_COLUMNS}, e.created_at::text as created_text from ${USER_FROM}
         where e.paywall_id = $1 and ($2::timestamptz is null or (e.created_at, e.id) < ($2::timestamptz, $3::uuid))
         order by e.created_at desc, e.id desc limit $4`,
@@ -301,7 +303,7 @@ export class UserService {
     after: string | null,
   ): Promise<{ rows: ConnectionRow[]; hasNextPage: boolean }> {
     const cur = after ? decodeCursor(after, 'wc') : null;
-    const rows = await this.deps.db.query(
+    const rows = await this.deps.reads.query(
       `select c.id, c.end_user_id, e.external_id, c.wallet_user_id, c.created_at, c.revoked_at,
               c.created_at::text as created_text, ${allowanceColumns('c')}
          from wallet_connection c join end_user e on e.id = c.end_user_id

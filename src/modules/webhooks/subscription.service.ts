@@ -1,6 +1,5 @@
-import type { Tx } from '../../db/database.js';
+import type { Database, Sql, Tx } from '../../db/database.js';
 import type { Config } from '../../config.js';
-import type { Database } from '../../db/database.js';
 import type { PaywallService } from '../paywalls/paywall.service.js';
 import { DomainError, invalid, notFound } from '../../shared/errors.js';
 import { newId } from '../../shared/ids.js';
@@ -155,6 +154,11 @@ const view = (s: WebhookSubscription, secret: string | null = null): Subscriptio
 /** What webhook subscriptions need: paywalls to authorize the caller. */
 export interface SubscriptionServiceDeps {
   db: Database;
+  /**
+   * The lag-tolerant reads (delivery logs): the replica in a GraphQL query. Subscriptions themselves are
+   * read on the primary: the dashboard reads them back right after changing them.
+   */
+  reads: Sql;
   config: Pick<Config, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS' | 'ENCRYPTION_KEY' | 'DATA_DIR'>;
   paywalls: Pick<PaywallService, 'resolve'>;
 }
@@ -327,7 +331,9 @@ export class SubscriptionService {
       );
     }
     params.push(first + 1);
-    const rows = await this.deps.db.query(
+    // The subscription filter above was checked on the primary (one created a moment ago exists); its
+    // deliveries may trail by the replica's lag.
+    const rows = await this.deps.reads.query(
       `${DELIVERY_SELECT} where ${where.join(' and ')}
        order by d.created_at desc, e.seq desc, d.id desc limit $${params.length}`,
       params,
