@@ -419,12 +419,14 @@ function installPortkey(): string | null {
     return existsSync(PORTKEY_BIN) ? null : `npm install left no ${PORTKEY_BIN}`;
   } catch (e) {
     const err = e as { stderr?: Buffer; message: string };
-    const tail = String(err.stderr ?? '')
-      .trim()
+    // npm's own words for the cause (code, network error), without its log-file hints.
+    const why = String(err.stderr ?? '')
       .split('\n')
-      .slice(-3)
+      .map((l) => l.replace(/^npm (error|ERR!)\s*/, '').trim())
+      .filter((l) => l && !/complete log|behind a proxy|npm help/i.test(l))
+      .slice(0, 3)
       .join(' / ');
-    return `npm install ${PORTKEY_PACKAGES[0]} failed: ${tail || err.message}`;
+    return `npm install ${PORTKEY_PACKAGES[0]} failed: ${why || err.message}`;
   }
 }
 
