@@ -1093,10 +1093,19 @@ async function prime(t: Target, scenarios: Scenario[], upstreamPort: number): Pr
  * Portkey's rows are run only for the scenarios it answers.
  */
 async function probe(s: Scenario, t: Target, upstreamPort: number): Promise<string | null> {
+  const req = requestOf(s, t, upstreamPort);
   const pool = new Pool(`http://127.0.0.1:${t.port}`, { connections: 1 });
   try {
-    const r = await load(pool, 1, requestOf(s, t, upstreamPort), 0.001);
-    return r.requests ? null : (r.firstError ?? 'no answer');
+    const res = await pool.request({
+      path: req.path,
+      method: 'POST',
+      headers: req.headers(0),
+      body: req.body,
+    });
+    const text = await res.body.text();
+    return res.statusCode === 200 && req.valid(text) ? null : `${res.statusCode} ${text.slice(0, 300)}`;
+  } catch (e) {
+    return String(e);
   } finally {
     await pool.close();
   }
@@ -1276,6 +1285,8 @@ interface Verdict {
 interface Missing {
   naive: string;
   portkey: string;
+  /** Scenarios the Portkey gateway did not answer (its probe), and what it answered. */
+  portkeyCannot: Record<string, string>;
 }
 
 /**
@@ -1310,7 +1321,16 @@ function goals(rows: Row[], missing: Missing, ledger: { ok: boolean; text: strin
     const row = svc(key, c);
     const base = ref(kind, key, c);
     if (!row) return push(text, null, 'not run');
-    if (!base) return push(text, null, kind === 'naive' ? missing.naive : missing.portkey);
+    if (!base)
+      return push(
+        text,
+        null,
+        kind === 'naive'
+          ? missing.naive
+          : missing.portkeyCannot[key]
+            ? `Portkey does not serve it (it answered ${missing.portkeyCannot[key].slice(0, 120)})`
+            : missing.portkey,
+      );
     const v = row.r.rps / base.r.rps;
     const budget = coreCpu(base) / min;
     push(
@@ -1480,6 +1500,7 @@ async function driver(): Promise<number> {
       ? 'no naive-statement row: it needs PostgreSQL (DATABASE_URL)'
       : 'no naive-statement row (BENCH_ONE_STATEMENT=0)',
     portkey: 'no Portkey row (BENCH_PORTKEY=0)',
+    portkeyCannot: {},
   };
   const notes: string[] = [];
   const portkeyWhyNot = PORTKEY ? installPortkey() : 'off (BENCH_PORTKEY=0)';
@@ -1526,7 +1547,7 @@ async function driver(): Promise<number> {
       for (const key of SCENARIOS.filter((k) => !SCENARIO[k].hot)) {
         const why = await probe(SCENARIO[key], portkey, up.port);
         if (!why) continue;
-        portkey.cannot[key] = why;
+        portkey.cannot[key] = missing.portkeyCannot[key] = why;
         notes.push(`- Portkey: n/a for ${SCENARIO[key].name}: it answered ${why.slice(0, 200)}`);
       }
     // The hot user is a user's balance: only the targets that charge users run it.
