@@ -185,8 +185,7 @@ declare
   it record;
   c_id uuid; c_user uuid; c_account uuid; c_hold bigint; c_day date; c_allow uuid; c_allow_start date;
   earn_account uuid;
-  k_day date;
-  w_start date; w_found boolean := false;
+  acct record;
   adj bigint;
   sp_balance bigint; sp_held bigint; sp_low_alert bigint; sp_low_alerted boolean; sp_low_paywalls text[];
 begin
@@ -211,42 +210,37 @@ begin
     select id into earn_account from ledger_account where kind = 'earnings' and paywall_id = it.paywall_id;
   end if;
 
-  -- Locks: every account the settlement moves money between, in id order; the counter; the allowance.
-  perform 1 from ledger_account a
-   where a.id in (c_account, earn_account,
-                  case when it.fee > 0 then '00000000-0000-4000-8000-000000000001'::uuid end,
-                  case when it.provider > 0 then '00000000-0000-4000-8000-000000000002'::uuid end)
-   order by a.id for no key update;
-  select k.day into k_day from usage_counter k where k.end_user_id = c_user for no key update;
-  if c_allow is not null then
-    select w.allowance_period_start into w_start from wallet_connection w
-     where w.id = c_allow and w.allowance_raw is not null for no key update;
-    w_found := found;
-  end if;
+  -- Every account the settlement moves money between is updated in id order (each update locks its row:
+  -- the batch statement's order, without a separate lock statement and its WAL records). What the
+  -- settlement could not collect becomes the spending account's debt (repaid first, see collectDebt).
+  for acct in
+    select d.id, d.bal, d.held, d.debt
+      from (values (c_account, -it.captured, -c_hold, it.uncollected),
+                   (earn_account, it.earnings, 0::bigint, 0::bigint),
+                   ('00000000-0000-4000-8000-000000000001'::uuid, it.fee, 0::bigint, 0::bigint),
+                   ('00000000-0000-4000-8000-000000000002'::uuid, it.provider, 0::bigint, 0::bigint)) d(id, bal, held, debt)
+     where d.id = c_account or (d.id is not null and d.bal > 0)
+     order by d.id
+  loop
+    if acct.id = c_account then
+      update ledger_account
+         set held_raw = held_raw + acct.held, balance_raw = balance_raw + acct.bal, debt_raw = debt_raw + acct.debt
+       where id = acct.id
+      returning balance_raw, held_raw, low_alert_raw, low_alerted, low_alerted_paywalls
+           into sp_balance, sp_held, sp_low_alert, sp_low_alerted, sp_low_paywalls;
+    else
+      update ledger_account set balance_raw = balance_raw + acct.bal where id = acct.id;
+    end if;
+  end loop;
 
-  -- What the hold counted beyond what was captured goes back to the day and the period it counted in.
+  -- What the hold counted beyond what was captured goes back to the day and the period it counted in
+  -- (after the accounts, as in the batch statement; a counter of another day, an allowance of another
+  -- period is left as it is).
   adj := it.captured - c_hold;
-  if k_day is not null and k_day = c_day then
-    update usage_counter set spend_raw = greatest(0, spend_raw + adj) where end_user_id = c_user;
-  end if;
-  if w_found and w_start = c_allow_start then
-    update wallet_connection set allowance_spent_raw = greatest(0, allowance_spent_raw + adj) where id = c_allow;
-  end if;
-
-  -- What the settlement could not collect becomes the spending account's debt (repaid first, see collectDebt).
-  update ledger_account
-     set held_raw = held_raw - c_hold, balance_raw = balance_raw - it.captured, debt_raw = debt_raw + it.uncollected
-   where id = c_account
-  returning balance_raw, held_raw, low_alert_raw, low_alerted, low_alerted_paywalls
-       into sp_balance, sp_held, sp_low_alert, sp_low_alerted, sp_low_paywalls;
-  if it.earnings > 0 then
-    update ledger_account set balance_raw = balance_raw + it.earnings where id = earn_account;
-  end if;
-  if it.fee > 0 then
-    update ledger_account set balance_raw = balance_raw + it.fee where id = '00000000-0000-4000-8000-000000000001';
-  end if;
-  if it.provider > 0 then
-    update ledger_account set balance_raw = balance_raw + it.provider where id = '00000000-0000-4000-8000-000000000002';
+  update usage_counter set spend_raw = greatest(0, spend_raw + adj) where end_user_id = c_user and day = c_day;
+  if c_allow is not null then
+    update wallet_connection set allowance_spent_raw = greatest(0, allowance_spent_raw + adj)
+     where id = c_allow and allowance_raw is not null and allowance_period_start = c_allow_start;
   end if;
   insert into transfer (id, kind, debit_account_id, credit_account_id, amount_raw, balance_after_raw, paywall_id,
                         end_user_id, charge_id, metadata, created_at)
