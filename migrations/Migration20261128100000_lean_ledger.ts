@@ -192,7 +192,13 @@ begin
   select * into it from jsonb_to_record(x) as r(i int, charge_id uuid, paywall_id uuid, status text,
     captured bigint, earnings bigint, fee bigint, provider bigint, uncollected bigint, prompt_tokens int,
     completion_tokens int, error_code text, ledger_id uuid, metadata jsonb, events jsonb, ev_owner uuid,
-    ev_trigger jsonb, ev_version text, expect text);
+    ev_trigger jsonb, ev_version text, expect text, relayed_id text, relayed_tokens bigint);
+
+  -- Responses API: the context size of a relayed answer, remembered whatever became of the charge.
+  if it.relayed_id is not null then
+    insert into relayed_response (paywall_id, id, tokens) values (it.paywall_id, it.relayed_id, it.relayed_tokens)
+    on conflict (paywall_id, id) do update set tokens = excluded.tokens;
+  end if;
 
   -- Only a held charge is settled (a sweeper and a late finisher cannot both settle it).
   update charge ch

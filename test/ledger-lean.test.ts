@@ -45,7 +45,12 @@ const CASES: Case[] = [
   {
     name: 'holds at the full cap and settles below it',
     fund: 1_000_000n,
-    ops: [{ hold: {} }, { settle: 0, captured: 400n }, { settle: 0, captured: 400n, again: true }],
+    ops: [
+      { hold: {} },
+      { settle: 0, captured: 400n, over: { relayedResponse: { id: 'resp-1', tokens: 42n } } },
+      // Settled already: refused, but the relayed answer is remembered all the same (its new size).
+      { settle: 0, captured: 400n, again: true, over: { relayedResponse: { id: 'resp-1', tokens: 50n } } },
+    ],
   },
   {
     name: 'lowers the cap to what the balance affords (per-token price)',
@@ -214,6 +219,8 @@ async function run(pw: { id: string; ownerId: string }, c: Case, user: string, l
       );
     } else {
       const h = holds[op.settle];
+      // Response ids are per twin (they share the paywall, and with it the relayed_response keys).
+      const relayed = op.over?.relayedResponse;
       const s = testSettlement(h, op.captured, {
         events: [
           buildEvent(
@@ -227,6 +234,7 @@ async function run(pw: { id: string; ownerId: string }, c: Case, user: string, l
           ),
         ],
         ...op.over,
+        ...(relayed ? { relayedResponse: { ...relayed, id: `${user}-${relayed.id}` } } : {}),
       });
       answers.push(await ledgerTick(t.db, [], [s], { lean }));
     }
@@ -301,7 +309,12 @@ async function state(paywallId: string, user: string, holds: ReserveInput[]) {
       walletUserId: e.data.walletUserId === u.id ? 'self' : e.data.walletUserId === 'w' ? 'w' : 'wallet',
     },
   }));
-  return { account, counter, allowance, charges, transfers, events };
+  const relayed = await t.db.query(
+    `select substr(id, length($2) + 2) as id, tokens::text from relayed_response
+      where paywall_id = $1 and id like $2 || '-%' order by id`,
+    [paywallId, user],
+  );
+  return { account, counter, allowance, charges, transfers, events, relayed };
 }
 
 it.each(CASES.map((c) => [c.name, c] as const))('lean path and batch statement agree: %s', async (_, c) => {
@@ -316,6 +329,8 @@ it.each(CASES.map((c) => [c.name, c] as const))('lean path and batch statement a
   expect(lean).toEqual(batch);
   // The case did something: at least one hold decided (placed or refused) and a row written.
   expect(lean.answers.length).toBe(c.ops.length);
+  if (c.name.startsWith('holds at the full cap'))
+    expect(lean.state.relayed).toEqual([{ id: 'resp-1', tokens: '50' }]);
   await expectLedgerProven(t.db);
 });
 
@@ -346,4 +361,27 @@ it('each case exercises what it says (the answers of the lean path)', async () =
     ['charge#6', 'held'],
     ['charge#7', 'held'],
   ]);
+});
+
+it('a batch remembers each relayed answer once, the last settlement of it winning (no conflict within the statement)', async () => {
+  const pw = await t.createPaywall();
+  await t.rest('POST', '/v1/user/balance/deposit', { token: pw.apiKey, body: { user: 'rr', amount: '1' } });
+  const [a, b] = [testHold(pw.id, 'rr'), testHold(pw.id, 'rr')];
+  await ledgerTick(t.db, [a, b], []);
+  const relayedResponse = (tokens: bigint) => ({ id: 'resp-same', tokens });
+  const r = await ledgerTick(
+    t.db,
+    [],
+    [
+      testSettlement(a, 10n, { relayedResponse: relayedResponse(7n) }),
+      testSettlement(b, 20n, { relayedResponse: relayedResponse(9n) }),
+    ],
+  );
+  expect(r.settlements).toEqual([true, true]);
+  expect(
+    await t.db.query(`select tokens::text from relayed_response where paywall_id = $1 and id = 'resp-same'`, [
+      pw.id,
+    ]),
+  ).toEqual([{ tokens: '9' }]);
+  await expectLedgerProven(t.db);
 });

@@ -241,6 +241,14 @@ export interface SettleInput {
   ledgerEntryId: string;
   metadata: Record<string, unknown>;
   events: NewEvent[];
+  /** A relayed Responses answer to remember (relayed_response), written in the settlement's statement. */
+  relayedResponse?: RelayedRecord | null;
+}
+
+/** A Responses answer's id and context size (input + output tokens): what a continuation is held for. */
+export interface RelayedRecord {
+  id: string;
+  tokens: bigint;
 }
 
 const settleItem = (s: SettleInput, i: number) => ({
@@ -260,6 +268,8 @@ const settleItem = (s: SettleInput, i: number) => ({
   metadata: s.metadata,
   expect: 'held',
   ...compactEvents(s.events, s.paywallId, s.chargeId),
+  relayed_id: s.relayedResponse?.id ?? null,
+  relayed_tokens: s.relayedResponse?.tokens.toString() ?? null,
 });
 
 /** Which parts a tick statement carries (see tickSql). */
@@ -333,7 +343,7 @@ ${
   select * from jsonb_to_recordset(${both ? '$2' : '$1'}::jsonb) as x(i int, charge_id uuid, paywall_id uuid, status text,
     captured bigint, earnings bigint, fee bigint, provider bigint, uncollected bigint, prompt_tokens int,
     completion_tokens int, error_code text, ledger_id uuid, metadata jsonb, events jsonb, ev_owner uuid, ev_trigger jsonb,
-    expect text)
+    expect text, relayed_id text, relayed_tokens bigint)
    -- Always true (i is the item's place in the batch). The planner takes a range on a column it has no
    -- statistics for as matching 0.5 % of rows: the settlements are estimated at one row instead of the
    -- function's 100, so each charge is found by its primary key (see c).
@@ -362,6 +372,15 @@ legs as (
                             (2, 'fee', '${FEES_ACCOUNT_ID}'::uuid, c.fee),
                             (3, 'provider_cost', '${PROVIDER_ACCOUNT_ID}'::uuid, c.provider)) v(n, kind, account, amount)
    where v.amount > 0
+),
+rr as (
+  -- Responses API: the context size of a relayed answer (RelayedResponses), in the settlement's commit.
+  -- Whatever became of the charge (a sweeper may have settled it): the answer was relayed. One row per id.
+  insert into relayed_response (paywall_id, id, tokens)
+  select distinct on (x.paywall_id, x.relayed_id) x.paywall_id, x.relayed_id, x.relayed_tokens
+    from si x where x.relayed_id is not null
+   order by x.paywall_id, x.relayed_id, x.i desc
+  on conflict (paywall_id, id) do update set tokens = excluded.tokens
 ),`
     : ''
 }

@@ -149,8 +149,8 @@ export class Forwarder {
       'completed',
       null,
       empty ? null : usage,
+      empty ? null : this.d.relayed.record(f, answer.id, usage),
     );
-    if (!empty) await this.d.relayed.remember(f, answer.id, usage);
     const cost = usdcDecimal(captured);
     // Charged nothing (an empty answer, or a hold a sweeper settled first): every part 0.
     f.fmt.addCost(answer, usage, {
@@ -235,9 +235,9 @@ export class Forwarder {
       outcome,
       errorCode,
       producedSomething ? usage : null,
+      producedSomething ? this.d.relayed.record(f, relay.responseId?.(), usage) : null,
     );
 
-    if (producedSomething) await this.d.relayed.remember(f, relay.responseId?.(), usage);
     if (f.reason !== 'client') {
       if (outcome === 'completed') {
         const balance = freeAfterRaw === null ? null : usdcDecimal(freeAfterRaw);

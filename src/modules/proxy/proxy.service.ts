@@ -103,7 +103,7 @@ export class ProxyService {
       lowBalance: d.lowBalance,
       autoTopup: d.autoTopup,
     });
-    const relayed = new RelayedResponses(db, log);
+    const relayed = new RelayedResponses(db);
     this.call = {
       db,
       clock: d.clock,

@@ -1,7 +1,7 @@
 import type { Database } from '../../db/database.js';
 import { invalid } from '../../shared/errors.js';
-import type { Logger } from '../../shared/logger.js';
 import type { Flight } from './flight.js';
+import type { RelayedRecord } from '../ledger/holds.js';
 import { UNKNOWN_INPUT_BOUND } from './token-counter.js';
 import { inputTokens, outputTokens, type UsageBuckets } from '../../shared/usage-buckets.js';
 import { MAX_TOKEN_COUNT } from './wire-format.js';
@@ -11,10 +11,7 @@ import { MAX_TOKEN_COUNT } from './wire-format.js';
  * context size of each answer this paywall relayed is remembered, so the next hold covers it.
  */
 export class RelayedResponses {
-  constructor(
-    private readonly db: Database,
-    private readonly log: Logger,
-  ) {}
+  constructor(private readonly db: Database) {}
 
   /**
    * Tokens of the context a Responses request continues (`previous_response_id`, or a stored
@@ -43,20 +40,15 @@ export class RelayedResponses {
     return { known: Math.min(tokens, MAX_TOKEN_COUNT), unknown: 0 };
   }
 
-  /** Remembers a relayed Responses answer's context size (input + output tokens), best effort. */
-  async remember(f: Flight, id: unknown, usage: UsageBuckets): Promise<void> {
+  /**
+   * What to remember of a relayed Responses answer (its id and context size: input + output tokens), or
+   * null. The settlement writes it in its own statement (holds.ts, `relayed_response`): no commit of its
+   * own on the request path.
+   */
+  record(f: Flight, id: unknown, usage: UsageBuckets): RelayedRecord | null {
     // A response the provider does not store (`store: false`) cannot be continued.
-    if (f.fmt.name !== 'responses' || f.req.body.store === false) return;
-    if (typeof id !== 'string' || id === '' || id.length > 255) return;
-    try {
-      await this.db.query(
-        `insert into relayed_response (paywall_id, id, tokens) values ($1, $2, $3::bigint)
-           on conflict (paywall_id, id) do update set tokens = excluded.tokens`,
-        [f.paywall.id, id, String(inputTokens(usage) + outputTokens(usage))],
-        'proxy_remember_response',
-      );
-    } catch (err) {
-      this.log.warn({ err, chargeId: f.chargeId }, 'recording a relayed response failed');
-    }
+    if (f.fmt.name !== 'responses' || f.req.body.store === false) return null;
+    if (typeof id !== 'string' || id === '' || id.length > 255) return null;
+    return { id, tokens: BigInt(inputTokens(usage) + outputTokens(usage)) };
   }
 }

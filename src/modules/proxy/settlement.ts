@@ -24,7 +24,12 @@ import {
 import type { NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import { splitCharge } from '../ledger/accounts.js';
-import { recordHoldProgress, settleBeyondHold, type SettleInput } from '../ledger/holds.js';
+import {
+  recordHoldProgress,
+  settleBeyondHold,
+  type RelayedRecord,
+  type SettleInput,
+} from '../ledger/holds.js';
 import type { AccountAlerts, LowBalanceAlerts } from '../ledger/low-balance.js';
 import type { Flight, Outcome } from './flight.js';
 import type { LedgerBatch } from './ledger-batch.js';
@@ -132,7 +137,8 @@ export class Settlement {
   }
 
   /**
-   * Settles the hold: `usage` null = nothing produced (voided, nothing charged). Records the terminal
+   * Settles the hold: `usage` null = nothing produced (voided, nothing charged). `relayedResponse`: a
+   * Responses answer to remember (RelayedResponses.record), written by the settlement's own statement. Records the terminal
    * proxy event and, when something is charged, `paywall.usage.charge.created`. Returns the amount taken
    * from the balance and the free balance of the spending account after the settlement (null when
    * unknown: already settled, or the settlement failed).
@@ -142,6 +148,7 @@ export class Settlement {
     outcome: Outcome,
     errorCode: string | null,
     usage: UsageBuckets | null,
+    relayedResponse: RelayedRecord | null = null,
   ): Promise<{ captured: bigint; freeAfterRaw: bigint | null; costDetails: Record<string, string> | null }> {
     if (f.settled) return { captured: 0n, freeAfterRaw: null, costDetails: null };
     f.settled = true;
@@ -209,6 +216,7 @@ export class Settlement {
           ...(uncollected > 0n ? { providerCost: providerCostRaw.toString() } : {}),
         },
         events,
+        relayedResponse,
       };
     };
     // A failed settlement leaves the hold for the sweeper; retry briefly first (e.g. a pool hiccup).
