@@ -1,4 +1,4 @@
-import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
+import type { EventSourceMessage } from 'eventsource-parser';
 import { invalid } from '../../shared/errors.js';
 import { ZERO_COST_DETAILS } from '../../shared/money.js';
 import { outputTokens, type ReportedUsage, type UsageBuckets } from '../../shared/usage-buckets.js';
@@ -14,6 +14,7 @@ import {
   UNKNOWN_INPUT_BOUND,
 } from './token-counter.js';
 import { isObject, type MeteredRequest, type StreamRelay, type WireFormat } from './wire-format.js';
+import { SseTransformer } from './translate/common.js';
 
 /**
  * Anthropic's Messages API (`POST /v1/messages`), docs/reference.md §15: the money rules of chat; the
@@ -213,7 +214,7 @@ function addBlock(produced: ProducedText, b: unknown): void {
  * wins). The last `message_delta` and the `message_stop` are held back: the core settles first, then
  * `streamEnd` writes them, the delta's usage with `cost`, `cost_details` and `balance`.
  */
-export class MessagesRelay implements StreamRelay {
+export class MessagesRelay extends SseTransformer implements StreamRelay {
   done = false;
   finished = false;
   upstreamError = false;
@@ -227,19 +228,6 @@ export class MessagesRelay implements StreamRelay {
   /** The message as message_start announced it. */
   head: Record<string, any> | null = null;
   private readonly produced = new ProducedText();
-  private readonly parser: EventSourceParser;
-  private out = '';
-
-  constructor() {
-    this.parser = createParser({ onEvent: (e) => this.onEvent(e) });
-  }
-
-  feed(text: string): string {
-    this.parser.feed(text);
-    const out = this.out;
-    this.out = '';
-    return out;
-  }
 
   private mergeUsage(u: unknown): void {
     if (!isObject(u)) return;
@@ -248,7 +236,7 @@ export class MessagesRelay implements StreamRelay {
     this.usage = merged;
   }
 
-  private onEvent(e: EventSourceMessage): void {
+  protected onEvent(e: EventSourceMessage): void {
     if (this.done) return;
     let data: Record<string, any> | null;
     try {

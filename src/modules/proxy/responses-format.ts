@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
+import type { EventSourceMessage } from 'eventsource-parser';
 import { invalid } from '../../shared/errors.js';
 import { ZERO_COST_DETAILS } from '../../shared/money.js';
 import type { BlockedReply } from './blocked-reply.js';
@@ -14,6 +14,7 @@ import { responsesUsage } from './provider-usage.js';
 import { chargedFields } from './sse-relay.js';
 import { contentTokens, countText, ProducedText } from './token-counter.js';
 import { isObject, type Charged, type StreamRelay, type WireFormat } from './wire-format.js';
+import { SseTransformer } from './translate/common.js';
 
 /**
  * OpenAI's Responses API (`POST /v1/responses`), docs/reference.md §11: the same money rules as chat
@@ -76,7 +77,7 @@ const TERMINAL = new Set(['response.completed', 'response.incomplete']);
  * Relays the Responses API event stream as it arrives. The terminal `response.completed` (or
  * `response.incomplete`) is held back: the core settles first, then writes it with `usage.cost`.
  */
-class ResponsesRelay implements StreamRelay {
+class ResponsesRelay extends SseTransformer implements StreamRelay {
   done = false;
   finished = false;
   upstreamError = false;
@@ -87,21 +88,8 @@ class ResponsesRelay implements StreamRelay {
   head: Record<string, any> | null = null;
   lastSeq = 0;
   private readonly produced = new ProducedText();
-  private readonly parser: EventSourceParser;
-  private out = '';
 
-  constructor() {
-    this.parser = createParser({ onEvent: (e) => this.onEvent(e) });
-  }
-
-  feed(text: string): string {
-    this.parser.feed(text);
-    const out = this.out;
-    this.out = '';
-    return out;
-  }
-
-  private onEvent(e: EventSourceMessage): void {
+  protected onEvent(e: EventSourceMessage): void {
     if (this.done || e.data === '[DONE]') return;
     let data: Record<string, any> | null;
     try {

@@ -1,5 +1,6 @@
-import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
+import type { EventSourceMessage } from 'eventsource-parser';
 import { ProducedText } from './token-counter.js';
+import { SseTransformer } from './translate/common.js';
 
 export interface UpstreamUsage {
   prompt_tokens: number;
@@ -38,33 +39,23 @@ export const sseData = (data: string): string =>
  * charge first, then ends the stream with the usage plus `cost` and `balance` (docs/reference.md §11). The data of every relayed chunk is kept
  * (as text) so tokens can be counted afterwards when no usage arrives (disconnect, upstream failure).
  */
-export class SseRelay {
+export class SseRelay extends SseTransformer {
   usage: UpstreamUsage | null = null;
   done = false;
   finished = false;
   /** The upstream sent an `error` event. */
   upstreamError = false;
   private readonly chunks: string[] = [];
-  private readonly parser: EventSourceParser;
-  private out = '';
 
   /** The usage chunk (`choices: []`), held until the charge is settled. */
   private heldUsage: Record<string, any> | null = null;
 
   /** @param clientWantsUsage the client set stream_options.include_usage */
   constructor(private readonly clientWantsUsage: boolean) {
-    this.parser = createParser({ onEvent: (e) => this.onEvent(e) });
+    super();
   }
 
-  /** Feeds upstream text; returns what to write to the client now ('' when nothing). */
-  feed(text: string): string {
-    this.parser.feed(text);
-    const out = this.out;
-    this.out = '';
-    return out;
-  }
-
-  private onEvent(e: EventSourceMessage): void {
+  protected onEvent(e: EventSourceMessage): void {
     const data = e.data;
     if (data === '[DONE]') {
       this.done = true;

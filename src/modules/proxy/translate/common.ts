@@ -36,7 +36,8 @@ export const namedEvent = (type: string, data: unknown): string =>
 export const dataEvent = (data: unknown): string => `data: ${JSON.stringify(data)}\n\n`;
 
 /**
- * Reads SSE text fed in pieces split anywhere (lines, events, JSON) and calls `onEvent` per complete event.
+ * Reads SSE text fed in pieces split anywhere (lines, events, JSON) and calls `onEvent` per complete event
+ * (the stream relays of every wire format and the translators).
  * Returns what the handlers appended to the output since the last feed.
  */
 export abstract class SseTransformer {
@@ -47,7 +48,7 @@ export abstract class SseTransformer {
     this.parser = createParser({ onEvent: (e) => this.onEvent(e) });
   }
 
-  /** Feeds source text; returns the translated text to write now ('' when nothing). */
+  /** Feeds source text; returns the text to write to the client now ('' when nothing). */
   feed(text: string): string {
     this.parser.feed(text);
     const out = this.out;
