@@ -30,7 +30,10 @@ export class Migration20261128100000_lean_ledger extends Migration {
   }
 }
 
-/** The event columns of a compact event row `x` of item `it` (holds.EVENT_ROW, with the version passed in). */
+/**
+ * The event columns of a compact event row `x` of item `it`: holds.EVENT_ROW with the version passed in.
+ * Copied, not imported: the SQL of an applied migration must not change when the service's code does.
+ */
 const eventRow = (cid: string, extra?: string) => `gen_random_uuid(), coalesce(x.paywall_id, it.paywall_id),
     coalesce(x.owner_user_id, it.ev_owner), x.type, coalesce(x.version, it.ev_version),
     coalesce(x.trigger, it.ev_trigger),

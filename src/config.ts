@@ -200,31 +200,25 @@ function parseBuiltinModels(text: string, ctx: z.RefinementCtx): BuiltinModel[] 
   return models;
 }
 
+/** An optional postgres:// URL (empty = unset). */
+const optionalPostgresUrl = (name: string) =>
+  z
+    .string()
+    .optional()
+    .transform((v) => (v ? v : undefined))
+    .refine((v) => v === undefined || /^postgres(ql)?:\/\//.test(v), `${name} must be a postgres:// URL`);
+
 /** Every environment variable the service reads (docs/reference.md §1). Nothing else reads process.env. */
 const ConfigSchema = z.object({
   NODE_ENV: z.string().optional().default('development'),
   PORT: intFrom(8080, 0),
   HOST: z.string().optional().default('0.0.0.0'),
-  DATABASE_URL: z
-    .string()
-    .optional()
-    .transform((v) => (v ? v : undefined))
-    .refine(
-      (v) => v === undefined || /^postgres(ql)?:\/\//.test(v),
-      'DATABASE_URL must be a postgres:// URL',
-    ),
+  DATABASE_URL: optionalPostgresUrl('DATABASE_URL'),
   /**
    * A streaming replica of DATABASE_URL's database: lag-tolerant GraphQL reads (lists, usage, logs) go
    * there (docs/operations.md "Read replica"). Ignored without DATABASE_URL (the embedded database has none).
    */
-  DATABASE_READ_URL: z
-    .string()
-    .optional()
-    .transform((v) => (v ? v : undefined))
-    .refine(
-      (v) => v === undefined || /^postgres(ql)?:\/\//.test(v),
-      'DATABASE_READ_URL must be a postgres:// URL',
-    ),
+  DATABASE_READ_URL: optionalPostgresUrl('DATABASE_READ_URL'),
   DATA_DIR: z.string().optional().default('./data'),
   /**
    * PostgreSQL: longest a statement may run (server `statement_timeout`; the client gives up 1 s later,

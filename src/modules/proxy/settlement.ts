@@ -138,8 +138,8 @@ export class Settlement {
 
   /**
    * Settles the hold: `usage` null = nothing produced (voided, nothing charged). `relayedResponse`: a
-   * Responses answer to remember (RelayedResponses.record), written by the settlement's own statement. Records the terminal
-   * proxy event and, when something is charged, `paywall.usage.charge.created`. Returns the amount taken
+   * Responses answer to remember (RelayedResponses.record), written by the settlement's own statement.
+   * Records the terminal proxy event and, when something is charged, `paywall.usage.charge.created`. Returns the amount taken
    * from the balance and the free balance of the spending account after the settlement (null when
    * unknown: already settled, or the settlement failed).
    */
