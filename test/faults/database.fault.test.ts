@@ -8,7 +8,7 @@ import { FakeUpstream } from '../helpers/fake-upstream.js';
 import { expectLedgerProven } from '../helpers/ledger.js';
 import { LiveSubscription, eventually, liveClient } from '../helpers/live-client.js';
 import { LiveEventHub } from '../../src/modules/events/live-event-hub.js';
-import { startPrivatePostgres, type PrivatePostgres } from './helpers/private-postgres.js';
+import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres.js';
 
 /**
  * The database restarts, goes away and freezes under the service (issue 10, database half):

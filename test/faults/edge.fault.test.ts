@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
-import { startPrivatePostgres, type PrivatePostgres } from './helpers/private-postgres.js';
+import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres.js';
 import { killAllServices, startService, type ServiceProcess } from './helpers/service.js';
 
 /**

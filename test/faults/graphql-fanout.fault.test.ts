@@ -4,7 +4,7 @@ import { loadConfig } from '../../src/config.js';
 import { Database } from '../../src/db/database.js';
 import { createLogger } from '../../src/shared/logger.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
-import { startPrivatePostgres, type PrivatePostgres } from './helpers/private-postgres.js';
+import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres.js';
 
 /**
  * GraphQL fan-out against one small pool (issue 9): one owner with 50 paywalls and a year of charges floods

@@ -1,7 +1,7 @@
 import { FakeUpstream } from '../helpers/fake-upstream.js';
 import { createSubscription, WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { LoadGenerator, type MoneyOp } from './helpers/load.js';
-import { startPrivatePostgres, type PrivatePostgres } from './helpers/private-postgres.js';
+import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres.js';
 import {
   adminLedgerVerify,
   Api,

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { startPrivatePostgres, type PrivatePostgres } from './helpers/private-postgres.js';
+import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres.js';
 
 /** The fault suite's own PostgreSQL: restart, freeze and thaw behave as the other fault tests assume. */
 let pp: PrivatePostgres;

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { startPrivatePostgres, type PrivatePostgres } from './helpers/private-postgres.js';
+import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres.js';
 import {
   Api,
   chatBody,

@@ -7,8 +7,9 @@ import pg from 'pg';
 
 /**
  * A PostgreSQL cluster of our own (initdb in a temporary directory, its own port), so the fault suite can
- * restart it with `-m immediate`, freeze it with SIGSTOP and kill it without disturbing the machine's
- * server that other tests and CI use. Real PostgreSQL, same binaries as the machine's.
+ * restart it with `-m immediate`, freeze it with SIGSTOP and kill it, and the read-replica test can copy
+ * it into a standby, without disturbing the machine's server that other tests and CI use. Real
+ * PostgreSQL, same binaries as the machine's.
  */
 export interface PrivatePostgres {
   port: number;
@@ -34,11 +35,41 @@ const BIN = (() => {
   return dir;
 })();
 
-/** PostgreSQL refuses to run as root: run its tools as the `postgres` user when we are root. */
-function asPostgres(cmd: string, args: string[]): string {
-  const isRoot = process.getuid?.() === 0;
+const isRoot = process.getuid?.() === 0;
+
+/**
+ * Runs one of PostgreSQL's tools (`initdb`, `pg_ctl`, `pg_basebackup`, …) from the machine's binaries,
+ * as the `postgres` user when we are root (PostgreSQL refuses root). A failure says what the tool said.
+ */
+export function asPostgres(tool: string, args: string[]): string {
+  const cmd = join(BIN, tool);
   const [file, argv] = isRoot ? ['runuser', ['-u', 'postgres', '--', cmd, ...args]] : [cmd, args];
-  return execFileSync(file, argv, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  try {
+    return execFileSync(file, argv, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (err) {
+    const e = err as { stderr?: string; stdout?: string; message: string };
+    throw new Error(`${tool} ${args.join(' ')} failed: ${e.stderr || e.stdout || e.message}`, { cause: err });
+  }
+}
+
+/**
+ * The server options of a private cluster on `port` with its socket in `socketDir` (a standby of one needs
+ * the same: max_connections may not be lower than its primary's). fsync off: the machine does not crash
+ * in these tests, only PostgreSQL's processes do, and the OS keeps what they wrote; it spares the 2-core
+ * machine a disk flush per commit.
+ */
+export const serverOptions = (port: number, socketDir: string): string =>
+  `-p ${port} -k ${socketDir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300`;
+
+/** A new temporary directory the `postgres` user owns (mode 700), for data directories and sockets. */
+export function postgresTempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  chmodSync(dir, 0o700);
+  if (isRoot) {
+    const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+    chownSync(dir, id('-u'), id('-g'));
+  }
+  return dir;
 }
 
 async function freePort(): Promise<number> {
@@ -69,23 +100,19 @@ async function waitReady(port: number, timeoutMs = 30000): Promise<void> {
   }
 }
 
-export async function startPrivatePostgres(): Promise<PrivatePostgres> {
-  const dir = mkdtempSync(join(tmpdir(), 'pp-faults-pg-'));
-  chmodSync(dir, 0o700);
-  if (process.getuid?.() === 0) {
-    const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
-    const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
-    chownSync(dir, uid, gid);
-  }
+/**
+ * Starts a cluster of our own. `port`: a fixed one (default: a free one the OS picks). Its defaults
+ * (`wal_level = replica`, WAL senders, initdb's trusted loopback replication line) let a standby copy it
+ * (streaming-replica.ts).
+ */
+export async function startPrivatePostgres(opts: { port?: number } = {}): Promise<PrivatePostgres> {
+  const dir = postgresTempDir('pp-private-pg-');
   const data = join(dir, 'data');
-  asPostgres(join(BIN, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);
-  const port = await freePort();
-  // fsync off: the machine does not crash in these tests, only PostgreSQL's processes do, and the OS keeps
-  // what they wrote; it spares the 2-core machine a disk flush per commit.
-  const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300`;
-  const ctl = (...args: string[]) => asPostgres(join(BIN, 'pg_ctl'), ['-D', data, '-s', ...args]);
+  asPostgres('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);
+  const port = opts.port ?? (await freePort());
+  const ctl = (...args: string[]) => asPostgres('pg_ctl', ['-D', data, '-s', ...args]);
   const start = async () => {
-    ctl('-o', opts, '-l', join(dir, 'log'), '-w', 'start');
+    ctl('-o', serverOptions(port, dir), '-l', join(dir, 'log'), '-w', 'start');
     await waitReady(port);
   };
   await start();
