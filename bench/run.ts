@@ -82,6 +82,7 @@ import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Pool } from 'undici';
+import { chatCost, parseDecimal } from '../src/shared/money.js';
 
 const env = process.env;
 const SECONDS = Number(env.BENCH_SECONDS ?? 5);
@@ -118,7 +119,7 @@ const NAIVE_BALANCE = 1_000_000_000_000n;
 
 /**
  * The prices of the bench's models (USDC per token and per request), set on the service and used by the
- * naive target to price the same answers. The markup (1.5) applies on top, for both.
+ * naive target to price the same answers. The markup (1.5) applies to the token prices, for both.
  */
 const PRICES: Record<string, { prompt: string; completion: string; request: string }> = {
   [MODEL]: { prompt: '0.000002', completion: '0.000005', request: '0.0001' },
@@ -206,18 +207,19 @@ function lastCount(text: string, re: RegExp): number {
 const INPUT_TOKENS = /"(?:prompt_tokens|input_tokens)":(\d+)/g;
 const OUTPUT_TOKENS = /"(?:completion_tokens|output_tokens)":(\d+)/g;
 
-/** A decimal USDC string in pico-USDC (10^-12): prices below one raw unit per token stay exact. */
-function pico(usdc: string): bigint {
-  const [whole, frac = ''] = usdc.split('.');
-  return BigInt(whole) * 10n ** 12n + BigInt(frac.padEnd(12, '0').slice(0, 12));
-}
-
-/** What the naive target charges for an answer of `model`, in raw units (10^-6 USDC), rounded up. */
+/**
+ * What the naive target charges for an answer of `model`, in raw units (10^-6 USDC): the service's own
+ * formula (money.chatCost: the request price, plus markup x the tokens, rounded up), markup 1.5.
+ */
 function naivePrice(model: string, input: number, output: number): bigint {
   const p = PRICES[model];
-  const costPico = BigInt(input) * pico(p.prompt) + BigInt(output) * pico(p.completion) + pico(p.request);
-  const marked = (costPico * 3n) / 2n; // markup 1.5, as on the service
-  return (marked + 999_999n) / 1_000_000n;
+  const pico = (usdc: string) => parseDecimal(usdc, 12)!;
+  const price = {
+    promptPico: pico(p.prompt),
+    completionPico: pico(p.completion),
+    requestPico: pico(p.request),
+  };
+  return chatCost(price, 1_500_000n, input, output);
 }
 
 /**
