@@ -42,17 +42,22 @@ export class PromptTokenizer {
   /** Counts that ended at the byte bound (deadline or full queue), for the log and tests. */
   boundedCounts = 0;
 
-  constructor(private readonly opts: { threads?: number } = {}) {}
+  /** `threads`: workers at most (default: the cores but one, 1 to 4); `deadlineMs`: COUNT_DEADLINE_MS. */
+  constructor(private readonly opts: { threads?: number; deadlineMs?: number } = {}) {}
 
   async count(texts: string[]): Promise<number> {
     const bytes = utf8Bytes(texts);
     if (bytes <= INLINE_MAX_BYTES) return countAll(texts);
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(), this.opts.deadlineMs ?? COUNT_DEADLINE_MS);
     try {
-      return await this.workers().run(texts, { signal: AbortSignal.timeout(COUNT_DEADLINE_MS) });
+      return await this.workers().run(texts, { signal: deadline.signal });
     } catch {
       // Timed out, queue full, or the worker failed: the upper bound (never fewer tokens than counted).
       this.boundedCounts++;
       return bytes;
+    } finally {
+      clearTimeout(timer);
     }
   }
 
