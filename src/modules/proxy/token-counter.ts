@@ -15,6 +15,7 @@ const REPLY_PRIMING = 3;
 /** The texts a prompt count set aside (see collectTexts), or null when texts are counted at once. */
 let collecting: string[] | null = null;
 
+/** Tokens of a text (long runs counted in slices: token-worker.ts); inside collectTexts, 0 and set aside. */
 export function countText(text: string): number {
   if (!text) return 0;
   if (collecting) {
