@@ -2,7 +2,7 @@ import { DomainError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { usdcDecimal, ZERO_COST_DETAILS } from '../../shared/money.js';
 import { isTimeout, type ChatJson, type Flight, type Outcome, type StreamSink } from './flight.js';
-import type { UpstreamResponse } from './provider-client.js';
+import { BUILTIN_PROVIDER, type UpstreamResponse } from './provider-client.js';
 import type { RelayedResponses } from './relayed-responses.js';
 import { outputTokens } from '../../shared/usage-buckets.js';
 import { usageOf, type Settlement } from './settlement.js';
@@ -25,6 +25,9 @@ export interface ForwardDeps {
   /** How often a stream records its progress on the hold. */
   progressIntervalMs(): number;
 }
+
+/** How much of the built-in provider's refusal body the log keeps. */
+const MAX_LOGGED_REFUSAL = 4096;
 
 /**
  * The forward and meter steps of a metered call: the request goes to the provider (through the flight's
@@ -61,7 +64,9 @@ export class Forwarder {
           clientHeaders: f.clientHeaders,
         });
       } catch (e) {
-        if (!f.reason) this.d.health.record(f.paywall.id, up.name, describeFailure(e));
+        // A DomainError is a refusal of the client's request, not the provider's failure.
+        if (!f.reason && !(e instanceof DomainError))
+          this.d.health.record(f.paywall.id, up.name, describeFailure(e));
         if (!last && !f.reason && !(e instanceof DomainError) && !(e instanceof TooLargeError)) continue;
         throw await this.failedBeforeOutput(f, e);
       }
@@ -115,6 +120,16 @@ export class Forwarder {
       passedThrough(status) ? `upstream_${status}` : 'upstream_error',
       null,
     );
+    if (f.upstream.name === BUILTIN_PROVIDER && passedThrough(status)) {
+      // The operator's provider answers on the operator's key: its refusal may echo the key or say
+      // more about the operator's account than an app developer may read. The client gets the status
+      // with a generic message in its format's shape; the operator's log keeps the body.
+      this.d.log.warn(
+        { paywallId: f.paywall.id, chargeId: f.chargeId, status, body: text.slice(0, MAX_LOGGED_REFUSAL) },
+        'the built-in provider refused a request',
+      );
+      return refusalAnswer(status, '', retryAfter, f.fmt.refusalBody);
+    }
     return refusalAnswer(status, text, retryAfter, f.fmt.refusalBody);
   }
 

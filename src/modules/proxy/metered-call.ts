@@ -16,6 +16,8 @@ import { abortFlight, type ChatCall, type ChatJson, type Flight, type StreamSink
 import type { Forwarder } from './forward.js';
 import type { LedgerBatch } from './ledger-batch.js';
 import { placeHold, type EnsureUser } from './place-hold.js';
+import type { PromptTokenizer } from './prompt-tokenizer.js';
+import { collectTexts } from './token-counter.js';
 import type { UpstreamTarget } from './provider-client.js';
 import { unservable, type ClientFor } from './provider-clients.js';
 import type { RelayedResponses } from './relayed-responses.js';
@@ -44,6 +46,8 @@ export interface MeteredCallDeps {
   upstreams: { route(paywall: PaywallRef, model: ModelRoute): Promise<UpstreamTarget[]> };
   /** The adapter for a wire format on a provider's kind. */
   clients: ClientFor;
+  /** Counts the prompt's texts with bounded CPU on the event loop. */
+  tokens: Pick<PromptTokenizer, 'count'>;
   links: PaymentLinks;
   ensureUser: EnsureUser;
   ledger: LedgerBatch;
@@ -86,7 +90,8 @@ export async function meteredCall<R extends MeteredRequest>(
   call: ChatCall,
   sink?: StreamSink,
 ): Promise<ChatJson | null> {
-  const req = fmt.parse(call.body);
+  // The texts of the prompt are set aside and counted below, once the request is known to be servable.
+  const { value: req, texts: promptTexts } = collectTexts(() => fmt.parse(call.body));
   if (req.stream && !sink)
     throw invalid(
       'streaming is served by POST /v1/chat/completions; this operation returns whole completions',
@@ -101,8 +106,11 @@ export async function meteredCall<R extends MeteredRequest>(
   // a fallback that cannot is skipped.
   const provider = d.clients(fmt, routed[0]);
   if (!provider) throw unservable(fmt);
-  provider.validate?.(req.body);
   const route = routed.filter((up, i) => i === 0 || d.clients(fmt, up) !== null);
+  // Every provider the request may reach must take the body (a translation's refusals): a refusal is
+  // the client's 400 now, not after the hold and a call to the providers before it.
+  for (const up of route) d.clients(fmt, up)!.validate?.(req.body, up);
+  req.promptEstimate += await d.tokens.count(promptTexts);
 
   // Responses API: a continued response makes the provider bill the earlier context as input again.
   const context =

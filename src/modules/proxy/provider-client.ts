@@ -74,7 +74,7 @@ export interface ProviderClient {
    * Throws the 400 naming the field when the client's body cannot be sent to this provider (a
    * translation's limits), before anything is held. Absent: every body can.
    */
-  validate?(body: Record<string, unknown>): void;
+  validate?(body: Record<string, unknown>, up: Pick<UpstreamTarget, 'capParameter'>): void;
   /** POSTs `payload` to `endpoint` under the provider's base URL; only the provider's own key goes along. */
   post(
     up: UpstreamTarget,

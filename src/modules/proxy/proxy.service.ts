@@ -23,6 +23,9 @@ import { refusalAnswer } from './upstream-refusal.js';
 import { clientFor } from './provider-clients.js';
 import { ProviderHealth } from './provider-health.js';
 import { DomainError } from '../../shared/errors.js';
+import { MinuteCounter, RateLimitError } from '../limits/rate-limit.js';
+import { PromptTokenizer } from './prompt-tokenizer.js';
+import { collectTexts } from './token-counter.js';
 import { isObject, type WireFormat } from './wire-format.js';
 
 export type { ChatCall, ChatJson, StreamSink } from './flight.js';
@@ -51,6 +54,7 @@ export type ProxyLimits = Pick<
   | 'RATE_LIMIT_PER_MINUTE'
   | 'MAX_UNCOLLECTED_PER_USER'
   | 'PLATFORM_FEE_BPS'
+  | 'COUNT_TOKENS_PER_MINUTE'
 >;
 
 /** What the proxy needs: the database, prices, providers, the end users' links, and the process's clock, log and metrics. */
@@ -84,6 +88,10 @@ export class ProxyService {
   readonly health = new ProviderHealth();
   /** How often a stream records its progress on the hold (tests shorten it). */
   progressIntervalMs = PROGRESS_INTERVAL_MS;
+  /** Counts prompts with bounded CPU on the event loop (small ones inline, large ones in workers). */
+  readonly tokens = new PromptTokenizer();
+  /** COUNT_TOKENS_PER_MINUTE, per paywall key on this instance. */
+  private readonly countCalls = new MinuteCounter();
 
   constructor(private readonly d: ProxyDeps) {
     const { db, log, metrics, limits } = d;
@@ -110,6 +118,7 @@ export class ProxyService {
       prices: d.catalog,
       upstreams: d.providers,
       clients: clientFor,
+      tokens: this.tokens,
       links: d.users,
       ensureUser: (sql, paywall, externalUserId, trigger) =>
         d.users.ensureUser(sql, paywall, externalUserId, trigger),
@@ -144,6 +153,7 @@ export class ProxyService {
     if (this.flights.size > 0) await within(Promise.all(pending()), this.d.limits.SHUTDOWN_GRACE_MS);
     for (const f of this.flights.values()) abortFlight(f, 'shutdown');
     await Promise.all(pending());
+    await this.tokens.close();
   }
 
   /**
@@ -210,10 +220,16 @@ export class ProxyService {
    * POST /v1/messages/count_tokens (docs/reference.md §15): forwarded to the model's provider as it is,
    * without the end user's id, and answered as the provider answered. Not charged: no hold, no events.
    * It needs a model the paywall sells and a provider that speaks the Messages API, as `messages` does.
+   * Free, so limited: COUNT_TOKENS_PER_MINUTE calls per paywall key and minute on this instance (429).
    */
   async countTokens(call: ChatCall): Promise<ChatJson> {
-    const { body, model } = checkBodyAndModel(call.body);
     const { paywall } = call;
+    const limit = this.d.limits.COUNT_TOKENS_PER_MINUTE;
+    if (limit > 0) {
+      const state = this.countCalls.take(paywall.id, limit, this.d.clock.now());
+      if (state.over) throw new RateLimitError(state, 'token counts');
+    }
+    const { body, model } = checkBodyAndModel(call.body);
     const price = await this.d.catalog.getPrice(paywall, model);
     if (!price) throw modelNotFound(model);
     // The model's own provider (fallbacks are not tried: a count is not worth a second provider).
@@ -221,7 +237,10 @@ export class ProxyService {
     call.answeredBy?.(upstream.name);
     // An OpenAI-compatible provider has no count endpoint: the count is this service's tokenizer's,
     // the same one that sizes the hold (docs/reference.md §15 "Across formats").
-    if (upstream.kind === 'OPENAI') return { status: 200, body: { input_tokens: countMessagesPrompt(body) } };
+    if (upstream.kind === 'OPENAI') {
+      const { value: fixed, texts } = collectTexts(() => countMessagesPrompt(body));
+      return { status: 200, body: { input_tokens: fixed + (await this.tokens.count(texts)) } };
+    }
     const provider = clientFor(messagesFormat, upstream)!; // every kind serves the Messages API
     const { UPSTREAM_TIMEOUT_MS, UPSTREAM_MAX_DURATION_MS, UPSTREAM_MAX_BYTES } = this.d.limits;
     const controller = new AbortController();

@@ -1,5 +1,5 @@
-import { countTokens } from 'gpt-tokenizer';
 import type { ChatRequest } from './chat-request.js';
+import { countBounded } from './token-worker.js';
 
 /**
  * Token counts with a real BPE tokenizer (o200k_base, the encoding of current OpenAI models). Used
@@ -7,15 +7,39 @@ import type { ChatRequest } from './chat-request.js';
  * disconnect, a stream that died, a provider that never reports usage).
  */
 
-// User text may contain strings like "<|endoftext|>": count them as plain text instead of throwing.
-const PLAIN = { disallowedSpecial: new Set<string>() };
-
 /** OpenAI's chat format adds about 3 tokens per message and 3 to prime the reply. */
 const PER_MESSAGE = 3;
 const PER_NAME = 1;
 const REPLY_PRIMING = 3;
+
+/** The texts a prompt count set aside (see collectTexts), or null when texts are counted at once. */
+let collecting: string[] | null = null;
+
+/** Tokens of a text (long runs counted in slices: token-worker.ts); inside collectTexts, 0 and set aside. */
 export function countText(text: string): number {
-  return text ? countTokens(text, PLAIN) : 0;
+  if (!text) return 0;
+  if (collecting) {
+    collecting.push(text);
+    return 0;
+  }
+  return countBounded(text);
+}
+
+/**
+ * Runs a synchronous count with its texts set aside instead of tokenized: returns what `count` found
+ * (the parts that are not text: per-message overheads, media at their bounds) and the texts, which the
+ * caller counts with bounded CPU (PromptTokenizer). Nothing else can run during `count`, so the
+ * module-level collector is never shared.
+ */
+export function collectTexts<T>(count: () => T): { value: T; texts: string[] } {
+  const texts: string[] = [];
+  const outer = collecting;
+  collecting = texts;
+  try {
+    return { value: count(), texts };
+  } finally {
+    collecting = outer;
+  }
 }
 
 const jsonTokens = (v: unknown): number => (v === undefined || v === null ? 0 : countText(JSON.stringify(v)));

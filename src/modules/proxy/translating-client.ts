@@ -144,8 +144,8 @@ const bodyOf = (res: UpstreamResponse, text: string): UpstreamResponse => {
 export function translatingClient(base: ProviderClient, t: Translation): ProviderClient {
   return {
     kind: base.kind,
-    validate(body) {
-      t.request({ ...body, model: String(body.model ?? '') }, { capParameter: 'MAX_COMPLETION_TOKENS' });
+    validate(body, up) {
+      t.request({ ...body, model: String(body.model ?? '') }, up);
     },
     async post(up, _endpoint, payload, opts: UpstreamOptions) {
       const body = JSON.parse(payload) as Json;
