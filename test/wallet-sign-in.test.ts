@@ -575,6 +575,29 @@ describe('consent, wallet page and revocation', () => {
     expect(wallet.html).toContain('12.50 USDC');
     expect(wallet.html).toContain('Test funds');
   });
+
+  it('test funds: the same form posted again (a double click, a resend), even at once, credits once and answers the same; a new form credits again', async () => {
+    const pw = await t.createPaywall('SHARED', 'Funds once');
+    const c = client();
+    await signIn(c, 'ines@example.com');
+    const link = await connectLink(pw.apiKey, 'ines');
+    await c.get(link.path);
+    await c.post(`/connect/${pw.id}/approve`, { request: link.requestId });
+    const page = await c.get('/wallet/topup');
+    const formToken = /name="formToken" value="([^"]+)"/.exec(page.html)![1];
+    const posts = await Promise.all([1, 2, 3].map(() => c.post('/wallet/topup', { amount: '3', formToken })));
+    const again = await c.post('/wallet/topup', { amount: '3', formToken });
+    for (const r of [...posts, again]) expect([r.status, r.location]).toEqual([303, '/wallet?done=funds']);
+    const balance = async () =>
+      (await t.rest('GET', '/v1/user/balance?user=ines', { token: pw.apiKey })).body.balance;
+    expect(await balance()).toBe('3000000');
+    expect(await events(pw.id, 'paywall.balance.deposit.created')).toHaveLength(1);
+    // The page renders a fresh form each time: a new submission is a new deposit.
+    const next = /name="formToken" value="([^"]+)"/.exec((await c.get('/wallet/topup')).html)![1];
+    expect(next).not.toBe(formToken);
+    await c.post('/wallet/topup', { amount: '3', formToken: next });
+    expect(await balance()).toBe('6000000');
+  });
 });
 
 describe('races and redirects', () => {

@@ -380,7 +380,7 @@ export function createPagesRouter(s: Services): Router {
     post(async (req, res) => {
       if (!req.page.session) return signInRedirect(req, res);
       try {
-        await s.wallet.addTestFunds(req.page.session.user, body(req, 'amount'));
+        await s.wallet.addTestFunds(req.page.session.user, body(req, 'amount'), body(req, 'formToken'));
         res.redirect(303, '/wallet?done=funds');
       } catch (err) {
         if (!(err instanceof DomainError) || err.param !== 'amount') throw err;
