@@ -150,7 +150,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     lowBalance: s.lowBalance,
     autoTopup: afterCharge,
   });
-  s.webhooks = new WebhookService({ db, reads, config, log, metrics, paywalls: s.paywalls });
+  s.webhooks = new WebhookService({ db, reads, config, log, metrics, paywalls: s.paywalls, clock: s.clock });
   s.walletSecrets = new WalletSecrets(config);
   s.signIn = new SignInService({ db, log, mailer: s.mailer, secrets: s.walletSecrets });
   s.wallet = new WalletService({

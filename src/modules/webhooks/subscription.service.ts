@@ -13,7 +13,8 @@ import {
   type DeliveryPayload,
 } from './delivery-payload.js';
 import { UrlGuardError, validateWebhookUrl } from '../../shared/url-guard.js';
-import { generateWebhookSecret, webhookSecretContext } from './webhook-secrets.js';
+import { generateWebhookSecret, SECRET_ROTATION_GRACE_MS, webhookSecretContext } from './webhook-secrets.js';
+import type { Clock } from '../../shared/clock.js';
 import { loadSecretBox, type SecretBox } from '../../shared/crypto.js';
 import { WebhookSubscription } from './webhook.entity.js';
 
@@ -161,6 +162,8 @@ export interface SubscriptionServiceDeps {
   reads: Sql;
   config: Pick<Config, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS' | 'ENCRYPTION_KEY' | 'DATA_DIR'>;
   paywalls: Pick<PaywallService, 'resolve'>;
+  /** When a rotation's grace period starts (default: the system clock). */
+  clock?: Clock;
 }
 
 /**
@@ -271,11 +274,18 @@ export class SubscriptionService {
 
   /**
    * Replaces the signing secret (the given pre-shared one, or a generated one) and returns it once. Deliveries
-   * sent from now on, retries of older events included, are signed with the new secret.
+   * sent from now on, retries of older events included, are signed with the new secret, and for
+   * {@link SECRET_ROTATION_GRACE_MS} with the replaced one too (as Stripe does), so a receiver can switch at
+   * any time in that window. A second rotation within it drops the first's old secret at once (only the
+   * secret it replaces stays in grace): the way to retire a leaked secret without waiting.
    */
   async rotateSecret(auth: Auth, id: string, secret?: unknown): Promise<SubscriptionView> {
     const next = secret == null ? generateWebhookSecret() : checkSecret(secret);
+    const graceEnds = new Date((this.deps.clock?.now() ?? new Date()).getTime() + SECRET_ROTATION_GRACE_MS);
     const sub = await this.change(auth, id, (s) => {
+      // Same subscription, same encryption context: the replaced ciphertext is kept as it is.
+      s.previousSecretCiphertext = s.secretCiphertext;
+      s.previousSecretExpiresAt = graceEnds;
       s.secretCiphertext = this.box().encrypt(next, webhookSecretContext(s.id));
       s.secretSuffix = next.slice(-4);
       return true;
