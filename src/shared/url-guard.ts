@@ -202,7 +202,10 @@ function isForbiddenHostname(hostname: string): boolean {
 async function resolveAllowed(hostname: string, lookup: HostLookup, allowPrivate: boolean) {
   const addresses = await lookup(hostname);
   if (addresses.length === 0) {
-    throw new UrlGuardError('unresolvable_host', `Host ${hostname} has no addresses`);
+    throw new UrlGuardError(
+      'unresolvable_host',
+      `Host ${hostname} could not be resolved (it has no addresses)`,
+    );
   }
   if (!allowPrivate) {
     const forbidden = addresses.find((entry) => isForbiddenAddress(entry.address));

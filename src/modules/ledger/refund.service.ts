@@ -10,6 +10,7 @@ import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
 import { triggerOf } from '../users/user.service.js';
 import { FEES_ACCOUNT_ID } from './accounts.js';
 import type { Codec, IdempotencyService } from './idempotency.service.js';
+import type { Metrics } from '../../shared/metrics.js';
 
 /** A refund's reason: optional, at most this many characters. */
 export const MAX_REFUND_REASON = 500;
@@ -120,6 +121,8 @@ export interface RefundServiceDeps {
   db: Database;
   paywalls: Pick<PaywallService, 'resolve'>;
   idempotency: Pick<IdempotencyService, 'run'>;
+  /** `ledger_entries_total` / `ledger_amount_raw_total` with `kind="refund"`. */
+  metrics?: Pick<Metrics, 'ledgerEntries' | 'ledgerAmountRaw'>;
 }
 
 /** What a charge took, what was refunded of it, and what may still be refunded. */
@@ -179,7 +182,12 @@ export class RefundService {
         return r.refund;
       },
     );
-    return { result: out.result, replayed: out.replayed || repeated, paywall };
+    const replayed = out.replayed || repeated;
+    if (!replayed) {
+      this.deps.metrics?.ledgerEntries.inc({ kind: 'refund' });
+      this.deps.metrics?.ledgerAmountRaw.inc({ kind: 'refund' }, Number(out.result.amountRaw));
+    }
+    return { result: out.result, replayed, paywall };
   }
 
   /**

@@ -438,9 +438,25 @@ export class SubscriptionService {
       });
       return parsed.href;
     } catch (e) {
-      if (e instanceof UrlGuardError) throw invalid(`${e.message}.`, 'url', 'invalid_webhook_url');
+      if (e instanceof UrlGuardError)
+        throw invalid(`${e.message}.${this.privateHint(e, url)}`, 'url', 'invalid_webhook_url');
       throw e;
     }
+  }
+
+  /**
+   * What lifts a refusal that WEBHOOK_ALLOW_PRIVATE_NETWORKS would lift (an http: URL, a local or private
+   * target): a developer's local receiver is the usual case. Never for a host that did not resolve: that
+   * is a DNS failure, not a private network.
+   */
+  private privateHint(e: UrlGuardError, url: string): string {
+    const lifted =
+      e.reason === 'forbidden_address' ||
+      e.reason === 'forbidden_host' ||
+      (e.reason === 'unsupported_scheme' && /^http:/i.test(url.trim()));
+    return lifted
+      ? ' For a receiver on this machine or a private network (e.g. http://localhost:3000/hooks in development), start the service with WEBHOOK_ALLOW_PRIVATE_NETWORKS=true.'
+      : '';
   }
 
   /** True when the caller may act on that paywall (its key, or its owner). */
