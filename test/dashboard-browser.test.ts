@@ -499,6 +499,7 @@ describe('the dashboard in Chromium', () => {
     await page
       .getByRole('table', { name: 'Ledger' })
       .getByRole('cell', { name: 'usage', exact: true })
+      .first()
       .waitFor(WAIT);
     await page.setViewportSize({ width: 390, height: 844 });
     /** The document's width once the layout settled at this size (it must not exceed the viewport). */
@@ -515,7 +516,7 @@ describe('the dashboard in Chromium', () => {
     try {
       await shot(page, async () => {
         const ledger = page.getByRole('table', { name: 'Ledger' });
-        await ledger.getByRole('cell', { name: 'usage', exact: true }).waitFor(WAIT);
+        await ledger.getByRole('cell', { name: 'usage', exact: true }).first().waitFor(WAIT);
         widths['Users (ledger)'] = await pageWidth();
         await screenshot(page, 'dashboard-users-ledger-390');
         // The ledger's actions are reachable: its card scrolls sideways to them.
