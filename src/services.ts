@@ -131,7 +131,12 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     autoTopup: afterCharge,
   });
   s.earnings = new EarningsService(db, reads);
-  s.refunds = new RefundService({ db, paywalls: s.paywalls, idempotency: s.ledger.idempotency });
+  s.refunds = new RefundService({
+    db,
+    paywalls: s.paywalls,
+    idempotency: s.ledger.idempotency,
+    metrics,
+  });
   s.usage = new UsageService(
     db,
     { total: config.GRAPHQL_HEAVY_READS, perTenant: config.GRAPHQL_HEAVY_READS_PER_TENANT },
@@ -150,7 +155,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     lowBalance: s.lowBalance,
     autoTopup: afterCharge,
   });
-  s.webhooks = new WebhookService({ db, reads, config, log, metrics, paywalls: s.paywalls });
+  s.webhooks = new WebhookService({ db, reads, config, log, metrics, paywalls: s.paywalls, clock: s.clock });
   s.walletSecrets = new WalletSecrets(config);
   s.signIn = new SignInService({ db, log, mailer: s.mailer, secrets: s.walletSecrets });
   s.wallet = new WalletService({

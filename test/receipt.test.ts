@@ -126,7 +126,7 @@ describe.each(['DEFAULT', 'SHARED'] as const)('Charge.receipt and Charge.usage (
       requestPrice: '0.001',
       lines: EXPECTED_LINES,
       total: '0.006381',
-      totalRaw: '0.006381',
+      totalRaw: '6381',
     });
     // The same numbers as the charge: its amount in the database, the answer's cost and cost details.
     expect(BigInt(row.amount)).toBe(6381n);
@@ -187,7 +187,7 @@ describe('Charge.receipt of a charge the balance could not pay in full (SHARED)'
         { bucket: 'completion', label: 'Output', tokens: 200, unitPrice: '0.0000075', amount: '0.0015' },
       ],
       total: '0.029620',
-      totalRaw: '0.029620',
+      totalRaw: '29620',
     });
     expect([row.amount, row.uncollected]).toEqual(['13619', '16001']);
     expect(BigInt(row.amount) + BigInt(row.uncollected)).toBe(parseDecimal(node.receipt.total, 6));

@@ -9,6 +9,7 @@ import {
   ConnectRequestSchema,
   WalletConnectionSchema,
   WalletSessionSchema,
+  WalletKnownBrowserSchema,
   WalletSignInSchema,
   WalletUserSchema,
 } from '../modules/wallet/wallet.entity.js';
@@ -43,6 +44,7 @@ export const entities = [
   WalletUserSchema,
   WalletSignInSchema,
   WalletSessionSchema,
+  WalletKnownBrowserSchema,
   ConnectRequestSchema,
   WalletConnectionSchema,
   UsageCounterSchema,

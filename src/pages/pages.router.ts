@@ -9,10 +9,12 @@ import {
   clearChallengeCookie,
   csrfOk,
   clearSessionCookie,
+  knownBrowserOf,
   pageContext,
   pageHeaders,
   safeNext,
   setChallengeCookie,
+  setKnownBrowserCookie,
   setSessionCookie,
 } from './security.js';
 import { PAGES_CSS } from './styles.js';
@@ -152,6 +154,7 @@ export function createPagesRouter(s: Services): Router {
           body(req, 'email'),
           clientIp(req),
           challengeOf(req),
+          knownBrowserOf(req),
         );
         setChallengeCookie(s, res, challenge);
         send(res, 200, CodeStep({ page: req.page, next, email, sent: true }));
@@ -171,8 +174,14 @@ export function createPagesRouter(s: Services): Router {
       const next = safeNext(body(req, 'next'));
       const email = body(req, 'email') ?? '';
       try {
-        const { token } = await s.signIn.verifyCode(email, body(req, 'code'), challengeOf(req));
+        const { token, knownBrowser } = await s.signIn.verifyCode(
+          email,
+          body(req, 'code'),
+          challengeOf(req),
+          knownBrowserOf(req),
+        );
         setSessionCookie(s, res, token);
+        setKnownBrowserCookie(s, res, knownBrowser);
         clearChallengeCookie(s, res);
         res.redirect(303, next ?? '/wallet');
       } catch (err) {
@@ -380,7 +389,7 @@ export function createPagesRouter(s: Services): Router {
     post(async (req, res) => {
       if (!req.page.session) return signInRedirect(req, res);
       try {
-        await s.wallet.addTestFunds(req.page.session.user, body(req, 'amount'));
+        await s.wallet.addTestFunds(req.page.session.user, body(req, 'amount'), body(req, 'formToken'));
         res.redirect(303, '/wallet?done=funds');
       } catch (err) {
         if (!(err instanceof DomainError) || err.param !== 'amount') throw err;

@@ -105,7 +105,8 @@ async function freePort(): Promise<number> {
   });
 }
 
-async function waitReady(port: number, timeoutMs = 30000): Promise<void> {
+/** Until the server answers a query (the signal); the deadline only ends a broken start on a loaded machine. */
+async function waitReady(port: number, timeoutMs = 180_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const c = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres' });

@@ -103,7 +103,11 @@ export class ReceiptType {
   @Field({ description: 'Price per request (not marked up), USDC.' }) requestPrice!: string;
   @Field(() => [ReceiptLineType]) lines!: ReceiptLineType[];
   @Field({ description: 'The cost, USDC with 6 decimals (= amount + uncollected).' }) total!: string;
-  @Field(() => MoneyScalar, { description: 'The cost in raw units.' }) totalRaw!: bigint;
+  @Field({
+    description:
+      'The cost in raw units of 10⁻⁶ USDC, an integer string like `balance` (e.g. "6381" for total "0.006381").',
+  })
+  totalRaw!: string;
   /** The charge's id and what the balance paid of the total (for refunds and the net, refund.resolver.ts). */
   chargeId!: string;
   paidRaw!: bigint;
@@ -162,6 +166,7 @@ export class ChargeType {
     if (!r) return null;
     return Object.assign(new ReceiptType(), {
       ...r,
+      totalRaw: r.totalRaw.toString(),
       chargeId: this.id,
       paidRaw: this.status === 'completed' ? this.amount + this.recovered : 0n,
       lines: r.lines.map((l) => Object.assign(new ReceiptLineType(), l)),

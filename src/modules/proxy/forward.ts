@@ -1,6 +1,6 @@
 import { DomainError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
-import { usdcDecimal, ZERO_COST_DETAILS } from '../../shared/money.js';
+import { formatUsdc, usdcDecimal, ZERO_COST_DETAILS } from '../../shared/money.js';
 import { isTimeout, type ChatJson, type Flight, type Outcome, type StreamSink } from './flight.js';
 import { BUILTIN_PROVIDER, type UpstreamResponse } from './provider-client.js';
 import type { RelayedResponses } from './relayed-responses.js';
@@ -177,7 +177,8 @@ export class Forwarder {
     if (captured > 0n) {
       headers['x-paywall-cost'] = cost;
       headers['x-paywall-charge-id'] = f.chargeId; // docs/reference.md §16 "Charge ids"
-      if (freeAfterRaw !== null) headers['x-paywall-balance'] = usdcDecimal(freeAfterRaw);
+      // A balance, so written as balances are (`balanceFormatted`: exactly 6 fraction digits).
+      if (freeAfterRaw !== null) headers['x-paywall-balance'] = formatUsdc(freeAfterRaw);
     }
     return { status: 200, body: answer, headers };
   }
