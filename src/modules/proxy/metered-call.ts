@@ -159,6 +159,7 @@ export async function meteredCall<R extends MeteredRequest>(
     rateWindow: windowOf(now),
     at: now,
     maxDebtRaw: d.limits.MAX_UNCOLLECTED_PER_USER,
+    userKeyId: call.userKeyId ?? null,
   };
   const held = await placeHold(d, {
     paywall,
@@ -196,6 +197,7 @@ export async function meteredCall<R extends MeteredRequest>(
     fmt,
     req,
     externalUserId: call.externalUserId,
+    userKeyId: call.userKeyId ?? null,
     price,
     route,
     upstream: route[0],
