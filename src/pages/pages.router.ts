@@ -289,7 +289,16 @@ export function createPagesRouter(s: Services): Router {
       const autoTopup = s.stripeCheckout.walletCardsEnabled()
         ? await s.autoTopup.walletState(req.page.session.user.id)
         : undefined;
-      send(res, 200, WalletPage({ page: req.page, wallet, topup: topup(), notice, autoTopup }));
+      const keys = await s.userKeys.ofWallet(req.page.session.user.id);
+      send(res, 200, WalletPage({ page: req.page, wallet, topup: topup(), notice, autoTopup, keys }));
+    }),
+  );
+  pages.post(
+    '/wallet/keys/:keyId/revoke',
+    post(async (req, res) => {
+      if (!req.page.session) return signInRedirect(req, res);
+      await s.userKeys.revokeForWallet(req.page.session.user.id, String(req.params.keyId));
+      res.redirect(303, '/wallet?done=key_revoked');
     }),
   );
   pages.post(
