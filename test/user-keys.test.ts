@@ -325,8 +325,30 @@ describe("the key's spending limit", () => {
     expect(list.body.data[0].limit).toMatchObject({ amount: '0.010000', period: 'day' });
     expect(BigInt(Math.round(Number(list.body.data[0].limit.spent) * 1e6))).toBe(spent);
 
-    // Embeddings over the limit: 402 key_limit_exceeded.
+    // Messages over the limit: Anthropic's blocked message (200, end_turn), nothing forwarded.
     await t.db.query(`update user_key set limit_spent_raw = limit_raw where id = $1`, [id]);
+    const before = fake.requests.length;
+    const blockedMsg: any = await new Anthropic({
+      apiKey: key,
+      baseURL: `${t.url}/u/lim-alice`,
+      maxRetries: 0,
+    }).messages.create({
+      model: MODEL,
+      max_tokens: 50,
+      messages: [{ role: 'user', content: 'Hello' }],
+    });
+    expect(blockedMsg).toMatchObject({
+      type: 'message',
+      role: 'assistant',
+      stop_reason: 'end_turn',
+      paywall: { reason: 'key_limit_exceeded', url: null },
+    });
+    expect(blockedMsg.content[0].text).toContain(
+      'This key has reached its spending limit of 0.01 USDC per day.',
+    );
+    expect(fake.requests.length).toBe(before);
+
+    // Embeddings over the limit: 402 key_limit_exceeded.
     const emb = await t.rest('POST', '/v1/embeddings', {
       token: key,
       body: { model: MODEL, input: 'hello' },
