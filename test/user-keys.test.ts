@@ -284,6 +284,23 @@ describe('using a key', () => {
     expect((await t.rest('GET', '/v1/models', { token: key })).status).toBe(200);
   });
 
+  it('a key revoked by another instance (its row and NOTIFY user_key_changed) stops here at once, cache or not', async () => {
+    await deposit(t, pw, 'n-alice', '1');
+    const { id, key } = await createKey({ user: 'n-alice' });
+    expect((await openai(key).chat.completions.create(ask)).choices).toHaveLength(1);
+    // What another instance's revokeUserKey does, written directly: this instance's cache still holds the key.
+    await t.db.query(`update user_key set revoked_at = now() where id = $1`, [id]);
+    await t.db.query(`select pg_notify('user_key_changed', $1)`, [id]);
+    await eventually(
+      () => t.app.services.userKeys.authenticate(key),
+      (a) => a === null,
+    );
+    const r = await openai(key)
+      .chat.completions.create(ask)
+      .catch((e) => e);
+    expect(r.status).toBe(401);
+  });
+
   it('SHARED: a key of an end user not connected gets the not_connected reply', async () => {
     const spw = await createProxyPaywall(t, fake, { mode: 'SHARED' });
     const { key } = await createKey({ user: 's-alice' }, spw);
