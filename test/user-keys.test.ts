@@ -177,9 +177,22 @@ describe('using a key', () => {
       () => t.db.query<any>(`select last_used_at from user_key where id = $1`, [id]),
       (r) => r[0].last_used_at !== null,
     );
+    // The Responses API and embeddings too, the same user.
+    const r = await openai(key).responses.create({ model: MODEL, input: 'Hello', user: 'mallory' } as any);
+    expect(r.status).toBe('completed');
+    const emb = await openai(key).embeddings.create({ model: MODEL, input: 'hello' });
+    expect(emb.data.length).toBeGreaterThan(0);
+    const all = await chargesOf(t, pw, 'oa-alice');
+    expect(all.map((c) => c.status)).toEqual(['completed', 'completed', 'completed']);
+    const keyed = await t.db.query<any>(
+      `select count(*)::int as n from charge where user_key_id = $1 and status = 'completed'`,
+      [id],
+    );
+    expect(keyed[0].n).toBe(3);
+    const spentAll = all.reduce((s, c) => s + BigInt(c.amount), 0n);
     // Its own balance, no `user` needed.
     const bal = await t.rest('GET', '/v1/user/balance', { token: key });
-    expect(bal.body).toEqual({ balance: String(1_000_000n - CHAT_RAW), balanceFormatted: '0.998914' });
+    expect(bal.body.balance).toBe(String(1_000_000n - spentAll));
   });
 
   it('another user in the header, the path or the query: 403 permission_error (Messages in Anthropic’s shape)', async () => {
