@@ -342,6 +342,7 @@ export function createPagesRouter(s: Services): Router {
             page: req.page,
             wallet,
             topup: topup(),
+            keys: await s.userKeys.ofWallet(user.id),
             limitError: {
               connectionId,
               message: err.message,
@@ -371,6 +372,7 @@ export function createPagesRouter(s: Services): Router {
             page: req.page,
             wallet,
             topup: topup(),
+            keys: await s.userKeys.ofWallet(req.page.session.user.id),
             alertError: { message: err.message, value: value.slice(0, 20) },
           }),
         );
