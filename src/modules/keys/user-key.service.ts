@@ -2,6 +2,7 @@ import type { Database, Sql } from '../../db/database.js';
 import type { Clock } from '../../shared/clock.js';
 import { DomainError, invalid, notFound } from '../../shared/errors.js';
 import { newBase62Secret, newId, safeEqual, sha256Hex } from '../../shared/ids.js';
+import { KeyedLoader } from '../../shared/keyed-loader.js';
 import { parseDecimal, MAX_AMOUNT_RAW, RAW_DECIMALS } from '../../shared/money.js';
 import { recordEvents, type EventTrigger } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
@@ -84,10 +85,16 @@ const KEY_COLUMNS = `k.id, k.paywall_id, k.name, k.last_four, k.created_at, k.la
  * its paywall changes (as the paywall key's cache is).
  */
 export class UserKeyService {
-  private readonly byHash = new Map<
-    string,
-    { auth: UserKeyAuth; expiresAt: Date | null; until: number; usedAt: number }
-  >();
+  private readonly byHash = new Map<string, CachedKey>();
+  /** Single-flight reads; a read that raced with a revocation is read again, never cached (shared/keyed-loader.ts). */
+  private readonly loader = new KeyedLoader<CachedKey | null, CachedKey | null>(
+    (hash) => this.load(hash),
+    (hash, entry) => {
+      if (entry) this.byHash.set(hash, entry);
+      else this.byHash.delete(hash);
+      return entry;
+    },
+  );
   private readonly unlisten: (() => void)[] = [];
 
   constructor(private readonly d: UserKeyDeps) {}
@@ -97,7 +104,12 @@ export class UserKeyService {
     this.unlisten.push(
       await this.d.db.listen(PAYWALL_CHANGED_CHANNEL, (id) => this.evict((a) => a.paywall.id === id)),
     );
-    this.unlisten.push(this.d.db.onReconnect(() => this.byHash.clear()));
+    this.unlisten.push(
+      this.d.db.onReconnect(() => {
+        this.byHash.clear();
+        this.loader.invalidateAll();
+      }),
+    );
   }
 
   async stop(): Promise<void> {
@@ -105,8 +117,13 @@ export class UserKeyService {
     this.byHash.clear();
   }
 
+  /**
+   * Drops the matching keys; reads under way (of any key: the one revoked may be among them) are read
+   * again. Revocations and paywall changes are rare, the reads they repeat cheap.
+   */
   private evict(match: (a: UserKeyAuth) => boolean): void {
     for (const [hash, entry] of this.byHash) if (match(entry.auth)) this.byHash.delete(hash);
+    this.loader.invalidateAll();
   }
 
   /** True for a string shaped like an end-user key (the paywall key has another prefix). */
@@ -122,15 +139,9 @@ export class UserKeyService {
     if (!key.startsWith(USER_KEY_PREFIX)) return null;
     const hash = sha256Hex(key);
     const now = this.d.clock.now().getTime();
-    let hit = this.byHash.get(hash);
-    if (!hit || hit.until <= Date.now()) {
-      const loaded = await this.load(hash);
-      if (!loaded) {
-        this.byHash.delete(hash);
-        return null;
-      }
-      this.byHash.set(hash, (hit = loaded));
-    }
+    let hit: CachedKey | null | undefined = this.byHash.get(hash);
+    if (!hit || hit.until <= Date.now()) hit = await this.loader.load(hash);
+    if (!hit) return null;
     if (hit.expiresAt && hit.expiresAt.getTime() <= now) return null;
     if (now - hit.usedAt >= LAST_USED_INTERVAL_MS) {
       hit.usedAt = now;
@@ -139,7 +150,7 @@ export class UserKeyService {
     return hit.auth;
   }
 
-  private async load(hash: string) {
+  private async load(hash: string): Promise<CachedKey | null> {
     const [k] = await this.d.db.query(
       `select k.id, k.paywall_id, k.key_hash, k.expires_at, k.last_used_at, e.external_id
          from user_key k join end_user e on e.id = k.end_user_id
@@ -312,6 +323,16 @@ export class UserKeyService {
     if (!p) throw notFound('user key');
     await this.revoke(toInfo(p), id, { source: 'page', actorType: 'end_user', actorId: walletUserId });
   }
+}
+
+/** A key as the request path caches it. */
+interface CachedKey {
+  auth: UserKeyAuth;
+  expiresAt: Date | null;
+  /** Date.now() after which the entry is read again. */
+  until: number;
+  /** When its use was last recorded (ms). */
+  usedAt: number;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
