@@ -27,6 +27,7 @@ const EMBEDDED = [
   'stripe',
   'refunds',
   'allowance',
+  'user-keys',
   'low-balance',
   'auto-topup',
   'retention',

@@ -26,6 +26,7 @@ import { Migration20261128000000_retention } from './Migration20261128000000_ret
 import { Migration20261128100000_lean_ledger } from './Migration20261128100000_lean_ledger.js';
 import { Migration20261129060000_webhook_secret_grace } from './Migration20261129060000_webhook_secret_grace.js';
 import { Migration20261129061000_wallet_known_browser } from './Migration20261129061000_wallet_known_browser.js';
+import { Migration20261129100000_user_keys } from './Migration20261129100000_user_keys.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -68,4 +69,5 @@ export const migrationsList: MigrationObject[] = [
     name: 'Migration20261129061000_wallet_known_browser',
     class: Migration20261129061000_wallet_known_browser,
   },
+  { name: 'Migration20261129100000_user_keys', class: Migration20261129100000_user_keys },
 ];

@@ -25,6 +25,7 @@ import { EventSchema } from '../modules/events/event.entity.js';
 import { RefundSchema } from '../modules/ledger/refund.entity.js';
 import { RelayedResponseSchema } from '../modules/proxy/relayed-response.entity.js';
 import { WebhookSubscriptionSchema, WebhookDeliverySchema } from '../modules/webhooks/webhook.entity.js';
+import { UserKeySchema } from '../modules/keys/user-key.entity.js';
 
 export const entities = [
   OwnerSchema,
@@ -58,4 +59,5 @@ export const entities = [
   RefundSchema,
   AutoTopupSchema,
   AutoTopupAttemptSchema,
+  UserKeySchema,
 ];

@@ -298,7 +298,16 @@ export function createPagesRouter(s: Services): Router {
       const autoTopup = s.stripeCheckout.walletCardsEnabled()
         ? await s.autoTopup.walletState(req.page.session.user.id)
         : undefined;
-      send(res, 200, WalletPage({ page: req.page, wallet, topup: topup(), notice, autoTopup }));
+      const keys = await s.userKeys.ofWallet(req.page.session.user.id);
+      send(res, 200, WalletPage({ page: req.page, wallet, topup: topup(), notice, autoTopup, keys }));
+    }),
+  );
+  pages.post(
+    '/wallet/keys/:keyId/revoke',
+    post(async (req, res) => {
+      if (!req.page.session) return signInRedirect(req, res);
+      await s.userKeys.revokeForWallet(req.page.session.user.id, String(req.params.keyId));
+      res.redirect(303, '/wallet?done=key_revoked');
     }),
   );
   pages.post(
@@ -342,6 +351,7 @@ export function createPagesRouter(s: Services): Router {
             page: req.page,
             wallet,
             topup: topup(),
+            keys: await s.userKeys.ofWallet(user.id),
             limitError: {
               connectionId,
               message: err.message,
@@ -371,6 +381,7 @@ export function createPagesRouter(s: Services): Router {
             page: req.page,
             wallet,
             topup: topup(),
+            keys: await s.userKeys.ofWallet(req.page.session.user.id),
             alertError: { message: err.message, value: value.slice(0, 20) },
           }),
         );

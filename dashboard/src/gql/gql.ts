@@ -46,6 +46,10 @@ type Documents = {
     "\n  mutation ConnectStripe($input: ConnectStripeInput!) {\n    connectStripe(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.ConnectStripeDocument,
     "\n  mutation RotateStripe($id: ID) {\n    rotateStripeWebhook(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.RotateStripeDocument,
     "\n  mutation DisconnectStripe($id: ID) {\n    disconnectStripe(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.DisconnectStripeDocument,
+    "\n  fragment UserKeyRow on UserKey {\n    id\n    name\n    externalUserId\n    lastFour\n    createdAt\n    lastUsedAt\n    expiresAt\n    revokedAt\n    limit {\n      amount\n      period\n      spent\n      resetsAt\n    }\n  }\n": typeof types.UserKeyRowFragmentDoc,
+    "\n  query UserKeys($id: ID, $user: String) {\n    paywall(id: $id) {\n      id\n      userKeys(externalUserId: $user) {\n        ...UserKeyRow\n      }\n    }\n  }\n": typeof types.UserKeysDocument,
+    "\n  mutation CreateUserKey($input: CreateUserKeyInput!) {\n    createUserKey(input: $input) {\n      key\n      userKey {\n        ...UserKeyRow\n      }\n    }\n  }\n": typeof types.CreateUserKeyDocument,
+    "\n  mutation RevokeUserKey($input: RevokeUserKeyInput!) {\n    revokeUserKey(input: $input) {\n      ...UserKeyRow\n    }\n  }\n": typeof types.RevokeUserKeyDocument,
     "\n  fragment EndUserRow on EndUser {\n    id\n    externalId\n    balanceFormatted\n    held\n    connected\n    createdAt\n  }\n": typeof types.EndUserRowFragmentDoc,
     "\n  query Users($id: ID, $after: String) {\n    users(paywallId: $id, first: 20, after: $after) {\n      edges {\n        node {\n          ...EndUserRow\n        }\n      }\n      pageInfo {\n        ...PageCursor\n      }\n    }\n  }\n": typeof types.UsersDocument,
     "\n  query FindUser($id: ID, $externalId: String!) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n    }\n  }\n": typeof types.FindUserDocument,
@@ -98,6 +102,10 @@ const documents: Documents = {
     "\n  mutation ConnectStripe($input: ConnectStripeInput!) {\n    connectStripe(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": types.ConnectStripeDocument,
     "\n  mutation RotateStripe($id: ID) {\n    rotateStripeWebhook(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": types.RotateStripeDocument,
     "\n  mutation DisconnectStripe($id: ID) {\n    disconnectStripe(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": types.DisconnectStripeDocument,
+    "\n  fragment UserKeyRow on UserKey {\n    id\n    name\n    externalUserId\n    lastFour\n    createdAt\n    lastUsedAt\n    expiresAt\n    revokedAt\n    limit {\n      amount\n      period\n      spent\n      resetsAt\n    }\n  }\n": types.UserKeyRowFragmentDoc,
+    "\n  query UserKeys($id: ID, $user: String) {\n    paywall(id: $id) {\n      id\n      userKeys(externalUserId: $user) {\n        ...UserKeyRow\n      }\n    }\n  }\n": types.UserKeysDocument,
+    "\n  mutation CreateUserKey($input: CreateUserKeyInput!) {\n    createUserKey(input: $input) {\n      key\n      userKey {\n        ...UserKeyRow\n      }\n    }\n  }\n": types.CreateUserKeyDocument,
+    "\n  mutation RevokeUserKey($input: RevokeUserKeyInput!) {\n    revokeUserKey(input: $input) {\n      ...UserKeyRow\n    }\n  }\n": types.RevokeUserKeyDocument,
     "\n  fragment EndUserRow on EndUser {\n    id\n    externalId\n    balanceFormatted\n    held\n    connected\n    createdAt\n  }\n": types.EndUserRowFragmentDoc,
     "\n  query Users($id: ID, $after: String) {\n    users(paywallId: $id, first: 20, after: $after) {\n      edges {\n        node {\n          ...EndUserRow\n        }\n      }\n      pageInfo {\n        ...PageCursor\n      }\n    }\n  }\n": types.UsersDocument,
     "\n  query FindUser($id: ID, $externalId: String!) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n    }\n  }\n": types.FindUserDocument,
@@ -260,6 +268,22 @@ export function graphql(source: "\n  mutation RotateStripe($id: ID) {\n    rotat
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  mutation DisconnectStripe($id: ID) {\n    disconnectStripe(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n"): (typeof documents)["\n  mutation DisconnectStripe($id: ID) {\n    disconnectStripe(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment UserKeyRow on UserKey {\n    id\n    name\n    externalUserId\n    lastFour\n    createdAt\n    lastUsedAt\n    expiresAt\n    revokedAt\n    limit {\n      amount\n      period\n      spent\n      resetsAt\n    }\n  }\n"): (typeof documents)["\n  fragment UserKeyRow on UserKey {\n    id\n    name\n    externalUserId\n    lastFour\n    createdAt\n    lastUsedAt\n    expiresAt\n    revokedAt\n    limit {\n      amount\n      period\n      spent\n      resetsAt\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query UserKeys($id: ID, $user: String) {\n    paywall(id: $id) {\n      id\n      userKeys(externalUserId: $user) {\n        ...UserKeyRow\n      }\n    }\n  }\n"): (typeof documents)["\n  query UserKeys($id: ID, $user: String) {\n    paywall(id: $id) {\n      id\n      userKeys(externalUserId: $user) {\n        ...UserKeyRow\n      }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation CreateUserKey($input: CreateUserKeyInput!) {\n    createUserKey(input: $input) {\n      key\n      userKey {\n        ...UserKeyRow\n      }\n    }\n  }\n"): (typeof documents)["\n  mutation CreateUserKey($input: CreateUserKeyInput!) {\n    createUserKey(input: $input) {\n      key\n      userKey {\n        ...UserKeyRow\n      }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RevokeUserKey($input: RevokeUserKeyInput!) {\n    revokeUserKey(input: $input) {\n      ...UserKeyRow\n    }\n  }\n"): (typeof documents)["\n  mutation RevokeUserKey($input: RevokeUserKeyInput!) {\n    revokeUserKey(input: $input) {\n      ...UserKeyRow\n    }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

@@ -136,6 +136,8 @@ export class ChargeType {
   @Field(() => GraphQLJSONObject) metadata!: Record<string, unknown>;
   @Field() createdAt!: string;
   @Field(() => String, { nullable: true }) settledAt!: string | null;
+  @Field(() => ID, { nullable: true, description: 'The end-user key the request came with (UserKey.id).' })
+  userKeyId!: string | null;
 
   @Field(() => ChargeUsageType, {
     nullable: true,
@@ -182,6 +184,7 @@ export class ChargeType {
       recovered: c.recoveredRaw,
       createdAt: c.createdAt.toISOString(),
       settledAt: c.settledAt ? c.settledAt.toISOString() : null,
+      userKeyId: c.userKeyId,
     });
   }
 }

@@ -24,6 +24,8 @@ export interface ChatCall {
   clientHeaders?: Record<string, string>;
   /** Told the name of the provider that answered (for the access log). */
   answeredBy?(provider: string): void;
+  /** The end-user key the request came with (docs/reference.md §19): its limit applies, charges name it. */
+  userKeyId?: string;
 }
 
 /** A whole answer: the completion, a payment-blocked reply, or a provider's 4xx passed through. */
@@ -59,6 +61,8 @@ export interface Flight {
   fmt: WireFormat<any>;
   req: MeteredRequest;
   externalUserId: string;
+  /** ChatCall.userKeyId (null when none). */
+  userKeyId: string | null;
   price: ModelPriceInfo;
   /** The providers to try, in order (docs/reference.md §15 "Fallbacks"); at least one. */
   route: UpstreamTarget[];

@@ -167,6 +167,7 @@ export async function meteredCall<R extends MeteredRequest>(
     rateWindow: windowOf(now),
     at: now,
     maxDebtRaw: d.limits.MAX_UNCOLLECTED_PER_USER,
+    userKeyId: call.userKeyId ?? null,
   };
   const held = await placeHold(d, {
     paywall,
@@ -204,6 +205,7 @@ export async function meteredCall<R extends MeteredRequest>(
     fmt,
     req,
     externalUserId: call.externalUserId,
+    userKeyId: call.userKeyId ?? null,
     price,
     route,
     upstream: route[0],

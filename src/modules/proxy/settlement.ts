@@ -193,6 +193,7 @@ export class Settlement {
               cost: usdcDecimal(captured),
               costDetails: details!,
               ...(uncollected > 0n ? { uncollected: usdcDecimal(uncollected) } : {}),
+              ...(f.userKeyId ? { userKeyId: f.userKeyId } : {}),
             },
           ),
         );
