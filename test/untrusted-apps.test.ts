@@ -358,6 +358,30 @@ describe("finding 2: an app never takes past the wallet owner's limit", () => {
     await expectLedgerProven(t.db);
   });
 
+  it("clamps impossible input to the prompt's bound; what the hold did not cover is the hostile app's loss", async () => {
+    const hostile = await createProxyPaywall(t, evil, { mode: 'SHARED' });
+    const wallet = await createWallet(t.db, { fundRaw: 1_000_000n });
+    await connect(hostile, 'victim2', wallet);
+    evil.next({ rawUsage: { prompt_tokens: 500_000_000, completion_tokens: 7, total_tokens: 500_000_007 } });
+    expect((await chat(hostile, 'victim2', MODEL)).status).toBe(200);
+    const [c] = await t.db.query(
+      `select amount_raw::text as amount, hold_raw::text as hold, uncollected_raw::text as uncollected,
+              prompt_tokens, completion_tokens, metadata from charge where paywall_id = $1`,
+      [hostile.id],
+    );
+    // The estimate, the body's bytes and 8,192 tokens of framing: a few thousand input tokens at most.
+    expect(c.prompt_tokens + c.metadata.overReported.input).toBe(500_000_000);
+    expect(c.prompt_tokens).toBeGreaterThan(8192);
+    expect(c.prompt_tokens).toBeLessThan(8192 + 200);
+    expect(c.metadata.overReported.output).toBe(0);
+    // 1000 + 1.5 x (bound x 2 + 7 x 5), above the hold: the hold is captured, the rest is the app's loss.
+    const cost = 1000n + (3n * BigInt(2 * c.prompt_tokens + 35) + 1n) / 2n;
+    expect(c).toMatchObject({ amount: c.hold, uncollected: '0', completion_tokens: 7 });
+    expect(c.metadata.appLoss).toBe((cost - BigInt(c.hold)).toString());
+    expect(await account(wallet.accountId)).toEqual({ balance: 1_000_000n - BigInt(c.hold), debt: 0n });
+    await expectLedgerProven(t.db);
+  });
+
   it('repays a built-in debt only to the app it is owed to, within its allowance, and never after disconnect', async () => {
     // The app served by the built-in provider (markup 2) and an honest app of its own provider.
     const owed = await t.createPaywall('SHARED', 'Built-in app');

@@ -44,10 +44,12 @@ const uncollectedOf = (cost: bigint, captured: bigint): bigint =>
   cost - captured > INT8_MAX ? INT8_MAX : cost - captured;
 
 /**
- * Input tokens a provider may add to what the request's bytes can make (its own framing, e.g. the system
- * prompt a provider adds for tool use).
+ * Input tokens a provider may bill beyond what the request's bytes can make: its own framing (the system
+ * prompt a provider adds for tool use, a chat template), and room for a provider that counts otherwise.
+ * Generous on purpose: the bound stops impossible reports (millions of tokens), while an app's own
+ * provider in SHARED mode is never paid beyond the hold anyway.
  */
-export const INPUT_FRAMING_TOKENS = 1024;
+export const INPUT_FRAMING_TOKENS = 8192;
 
 /**
  * The most input a provider can bill for the request (docs/reference.md §5.7): the hold's prompt estimate
@@ -212,7 +214,11 @@ export class Settlement {
     const overReported = usage ? (f.overReported ?? null) : null;
     if (overReported) {
       // Counted as the provider's error (it answered, but its usage cannot be right) and measured.
-      this.d.health?.fault(f.paywall.id, f.upstream.name, 'reported usage beyond what the request could produce');
+      this.d.health?.fault(
+        f.paywall.id,
+        f.upstream.name,
+        'reported usage beyond what the request could produce',
+      );
       this.d.metrics.providerUsageClamped.inc();
       this.d.log.warn(
         { chargeId: f.chargeId, paywallId: f.paywall.id, provider: f.upstream.name, overReported },
@@ -270,7 +276,9 @@ export class Settlement {
           model,
           outcome,
           ...(usage && cost > 0n ? { buckets: usage, pricing: pricingOf(f, usage) } : {}),
-          ...(builtinAnswered ? { provider: BUILTIN_PROVIDER, providerCost: providerCostRaw.toString() } : {}),
+          ...(builtinAnswered
+            ? { provider: BUILTIN_PROVIDER, providerCost: providerCostRaw.toString() }
+            : {}),
           ...(appBears && uncollected > 0n ? { appLoss: uncollected.toString() } : {}),
           ...(overReported ? { overReported } : {}),
         },
