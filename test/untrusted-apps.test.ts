@@ -1,7 +1,8 @@
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { expectLedgerProven } from './helpers/ledger.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
-import { createProxyPaywall, MODEL, type ProxyPaywall } from './helpers/proxy-setup.js';
+import { createProxyPaywall, eventually, MODEL, type ProxyPaywall } from './helpers/proxy-setup.js';
+import { sweepAbandonedHolds } from '../src/modules/ledger/holds.js';
 import { connectEndUser, createWallet, fundWallet } from './helpers/wallet-fixtures.js';
 import { FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID, proveLedger } from '../src/modules/ledger/accounts.js';
 import { usdcDecimal } from '../src/shared/money.js';
@@ -439,6 +440,45 @@ describe("finding 2: an app never takes past the wallet owner's limit", () => {
     expect(await earnings(owed)).toBe(738n);
     expect(await eventTypes(owed, 'paywall.usage.charge.recovered')).toHaveLength(1);
     await expectLedgerProven(t.db);
+  });
+});
+
+describe('a built-in answer settled by the sweeper', () => {
+  it("keeps the built-in provider's cost on the charge (its stream's progress records it)", async () => {
+    const pw = await t.createPaywall('SHARED', 'Built-in streams');
+    const wallet = await createWallet(t.db, { fundRaw: 1_000_000n });
+    await connect(pw, 'streamer', wallet);
+    const proxy = t.app.services.proxy;
+    proxy.progressIntervalMs = 100;
+    try {
+      op.next({
+        content: Array.from({ length: 30 }, (_, i) => `word${i}`).join(' '),
+        chunkDelayMs: 60,
+        usage: { prompt_tokens: 11, completion_tokens: 60 },
+      });
+      const answer = t.rest('POST', '/v1/chat/completions', {
+        token: pw.apiKey,
+        headers: { 'X-Paywall-User': 'streamer' },
+        body: { model: 'builtin-large', messages: [{ role: 'user', content: 'hello' }], stream: true },
+      });
+      const progress = await eventually(
+        async () => (await charges(pw))[0]?.metadata?.progress ?? null,
+        (p) => p !== null && p.completionTokens >= 5,
+      );
+      expect(progress.meta).toEqual({ provider: 'builtin', providerCost: expect.stringMatching(/^\d+$/) });
+      // Another instance sweeping: the hold is settled for what the stream recorded.
+      expect(await sweepAbandonedHolds(t.db, 0, [])).toBe(1);
+      const [swept] = await charges(pw);
+      expect(swept).toMatchObject({ status: 'completed', error_code: 'abandoned' });
+      expect(swept.metadata).toMatchObject({ provider: 'builtin' });
+      const cost = BigInt(swept.metadata.providerCost);
+      expect(cost).toBeGreaterThan(0n);
+      expect((await legs(swept.id)).provider_cost).toBe(cost);
+      await answer;
+      await expectLedgerProven(t.db);
+    } finally {
+      proxy.progressIntervalMs = 5000;
+    }
   });
 });
 

@@ -798,6 +798,8 @@ export interface HoldProgress {
   feeRaw: bigint;
   providerRaw: bigint;
   uncollectedRaw: bigint;
+  /** What the settlement would record in the charge's metadata besides (the built-in provider's cost, an app's loss). */
+  chargeMetadata?: Record<string, string>;
 }
 
 /**
@@ -821,6 +823,7 @@ export async function recordHoldProgress(sql: Sql, chargeId: string, p: HoldProg
         fee: p.feeRaw.toString(),
         provider: p.providerRaw.toString(),
         uncollected: p.uncollectedRaw.toString(),
+        ...(p.chargeMetadata ? { meta: p.chargeMetadata } : {}),
         at: new Date().toISOString(),
       }),
     ],
@@ -943,7 +946,12 @@ export async function sweepAbandonedHolds(
         completionTokens,
         errorCode: 'abandoned',
         ledgerEntryId: randomUUID(),
-        metadata: { model: r.model, outcome: 'abandoned', ...receipt },
+        metadata: {
+          ...(isStringRecord(p.meta) ? p.meta : {}),
+          model: r.model,
+          outcome: 'abandoned',
+          ...receipt,
+        },
         events: [
           failed,
           buildEvent(

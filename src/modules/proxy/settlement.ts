@@ -165,7 +165,9 @@ export class Settlement {
       const usage = usageOf(f, reported, () => relay.progressTokens());
       if (reported === null && outputTokens(usage) === 0) return;
       const { cost, captured } = charge(f, usage);
-      const split = splitCharge(f.paywall.mode, captured, providerCost(f, usage), this.d.platformFeeBps);
+      const builtinCost = providerCost(f, usage);
+      const split = splitCharge(f.paywall.mode, captured, builtinCost, this.d.platformFeeBps);
+      const appLoss = appBearsShortfall(f) ? uncollectedOf(cost, captured) : 0n;
       await recordHoldProgress(this.d.db, f.chargeId, {
         promptTokens: inputTokens(usage),
         completionTokens: outputTokens(usage),
@@ -175,6 +177,13 @@ export class Settlement {
         capturedRaw: captured,
         ...split,
         uncollectedRaw: appBearsShortfall(f) ? 0n : uncollectedOf(cost, captured),
+        // What the settlement records too, so a sweeper's settlement keeps it (the ledger proof reads it).
+        chargeMetadata: {
+          ...(f.upstream.name === BUILTIN_PROVIDER
+            ? { provider: BUILTIN_PROVIDER, providerCost: builtinCost.toString() }
+            : {}),
+          ...(appLoss > 0n ? { appLoss: appLoss.toString() } : {}),
+        },
       });
     } catch (err) {
       this.d.log.warn({ err, chargeId: f.chargeId }, 'recording stream progress failed');
