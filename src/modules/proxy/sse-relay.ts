@@ -93,7 +93,8 @@ export class SseRelay extends SseTransformer {
     if (choices.length > 0) {
       // Some providers put usage on the last content chunk: keep the content, count it.
       this.chunks.push(data);
-      if (choices.some((c: any) => c?.finish_reason && c.finish_reason !== ERROR_FINISH)) this.finished = true;
+      if (choices.some((c: any) => c?.finish_reason && c.finish_reason !== ERROR_FINISH))
+        this.finished = true;
       if (choices.some((c: any) => c?.finish_reason === ERROR_FINISH)) this.upstreamError = true;
     }
     if (this.clientWantsUsage && this.usage)
