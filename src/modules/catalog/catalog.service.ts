@@ -607,14 +607,16 @@ function checkModelId(input: unknown, param = 'modelId'): string {
 const isBuiltinName = (name: string, servedByBuiltin: boolean): boolean =>
   name === BUILTIN_PROVIDER || (servedByBuiltin && name === DEFAULT_PROVIDER);
 
-const PRICE_FIELDS: [Bucket, string][] = [
-  ['prompt', 'prompt'],
-  ['completion', 'completion'],
-  ['cacheRead', 'cacheRead'],
-  ['cacheWrite', 'cacheWrite'],
-  ['audioPrompt', 'audioPrompt'],
-  ['reasoning', 'reasoning'],
-  ['audioCompletion', 'audioCompletion'],
+/** The token prices checked against the built-in cost, each named as its setModelPricing field (the
+ * prompt and completion prices first: an unset bucket follows one of them). */
+const PRICED_BUCKETS: Bucket[] = [
+  'prompt',
+  'completion',
+  'cacheRead',
+  'cacheWrite',
+  'audioPrompt',
+  'reasoning',
+  'audioCompletion',
 ];
 
 /**
@@ -646,12 +648,12 @@ export function builtinRefusal(
       param: 'request',
       code: 'markup_below_cost',
     };
-  for (const [bucket, field] of PRICE_FIELDS) {
+  for (const bucket of PRICED_BUCKETS) {
     const floor = bucketPico(cost, bucket);
     if (bucketPico(m, bucket) * markupPpm < floor * ONE_PPM)
       return {
-        message: `${field} x markup is below the built-in provider's cost (${formatPrice(floor)} USDC per token)`,
-        param: field,
+        message: `${bucket} x markup is below the built-in provider's cost (${formatPrice(floor)} USDC per token)`,
+        param: bucket,
         code: 'markup_below_cost',
       };
   }

@@ -178,12 +178,12 @@ export class Settlement {
         ...split,
         uncollectedRaw: appBearsShortfall(f) ? 0n : uncollectedOf(cost, captured),
         // What the settlement records too, so a sweeper's settlement keeps it (the ledger proof reads it).
-        chargeMetadata: {
-          ...(f.upstream.name === BUILTIN_PROVIDER
+        chargeMetadata:
+          f.upstream.name === BUILTIN_PROVIDER
             ? { provider: BUILTIN_PROVIDER, providerCost: builtinCost.toString() }
-            : {}),
-          ...(appLoss > 0n ? { appLoss: appLoss.toString() } : {}),
-        },
+            : appLoss > 0n
+              ? { appLoss: appLoss.toString() }
+              : undefined,
       });
     } catch (err) {
       this.d.log.warn({ err, chargeId: f.chargeId }, 'recording stream progress failed');
