@@ -101,6 +101,9 @@ try {
         total: proof.totalRaw.toString(),
         unbalancedAccounts: proof.unbalancedAccounts,
         misheldAccounts: proof.misheldAccounts,
+        misdebtedAccounts: proof.misdebtedAccounts,
+        sharedDebtCharges: proof.sharedDebtCharges,
+        builtinUnpaidCharges: proof.builtinUnpaidCharges,
         // Usage that holds and free balances could not pay, per paywall (USDC): recorded, repaid, still owed.
         uncollected: (await uncollectedByPaywall(db)).map((u) => ({
           paywallId: u.paywallId,

@@ -318,10 +318,39 @@ export class CatalogService {
    * connection).
    */
   async getPrice(paywall: PaywallRef, modelId: string): Promise<ModelPriceInfo | null> {
+    const { model, servedByBuiltin } = await this.lookup(paywall, modelId);
+    return model && this.servable(model, paywall, servedByBuiltin);
+  }
+
+  /** The model's row as the paywall sells it now (its own catalogue or the built-in one). */
+  private async lookup(paywall: PaywallRef, modelId: string) {
     const catalogue = await this.catalogue(paywall.id);
-    if (await this.usesBuiltin(paywall))
-      return catalogue.builtinOverrides.get(modelId) ?? this.builtin.get(modelId) ?? null;
-    return catalogue.models.get(modelId) ?? null;
+    const servedByBuiltin = await this.usesBuiltin(paywall);
+    const model = servedByBuiltin
+      ? (catalogue.builtinOverrides.get(modelId) ?? this.builtin.get(modelId) ?? null)
+      : (catalogue.models.get(modelId) ?? null);
+    return { model, servedByBuiltin };
+  }
+
+  /**
+   * A price as the request path may use it (docs/reference.md §8 "Built-in provider"): a model that
+   * reaches the built-in provider must be one of the operator's models, under its own id, sold at or
+   * above its cost (`builtinRefusal`). A pricing row that breaks this (written before the rule, or made
+   * so by a later markup) is refused when its own provider is the built-in one (400, nothing held), and
+   * loses `builtin` from its fallbacks: nothing old rides the operator's key.
+   */
+  private servable(m: ModelPriceInfo, paywall: PaywallRef, servedByBuiltin: boolean): ModelPriceInfo {
+    const primary = isBuiltinName(m.provider ?? DEFAULT_PROVIDER, servedByBuiltin);
+    if (!primary && !m.fallbacks.some((f) => isBuiltinName(f, servedByBuiltin))) return m;
+    const refusal = builtinRefusal(m, this.builtinCost.get(m.modelId), paywall.markupPpm);
+    if (!refusal) return m;
+    if (primary)
+      throw invalid(
+        `model ${m.modelId} cannot be served by the built-in provider: ${refusal.message}`,
+        'model',
+        refusal.code,
+      );
+    return { ...m, fallbacks: m.fallbacks.filter((f) => !isBuiltinName(f, servedByBuiltin)) };
   }
 
   private async usesBuiltin(paywall: PaywallRef): Promise<boolean> {
@@ -347,9 +376,12 @@ export class CatalogService {
   private remember(paywallId: string, rows: Row[]): Catalogue {
     const models = new Map(rows.map((r) => [r.model_id, toModel(r)]));
     const builtinOverrides = new Map<string, CatalogModel>();
-    for (const m of models.values()) {
+    for (const [id, m] of models) {
       const cost = this.builtinCost.get(m.modelId);
       if (cost) builtinOverrides.set(m.modelId, Object.freeze({ ...m, providerCost: cost }));
+      // Routed to the built-in provider by name: its answers pay the provider's cost too (settlement).
+      if (cost && [m.provider, ...m.fallbacks].includes(BUILTIN_PROVIDER))
+        models.set(id, { ...m, providerCost: cost });
     }
     const catalogue: Catalogue = { models, builtinOverrides, expires: Date.now() + CACHE_TTL_MS };
     this.cache.delete(paywallId); // re-insert at the end: the Map's order is the eviction order
@@ -373,9 +405,10 @@ export class CatalogService {
   /** One model of a paywall; `model_not_found` when it does not sell it. */
   async get(auth: Auth, paywallId: string | null | undefined, modelId: string): Promise<ModelView> {
     const paywall = await this.deps.paywalls.resolve(auth, paywallId, { allowArchived: true });
-    const m = await this.getPrice(paywall, modelId);
+    // As stored: a row the request path refuses (getPrice) is still shown to its owner to fix.
+    const { model: m, servedByBuiltin } = await this.lookup(paywall, modelId);
     if (!m) throw modelNotFound(modelId);
-    return toView(m as CatalogModel, paywall, m.providerCost !== null);
+    return toView(m as CatalogModel, paywall, servedByBuiltin);
   }
 
   /**
@@ -422,6 +455,8 @@ export class CatalogService {
         ? input.upstreamModel
         : checkModelId(input.upstreamModel, 'upstreamModel');
     const fallbacks = input.fallbacks === undefined ? undefined : checkFallbacks(input.fallbacks, provider);
+    // Known before the transaction (a provider lookup must not wait inside it, see getPrice).
+    const servedByBuiltin = await this.usesBuiltin(paywall);
 
     const row = await this.deps.db.transaction(async (tx) => {
       // One statement: the insert is skipped (no row returned) when a new model would pass the cap.
@@ -483,6 +518,19 @@ export class CatalogService {
           'modelId',
           'too_many_models',
         );
+      // The row as it now stands (a partial update keeps earlier fields): refused, and rolled back,
+      // when it would let the built-in provider serve another model or sell one below its cost.
+      // (A row of another model is not sold while the built-in provider serves the paywall: only a
+      // route named `builtin` can take it there.)
+      const stored = toModel(rows[0]);
+      const routes = [stored.provider ?? DEFAULT_PROVIDER, ...stored.fallbacks];
+      if (
+        routes.includes(BUILTIN_PROVIDER) ||
+        (this.builtinCost.has(modelId) && routes.some((p) => isBuiltinName(p, servedByBuiltin)))
+      ) {
+        const refusal = builtinRefusal(stored, this.builtinCost.get(modelId), paywall.markupPpm);
+        if (refusal) throw invalid(refusal.message, refusal.param, refusal.code);
+      }
       await tx.query('select pg_notify($1, $2)', [CHANGED_CHANNEL, paywall.id]);
       return rows[0];
     });
@@ -553,6 +601,63 @@ function checkModelId(input: unknown, param = 'modelId'): string {
   if (typeof input !== 'string' || !MODEL_ID.test(input))
     throw invalid(`${param} must be 1 to 200 characters of letters, digits and . _ : / @ -`, param);
   return input;
+}
+
+/** A provider name that reaches the built-in provider (`default` does while it serves the paywall). */
+const isBuiltinName = (name: string, servedByBuiltin: boolean): boolean =>
+  name === BUILTIN_PROVIDER || (servedByBuiltin && name === DEFAULT_PROVIDER);
+
+/** The token prices checked against the built-in cost, each named as its setModelPricing field (the
+ * prompt and completion prices first: an unset bucket follows one of them). */
+const PRICED_BUCKETS: Bucket[] = [
+  'prompt',
+  'completion',
+  'cacheRead',
+  'cacheWrite',
+  'audioPrompt',
+  'reasoning',
+  'audioCompletion',
+];
+
+/**
+ * Why a model may not reach the built-in provider (docs/reference.md §8), or null when it may: it is
+ * not one of the operator's models (`cost` undefined), it names another upstream model, or what the
+ * end user pays for a request or a token of some bucket (the price, x the markup for tokens) is below
+ * what the built-in provider costs the platform. So every built-in answer pays its cost leg in full.
+ */
+export function builtinRefusal(
+  m: ModelPriceInfo,
+  cost: ModelPrice | undefined,
+  markupPpm: bigint,
+): { message: string; param: string; code: 'invalid_value' | 'markup_below_cost' } | null {
+  if (!cost)
+    return {
+      message: `only the platform's built-in models can be served by the built-in provider; ${m.modelId} is not one`,
+      param: m.provider === BUILTIN_PROVIDER ? 'provider' : 'fallbacks',
+      code: 'invalid_value',
+    };
+  if (m.upstreamModel !== null && m.upstreamModel !== m.modelId)
+    return {
+      message: `a built-in model is served under its own id: upstreamModel must be ${m.modelId} or null`,
+      param: 'upstreamModel',
+      code: 'invalid_value',
+    };
+  if (m.requestPico < cost.requestPico)
+    return {
+      message: `request is below the built-in provider's cost (${formatPrice(cost.requestPico)} USDC)`,
+      param: 'request',
+      code: 'markup_below_cost',
+    };
+  for (const bucket of PRICED_BUCKETS) {
+    const floor = bucketPico(cost, bucket);
+    if (bucketPico(m, bucket) * markupPpm < floor * ONE_PPM)
+      return {
+        message: `${bucket} x markup is below the built-in provider's cost (${formatPrice(floor)} USDC per token)`,
+        param: bucket,
+        code: 'markup_below_cost',
+      };
+  }
+  return null;
 }
 
 /** At most 5 distinct provider names, none of them the model's own provider. */

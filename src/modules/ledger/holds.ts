@@ -890,6 +890,8 @@ export interface HoldProgress {
   feeRaw: bigint;
   providerRaw: bigint;
   uncollectedRaw: bigint;
+  /** What the settlement would record in the charge's metadata besides (the built-in provider's cost, an app's loss). */
+  chargeMetadata?: Record<string, string>;
 }
 
 /**
@@ -913,6 +915,7 @@ export async function recordHoldProgress(sql: Sql, chargeId: string, p: HoldProg
         fee: p.feeRaw.toString(),
         provider: p.providerRaw.toString(),
         uncollected: p.uncollectedRaw.toString(),
+        ...(p.chargeMetadata ? { meta: p.chargeMetadata } : {}),
         at: new Date().toISOString(),
       }),
     ],
@@ -1035,7 +1038,12 @@ export async function sweepAbandonedHolds(
         completionTokens,
         errorCode: 'abandoned',
         ledgerEntryId: randomUUID(),
-        metadata: { model: r.model, outcome: 'abandoned', ...receipt },
+        metadata: {
+          ...(isStringRecord(p.meta) ? p.meta : {}),
+          model: r.model,
+          outcome: 'abandoned',
+          ...receipt,
+        },
         events: [
           failed,
           buildEvent(
@@ -1165,12 +1173,20 @@ export async function settleBeyondHold(
  * mode, the provider's unpaid cost and the platform fee first, as a charge is split), `recovered_raw`
  * grows, the account's `debt_raw` shrinks, and `paywall.usage.charge.recovered` is recorded. Returns the
  * amount repaid. Accounts are locked in id order before the charges are read again.
+ *
+ * A wallet (SHARED) repays an app only while the app is connected to it, and only within that app's
+ * allowance (docs/reference.md §5.7): the connection is locked (a disconnect waits, or is seen), the
+ * repayment counts as the app's spending in the allowance's current period, and what the allowance has
+ * no room for stays owed. A disconnected app is never repaid from the wallet.
  */
 export async function collectDebt(db: Database, accountId: string, feeBps: number): Promise<bigint> {
   const OWED = `select c.id, c.paywall_id, c.user_id, c.model, (c.uncollected_raw - c.recovered_raw)::text as owed,
          coalesce(c.metadata->>'providerCost', '0') as provider_cost, pw.mode, pw.owner_id, e.external_id,
          (select coalesce(sum(t.amount_raw), 0) from transfer t where t.charge_id = c.id and t.kind = 'provider_cost')::text as provider_paid,
-         (select w.id from wallet_user w where w.account_id = c.account_id) as wallet_user_id
+         (select w.id from wallet_user w where w.account_id = c.account_id) as wallet_user_id,
+         (select w.id from wallet_connection w join wallet_user wu on wu.id = w.wallet_user_id
+           where w.end_user_id = c.user_id and w.revoked_at is null and wu.account_id = c.account_id
+           limit 1) as connection_id
     from charge c join paywall pw on pw.id = c.paywall_id join end_user e on e.id = c.user_id
    where c.account_id = $1 and c.kind = 'usage' and c.uncollected_raw > c.recovered_raw
    order by c.created_at, c.id limit 100`;
@@ -1192,7 +1208,37 @@ export async function collectDebt(db: Database, accountId: string, feeBps: numbe
     for (const r of owed) {
       if (free <= 0n) break;
       const due = BigInt(r.owed);
-      const amount = due < free ? due : free;
+      let amount = due < free ? due : free;
+      if (r.mode === 'SHARED') {
+        // Only a connected app, within its allowance (locked: a disconnect or a hold of the app waits).
+        if (!r.connection_id) continue;
+        const [w] = await tx.query(
+          `select w.revoked_at is null as active,
+                  case when w.allowance_raw is null then null
+                       else (w.allowance_raw - case when w.allowance_period_start = v.start
+                                                    then w.allowance_spent_raw else 0 end)::text end as rest,
+                  v.start::text as start
+             from wallet_connection w,
+                  lateral (select greatest(w.allowance_period_start,
+                                           ${periodStartSql('w.allowance_period', 'now()')}) as start) v
+            where w.id = $1 for no key update of w`,
+          [r.connection_id],
+        );
+        if (!w?.active) continue;
+        if (w.rest !== null) {
+          const rest = BigInt(w.rest);
+          if (rest <= 0n) continue;
+          if (rest < amount) amount = rest;
+          await tx.query(
+            `update wallet_connection
+                set allowance_spent_raw = case when allowance_period_start = $2::date
+                                               then allowance_spent_raw else 0 end + $3::bigint,
+                    allowance_period_start = $2::date
+              where id = $1`,
+            [r.connection_id, w.start, amount.toString()],
+          );
+        }
+      }
       const providerDue = bigintOr0(r.provider_cost) - bigintOr0(r.provider_paid);
       const split =
         r.mode === 'DEFAULT'

@@ -73,6 +73,13 @@ export interface Flight {
   chargeId: string;
   trigger: EventTrigger;
   hold: ReserveResult;
+  /** The prompt estimate the hold was computed from (the Responses API's earlier context included). */
+  promptEstimate: number;
+  /**
+   * Usage the provider reported beyond what the request could produce, clamped away before charging
+   * (settlement.usageOf; docs/reference.md §5.7): tokens over each bound, null when none.
+   */
+  overReported?: { input: number; output: number } | null;
   via: string[];
   /** ChatCall.clientHeaders (empty when none). */
   clientHeaders: Record<string, string>;

@@ -159,10 +159,12 @@ export class Forwarder {
     // An answer with no output that ended in an error or without a finish reason costs nothing, the
     // request price included (the client still gets it as the provider sent it).
     const empty = outputTokens(usage) === 0 && !f.fmt.jsonFinished(answer);
+    // Nothing produced because the provider failed: a failed request (docs/reference.md §5.4).
+    const failed = empty && f.fmt.jsonEndedInError?.(answer) === true;
     const { captured, freeAfterRaw, costDetails } = await this.d.settlement.settle(
       f,
-      'completed',
-      null,
+      failed ? 'failed' : 'completed',
+      failed ? 'upstream_error' : null,
       empty ? null : usage,
       empty ? null : this.d.relayed.record(f, answer.id, usage),
     );
@@ -246,10 +248,13 @@ export class Forwarder {
     // nothing): else nothing is charged, the request price included, whatever usage the provider sent.
     const producedSomething =
       outputTokens(usage) > 0 || (reported !== null && outcome === 'completed' && relay.finished);
+    // A stream that produced nothing and ended in the provider's error (an error event, or chat's
+    // `finish_reason: "error"`) is a failed request, whatever its terminal event.
+    const failedEmpty = !producedSomething && outcome === 'completed' && relay.upstreamError;
     const { captured, freeAfterRaw, costDetails } = await this.d.settlement.settle(
       f,
-      outcome,
-      errorCode,
+      failedEmpty ? 'failed' : outcome,
+      failedEmpty ? 'upstream_error' : errorCode,
       producedSomething ? usage : null,
       producedSomething ? this.d.relayed.record(f, relay.responseId?.(), usage) : null,
     );

@@ -213,6 +213,7 @@ export async function meteredCall<R extends MeteredRequest>(
     chargeId,
     trigger,
     hold: held.hold,
+    promptEstimate,
     via: call.via ?? [],
     clientHeaders: call.clientHeaders ?? {},
     controller: new AbortController(),

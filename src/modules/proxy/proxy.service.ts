@@ -108,6 +108,7 @@ export class ProxyService {
       log,
       metrics,
       platformFeeBps: limits.PLATFORM_FEE_BPS,
+      health: this.health,
       lowBalance: d.lowBalance,
       autoTopup: d.autoTopup,
     });

@@ -174,6 +174,8 @@ export const responsesFormat: WireFormat = {
 
   jsonFinished: (json) => json.error == null && (json.status === 'completed' || json.status === 'incomplete'),
 
+  jsonEndedInError: (json) => json.error != null || json.status === 'failed',
+
   countJson(json) {
     const produced = new ProducedText();
     if (Array.isArray(json.output)) for (const item of json.output) addOutput(produced, item);

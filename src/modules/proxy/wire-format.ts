@@ -34,7 +34,7 @@ export interface StreamRelay {
   readonly done: boolean;
   /** The answer ended normally even without a terminal event (chat: a finish_reason was seen). */
   readonly finished: boolean;
-  /** The upstream sent an error event. */
+  /** The upstream sent an error event (chat: or a choice ended with `finish_reason: "error"`). */
   readonly upstreamError: boolean;
   /** The upstream's usage, or null when it sent none. */
   usageTokens(): ReportedUsage | null;
@@ -73,6 +73,11 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
    * completed or incomplete), not in an error or with an empty finish reason.
    */
   jsonFinished(json: Record<string, any>): boolean;
+  /**
+   * The whole answer ended in the provider's error (chat: `finish_reason: "error"` or an `error` field;
+   * Responses: status `failed`): with no output it is a failed request, charged nothing. Optional.
+   */
+  jsonEndedInError?(json: Record<string, any>): boolean;
   /**
    * Why a whole 2xx answer is not an answer of this format at all (embeddings: no `data` list), or null.
    * Such an answer is a failed request: nothing is charged and the client gets a 502. Optional.

@@ -135,9 +135,14 @@ export function finishReason(stop: unknown): ChatFinishReason {
   }
 }
 
-/** Chat `finish_reason` → Anthropic `stop_reason`. */
-export function stopReason(finish: unknown): string {
+/** The chat `finish_reason` some providers end a failed generation with: not a finish. */
+export const ERROR_FINISH = 'error';
+
+/** Chat `finish_reason` → Anthropic `stop_reason` (null: it ended in the provider's error). */
+export function stopReason(finish: unknown): string | null {
   switch (finish) {
+    case ERROR_FINISH:
+      return null;
     case 'length':
       return 'max_tokens';
     case 'tool_calls':

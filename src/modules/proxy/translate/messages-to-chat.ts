@@ -1,6 +1,7 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import {
   badValue,
+  ERROR_FINISH,
   checkFields,
   isObject,
   messagesUsageFromChat,
@@ -426,7 +427,9 @@ export class ChatToMessagesStream extends SseTransformer {
     if (Array.isArray(delta.tool_calls)) for (const c of delta.tool_calls) if (isObject(c)) this.toolCall(c);
     if (typeof choice.finish_reason === 'string' && choice.finish_reason !== '') {
       this.finishReason = choice.finish_reason;
-      this.finished = true;
+      // An answer ended in the provider's error is not finished (charged nothing when empty).
+      if (choice.finish_reason === ERROR_FINISH) this.upstreamError = true;
+      else this.finished = true;
       this.closeBlock();
     }
   }
