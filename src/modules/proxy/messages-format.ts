@@ -119,6 +119,16 @@ function checkContent(content: unknown, at: string, required: boolean): void {
  * `messages.0.role`): `model`, `max_tokens` (a positive integer, required), `messages` (a non-empty list
  * of `{role, content}`), `system`, `stream`, `metadata.user_id`, `tools`. Other fields are passed on.
  */
+/** Anthropic's smallest thinking budget: a request that thinks needs a cap above it (docs/reference.md §20). */
+export const MIN_THINKING_BUDGET = 1024;
+
+/** An Anthropic `thinking: {type: "enabled", budget_tokens}`'s budget, or null. */
+export function thinkingBudget(body: Record<string, unknown>): number | null {
+  const t = body.thinking;
+  if (!isObject(t) || t.type !== 'enabled') return null;
+  return typeof t.budget_tokens === 'number' && Number.isInteger(t.budget_tokens) ? t.budget_tokens : null;
+}
+
 export function parseMessagesRequest(input: unknown): MeteredRequest {
   const { body, model } = checkBodyAndModel(input);
   const max = body.max_tokens;
@@ -345,9 +355,29 @@ export const messagesFormat: WireFormat = {
 
   parse: parseMessagesRequest,
 
-  // The hold's cap in `max_tokens`; the end user's id never goes upstream.
-  upstreamBody: (req, cap, up) =>
-    JSON.stringify({ ...withoutEndUser(req.body), model: up.model, max_tokens: cap }),
+  // The hold's cap in `max_tokens` (the client always sends one); the end user's id never goes upstream.
+  upstreamBody(req, cap, up) {
+    const maxTokens = cap ?? req.clientMaxTokens ?? 1;
+    const body: Record<string, unknown> = {
+      ...withoutEndUser(req.body),
+      model: up.model,
+      max_tokens: maxTokens,
+    };
+    // docs/reference.md §20 "Thinking": a budget must stay below max_tokens. A cap lowered to or below it
+    // lowers the budget to cap − 1 (the hold's smallest cap for a thinking request keeps that ≥ 1,024);
+    // a client whose own cap is below its budget is sent as it asked.
+    const thinking = body.thinking;
+    if (
+      isObject(thinking) &&
+      thinking.type === 'enabled' &&
+      typeof thinking.budget_tokens === 'number' &&
+      thinking.budget_tokens >= maxTokens &&
+      maxTokens < (req.clientMaxTokens ?? maxTokens + 1) &&
+      maxTokens - 1 >= MIN_THINKING_BUDGET
+    )
+      body.thinking = { ...thinking, budget_tokens: maxTokens - 1 };
+    return JSON.stringify(body);
+  },
 
   jsonUsage: (json) => messagesUsage(json.usage),
 

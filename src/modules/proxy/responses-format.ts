@@ -165,7 +165,8 @@ export const responsesFormat: WireFormat = {
   },
 
   upstreamBody(req, cap, up) {
-    const body: Record<string, unknown> = { ...req.body, model: up.model, max_output_tokens: cap };
+    const body: Record<string, unknown> = { ...req.body, model: up.model };
+    if (cap !== null) body.max_output_tokens = cap;
     delete body.user;
     return JSON.stringify(body);
   },

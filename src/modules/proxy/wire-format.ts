@@ -63,9 +63,9 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
   /**
    * The body sent upstream with the completion cap `cap` (never the end user's id): `up.model` is the
    * model id the provider knows (docs/reference.md §15 "Routing"); `up.capParameter` names chat's cap
-   * field when the client sent none.
+   * field when the client sent none. `cap` null: the client sent none and none is added (§20).
    */
-  upstreamBody(req: R, cap: number, up: UpstreamBodyOptions): string;
+  upstreamBody(req: R, cap: number | null, up: UpstreamBodyOptions): string;
   /** The usage a whole answer reports (absent fields when the provider did not send them). */
   jsonUsage(json: Record<string, any>): ReportedUsage | null;
   /**
