@@ -141,7 +141,7 @@ export type SetModelPricingInput = {
   displayName?: string | null | undefined;
   /** Up to 5 provider names tried in order when the provider refuses the connection, times out before answering, or answers 429 or 5xx; null or []: none. */
   fallbacks?: Array<string> | null | undefined;
-  /** 16 to 1,000,000; null = the default 4096. */
+  /** 16 to 1,000,000: the most output a request gets (a client's lower cap is kept); null: the catalogue's maximum for the model, else 4096. */
   maxCompletionTokens?: number | null | undefined;
   /** 1–200 characters of letters, digits and . _ : / @ - */
   modelId: string;
@@ -153,6 +153,8 @@ export type SetModelPricingInput = {
   provider?: string | null | undefined;
   /** Cost per reasoning token; null (or unset on create): the completion price applies. */
   reasoning?: string | null | undefined;
+  /** true: the model reasons (Anthropic thinking and OpenAI reasoning effort are mapped to each other for it); false: it does not (they are dropped); null: the catalogue of known models decides. */
+  reasoningModel?: boolean | null | undefined;
   /** Price per request (not marked up). */
   request?: string | null | undefined;
   /** The model id sent to the provider; null: the model id. */
