@@ -665,6 +665,39 @@ describe('agent tools across formats (§21)', () => {
     expect(r.model).toBe(CLAUDE);
   });
 
+  it('an inline image toward Claude is held by Anthropic’s formula from its declared pixels, toward GPT by OpenAI’s tiles (§13)', async () => {
+    const user = await funded();
+    // A 1 x 1 PNG: 1 token for Anthropic ((1 x 1) / 750), not a 2048 x 2048 image's bound.
+    const png =
+      'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+    const messages = [
+      {
+        role: 'user' as const,
+        content: [
+          { type: 'text' as const, text: 'What is this?' },
+          { type: 'image_url' as const, image_url: { url: png } },
+        ],
+      },
+    ];
+    claude.next({ content: 'A dot', rawUsage: { input_tokens: 20, output_tokens: 2 } });
+    await client(t, pw, user).chat.completions.create({ model: CLAUDE, messages, max_tokens: 10 });
+    const text = await client(t, pw, user).chat.completions.create({
+      model: GPT,
+      messages: [{ role: 'user', content: 'What is this?' }],
+      max_tokens: 10,
+    });
+    expect(text.choices[0].message.content).toBeTruthy();
+    await client(t, pw, user).chat.completions.create({ model: GPT, messages, max_tokens: 10 });
+    const [toClaude, textOnly, toGpt] = (await chargesOf(t, pw, user)).map(
+      (c) => c.metadata.promptEstimate as number,
+    );
+    expect(toClaude - textOnly).toBeLessThanOrEqual(1 + 3); // the image part: 1 token (and its framing)
+    // OpenAI bills a 1 x 1 image as one tile at most: gpt-test is no known family, so the largest
+    // family's (gpt-4o-mini: 2,833 + 5,667), not 48,169.
+    expect(toGpt - textOnly).toBeLessThanOrEqual(2833 + 5667);
+    expect(toGpt - textOnly).toBeGreaterThan(0);
+  });
+
   it('refuses only what changes what the client parses or pays: hosted tools, logprobs', async () => {
     const user = await funded();
     const r = await t.rest('POST', '/v1/responses', {

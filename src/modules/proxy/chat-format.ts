@@ -38,6 +38,8 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
     return { ...req, promptEstimate: countPromptTokens(req) };
   },
 
+  countPrompt: (req, biller) => countPromptTokens(req, biller),
+
   upstreamBody(req, cap, up) {
     const body: Record<string, unknown> = { ...req.body, model: up.model };
     delete body.user;

@@ -9,7 +9,8 @@ import { chargedFields } from './sse-relay.js';
 import {
   countText,
   fileTokenBound,
-  imageTokenBound,
+  imagePartTokens,
+  type ImageBiller,
   ProducedText,
   UNKNOWN_INPUT_BOUND,
 } from './token-counter.js';
@@ -46,7 +47,7 @@ function documentTokens(model: string, source: unknown): number {
  * documents at the bounds of token-counter.ts (as chat's image and file parts), tool calls and results
  * as their JSON and text.
  */
-export function blocksTokens(model: string, content: unknown): number {
+export function blocksTokens(model: string, content: unknown, biller: ImageBiller = 'ANTHROPIC'): number {
   if (typeof content === 'string') return countText(content);
   if (!Array.isArray(content)) return jsonTokens(content);
   let n = 0;
@@ -56,9 +57,12 @@ export function blocksTokens(model: string, content: unknown): number {
       case 'text':
         n += countText(typeof b.text === 'string' ? b.text : '');
         break;
-      case 'image':
-        n += imageTokenBound(model, undefined);
+      case 'image': {
+        // An inline image by the pixel size its header declares; a URL at the largest bound.
+        const src = isObject(b.source) ? b.source : {};
+        n += imagePartTokens(model, undefined, src.type === 'base64' ? src.data : null, biller);
         break;
+      }
       case 'document':
         n += documentTokens(model, b.source) + (typeof b.title === 'string' ? countText(b.title) : 0);
         break;
@@ -67,7 +71,7 @@ export function blocksTokens(model: string, content: unknown): number {
         n += countText(typeof b.name === 'string' ? b.name : '') + jsonTokens(b.input);
         break;
       case 'tool_result':
-        n += blocksTokens(model, b.content ?? '');
+        n += blocksTokens(model, b.content ?? '', biller);
         break;
       case 'thinking':
         n += countText(typeof b.thinking === 'string' ? b.thinking : '');
@@ -83,12 +87,16 @@ export function blocksTokens(model: string, content: unknown): number {
 }
 
 /** Prompt tokens of a Messages request: system, messages, tool definitions. */
-export function countMessagesPrompt(body: Record<string, unknown>): number {
+export function countMessagesPrompt(
+  body: Record<string, unknown>,
+  biller: ImageBiller = 'ANTHROPIC',
+): number {
   const model = typeof body.model === 'string' ? body.model : '';
   let n = REPLY_PRIMING;
-  if (body.system !== undefined && body.system !== null) n += PER_MESSAGE + blocksTokens(model, body.system);
+  if (body.system !== undefined && body.system !== null)
+    n += PER_MESSAGE + blocksTokens(model, body.system, biller);
   if (Array.isArray(body.messages))
-    for (const m of body.messages) if (isObject(m)) n += PER_MESSAGE + blocksTokens(model, m.content);
+    for (const m of body.messages) if (isObject(m)) n += PER_MESSAGE + blocksTokens(model, m.content, biller);
   n += jsonTokens(body.tools);
   return n;
 }
@@ -354,6 +362,7 @@ export const messagesFormat: WireFormat = {
   upstreamPath: '/messages',
 
   parse: parseMessagesRequest,
+  countPrompt: (req, biller) => countMessagesPrompt(req.body, biller),
 
   // The hold's cap in `max_tokens` (the client always sends one); the end user's id never goes upstream.
   upstreamBody(req, cap, up) {

@@ -106,6 +106,10 @@ export async function meteredCall<R extends MeteredRequest>(
   if (!provider) throw unservable(fmt);
   provider.validate?.(req.body);
   const route = routed.filter((up, i) => i === 0 || d.clients(fmt, up) !== null);
+  // A translated request's images are billed by the provider's kind, not the client format's.
+  const ownKind = fmt.name === 'messages' ? 'ANTHROPIC' : 'OPENAI';
+  if (fmt.countPrompt && routed[0].kind !== ownKind)
+    req.promptEstimate = fmt.countPrompt(req, routed[0].kind);
 
   // Responses API: a continued response makes the provider bill the earlier context as input again.
   const context =

@@ -221,7 +221,8 @@ export class ProxyService {
     call.answeredBy?.(upstream.name);
     // An OpenAI-compatible provider has no count endpoint: the count is this service's tokenizer's,
     // the same one that sizes the hold (docs/reference.md §15 "Across formats").
-    if (upstream.kind === 'OPENAI') return { status: 200, body: { input_tokens: countMessagesPrompt(body) } };
+    if (upstream.kind === 'OPENAI')
+      return { status: 200, body: { input_tokens: countMessagesPrompt(body, 'OPENAI') } };
     const provider = clientFor(messagesFormat, upstream)!; // every kind serves the Messages API
     const { UPSTREAM_TIMEOUT_MS, UPSTREAM_MAX_DURATION_MS, UPSTREAM_MAX_BYTES } = this.d.limits;
     const controller = new AbortController();
