@@ -1,0 +1,189 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { AgentFake, FINAL_TEXT, type AgentUsage } from './helpers/agent-fake.js';
+import { chargesOf, deposit, money, type ProxyPaywall } from './helpers/proxy-setup.js';
+
+/**
+ * The real agent tools from npm (pinned devDependencies) through the paywall, against a loopback fake
+ * provider that answers a tool call and then a final answer (test/helpers/agent-fake.ts): Claude Code
+ * (`claude -p`) and the Codex CLI (`codex exec`), each on a native and a translated route. The end user is
+ * named with X-Paywall-User (Claude Code: ANTHROPIC_CUSTOM_HEADERS; Codex: the provider's http_headers).
+ * Every run is charged to the raw unit from the fake's usage, computed here; what reached the fake is
+ * compared with what the tool sent (docs/reference.md §20, §21).
+ */
+
+const BIN = new URL('../node_modules/.bin/', import.meta.url).pathname;
+
+/** Cost prices (pico-USDC per token) of every model here; markup 1. */
+const PROMPT = 1_000_000n; // 0.000001 USDC
+const COMPLETION = 4_000_000n; // 0.000004 USDC
+
+/** The charge of the answers the fake gave, computed independently: Σ (in x prompt + out x completion), each rounded up. */
+const expectedRaw = (usages: AgentUsage[]) =>
+  usages.reduce(
+    (sum, u) => sum + (BigInt(u.input) * PROMPT + BigInt(u.output) * COMPLETION + 999_999n) / 1_000_000n,
+    0n,
+  );
+
+const NATIVE_CLAUDE = 'claude-sonnet-4-20250514';
+const CLAUDE_VIA_GPT = 'claude-on-gpt';
+const NATIVE_GPT = 'gpt-4.1';
+const GPT_VIA_CLAUDE = 'codex-on-claude';
+
+let t: TestApp;
+let fake: AgentFake;
+let pw: ProxyPaywall;
+
+async function gqlOk(query: string, i: Record<string, unknown>) {
+  const r = await t.gql(pw.apiKey, query, { i });
+  if (r.errors) throw new Error(JSON.stringify(r.errors));
+}
+
+beforeAll(async () => {
+  fake = await AgentFake.start();
+  t = await startTestApp();
+  pw = await t.createPaywall('DEFAULT');
+  const connect = `mutation($i: ConnectProviderInput!) { connectProvider(input: $i) { id } }`;
+  await gqlOk(connect, { baseUrl: fake.baseUrl, apiKey: 'sk-openai-fake-0001' });
+  await gqlOk(connect, { name: 'claude', kind: 'ANTHROPIC', baseUrl: fake.baseUrl, apiKey: 'sk-ant-fake-0001' });
+  const price = `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`;
+  const prices = { prompt: '0.000001', completion: '0.000004' };
+  await gqlOk(price, { modelId: NATIVE_CLAUDE, provider: 'claude', ...prices });
+  await gqlOk(price, { modelId: CLAUDE_VIA_GPT, upstreamModel: 'gpt-4.1', ...prices });
+  await gqlOk(price, { modelId: NATIVE_GPT, ...prices });
+  await gqlOk(price, {
+    modelId: GPT_VIA_CLAUDE,
+    provider: 'claude',
+    upstreamModel: NATIVE_CLAUDE,
+    ...prices,
+  });
+}, 60_000);
+afterAll(async () => {
+  await t?.close();
+  await fake?.close();
+});
+beforeEach(() => fake.reset());
+
+/** Runs a tool to its end; resolves with its exit code and output (never rejects). */
+function run(cmd: string, args: string[], env: Record<string, string>, cwd: string) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn(cmd, args, {
+      cwd,
+      env: { PATH: `${BIN}:/usr/bin:/bin`, LANG: 'C.UTF-8', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Claude Code in print mode, offline but for the paywall (telemetry, updates and extra traffic off). */
+function claude(model: string, user: string, extraEnv: Record<string, string> = {}) {
+  const home = mkdtempSync(join(tmpdir(), 'cc-home-'));
+  const work = mkdtempSync(join(tmpdir(), 'cc-work-'));
+  return run(
+    `${BIN}claude`,
+    ['-p', 'Run `echo paywall-ok` with the Bash tool, then tell me what it printed.', '--allowedTools', 'Bash'],
+    {
+      HOME: home,
+      ANTHROPIC_BASE_URL: t.url,
+      ANTHROPIC_API_KEY: pw.apiKey,
+      ANTHROPIC_CUSTOM_HEADERS: `X-Paywall-User: ${user}`,
+      ANTHROPIC_MODEL: model,
+      ANTHROPIC_SMALL_FAST_MODEL: model,
+      ANTHROPIC_DEFAULT_HAIKU_MODEL: model,
+      ANTHROPIC_DEFAULT_SONNET_MODEL: model,
+      ANTHROPIC_DEFAULT_OPUS_MODEL: model,
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      DISABLE_AUTOUPDATER: '1',
+      DISABLE_TELEMETRY: '1',
+      DISABLE_ERROR_REPORTING: '1',
+      DISABLE_BUG_COMMAND: '1',
+      ...extraEnv,
+    },
+    work,
+  );
+}
+
+/** The Codex CLI (`codex exec`) with a provider pointing at the paywall (config.toml in CODEX_HOME). */
+function codex(model: string, user: string) {
+  const home = mkdtempSync(join(tmpdir(), 'codex-home-'));
+  const work = mkdtempSync(join(tmpdir(), 'codex-work-'));
+  writeFileSync(
+    join(home, 'config.toml'),
+    [
+      `model = "${model}"`,
+      `model_provider = "paywall"`,
+      `approval_policy = "never"`,
+      `sandbox_mode = "danger-full-access"`,
+      // Codex offers OpenAI's hosted web search by default; an Anthropic provider has none (refused, §21).
+      `web_search = "disabled"`,
+      `[model_providers.paywall]`,
+      `name = "Paywall"`,
+      `base_url = "${t.url}/v1"`,
+      `env_key = "PAYWALL_KEY"`,
+      `wire_api = "responses"`,
+      `http_headers = { "X-Paywall-User" = "${user}" }`,
+      `[analytics]`,
+      `enabled = false`,
+      '',
+    ].join('\n'),
+  );
+  return run(
+    `${BIN}codex`,
+    ['exec', '--skip-git-repo-check', 'Run `echo paywall-ok` in the shell, then tell me what it printed.'],
+    { HOME: home, CODEX_HOME: home, PAYWALL_KEY: pw.apiKey },
+    work,
+  );
+}
+
+describe('Claude Code (claude -p) through the paywall', () => {
+  it.each([
+    ['native, to an Anthropic provider', NATIVE_CLAUDE, '/messages'],
+    ['translated, to an OpenAI-compatible provider', CLAUDE_VIA_GPT, '/chat/completions'],
+  ])('%s: runs the tool, gets the answer, charged to the raw unit', async (_, model, path) => {
+    const user = `cc-${path.length}`;
+    await deposit(t, pw, user, '5');
+    const r = await claude(model, user);
+    expect({ code: r.code, out: r.stdout.trim() }).toMatchObject({ code: 0, out: expect.stringContaining('paywall-ok') });
+    // One request ran the tool, one got the final answer (and maybe side requests without tools).
+    const calls = fake.of(path);
+    expect(calls.length).toBeGreaterThanOrEqual(2);
+    expect(JSON.stringify(calls.at(-1)!.body)).toContain('paywall-ok'); // the tool's output went back
+    expect(r.stdout).toContain(FINAL_TEXT.slice(0, 20));
+    const raw = expectedRaw(fake.usages);
+    expect(await money(t, pw, user)).toMatchObject({ balance: 5_000_000n - raw, held: 0n });
+    expect((await chargesOf(t, pw, user)).length).toBe(fake.usages.length);
+  }, 180_000);
+});
+
+describe('the Codex CLI (codex exec) through the paywall', () => {
+  it.each([
+    ['native, to an OpenAI provider (Responses)', NATIVE_GPT, '/responses'],
+    ['translated, to an Anthropic provider', GPT_VIA_CLAUDE, '/messages'],
+  ])('%s: runs the tool, gets the answer, charged to the raw unit', async (_, model, path) => {
+    const user = `codex-${path.length}`;
+    await deposit(t, pw, user, '5');
+    const r = await codex(model, user);
+    if (r.code !== 0) console.log(r.stdout, r.stderr.slice(-3000));
+    expect({ code: r.code, out: r.stdout + r.stderr }).toMatchObject({
+      code: 0,
+      out: expect.stringContaining('paywall-ok'),
+    });
+    const calls = fake.of(path);
+    expect(calls.length).toBeGreaterThanOrEqual(2);
+    expect(JSON.stringify(calls.at(-1)!.body)).toContain('paywall-ok');
+    const raw = expectedRaw(fake.usages);
+    expect(await money(t, pw, user)).toMatchObject({ balance: 5_000_000n - raw, held: 0n });
+  }, 180_000);
+});
