@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestApp, type TestApp } from './helpers/app.js';
-import { AgentFake, FINAL_TEXT, type AgentUsage } from './helpers/agent-fake.js';
+import { AgentFake, FINAL_TEXT, Tap, type AgentUsage, type TappedRequest } from './helpers/agent-fake.js';
 import { chargesOf, deposit, money, type ProxyPaywall } from './helpers/proxy-setup.js';
 
 /**
@@ -35,7 +35,30 @@ const GPT_VIA_CLAUDE = 'codex-on-claude';
 
 let t: TestApp;
 let fake: AgentFake;
+let tap: Tap;
 let pw: ProxyPaywall;
+
+/** The model requests a tool sent (POST, the API's path; not count_tokens), in order. */
+const sentTo = (path: string): TappedRequest[] =>
+  tap.requests.filter((r) => r.path.split('?')[0].endsWith(path) && r.body);
+
+/** True when `cache_control` appears anywhere in a body. */
+const hasCacheControl = (v: unknown): boolean => JSON.stringify(v ?? null).includes('"cache_control"');
+
+/**
+ * Every field the paywall named in `x-paywall-dropped-fields` was in what the tool sent, and none of the
+ * top-level ones reached the provider; returns the names.
+ */
+function expectDroppedNamed(sent: TappedRequest, reached: any): string[] {
+  const header = sent.answerHeaders['x-paywall-dropped-fields'];
+  const names = header ? header.split(',') : [];
+  for (const name of names) {
+    if (name === 'cache_control') expect(hasCacheControl(sent.body)).toBe(true);
+    else expect(sent.body).toHaveProperty(name.split('.'));
+    if (!name.includes('.')) expect(reached).not.toHaveProperty(name);
+  }
+  return names;
+}
 
 async function gqlOk(query: string, i: Record<string, unknown>) {
   const r = await t.gql(pw.apiKey, query, { i });
@@ -45,10 +68,16 @@ async function gqlOk(query: string, i: Record<string, unknown>) {
 beforeAll(async () => {
   fake = await AgentFake.start();
   t = await startTestApp();
+  tap = await Tap.start(t.url);
   pw = await t.createPaywall('DEFAULT');
   const connect = `mutation($i: ConnectProviderInput!) { connectProvider(input: $i) { id } }`;
   await gqlOk(connect, { baseUrl: fake.baseUrl, apiKey: 'sk-openai-fake-0001' });
-  await gqlOk(connect, { name: 'claude', kind: 'ANTHROPIC', baseUrl: fake.baseUrl, apiKey: 'sk-ant-fake-0001' });
+  await gqlOk(connect, {
+    name: 'claude',
+    kind: 'ANTHROPIC',
+    baseUrl: fake.baseUrl,
+    apiKey: 'sk-ant-fake-0001',
+  });
   const price = `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`;
   const prices = { prompt: '0.000001', completion: '0.000004' };
   await gqlOk(price, { modelId: NATIVE_CLAUDE, provider: 'claude', ...prices });
@@ -62,10 +91,14 @@ beforeAll(async () => {
   });
 }, 60_000);
 afterAll(async () => {
+  await tap?.close();
   await t?.close();
   await fake?.close();
 });
-beforeEach(() => fake.reset());
+beforeEach(() => {
+  fake.reset();
+  tap.reset();
+});
 
 /** Runs a tool to its end; resolves with its exit code and output (never rejects). */
 function run(cmd: string, args: string[], env: Record<string, string>, cwd: string) {
@@ -93,10 +126,15 @@ function claude(model: string, user: string, extraEnv: Record<string, string> = 
   const work = mkdtempSync(join(tmpdir(), 'cc-work-'));
   return run(
     `${BIN}claude`,
-    ['-p', 'Run `echo paywall-ok` with the Bash tool, then tell me what it printed.', '--allowedTools', 'Bash'],
+    [
+      '-p',
+      'Run `echo paywall-ok` with the Bash tool, then tell me what it printed.',
+      '--allowedTools',
+      'Bash',
+    ],
     {
       HOME: home,
-      ANTHROPIC_BASE_URL: t.url,
+      ANTHROPIC_BASE_URL: tap.url,
       ANTHROPIC_API_KEY: pw.apiKey,
       ANTHROPIC_CUSTOM_HEADERS: `X-Paywall-User: ${user}`,
       ANTHROPIC_MODEL: model,
@@ -130,7 +168,7 @@ function codex(model: string, user: string) {
       `web_search = "disabled"`,
       `[model_providers.paywall]`,
       `name = "Paywall"`,
-      `base_url = "${t.url}/v1"`,
+      `base_url = "${tap.url}/v1"`,
       `env_key = "PAYWALL_KEY"`,
       `wire_api = "responses"`,
       `http_headers = { "X-Paywall-User" = "${user}" }`,
@@ -151,19 +189,64 @@ describe('Claude Code (claude -p) through the paywall', () => {
   it.each([
     ['native, to an Anthropic provider', NATIVE_CLAUDE, '/messages'],
     ['translated, to an OpenAI-compatible provider', CLAUDE_VIA_GPT, '/chat/completions'],
-  ])('%s: runs the tool, gets the answer, charged to the raw unit', async (_, model, path) => {
-    const user = `cc-${path.length}`;
-    await deposit(t, pw, user, '5');
-    const r = await claude(model, user);
-    expect({ code: r.code, out: r.stdout.trim() }).toMatchObject({ code: 0, out: expect.stringContaining('paywall-ok') });
-    // One request ran the tool, one got the final answer (and maybe side requests without tools).
-    const calls = fake.of(path);
-    expect(calls.length).toBeGreaterThanOrEqual(2);
-    expect(JSON.stringify(calls.at(-1)!.body)).toContain('paywall-ok'); // the tool's output went back
-    expect(r.stdout).toContain(FINAL_TEXT.slice(0, 20));
-    const raw = expectedRaw(fake.usages);
-    expect(await money(t, pw, user)).toMatchObject({ balance: 5_000_000n - raw, held: 0n });
-    expect((await chargesOf(t, pw, user)).length).toBe(fake.usages.length);
+  ])(
+    '%s: runs the tool, gets the answer, charged to the raw unit',
+    async (_, model, path) => {
+      const user = `cc-${path.length}`;
+      await deposit(t, pw, user, '5');
+      const r = await claude(model, user);
+      expect({ code: r.code, out: r.stdout.trim() }).toMatchObject({
+        code: 0,
+        out: expect.stringContaining('paywall-ok'),
+      });
+      // One request ran the tool, one got the final answer (and maybe side requests without tools).
+      const calls = fake.of(path);
+      expect(calls.length).toBeGreaterThanOrEqual(2);
+      expect(JSON.stringify(calls.at(-1)!.body)).toContain('paywall-ok'); // the tool's output went back
+      expect(r.stdout).toContain(FINAL_TEXT.slice(0, 20));
+      const raw = expectedRaw(fake.usages);
+      expect(await money(t, pw, user)).toMatchObject({ balance: 5_000_000n - raw, held: 0n });
+      expect((await chargesOf(t, pw, user)).length).toBe(fake.usages.length);
+
+      // What reached the provider against what Claude Code sent, request by request.
+      const sent = sentTo('/messages');
+      expect(sent).toHaveLength(calls.length);
+      sent.forEach((s, i) => {
+        const reached = calls[i].body;
+        expect(s.answerHeaders['x-paywall-cap']).toBeUndefined(); // the client's cap was kept
+        if (path === '/messages') {
+          // Natively everything goes as sent (cap, thinking, cache_control, tools), but the end user's id.
+          const { metadata: _m, ...asSent } = s.body;
+          expect(reached).toEqual(asSent);
+        } else {
+          expect(reached.max_completion_tokens).toBe(s.body.max_tokens);
+          expect(reached.model).toBe('gpt-4.1');
+          expectDroppedNamed(s, reached);
+          if (hasCacheControl(s.body))
+            expect(s.answerHeaders['x-paywall-dropped-fields']).toContain('cache_control');
+        }
+      });
+      expect(sent.some((s) => s.body.max_tokens > 4096)).toBe(true); // no 4,096 default in the way
+    },
+    180_000,
+  );
+
+  it('thinking with budget_tokens 10,000 and 0.05 USDC: max_tokens > budget_tokens ≥ 1,024 upstream, or the top-up reply; never a provider 400', async () => {
+    await deposit(t, pw, 'cc-thinker', '0.05');
+    const r = await claude(NATIVE_CLAUDE, 'cc-thinker', { MAX_THINKING_TOKENS: '10000' });
+    const sent = sentTo('/messages');
+    expect(sent.some((s) => s.body.thinking?.budget_tokens === 10000)).toBe(true); // the tool asked for it
+    for (const req of fake.of('/messages')) {
+      const { max_tokens, thinking } = req.body;
+      if (thinking?.type !== 'enabled') continue;
+      expect(max_tokens).toBeGreaterThan(thinking.budget_tokens);
+      expect(thinking.budget_tokens).toBeGreaterThanOrEqual(1024);
+    }
+    const lowered = sent.filter((s) => s.answerHeaders['x-paywall-cap']);
+    const toppedUp = r.stdout.includes('/topup/');
+    expect(lowered.length > 0 || toppedUp).toBe(true);
+    expect(sent.every((s) => s.status === 200)).toBe(true);
+    expect((await money(t, pw, 'cc-thinker')).held).toBe(0n);
   }, 180_000);
 });
 
@@ -171,19 +254,38 @@ describe('the Codex CLI (codex exec) through the paywall', () => {
   it.each([
     ['native, to an OpenAI provider (Responses)', NATIVE_GPT, '/responses'],
     ['translated, to an Anthropic provider', GPT_VIA_CLAUDE, '/messages'],
-  ])('%s: runs the tool, gets the answer, charged to the raw unit', async (_, model, path) => {
-    const user = `codex-${path.length}`;
-    await deposit(t, pw, user, '5');
-    const r = await codex(model, user);
-    if (r.code !== 0) console.log(r.stdout, r.stderr.slice(-3000));
-    expect({ code: r.code, out: r.stdout + r.stderr }).toMatchObject({
-      code: 0,
-      out: expect.stringContaining('paywall-ok'),
-    });
-    const calls = fake.of(path);
-    expect(calls.length).toBeGreaterThanOrEqual(2);
-    expect(JSON.stringify(calls.at(-1)!.body)).toContain('paywall-ok');
-    const raw = expectedRaw(fake.usages);
-    expect(await money(t, pw, user)).toMatchObject({ balance: 5_000_000n - raw, held: 0n });
-  }, 180_000);
+  ])(
+    '%s: runs the tool, gets the answer, charged to the raw unit',
+    async (_, model, path) => {
+      const user = `codex-${path.length}`;
+      await deposit(t, pw, user, '5');
+      const r = await codex(model, user);
+      expect({ code: r.code, out: r.stdout + r.stderr }).toMatchObject({
+        code: 0,
+        out: expect.stringContaining('paywall-ok'),
+      });
+      const calls = fake.of(path);
+      expect(calls.length).toBeGreaterThanOrEqual(2);
+      expect(JSON.stringify(calls.at(-1)!.body)).toContain('paywall-ok');
+      const raw = expectedRaw(fake.usages);
+      expect(await money(t, pw, user)).toMatchObject({ balance: 5_000_000n - raw, held: 0n });
+
+      const sent = sentTo('/responses');
+      expect(sent).toHaveLength(calls.length);
+      sent.forEach((s, i) => {
+        const reached = calls[i].body;
+        expect(s.answerHeaders['x-paywall-cap']).toBeUndefined();
+        if (path === '/responses') {
+          // Natively the body goes as sent: no max_output_tokens added (Codex sends none).
+          expect(reached).toEqual(s.body);
+          expect(reached).not.toHaveProperty('max_output_tokens');
+        } else {
+          const names = expectDroppedNamed(s, reached);
+          expect(names).toEqual(expect.arrayContaining(['include', 'store']));
+          expect(reached.model).toBe(NATIVE_CLAUDE);
+        }
+      });
+    },
+    180_000,
+  );
 });

@@ -161,7 +161,12 @@ export class AgentFake {
       content: [block],
       stop_reason: call ? 'tool_use' : 'end_turn',
       stop_sequence: null,
-      usage: { input_tokens: input, cache_read_input_tokens: 0, cache_creation_input_tokens: 0, output_tokens: output },
+      usage: {
+        input_tokens: input,
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 0,
+        output_tokens: output,
+      },
     };
     if (!stream) {
       res.writeHead(200, { 'content-type': 'application/json' });
@@ -207,7 +212,13 @@ export class AgentFake {
   ): void {
     const usage = { prompt_tokens: input, completion_tokens: output, total_tokens: input + output };
     const toolCalls = call
-      ? [{ id: `call_fake${id}`, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.input) } }]
+      ? [
+          {
+            id: `call_fake${id}`,
+            type: 'function',
+            function: { name: call.name, arguments: JSON.stringify(call.input) },
+          },
+        ]
       : undefined;
     const finish = call ? 'tool_calls' : 'stop';
     const base = { id: `chatcmpl-fake${id}`, created: 1, model };
@@ -233,7 +244,9 @@ export class AgentFake {
     const chunk = (delta: unknown, finish_reason: string | null = null) =>
       sse(null, { ...base, object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason }] });
     let out = chunk({ role: 'assistant', content: '' });
-    out += call ? chunk({ tool_calls: toolCalls!.map((c, index) => ({ index, ...c })) }) : chunk({ content: text });
+    out += call
+      ? chunk({ tool_calls: toolCalls!.map((c, index) => ({ index, ...c })) })
+      : chunk({ content: text });
     out += chunk({}, finish);
     out += sse(null, { ...base, object: 'chat.completion.chunk', choices: [], usage });
     out += 'data: [DONE]\n\n';
@@ -300,12 +313,99 @@ export class AgentFake {
     let seq = 0;
     const ev = (type: string, data: Record<string, unknown>) =>
       sse(type, { type, sequence_number: seq++, ...data });
-    let out = ev('response.created', { response: { ...response, status: 'in_progress', output: [], usage: null } });
+    let out = ev('response.created', {
+      response: { ...response, status: 'in_progress', output: [], usage: null },
+    });
     out += ev('response.output_item.added', { output_index: 0, item: { ...item, status: 'in_progress' } });
     if (!call)
-      out += ev('response.output_text.delta', { item_id: item.id, output_index: 0, content_index: 0, delta: text });
+      out += ev('response.output_text.delta', {
+        item_id: item.id,
+        output_index: 0,
+        content_index: 0,
+        delta: text,
+      });
     out += ev('response.output_item.done', { output_index: 0, item });
     out += ev('response.completed', { response });
     res.end(out);
+  }
+}
+
+/** One request a tool sent, as the tap saw it, with the headers of the paywall's answer. */
+export interface TappedRequest {
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: any;
+  status: number;
+  answerHeaders: Record<string, string>;
+}
+
+/**
+ * A loopback tap between a tool and the paywall: forwards every request as it is (streams included) and
+ * records what the tool sent and the headers the paywall answered with, so a test compares what the tool
+ * sent with what reached the provider.
+ */
+export class Tap {
+  readonly requests: TappedRequest[] = [];
+
+  private constructor(
+    private readonly server: Server,
+    readonly url: string,
+  ) {}
+
+  static async start(target: string): Promise<Tap> {
+    let tap!: Tap;
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', async () => {
+        const raw = Buffer.concat(chunks);
+        let body: any = null;
+        try {
+          body = JSON.parse(raw.toString('utf8'));
+        } catch {
+          /* not JSON */
+        }
+        const headers: Record<string, string> = {};
+        for (const [k, v] of Object.entries(req.headers))
+          if (typeof v === 'string' && !['host', 'content-length', 'connection'].includes(k)) headers[k] = v;
+        try {
+          const up = await fetch(`${target}${req.url}`, {
+            method: req.method,
+            headers,
+            body: req.method === 'GET' || req.method === 'HEAD' ? undefined : raw,
+          });
+          const answerHeaders: Record<string, string> = {};
+          up.headers.forEach((v, k) => (answerHeaders[k] = v));
+          tap.requests.push({
+            path: req.url ?? '',
+            headers: req.headers,
+            body,
+            status: up.status,
+            answerHeaders,
+          });
+          const out = { ...answerHeaders };
+          delete out['content-length'];
+          delete out['content-encoding'];
+          delete out['transfer-encoding'];
+          res.writeHead(up.status, out);
+          if (up.body) for await (const c of up.body as any) res.write(c);
+          res.end();
+        } catch {
+          res.destroy();
+        }
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    tap = new Tap(server, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    return tap;
+  }
+
+  reset(): void {
+    this.requests.length = 0;
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((r) => this.server.close(() => r()));
   }
 }
