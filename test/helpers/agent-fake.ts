@@ -69,14 +69,12 @@ export class AgentFake {
   /** Input tokens each answer reports (output: 40 for a tool call, 12 for text). */
   inputTokens = 1200;
   private n = 0;
-
-  private constructor(
-    private readonly server: Server,
-    readonly baseUrl: string,
-  ) {}
+  private server!: Server;
+  /** The provider's base URL (`http://127.0.0.1:<port>/v1`). */
+  baseUrl = '';
 
   static async start(): Promise<AgentFake> {
-    let fake!: AgentFake;
+    const fake = new AgentFake();
     const server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c) => chunks.push(c));
@@ -92,8 +90,8 @@ export class AgentFake {
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const port = (server.address() as AddressInfo).port;
-    fake = new AgentFake(server, `http://127.0.0.1:${port}/v1`);
+    fake.server = server;
+    fake.baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
     return fake;
   }
 
@@ -347,13 +345,12 @@ export interface TappedRequest {
 export class Tap {
   readonly requests: TappedRequest[] = [];
 
-  private constructor(
-    private readonly server: Server,
-    readonly url: string,
-  ) {}
+  private server!: Server;
+  /** The tap's base URL, to give the tool in place of the paywall's. */
+  url = '';
 
   static async start(target: string): Promise<Tap> {
-    let tap!: Tap;
+    const tap = new Tap();
     const server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c) => chunks.push(c));
@@ -396,7 +393,8 @@ export class Tap {
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    tap = new Tap(server, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    tap.server = server;
+    tap.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     return tap;
   }
 
