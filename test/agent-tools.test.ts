@@ -1,4 +1,12 @@
 import { spawn } from 'node:child_process';
+import { Agent, OpenAIProvider, Runner, setTracingDisabled, tool as agentTool } from '@openai/agents';
+import { createAnthropic } from '@ai-sdk/anthropic';
+import { ChatAnthropic } from '@langchain/anthropic';
+import { tool as lcTool } from '@langchain/core/tools';
+import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from '@langchain/core/messages';
+import { generateText, stepCountIs, tool as aiTool } from 'ai';
+import OpenAI from 'openai';
+import { z } from 'zod';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -287,5 +295,133 @@ describe('the Codex CLI (codex exec) through the paywall', () => {
       });
     },
     180_000,
+  );
+});
+
+/** The one tool each framework gets: the fake calls it with `{city: "Paris"}`. */
+const weather = { description: 'Look up the weather of a city', answer: 'Sunny, 21 C' };
+
+describe('agent frameworks with one tool through the paywall', () => {
+  it.each([
+    ['native (Responses to an OpenAI provider)', NATIVE_GPT, '/responses'],
+    ['translated (Responses to an Anthropic provider)', GPT_VIA_CLAUDE, '/messages'],
+  ])(
+    'the OpenAI Agents SDK, %s: the tool runs, the answer comes back, charged to the raw unit',
+    async (_, model, path) => {
+      const user = `agents-${path.length}`;
+      await deposit(t, pw, user, '1');
+      setTracingDisabled(true);
+      const openAIClient = new OpenAI({
+        baseURL: `${tap.url}/v1`,
+        apiKey: pw.apiKey,
+        defaultHeaders: { 'X-Paywall-User': user },
+      });
+      const runner = new Runner({ modelProvider: new OpenAIProvider({ openAIClient }) });
+      let ran = 0;
+      const lookup = agentTool({
+        name: 'lookup',
+        description: weather.description,
+        parameters: z.object({ city: z.string() }),
+        execute: async ({ city }) => {
+          ran++;
+          return `${city}: ${weather.answer}`;
+        },
+      });
+      const agent = new Agent({ name: 'Weather', instructions: 'Use the tool.', model, tools: [lookup] });
+      const result = await runner.run(agent, 'What is the weather in Paris?');
+      expect(ran).toBe(1);
+      expect(result.finalOutput).toBe(FINAL_TEXT);
+      expect(JSON.stringify(fake.of(path).at(-1)!.body)).toContain(weather.answer);
+      const raw = expectedRaw(fake.usages);
+      expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
+      // No cap was sent, and none was added (docs/reference.md §20).
+      for (const s of sentTo('/responses')) expect(s.body).not.toHaveProperty('max_output_tokens');
+      if (path === '/responses')
+        for (const r of fake.of(path)) expect(r.body).not.toHaveProperty('max_output_tokens');
+    },
+    60_000,
+  );
+
+  it.each([
+    ['native', NATIVE_CLAUDE, '/messages'],
+    ['translated to an OpenAI provider', CLAUDE_VIA_GPT, '/chat/completions'],
+  ])(
+    'the AI SDK (@ai-sdk/anthropic), %s: the tool runs, the client’s cap goes upstream, charged to the raw unit',
+    async (_, model, path) => {
+      const user = `aisdk-${path.length}`;
+      await deposit(t, pw, user, '1');
+      const anthropic = createAnthropic({
+        baseURL: `${tap.url}/v1`,
+        apiKey: pw.apiKey,
+        headers: { 'X-Paywall-User': user },
+      });
+      let ran = 0;
+      const r = await generateText({
+        model: anthropic(model),
+        prompt: 'What is the weather in Paris?',
+        maxOutputTokens: 20000,
+        maxRetries: 0,
+        stopWhen: stepCountIs(3),
+        tools: {
+          lookup: aiTool({
+            description: weather.description,
+            inputSchema: z.object({ city: z.string() }),
+            execute: async ({ city }) => {
+              ran++;
+              return `${city}: ${weather.answer}`;
+            },
+          }),
+        },
+      });
+      expect(ran).toBe(1);
+      expect(r.text).toBe(FINAL_TEXT);
+      const raw = expectedRaw(fake.usages);
+      expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
+      const reached = fake.of(path);
+      expect(reached).toHaveLength(2);
+      for (const req of reached) expect(req.body.max_tokens ?? req.body.max_completion_tokens).toBe(20000); // kept, not 4,096
+    },
+    60_000,
+  );
+
+  it.each([
+    ['native', NATIVE_CLAUDE, '/messages'],
+    ['translated to an OpenAI provider', CLAUDE_VIA_GPT, '/chat/completions'],
+  ])(
+    'LangChain (@langchain/anthropic), %s: the tool call and its result, charged to the raw unit',
+    async (_, model, path) => {
+      const user = `lc-${path.length}`;
+      await deposit(t, pw, user, '1');
+      const lookup = lcTool(async ({ city }: { city: string }) => `${city}: ${weather.answer}`, {
+        name: 'lookup',
+        description: weather.description,
+        schema: z.object({ city: z.string() }),
+      });
+      const llm = new ChatAnthropic({
+        model,
+        apiKey: pw.apiKey,
+        anthropicApiUrl: tap.url,
+        maxRetries: 0,
+        clientOptions: { defaultHeaders: { 'X-Paywall-User': user } },
+      }).bindTools([lookup]);
+      const history: BaseMessage[] = [new HumanMessage('What is the weather in Paris?')];
+      const first = (await llm.invoke(history)) as AIMessage;
+      expect(first.tool_calls).toEqual([
+        expect.objectContaining({ name: 'lookup', args: { city: 'Paris' } }),
+      ]);
+      history.push(first);
+      for (const call of first.tool_calls!)
+        history.push(
+          new ToolMessage({ tool_call_id: call.id!, content: String(await lookup.invoke(call.args as any)) }),
+        );
+      const final = await llm.invoke(history);
+      expect(final.content).toBe(FINAL_TEXT);
+      // The input count the answer reports is the provider's (LangChain showed 0 on translated streams).
+      expect(final.usage_metadata?.input_tokens).toBeGreaterThan(0);
+      const raw = expectedRaw(fake.usages);
+      expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
+      expect(fake.of(path)).toHaveLength(2);
+    },
+    60_000,
   );
 });
