@@ -17,7 +17,7 @@ import {
   MessagesToResponsesStream,
   responsesRequestToMessages,
 } from '../src/modules/proxy/translate/index.js';
-import { Dropped } from '../src/modules/proxy/translate/field-policy.js';
+import { Dropped, FIELD_POLICY } from '../src/modules/proxy/translate/field-policy.js';
 import { expectConforms, RESPONSES_EVENT_SCHEMAS, sseEvents } from './helpers/openai-schemas.js';
 
 /**
@@ -1052,5 +1052,22 @@ describe('round trips', () => {
       stop_reason: 'tool_use',
       role: 'assistant',
     });
+  });
+});
+
+describe('the field table (docs/reference.md §21)', () => {
+  it('docs/translation.md lists exactly what FIELD_POLICY decides, field by field', () => {
+    const doc = readFileSync(new URL('../docs/translation.md', import.meta.url), 'utf8');
+    const table = doc.slice(
+      doc.indexOf('<!-- field-policy:start -->'),
+      doc.indexOf('<!-- field-policy:end -->'),
+    );
+    const rows = [
+      ...table.matchAll(/^\|\s*(chat|responses|messages)\s*\|\s*`([a-z_]+)`\s*\|\s*(\w+)\s*\|/gm),
+    ].map((m) => `${m[1]} ${m[2]} ${m[3]}`);
+    const code = Object.entries(FIELD_POLICY).flatMap(([format, fields]) =>
+      Object.entries(fields).map(([field, rule]) => `${format} ${field} ${rule.action}`),
+    );
+    expect(rows.sort()).toEqual(code.sort());
   });
 });
