@@ -211,7 +211,9 @@ export async function meteredCall<R extends MeteredRequest>(
   const sentCap =
     req.clientMaxTokens !== null || modelMax.source === 'PRICING' || cap < modelMax.tokens ? cap : null;
   const answerHeaders: Record<string, string> = {};
-  if (sentCap !== null && sentCap !== req.clientMaxTokens) answerHeaders['x-paywall-cap'] = String(sentCap);
+  // (Embeddings complete nothing: no cap to name.)
+  if (req.n > 0 && sentCap !== null && sentCap !== req.clientMaxTokens)
+    answerHeaders['x-paywall-cap'] = String(sentCap);
 
   let finish!: () => void;
   const done = new Promise<void>((r) => (finish = r));
