@@ -338,6 +338,8 @@ describe('agent frameworks with one tool through the paywall', () => {
       for (const s of sentTo('/responses')) expect(s.body).not.toHaveProperty('max_output_tokens');
       if (path === '/responses')
         for (const r of fake.of(path)) expect(r.body).not.toHaveProperty('max_output_tokens');
+      // Translated, Anthropic needs a cap: the model's documented maximum (models.dev: 64,000), not 4,096.
+      else for (const r of fake.of(path)) expect(r.body.max_tokens).toBe(64000);
     },
     60_000,
   );
@@ -401,6 +403,7 @@ describe('agent frameworks with one tool through the paywall', () => {
         model,
         apiKey: pw.apiKey,
         anthropicApiUrl: tap.url,
+        maxTokens: 16384,
         maxRetries: 0,
         clientOptions: { defaultHeaders: { 'X-Paywall-User': user } },
       }).bindTools([lookup]);
@@ -421,6 +424,8 @@ describe('agent frameworks with one tool through the paywall', () => {
       const raw = expectedRaw(fake.usages);
       expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
       expect(fake.of(path)).toHaveLength(2);
+      for (const req of fake.of(path))
+        expect(req.body.max_tokens ?? req.body.max_completion_tokens).toBe(16384); // kept, not 4,096
     },
     60_000,
   );
