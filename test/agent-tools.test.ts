@@ -7,7 +7,7 @@ import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from '@langcha
 import { generateText, stepCountIs, tool as aiTool } from 'ai';
 import OpenAI from 'openai';
 import { z } from 'zod';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestApp, type TestApp } from './helpers/app.js';
@@ -99,6 +99,7 @@ beforeAll(async () => {
   });
 }, 60_000);
 afterAll(async () => {
+  for (const dir of temps) rmSync(dir, { recursive: true, force: true });
   await tap?.close();
   await t?.close();
   await fake?.close();
@@ -107,6 +108,14 @@ beforeEach(() => {
   fake.reset();
   tap.reset();
 });
+
+/** Temporary HOME and work directories of the tool runs (removed at the end). */
+const temps: string[] = [];
+const tempDir = (prefix: string): string => {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  temps.push(dir);
+  return dir;
+};
 
 /** Runs a tool to its end; resolves with its exit code and output (never rejects). */
 function run(cmd: string, args: string[], env: Record<string, string>, cwd: string) {
@@ -130,8 +139,8 @@ function run(cmd: string, args: string[], env: Record<string, string>, cwd: stri
 
 /** Claude Code in print mode, offline but for the paywall (telemetry, updates and extra traffic off). */
 function claude(model: string, user: string, extraEnv: Record<string, string> = {}) {
-  const home = mkdtempSync(join(tmpdir(), 'cc-home-'));
-  const work = mkdtempSync(join(tmpdir(), 'cc-work-'));
+  const home = tempDir('cc-home-');
+  const work = tempDir('cc-work-');
   return run(
     `${BIN}claude`,
     [
@@ -163,8 +172,8 @@ function claude(model: string, user: string, extraEnv: Record<string, string> = 
 
 /** The Codex CLI (`codex exec`) with a provider pointing at the paywall (config.toml in CODEX_HOME). */
 function codex(model: string, user: string) {
-  const home = mkdtempSync(join(tmpdir(), 'codex-home-'));
-  const work = mkdtempSync(join(tmpdir(), 'codex-work-'));
+  const home = tempDir('codex-home-');
+  const work = tempDir('codex-work-');
   writeFileSync(
     join(home, 'config.toml'),
     [
