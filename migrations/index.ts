@@ -16,6 +16,7 @@ import { Migration20261125400000_sign_in_challenge } from './Migration2026112540
 import { Migration20261125500000_usage_provider_cost } from './Migration20261125500000_usage_provider_cost.js';
 import { Migration20261126000000_usage_buckets } from './Migration20261126000000_usage_buckets.js';
 import { Migration20261126200000_cap_parameter } from './Migration20261126200000_cap_parameter.js';
+import { Migration20261129150000_reasoning_model } from './Migration20261129150000_reasoning_model.js';
 import { Migration20261126400000_usage_bucket_tokens } from './Migration20261126400000_usage_bucket_tokens.js';
 import { Migration20261127000000_named_providers } from './Migration20261127000000_named_providers.js';
 import { Migration20261127100000_refunds } from './Migration20261127100000_refunds.js';
@@ -70,4 +71,5 @@ export const migrationsList: MigrationObject[] = [
     class: Migration20261129061000_wallet_known_browser,
   },
   { name: 'Migration20261129100000_user_keys', class: Migration20261129100000_user_keys },
+  { name: 'Migration20261129150000_reasoning_model', class: Migration20261129150000_reasoning_model },
 ];

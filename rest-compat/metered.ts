@@ -11,8 +11,9 @@ import { addLogField } from '../src/shared/observe.js';
 /** The HTTP response as the proxy's stream sink: SSE headers flushed at once, each write sent at once. */
 export function sseSink(res: ServerResponse): StreamSink {
   return {
-    open() {
+    open(headers) {
       res.writeHead(200, {
+        ...headers,
         'content-type': 'text/event-stream',
         'cache-control': 'no-cache',
         connection: 'keep-alive',

@@ -192,7 +192,7 @@ describe('built-in provider: catalogue', () => {
       {
         id: 'builtin-small',
         builtinProvider: true,
-        maxCompletionTokens: null,
+        maxCompletionTokens: 4096, // none configured, an id the catalogue does not know: the default in force
         pricing: { prompt: '0.00000015', completion: '0.0000006', request: '0' },
         costPricing: { prompt: '0.0000001', completion: '0.0000004', request: '0' },
       },
@@ -214,6 +214,7 @@ describe('built-in provider: catalogue', () => {
       audioCompletionPico: null,
       requestPico: 100_000_000n,
       maxCompletionTokens: 500,
+      reasoningModel: null,
       dailyRequestLimit: null,
       providerCost: {
         promptPico: 2_000_000n,

@@ -20,6 +20,7 @@ import {
   base64Bytes,
   fileTokenBound,
   imageTokenBound,
+  imagePartTokens,
   pdfPages,
   UNKNOWN_INPUT_BOUND,
 } from '../src/modules/proxy/token-counter.js';
@@ -70,9 +71,22 @@ const cost = (prompt: number, completion: number) => chatCost(PRICE, ONE, prompt
 const LONG = 'a'.repeat(3600);
 const OVER_BILLED = { usage: { prompt_tokens: 3547, completion_tokens: 16 } };
 
-// A real 1x1 PNG: its size says nothing about what a provider bills for it (that is detail and pixels).
+// A real 1x1 PNG: held at the one tile its pixels make, not at a 2048 x 2048 image's eight.
 const PNG =
   'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+
+/** A PNG data: URL whose header declares `w` x `h` pixels (no pixel data: only the header is read). */
+function png(w: number, h: number): string {
+  const ihdr = Buffer.alloc(25);
+  ihdr.writeUInt32BE(13, 0);
+  ihdr.write('IHDR', 4, 'latin1');
+  ihdr.writeUInt32BE(w, 8);
+  ihdr.writeUInt32BE(h, 12);
+  ihdr.writeUInt8(8, 16); // bit depth
+  ihdr.writeUInt8(2, 17); // RGB
+  const sig = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  return `data:image/png;base64,${Buffer.concat([sig, ihdr]).toString('base64')}`;
+}
 
 /** A PDF of `pages` pages and about `bytes` bytes (incompressible filler), as a data: URL. */
 function pdf(pages: number, bytes: number): string {
@@ -114,6 +128,39 @@ describe('upper bounds of media parts (one place: the token counter)', () => {
     expect(imageTokenBound('llava-13b', 'low')).toBe(Math.ceil(1536 * 2.46));
   });
 
+  it('bounds an inline image by the pixel size its header declares, with the billing provider’s formula (§13)', () => {
+    // Tiles of the declared size (fit in 2048, shortest side down to 768, 512 px tiles), computed here.
+    const openAi = (base: number, tile: number, w: number, h: number) => {
+      const fit = Math.min(1, 2048 / Math.max(w, h));
+      const short = Math.min(1, 768 / (Math.min(w, h) * fit));
+      return base + Math.ceil((w * fit * short) / 512) * Math.ceil((h * fit * short) / 512) * tile;
+    };
+    expect(imagePartTokens('gpt-4o', 'high', PNG, 'OPENAI')).toBe(85 + 170); // 1 x 1: one tile, not eight
+    expect(imagePartTokens('gpt-4o', 'high', png(1024, 1024), 'OPENAI')).toBe(openAi(85, 170, 1024, 1024)); // 765
+    expect(imagePartTokens('gpt-4o', 'high', png(2048, 768), 'OPENAI')).toBe(1445);
+    expect(imagePartTokens('gpt-4o', 'high', png(4096, 8192), 'OPENAI')).toBe(openAi(85, 170, 4096, 8192));
+    expect(imagePartTokens('gpt-4o', 'low', png(4096, 8192), 'OPENAI')).toBe(85);
+    expect(imagePartTokens('gpt-4.1-mini', 'high', png(64, 64), 'OPENAI')).toBe(Math.ceil(4 * 1.62));
+    // The header's bytes decide, also as bare base64 (Anthropic's source.data).
+    expect(imagePartTokens('gpt-4o', 'high', png(600, 400).split(',')[1], 'OPENAI')).toBe(
+      openAi(85, 170, 600, 400),
+    );
+    // Anthropic: width x height / 750 after scaling the long edge to 1,568 px.
+    expect(imagePartTokens('claude-sonnet-4', undefined, PNG, 'ANTHROPIC')).toBe(1);
+    expect(imagePartTokens('claude-sonnet-4', undefined, png(1000, 1000), 'ANTHROPIC')).toBe(
+      Math.ceil((1000 * 1000) / 750),
+    );
+    expect(imagePartTokens('claude-sonnet-4', undefined, png(3136, 2000), 'ANTHROPIC')).toBe(
+      Math.ceil((1568 * 1000) / 750),
+    );
+    // By URL, or bytes that are no image: the family's largest bound (Anthropic's: 1,568 x 1,568).
+    expect(imagePartTokens('gpt-4o', 'high', 'https://example.com/a.png', 'OPENAI')).toBe(1445);
+    expect(imagePartTokens('claude-x', undefined, 'https://example.com/a.png', 'ANTHROPIC')).toBe(
+      Math.ceil((1568 * 1568) / 750),
+    );
+    expect(imagePartTokens('gpt-4o', 'high', 'data:image/png;base64,AAAA', 'OPENAI')).toBe(1445);
+  });
+
   it('bounds audio by its bytes (8 kbit/s at least, 20 tokens a second at most)', () => {
     expect(audioTokenBound(0)).toBe(32);
     expect(audioTokenBound(100_000)).toBe(32 + 2000);
@@ -139,7 +186,7 @@ describe("the probe's scenario: forty image parts on a nearly empty wallet", () 
         { type: 'text' as const, text: 'Describe these.' },
         ...Array.from({ length: 40 }, () => ({
           type: 'image_url' as const,
-          image_url: { url: PNG, detail },
+          image_url: { url: png(2048, 768), detail }, // eight 512 px tiles: gpt-4o's largest bill
         })),
       ],
     },

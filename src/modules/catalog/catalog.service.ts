@@ -18,6 +18,7 @@ import type { PaywallRef } from '../paywalls/provider.service.js';
 import { KeyedLoader } from '../../shared/keyed-loader.js';
 import { checkProviderName } from '../paywalls/provider-name.js';
 import { BUILTIN_PROVIDER, DEFAULT_PROVIDER } from '../proxy/provider-client.js';
+import { maxOutputOf, reasonsOf, type MaxOutputSource } from './known-models.js';
 
 /** The cost prices of one model of a paywall, as the request path needs them. */
 export interface ModelPriceInfo {
@@ -36,8 +37,10 @@ export interface ModelPriceInfo {
   audioCompletionPico: bigint | null;
   /** docs/reference.md §10: requests of this model per end user per UTC day; null = no limit. */
   dailyRequestLimit: number | null;
-  /** cap on completion tokens for a hold; null = the default (4096) */
+  /** the owner's cap on completion tokens; null = the catalogue's maximum, else 4096 (known-models.ts) */
   maxCompletionTokens: number | null;
+  /** docs/reference.md §21 "Mapped": the owner marked the model as reasoning (true) or not; null = the catalogue's. */
+  reasoningModel: boolean | null;
   /**
    * The built-in provider's cost prices when it serves this request (docs/reference.md §8): the settlement
    * moves `providerCostRaw(providerCost, tokens)` (request + tokens x these, rounded up, no markup) to
@@ -87,7 +90,11 @@ export interface ModelView {
   pricing: PricingStrings;
   /** What the provider costs the paywall (the configured prices). */
   costPricing: PricingStrings;
-  maxCompletionTokens: number | null;
+  /** The maximum output in force (docs/reference.md §20 "No cap") and where it comes from. */
+  maxCompletionTokens: number;
+  maxCompletionTokensSource: MaxOutputSource;
+  /** The model reasons: the owner's setting, else the catalogue's. */
+  reasoningModel: boolean;
   dailyRequestLimit: number | null;
   /** docs/reference.md §15 "Routing". */
   provider: string;
@@ -113,6 +120,8 @@ export interface SetModelPricingInput {
   reasoning?: string | null;
   audioCompletion?: string | null;
   maxCompletionTokens?: number | null;
+  /** Omitted: unchanged; null: the catalogue decides. */
+  reasoningModel?: boolean | null;
   dailyRequestLimit?: number | null;
   /** Omitted: unchanged (new: `default`); null: `default`. */
   provider?: string | null;
@@ -177,6 +186,7 @@ interface Row {
   reasoning_pico: string | bigint | null;
   audio_completion_pico: string | bigint | null;
   max_completion_tokens: number | null;
+  reasoning_model: boolean | null;
   daily_request_limit: number | null;
   provider: string | null;
   upstream_model: string | null;
@@ -187,7 +197,8 @@ interface Row {
 
 const COLUMNS = `model_id, display_name, description, prompt_pico, completion_pico, request_pico,
   cache_read_pico, cache_write_pico, audio_prompt_pico, reasoning_pico, audio_completion_pico,
-  max_completion_tokens, daily_request_limit, provider, upstream_model, fallbacks, created_at, updated_at`;
+  max_completion_tokens, reasoning_model, daily_request_limit, provider, upstream_model, fallbacks, created_at,
+  updated_at`;
 
 const picoOrNull = (v: string | bigint | null): bigint | null => (v === null ? null : BigInt(v));
 
@@ -211,6 +222,7 @@ const fromBuiltin = (b: BuiltinModel): CatalogModel =>
     modelId: b.id,
     ...pricesOf(b),
     maxCompletionTokens: b.maxCompletionTokens,
+    reasoningModel: null,
     dailyRequestLimit: null,
     providerCost: costOf(b),
     provider: null,
@@ -237,6 +249,7 @@ const toModel = (r: Row): CatalogModel =>
     reasoningPico: picoOrNull(r.reasoning_pico),
     audioCompletionPico: picoOrNull(r.audio_completion_pico),
     maxCompletionTokens: r.max_completion_tokens === null ? null : Number(r.max_completion_tokens),
+    reasoningModel: r.reasoning_model ?? null,
     dailyRequestLimit: r.daily_request_limit === null ? null : Number(r.daily_request_limit),
     providerCost: null,
     provider: r.provider,
@@ -437,6 +450,10 @@ export class CatalogService {
         'maxCompletionTokens',
       );
 
+    const reasoningModel = input.reasoningModel;
+    if (reasoningModel !== undefined && reasoningModel !== null && typeof reasoningModel !== 'boolean')
+      throw invalid('reasoningModel must be true, false or null', 'reasoningModel');
+
     const dailyLimit = input.dailyRequestLimit;
     if (
       dailyLimit !== undefined &&
@@ -465,10 +482,11 @@ export class CatalogService {
         `insert into model_price as m (paywall_id, model_id, display_name, description, prompt_pico,
            completion_pico, request_pico, max_completion_tokens, daily_request_limit,
            ${BUCKET_PRICES.map(([, c]) => c).join(', ')}, provider, upstream_model, fallbacks,
-           created_at, updated_at)
+           reasoning_model, created_at, updated_at)
          select $1::uuid, $2::text, $3::text, $4::text, coalesce($5::bigint, 0), coalesce($6::bigint, 0),
                 coalesce($7::bigint, 0), $8::int, $13::int, $15::bigint, $16::bigint, $17::bigint,
-                $18::bigint, $19::bigint, $25::text, $27::text, coalesce($29::text[], '{}'), now(), now()
+                $18::bigint, $19::bigint, $25::text, $27::text, coalesce($29::text[], '{}'), $31::boolean,
+                now(), now()
           where (select count(*) from model_price where paywall_id = $1::uuid) < $12::int
              or exists (select 1 from model_price where paywall_id = $1::uuid and model_id = $2::text)
          on conflict (paywall_id, model_id) do update set
@@ -485,6 +503,7 @@ export class CatalogService {
            provider = case when $26::boolean then excluded.provider else m.provider end,
            upstream_model = case when $28::boolean then excluded.upstream_model else m.upstream_model end,
            fallbacks = case when $30::boolean then excluded.fallbacks else m.fallbacks end,
+           reasoning_model = case when $32::boolean then excluded.reasoning_model else m.reasoning_model end,
            updated_at = now()
          returning ${COLUMNS}`,
         [
@@ -510,6 +529,8 @@ export class CatalogService {
           upstreamModel !== undefined,
           fallbacks ?? null,
           fallbacks !== undefined,
+          reasoningModel ?? null,
+          reasoningModel !== undefined,
         ],
       );
       if (rows.length === 0)
@@ -579,6 +600,7 @@ const ONE_PPM = 1_000_000n;
 
 function toView(m: CatalogModel, paywall: PaywallInfo, builtinProvider: boolean): ModelView {
   const name = m.displayName ?? m.modelId;
+  const maxOut = maxOutputOf(m);
   return {
     id: m.modelId,
     name,
@@ -586,7 +608,9 @@ function toView(m: CatalogModel, paywall: PaywallInfo, builtinProvider: boolean)
     description: m.description ?? '',
     pricing: pricingOf(m, paywall.markupPpm),
     costPricing: pricingOf(m, ONE_PPM),
-    maxCompletionTokens: m.maxCompletionTokens,
+    maxCompletionTokens: maxOut.tokens,
+    maxCompletionTokensSource: maxOut.source,
+    reasoningModel: reasonsOf(m),
     dailyRequestLimit: m.dailyRequestLimit,
     provider: m.provider ?? (builtinProvider ? BUILTIN_PROVIDER : DEFAULT_PROVIDER),
     upstreamModel: m.upstreamModel ?? m.modelId,

@@ -39,10 +39,12 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
     return { ...req, promptEstimate: countPromptTokens(req) };
   },
 
+  countPrompt: (req, biller) => countPromptTokens(req, biller),
+
   upstreamBody(req, cap, up) {
     const body: Record<string, unknown> = { ...req.body, model: up.model };
     delete body.user;
-    for (const field of capFieldsFor(req.capFields, up.capParameter)) body[field] = cap;
+    if (cap !== null) for (const field of capFieldsFor(req.capFields, up.capParameter)) body[field] = cap;
     if (req.stream) {
       const opts = isObject(body.stream_options) ? body.stream_options : {};
       body.stream_options = { ...opts, include_usage: true };

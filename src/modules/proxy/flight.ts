@@ -42,8 +42,8 @@ export interface ChatJson {
 
 /** Where a streamed answer goes (the REST layer adapts the HTTP response to it). */
 export interface StreamSink {
-  /** Status 200 and the SSE headers, flushed at once. */
-  open(): void;
+  /** Status 200 and the SSE headers (and `headers`, the answer's own), flushed at once. */
+  open(headers?: Record<string, string>): void;
   /** Writes at once; false when the client is slow (wait for `drain()`). */
   write(chunk: string): boolean;
   /** Resolves when the client can take more, or has gone. */
@@ -80,6 +80,13 @@ export interface Flight {
    * (settlement.usageOf; docs/reference.md §5.7): tokens over each bound, null when none.
    */
   overReported?: { input: number; output: number } | null;
+  /**
+   * The completion cap sent upstream (docs/reference.md §20): the hold's cap, or null when the client sent
+   * none and none is added (a translated request still needs one: the hold's cap).
+   */
+  sentCap: number | null;
+  /** Headers every answer carries (`x-paywall-cap` when the cap sent differs from the client's). */
+  answerHeaders: Record<string, string>;
   via: string[];
   /** ChatCall.clientHeaders (empty when none). */
   clientHeaders: Record<string, string>;

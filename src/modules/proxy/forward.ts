@@ -9,6 +9,7 @@ import { usageOf, type Settlement } from './settlement.js';
 import { passedThrough, refusalAnswer } from './upstream-refusal.js';
 import { describeFailure, readLimited, TooLargeError, upstreamError } from './upstream-client.js';
 import { isObject } from './wire-format.js';
+import { reasonsOf } from '../catalog/known-models.js';
 import type { ClientFor } from './provider-clients.js';
 import type { ProviderHealth } from './provider-health.js';
 
@@ -54,7 +55,7 @@ export class Forwarder {
         // The route holds only providers that serve the format (metered-call.ts).
         f.provider = this.d.clients(f.fmt, up)!;
         // The client's body with the completion cap the hold affords (and never the end user's id).
-        const payload = f.fmt.upstreamBody(f.req, f.hold.cap, { capParameter: up.capParameter, model });
+        const payload = f.fmt.upstreamBody(f.req, f.sentCap, { capParameter: up.capParameter, model });
         res = await f.provider.post(up, f.fmt.upstreamPath, payload, {
           stream: f.req.stream,
           signal: f.controller.signal,
@@ -62,6 +63,10 @@ export class Forwarder {
           via: f.via,
           maxBytes: this.d.limits.UPSTREAM_MAX_BYTES,
           clientHeaders: f.clientHeaders,
+          holdCap: f.hold.cap,
+          clientModel: f.req.model,
+          reasoning: reasonsOf(f.price),
+          inputTokens: f.req.promptEstimate,
         });
       } catch (e) {
         // A DomainError is a refusal of the client's request, not the provider's failure.
@@ -175,7 +180,7 @@ export class Forwarder {
       costDetails: costDetails ?? { ...ZERO_COST_DETAILS },
       balance: null,
     });
-    const headers: Record<string, string> = {};
+    const headers: Record<string, string> = { ...f.answerHeaders, ...res.answerHeaders };
     if (captured > 0n) {
       headers['x-paywall-cost'] = cost;
       headers['x-paywall-charge-id'] = f.chargeId; // docs/reference.md §16 "Charge ids"
@@ -198,7 +203,7 @@ export class Forwarder {
       // Nothing was sent yet: the error is a plain JSON answer (the SDK raises it as an APIError).
       return this.rejected(f, res.status, text, res.retryAfter);
     }
-    sink.open();
+    sink.open({ ...f.answerHeaders, ...res.answerHeaders });
     const relay = f.fmt.relay(f.req);
     let failure: unknown = null;
     const limit = this.d.limits.UPSTREAM_MAX_BYTES;

@@ -44,6 +44,8 @@ export interface UpstreamResponse {
   /** The provider's `retry-after` (passed on with a refusal), or null. */
   retryAfter: string | null;
   body: Dispatcher.ResponseData['body'];
+  /** Headers this service adds to the client's answer (a translation's `x-paywall-dropped-fields`). */
+  answerHeaders?: Record<string, string>;
 }
 
 export interface UpstreamOptions {
@@ -60,6 +62,17 @@ export interface UpstreamOptions {
    * `anthropic-beta`); each kind takes only the ones it knows, never the client's key.
    */
   clientHeaders?: Record<string, string>;
+  /**
+   * The completion cap the hold affords, for a translation that must send one when the client's body has
+   * none (Anthropic requires `max_tokens`).
+   */
+  holdCap?: number;
+  /** The model the client asked for (a translated answer names it, not the provider's model). */
+  clientModel?: string;
+  /** The model reasons (a translation maps thinking ↔ reasoning effort only then, docs/reference.md §21). */
+  reasoning?: boolean;
+  /** The service's count of the input (a translated Messages stream's `message_start` carries it). */
+  inputTokens?: number;
 }
 
 /**

@@ -239,7 +239,7 @@ export class ProxyService {
     // An OpenAI-compatible provider has no count endpoint: the count is this service's tokenizer's,
     // the same one that sizes the hold (docs/reference.md §15 "Across formats").
     if (upstream.kind === 'OPENAI') {
-      const { value: fixed, texts } = collectTexts(() => countMessagesPrompt(body));
+      const { value: fixed, texts } = collectTexts(() => countMessagesPrompt(body, 'OPENAI'));
       return { status: 200, body: { input_tokens: fixed + (await this.tokens.count(texts)) } };
     }
     const provider = clientFor(messagesFormat, upstream)!; // every kind serves the Messages API

@@ -1,6 +1,7 @@
 import type { ReportedUsage, UsageBuckets } from '../../shared/usage-buckets.js';
 import type { BlockedReply } from './blocked-reply.js';
 import type { UpstreamTarget } from './provider-client.js';
+import type { ImageBiller } from './token-counter.js';
 
 import type { Charged } from './sse-relay.js';
 
@@ -61,11 +62,16 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
   /** Validates the client's body (400s name the field). */
   parse(body: unknown): R;
   /**
+   * The prompt estimate when another provider kind than the format's own bills it (a translated
+   * request: its images are billed by that kind's formula, docs/reference.md §13). Optional: parse's.
+   */
+  countPrompt?(req: R, biller: ImageBiller): number;
+  /**
    * The body sent upstream with the completion cap `cap` (never the end user's id): `up.model` is the
    * model id the provider knows (docs/reference.md §15 "Routing"); `up.capParameter` names chat's cap
-   * field when the client sent none.
+   * field when the client sent none. `cap` null: the client sent none and none is added (§20).
    */
-  upstreamBody(req: R, cap: number, up: UpstreamBodyOptions): string;
+  upstreamBody(req: R, cap: number | null, up: UpstreamBodyOptions): string;
   /** The usage a whole answer reports (absent fields when the provider did not send them). */
   jsonUsage(json: Record<string, any>): ReportedUsage | null;
   /**
