@@ -17,8 +17,9 @@ import { chargesOf, deposit, money, type ProxyPaywall } from './helpers/proxy-se
 /**
  * The real agent tools from npm (pinned devDependencies) through the paywall, against a loopback fake
  * provider that answers a tool call and then a final answer (test/helpers/agent-fake.ts): Claude Code
- * (`claude -p`) and the Codex CLI (`codex exec`), each on a native and a translated route. The end user is
- * named with X-Paywall-User (Claude Code: ANTHROPIC_CUSTOM_HEADERS; Codex: the provider's http_headers).
+ * (`claude -p`) and the Codex CLI (`codex exec`), each on a native and a translated route. Each tool is set
+ * up as a person would: a base URL and an end-user key (docs/reference.md §19), no extra header — the key
+ * names the paywall and the user.
  * Every run is charged to the raw unit from the fake's usage, computed here; what reached the fake is
  * compared with what the tool sent (docs/reference.md §20, §21).
  */
@@ -137,8 +138,16 @@ function run(cmd: string, args: string[], env: Record<string, string>, cwd: stri
   });
 }
 
+/** An end-user key for `user` (created with the paywall's key, as an app's back end would). */
+async function userKey(user: string): Promise<string> {
+  const r = await t.rest('POST', '/v1/user/keys', { token: pw.apiKey, body: { user, name: 'agent tool' } });
+  expect(r.status).toBe(201);
+  return r.body.key as string;
+}
+
 /** Claude Code in print mode, offline but for the paywall (telemetry, updates and extra traffic off). */
-function claude(model: string, user: string, extraEnv: Record<string, string> = {}) {
+async function claude(model: string, user: string, extraEnv: Record<string, string> = {}) {
+  const key = await userKey(user);
   const home = tempDir('cc-home-');
   const work = tempDir('cc-work-');
   return run(
@@ -152,8 +161,7 @@ function claude(model: string, user: string, extraEnv: Record<string, string> = 
     {
       HOME: home,
       ANTHROPIC_BASE_URL: tap.url,
-      ANTHROPIC_API_KEY: pw.apiKey,
-      ANTHROPIC_CUSTOM_HEADERS: `X-Paywall-User: ${user}`,
+      ANTHROPIC_API_KEY: key,
       ANTHROPIC_MODEL: model,
       ANTHROPIC_SMALL_FAST_MODEL: model,
       ANTHROPIC_DEFAULT_HAIKU_MODEL: model,
@@ -171,7 +179,8 @@ function claude(model: string, user: string, extraEnv: Record<string, string> = 
 }
 
 /** The Codex CLI (`codex exec`) with a provider pointing at the paywall (config.toml in CODEX_HOME). */
-function codex(model: string, user: string) {
+async function codex(model: string, user: string) {
+  const key = await userKey(user);
   const home = tempDir('codex-home-');
   const work = tempDir('codex-work-');
   writeFileSync(
@@ -188,7 +197,6 @@ function codex(model: string, user: string) {
       `base_url = "${tap.url}/v1"`,
       `env_key = "PAYWALL_KEY"`,
       `wire_api = "responses"`,
-      `http_headers = { "X-Paywall-User" = "${user}" }`,
       `[analytics]`,
       `enabled = false`,
       '',
@@ -197,7 +205,7 @@ function codex(model: string, user: string) {
   return run(
     `${BIN}codex`,
     ['exec', '--skip-git-repo-check', 'Run `echo paywall-ok` in the shell, then tell me what it printed.'],
-    { HOME: home, CODEX_HOME: home, PAYWALL_KEY: pw.apiKey },
+    { HOME: home, CODEX_HOME: home, PAYWALL_KEY: key },
     work,
   );
 }
@@ -322,8 +330,7 @@ describe('agent frameworks with one tool through the paywall', () => {
       setTracingDisabled(true);
       const openAIClient = new OpenAI({
         baseURL: `${tap.url}/v1`,
-        apiKey: pw.apiKey,
-        defaultHeaders: { 'X-Paywall-User': user },
+        apiKey: await userKey(user),
       });
       const runner = new Runner({ modelProvider: new OpenAIProvider({ openAIClient }) });
       let ran = 0;
@@ -363,8 +370,7 @@ describe('agent frameworks with one tool through the paywall', () => {
       await deposit(t, pw, user, '1');
       const anthropic = createAnthropic({
         baseURL: `${tap.url}/v1`,
-        apiKey: pw.apiKey,
-        headers: { 'X-Paywall-User': user },
+        apiKey: await userKey(user),
       });
       let ran = 0;
       const r = await generateText({
@@ -410,11 +416,10 @@ describe('agent frameworks with one tool through the paywall', () => {
       });
       const llm = new ChatAnthropic({
         model,
-        apiKey: pw.apiKey,
+        apiKey: await userKey(user),
         anthropicApiUrl: tap.url,
         maxTokens: 16384,
         maxRetries: 0,
-        clientOptions: { defaultHeaders: { 'X-Paywall-User': user } },
       }).bindTools([lookup]);
       const history: BaseMessage[] = [new HumanMessage('What is the weather in Paris?')];
       const first = (await llm.invoke(history)) as AIMessage;

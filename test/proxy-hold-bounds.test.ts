@@ -331,14 +331,18 @@ describe('settlement beyond the hold, concurrently', () => {
     // A paywall of its own: the debt tests below count uncollected amounts per paywall.
     const own = await sellingPaywall(fake.baseUrl);
     await deposit(t, own, 'pair', '0.005');
-    fake.behavior = {
-      ...OVER_BILLED,
-      chunkDelayMs: 20,
+    // The provider answers none until all three are with it: each was held before any settles.
+    let arrived = 0;
+    let release!: () => void;
+    const allThree = new Promise<void>((r) => (release = r));
+    fake.onRequest = () => {
+      if (++arrived === 3) release();
     };
+    fake.behavior = { ...OVER_BILLED, gate: allThree };
     const body = { model: MODEL, messages: [{ role: 'user', content: LONG }], max_tokens: 16 };
     const answers = await Promise.all(
       [0, 1, 2].map(() => t.rest('POST', '/v1/u/pair/chat/completions', { token: own.apiKey, body })),
-    );
+    ).finally(() => (fake.onRequest = undefined));
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
     const charges = (await chargesOf(t, own, 'pair')).filter((c) => c.status === 'completed');
     expect(charges).toHaveLength(3);

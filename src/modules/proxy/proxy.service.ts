@@ -55,6 +55,7 @@ export type ProxyLimits = Pick<
   | 'MAX_UNCOLLECTED_PER_USER'
   | 'PLATFORM_FEE_BPS'
   | 'COUNT_TOKENS_PER_MINUTE'
+  | 'TOKEN_COUNT_DEADLINE_MS'
 >;
 
 /** What the proxy needs: the database, prices, providers, the end users' links, and the process's clock, log and metrics. */
@@ -89,12 +90,13 @@ export class ProxyService {
   /** How often a stream records its progress on the hold (tests shorten it). */
   progressIntervalMs = PROGRESS_INTERVAL_MS;
   /** Counts prompts with bounded CPU on the event loop (small ones inline, large ones in workers). */
-  readonly tokens = new PromptTokenizer();
+  readonly tokens: PromptTokenizer;
   /** COUNT_TOKENS_PER_MINUTE, per paywall key on this instance. */
   private readonly countCalls = new MinuteCounter();
 
   constructor(private readonly d: ProxyDeps) {
     const { db, log, metrics, limits } = d;
+    this.tokens = new PromptTokenizer({ deadlineMs: limits.TOKEN_COUNT_DEADLINE_MS });
     this.ledger = new LedgerBatch(db);
     this.sweeper = new HoldSweeper({
       db,
