@@ -24,6 +24,7 @@ import { Migration20261127300000_low_balance } from './Migration20261127300000_l
 import { Migration20261127400000_auto_topup } from './Migration20261127400000_auto_topup.js';
 import { Migration20261128000000_retention } from './Migration20261128000000_retention.js';
 import { Migration20261128100000_lean_ledger } from './Migration20261128100000_lean_ledger.js';
+import { Migration20261129200000_media_prices } from './Migration20261129200000_media_prices.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -58,4 +59,5 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127400000_auto_topup', class: Migration20261127400000_auto_topup },
   { name: 'Migration20261128000000_retention', class: Migration20261128000000_retention },
   { name: 'Migration20261128100000_lean_ledger', class: Migration20261128100000_lean_ledger },
+  { name: 'Migration20261129200000_media_prices', class: Migration20261129200000_media_prices },
 ];

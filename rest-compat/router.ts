@@ -6,6 +6,7 @@ import { sendError } from './errors.js';
 import { requireApiKey } from './http.js';
 import { userRoutes } from './user.routes.js';
 import { chatRoutes } from './chat.routes.js';
+import { mediaRoutes } from './media.routes.js';
 import { modelsRoutes } from './models.routes.js';
 import { webhooksRoutes } from './webhooks.routes.js';
 
@@ -28,7 +29,8 @@ function rateLimit(services: Services) {
     }
   };
 }
-const CHAT_PATH = /^(\/u\/[^/]*)?\/(chat\/completions|responses|embeddings|messages)\/?$/;
+const CHAT_PATH =
+  /^(\/u\/[^/]*)?\/(chat\/completions|responses|embeddings|messages|images\/(generations|edits)|audio\/(transcriptions|translations|speech))\/?$/;
 
 /**
  * The REST compatibility layer under `/v1`: OpenAI-style routes and `/v1/user/*`, each mapped onto the
@@ -38,6 +40,7 @@ export function createRestRouter(services: Services): Router {
   const routes = Router();
   routes.use(userRoutes(services));
   routes.use(chatRoutes(services));
+  routes.use(mediaRoutes(services));
   routes.use(modelsRoutes(services));
   routes.use(webhooksRoutes(services));
 

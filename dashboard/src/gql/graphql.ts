@@ -91,6 +91,14 @@ export type DisconnectProviderInput = {
   paywallId?: string | number | null | undefined;
 };
 
+/** A cost price per image for a size and a quality ("*": any). */
+export type ImagePriceInput = {
+  /** USDC per image, e.g. "0.04". */
+  price: string;
+  quality: string;
+  size: string;
+};
+
 /** The API a provider speaks. */
 export type ProviderKind =
   /** Anthropic's Messages API (base URL ending in /v1, e.g. https://api.anthropic.com/v1). */
@@ -127,10 +135,14 @@ export type SetModelPricingInput = {
   audioCompletion?: string | null | undefined;
   /** Cost per audio input token; null (or unset on create): the prompt price applies. */
   audioPrompt?: string | null | undefined;
+  /** Cost per second of input audio (transcription, translation); null: not priced so. */
+  audioSecond?: string | null | undefined;
   /** Cost per cached input token read; null (or unset on create): the prompt price applies. */
   cacheRead?: string | null | undefined;
   /** Cost per input token written to a cache; null (or unset on create): the prompt price applies. */
   cacheWrite?: string | null | undefined;
+  /** Cost per 1,000 input characters (speech); null: not priced so. */
+  characters1k?: string | null | undefined;
   /** Cost per completion token. */
   completion?: string | null | undefined;
   /** Requests of this model per end user per UTC day (docs/reference.md §10); null removes the limit. */
@@ -141,6 +153,12 @@ export type SetModelPricingInput = {
   displayName?: string | null | undefined;
   /** Up to 5 provider names tried in order when the provider refuses the connection, times out before answering, or answers 429 or 5xx; null or []: none. */
   fallbacks?: Array<string> | null | undefined;
+  /** Cost per image output token (gpt-image-1); null: the completion price applies. */
+  imageCompletion?: string | null | undefined;
+  /** Cost prices per image by size and quality (docs/reference.md §22), replacing the list; null or []: none. */
+  imagePrices?: Array<ImagePriceInput> | null | undefined;
+  /** Cost per image input token (gpt-image-1); null: the prompt price applies. */
+  imagePrompt?: string | null | undefined;
   /** 16 to 1,000,000; null = the default 4096. */
   maxCompletionTokens?: number | null | undefined;
   /** 1–200 characters of letters, digits and . _ : / @ - */
