@@ -1,5 +1,8 @@
 import OpenAI, { APIError, toFile } from 'openai';
 import { request as httpRequest } from 'node:http';
+import { render } from 'preact-render-to-string';
+import { receiptOf } from '../src/modules/ledger/receipt.js';
+import { ReceiptDetails } from '../src/pages/receipt.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import {
   FAKE_PNG_BASE64,
@@ -246,6 +249,22 @@ describe('POST /v1/images/generations and /edits', () => {
       audioSeconds: null,
       characters: null,
     });
+
+    // The wallet page's receipt shows the unit line next to the token buckets.
+    const receipt = receiptOf({
+      kind: c.kind,
+      model: c.model,
+      promptTokens: c.prompt_tokens,
+      completionTokens: c.completion_tokens,
+      metadata: c.metadata,
+    })!;
+    const page = render(
+      ReceiptDetails({
+        receipt: { ...receipt, chargeId, paidRaw: cost, uncollectedRaw: 0n, recoveredRaw: 0n, refunds: [] },
+      }) as any,
+    );
+    expect(page).toContain('Receipt <span class="receipt-sum">· 3 images 1024x1024 hd</span>');
+    expect(page).toMatch(/data-bucket="images"[^]*3 images 1024x1024 hd[^]*0\.36/);
     await expectLedgerProven(t.db);
   });
 

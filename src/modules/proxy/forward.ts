@@ -290,7 +290,11 @@ export class Forwarder {
         : null,
       usage,
     );
-    if (!f.clientGone) sink.end(this.costHeaders(f, captured, freeAfterRaw));
+    if (!f.clientGone) {
+      // The charge id went with the headers; the cost and the balance are known only now.
+      const { 'x-paywall-charge-id': _id, ...trailers } = this.costHeaders(f, captured, freeAfterRaw);
+      sink.end(trailers);
+    }
     return null;
   }
 
