@@ -26,7 +26,7 @@ type Documents = {
     "\n  mutation Withdraw($input: RequestWithdrawalInput!) {\n    requestWithdrawal(input: $input) {\n      ...WithdrawalRow\n    }\n  }\n": typeof types.WithdrawDocument,
     "\n  mutation Cancel($paywallId: ID, $id: ID!) {\n    cancelWithdrawal(paywallId: $paywallId, id: $id) {\n      ...WithdrawalRow\n    }\n  }\n": typeof types.CancelDocument,
     "\n  subscription Live($id: ID, $types: [String!]) {\n    paywallEvents(paywallId: $id, types: $types) {\n      id\n      type\n      version\n      createdAt\n      data\n      subject\n    }\n  }\n": typeof types.LiveDocument,
-    "\n  fragment PriceList on ModelPricing {\n    prompt\n    completion\n    request\n    cacheRead\n    cacheWrite\n    audioPrompt\n    reasoning\n    audioCompletion\n  }\n": typeof types.PriceListFragmentDoc,
+    "\n  fragment PriceList on ModelPricing {\n    prompt\n    completion\n    request\n    cacheRead\n    cacheWrite\n    audioPrompt\n    reasoning\n    audioCompletion\n    imagePrompt\n    imageCompletion\n    image {\n      size\n      quality\n      price\n    }\n    audioSecond\n    characters1k\n  }\n": typeof types.PriceListFragmentDoc,
     "\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    dailyRequestLimit\n    builtinProvider\n    provider\n    upstreamModel\n    fallbacks\n  }\n": typeof types.ModelRowFragmentDoc,
     "\n  query Models($id: ID) {\n    paywall(id: $id) {\n      id\n      markup\n      providers {\n        name\n        kind\n        builtin\n      }\n    }\n    models(paywallId: $id) {\n      ...ModelRow\n    }\n  }\n": typeof types.ModelsDocument,
     "\n  mutation SetPrice($input: SetModelPricingInput!) {\n    setModelPricing(input: $input) {\n      ...ModelRow\n    }\n  }\n": typeof types.SetPriceDocument,
@@ -78,7 +78,7 @@ const documents: Documents = {
     "\n  mutation Withdraw($input: RequestWithdrawalInput!) {\n    requestWithdrawal(input: $input) {\n      ...WithdrawalRow\n    }\n  }\n": types.WithdrawDocument,
     "\n  mutation Cancel($paywallId: ID, $id: ID!) {\n    cancelWithdrawal(paywallId: $paywallId, id: $id) {\n      ...WithdrawalRow\n    }\n  }\n": types.CancelDocument,
     "\n  subscription Live($id: ID, $types: [String!]) {\n    paywallEvents(paywallId: $id, types: $types) {\n      id\n      type\n      version\n      createdAt\n      data\n      subject\n    }\n  }\n": types.LiveDocument,
-    "\n  fragment PriceList on ModelPricing {\n    prompt\n    completion\n    request\n    cacheRead\n    cacheWrite\n    audioPrompt\n    reasoning\n    audioCompletion\n  }\n": types.PriceListFragmentDoc,
+    "\n  fragment PriceList on ModelPricing {\n    prompt\n    completion\n    request\n    cacheRead\n    cacheWrite\n    audioPrompt\n    reasoning\n    audioCompletion\n    imagePrompt\n    imageCompletion\n    image {\n      size\n      quality\n      price\n    }\n    audioSecond\n    characters1k\n  }\n": types.PriceListFragmentDoc,
     "\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    dailyRequestLimit\n    builtinProvider\n    provider\n    upstreamModel\n    fallbacks\n  }\n": types.ModelRowFragmentDoc,
     "\n  query Models($id: ID) {\n    paywall(id: $id) {\n      id\n      markup\n      providers {\n        name\n        kind\n        builtin\n      }\n    }\n    models(paywallId: $id) {\n      ...ModelRow\n    }\n  }\n": types.ModelsDocument,
     "\n  mutation SetPrice($input: SetModelPricingInput!) {\n    setModelPricing(input: $input) {\n      ...ModelRow\n    }\n  }\n": types.SetPriceDocument,
@@ -183,7 +183,7 @@ export function graphql(source: "\n  subscription Live($id: ID, $types: [String!
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  fragment PriceList on ModelPricing {\n    prompt\n    completion\n    request\n    cacheRead\n    cacheWrite\n    audioPrompt\n    reasoning\n    audioCompletion\n  }\n"): (typeof documents)["\n  fragment PriceList on ModelPricing {\n    prompt\n    completion\n    request\n    cacheRead\n    cacheWrite\n    audioPrompt\n    reasoning\n    audioCompletion\n  }\n"];
+export function graphql(source: "\n  fragment PriceList on ModelPricing {\n    prompt\n    completion\n    request\n    cacheRead\n    cacheWrite\n    audioPrompt\n    reasoning\n    audioCompletion\n    imagePrompt\n    imageCompletion\n    image {\n      size\n      quality\n      price\n    }\n    audioSecond\n    characters1k\n  }\n"): (typeof documents)["\n  fragment PriceList on ModelPricing {\n    prompt\n    completion\n    request\n    cacheRead\n    cacheWrite\n    audioPrompt\n    reasoning\n    audioCompletion\n    imagePrompt\n    imageCompletion\n    image {\n      size\n      quality\n      price\n    }\n    audioSecond\n    characters1k\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
