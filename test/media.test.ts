@@ -601,6 +601,64 @@ describe('POST /v1/audio/speech', () => {
   });
 });
 
+describe('usage reports (the roll-ups of the dashboard)', () => {
+  it('name the images, seconds and characters per model, with their cost at cost prices, today and rolled up', async () => {
+    const p = await mediaPaywall();
+    await deposit(t, p, 'u-1', '5');
+    const c = client(t, p, 'u-1');
+    await c.images.generate({ model: DALLE, prompt: 'x', n: 3, size: '1024x1024', quality: 'hd' });
+    await c.audio.transcriptions.create({
+      model: WHISPER,
+      file: await toFile(wav(94), 'a.wav', { type: 'audio/wav' }),
+    });
+    const speech = await c.audio.speech.create({ model: TTS, voice: 'alloy', input: 'y'.repeat(1820) });
+    await speech.arrayBuffer();
+    await eventually(
+      () => chargesOf(t, p, 'u-1'),
+      (cs) => cs.length === 3 && cs.every((x: any) => x.status === 'completed'),
+    );
+    const report = async (from: string) => {
+      const r = await t.gql(
+        p.apiKey,
+        `query($f: String!, $t: String!) { paywall { usage(from: $f, to: $t, groupBy: MODEL) { buckets {
+          key images audioSeconds characters revenue providerCost } } } }`,
+        { f: from, t: new Date().toISOString().slice(0, 10) },
+      );
+      expect(r.errors).toBeUndefined();
+      return Object.fromEntries(r.data.paywall.usage.buckets.map((b: any) => [b.key, b]));
+    };
+    // Provider cost: the units at the cost prices, no markup; revenue what was charged (x 1.5).
+    const expected = {
+      [DALLE]: { images: 3, audioSeconds: 0, characters: 0, providerCost: '0.240000', revenue: '0.360000' },
+      [WHISPER]: {
+        images: 0,
+        audioSeconds: 94,
+        characters: 0,
+        providerCost: '0.009400',
+        revenue: '0.014100',
+      },
+      [TTS]: { images: 0, audioSeconds: 0, characters: 1820, providerCost: '0.027300', revenue: '0.040950' },
+    };
+    const today = new Date().toISOString().slice(0, 10);
+    expect(await report(today)).toMatchObject(expected);
+    // Settled two days ago (the roll-up mark forgotten, as before any report): read from the daily
+    // roll-ups instead, the same figures.
+    await t.db.query(
+      `update charge set settled_at = settled_at - interval '2 days', created_at = created_at - interval '2 days'
+        where paywall_id = $1`,
+      [p.id],
+    );
+    await t.db.query(`delete from usage_rollup where paywall_id = $1`, [p.id]);
+    const twoDaysAgo = new Date(Date.now() - 2 * 86_400_000).toISOString().slice(0, 10);
+    expect(await report(twoDaysAgo)).toMatchObject(expected);
+    const [rolled] = await t.db.query(
+      `select count(*)::int as n from usage_day_model where paywall_id = $1 and images + audio_seconds + characters > 0`,
+      [p.id],
+    );
+    expect(rolled.n).toBe(3);
+  });
+});
+
 describe('providers and concurrency', () => {
   it('an image or audio route to an ANTHROPIC provider is a clear 400', async () => {
     const p = await createProxyPaywall(t, fake);
