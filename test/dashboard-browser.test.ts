@@ -446,12 +446,14 @@ describe('the dashboard in Chromium', () => {
       'Cached input',
       'Cache write',
       'Audio input',
+      'Image input',
       'Output',
       'Reasoning',
       'Audio output',
+      'Image output',
     ]);
     expect((await byBucket.getByRole('row').allInnerTexts()).slice(1)).toEqual([
-      'gpt-test\t211\t1,000\t0\t0\t107\t200\t0',
+      'gpt-test\t211\t1,000\t0\t0\t0\t107\t200\t0\t0',
     ]);
     // The same as the API's usage report.
     const usage = await t.gql(
