@@ -464,6 +464,43 @@ describe('POST /v1/audio/transcriptions and /translations', () => {
     expect(await chargesOf(t, pw, 'aud-junk')).toHaveLength(0);
   });
 
+  it('an upload announced above 26 MB is refused with 413 before its body is read; a file past 25 MB too', async () => {
+    await deposit(t, pw, 'aud-big', '1');
+    // Announced: 30 MB, of which only the first bytes are ever sent.
+    const announced = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest(`${t.url}/v1/audio/transcriptions`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${pw.apiKey}`,
+          'x-paywall-user': 'aud-big',
+          'content-type': 'multipart/form-data; boundary=xyz',
+          'content-length': String(30 * 1024 * 1024),
+        },
+      });
+      req.on('response', (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode!, body }));
+      });
+      req.on('error', reject);
+      req.write('--xyz\r\n');
+    });
+    expect(announced.status).toBe(413);
+    expect(JSON.parse(announced.body).error.code).toBe('request_too_large');
+    // A body under the 26 MB total whose file passes 25 MB: refused by the streaming parser's file limit.
+    const form = new FormData();
+    form.append('model', WHISPER);
+    form.append('file', new Blob([new Uint8Array(25 * 1024 * 1024 + 1)], { type: 'audio/wav' }), 'big.wav');
+    const grown = await fetch(`${t.url}/v1/audio/transcriptions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${pw.apiKey}`, 'x-paywall-user': 'aud-big' },
+      body: form,
+    });
+    expect(grown.status).toBe(413);
+    expect(fake.mediaRequests).toHaveLength(0);
+    expect(await chargesOf(t, pw, 'aud-big')).toHaveLength(0);
+  });
+
   it('gpt-4o-transcribe is charged the tokens of its usage (audio in as audio prompt, text out as completion)', async () => {
     await deposit(t, pw, 'aud-gpt', '1');
     const { data, response } = await client(t, pw, 'aud-gpt')
