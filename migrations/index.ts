@@ -16,6 +16,7 @@ import { Migration20261125400000_sign_in_challenge } from './Migration2026112540
 import { Migration20261125500000_usage_provider_cost } from './Migration20261125500000_usage_provider_cost.js';
 import { Migration20261126000000_usage_buckets } from './Migration20261126000000_usage_buckets.js';
 import { Migration20261126200000_cap_parameter } from './Migration20261126200000_cap_parameter.js';
+import { Migration20261129150000_reasoning_model } from './Migration20261129150000_reasoning_model.js';
 import { Migration20261126400000_usage_bucket_tokens } from './Migration20261126400000_usage_bucket_tokens.js';
 import { Migration20261127000000_named_providers } from './Migration20261127000000_named_providers.js';
 import { Migration20261127100000_refunds } from './Migration20261127100000_refunds.js';
@@ -24,6 +25,9 @@ import { Migration20261127300000_low_balance } from './Migration20261127300000_l
 import { Migration20261127400000_auto_topup } from './Migration20261127400000_auto_topup.js';
 import { Migration20261128000000_retention } from './Migration20261128000000_retention.js';
 import { Migration20261128100000_lean_ledger } from './Migration20261128100000_lean_ledger.js';
+import { Migration20261129060000_webhook_secret_grace } from './Migration20261129060000_webhook_secret_grace.js';
+import { Migration20261129061000_wallet_known_browser } from './Migration20261129061000_wallet_known_browser.js';
+import { Migration20261129100000_user_keys } from './Migration20261129100000_user_keys.js';
 import { Migration20261129200000_media_prices } from './Migration20261129200000_media_prices.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
@@ -59,5 +63,15 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261127400000_auto_topup', class: Migration20261127400000_auto_topup },
   { name: 'Migration20261128000000_retention', class: Migration20261128000000_retention },
   { name: 'Migration20261128100000_lean_ledger', class: Migration20261128100000_lean_ledger },
+  {
+    name: 'Migration20261129060000_webhook_secret_grace',
+    class: Migration20261129060000_webhook_secret_grace,
+  },
+  {
+    name: 'Migration20261129061000_wallet_known_browser',
+    class: Migration20261129061000_wallet_known_browser,
+  },
+  { name: 'Migration20261129100000_user_keys', class: Migration20261129100000_user_keys },
+  { name: 'Migration20261129150000_reasoning_model', class: Migration20261129150000_reasoning_model },
   { name: 'Migration20261129200000_media_prices', class: Migration20261129200000_media_prices },
 ];

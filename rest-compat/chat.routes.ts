@@ -28,6 +28,7 @@ export function chatRoutes(services: Services): Router {
           queryUser: typeof q === 'string' ? q : undefined,
           pathUser: req.pathUser,
           body: req.body,
+          userKey: req.userKey,
         },
         res,
       );

@@ -7,12 +7,15 @@ import { DomainError } from '../src/shared/errors.js';
 import { sendError } from './errors.js';
 import { checkExternalId } from '../src/modules/users/user.service.js';
 import { logInternalError } from '../src/shared/route-label.js';
+import { UserKeyService, type UserKeyAuth } from '../src/modules/keys/user-key.service.js';
 
 declare module 'express-serve-static-core' {
   interface Request {
     paywall?: PaywallInfo;
     /** Set by `/v1/u/{user}/…` routes. */
     pathUser?: string;
+    /** Set when the request came with an end-user key (docs/reference.md §19): it acts as that user only. */
+    userKey?: UserKeyAuth;
   }
 }
 
@@ -43,14 +46,31 @@ export function apiKeyRefused(given: boolean): DomainError {
   );
 }
 
-/** REST calls authenticate with the paywall's API key; anything else is a 401. */
+/**
+ * The paywall of a key: the paywall's API key, or an end-user key (docs/reference.md §19), which also
+ * names the end user. Null when unknown (revoked, expired, rotated).
+ */
+export async function authenticateRestKey(
+  services: Pick<Services, 'paywalls' | 'userKeys'>,
+  key: string,
+): Promise<{ paywall: PaywallInfo; userKey?: UserKeyAuth } | null> {
+  if (UserKeyService.isUserKey(key)) {
+    const userKey = await services.userKeys.authenticate(key);
+    return userKey ? { paywall: userKey.paywall, userKey } : null;
+  }
+  const paywall = await services.paywalls.authenticateKey(key);
+  return paywall ? { paywall } : null;
+}
+
+/** REST calls authenticate with the paywall's API key (or an end-user key); anything else is a 401. */
 export function requireApiKey(services: Services): RequestHandler {
   return async (req, res, next) => {
     try {
       const key = apiKeyOf(req.headers);
-      const paywall = key !== null ? await services.paywalls.authenticateKey(key) : null;
-      if (!paywall) return sendError(res, apiKeyRefused(key !== null));
-      req.paywall = paywall;
+      const found = key !== null ? await authenticateRestKey(services, key) : null;
+      if (!found) return sendError(res, apiKeyRefused(key !== null));
+      req.paywall = found.paywall;
+      req.userKey = found.userKey;
       next();
     } catch (e) {
       next(e);
@@ -76,8 +96,52 @@ export function restContext(req: Request, services: Services): AppContext {
  */
 export function userOf(req: Request, bodyUser?: unknown): string {
   const query = typeof req.query.user === 'string' ? req.query.user : undefined;
+  if (req.userKey) return keyUserFrom(req.userKey, req.header('x-paywall-user'), query, req.pathUser);
   return userFrom(req.header('x-paywall-user'), query, req.pathUser, bodyUser);
 }
+
+/**
+ * The end user of a request made with an end-user key (docs/reference.md §19): the key's, always. A
+ * header, path or query naming another user is refused (403); a body's `user` is not looked at.
+ */
+export function keyUserFrom(
+  key: UserKeyAuth,
+  header: string | undefined,
+  query: string | undefined,
+  pathUser: string | undefined,
+): string {
+  for (const other of [header, query, pathUser])
+    if (other !== undefined && other !== key.externalUserId)
+      throw new DomainError(
+        'forbidden',
+        'This key acts for its own end user only: the X-Paywall-User header, the `user` query parameter or the /u/{user} path names another user.',
+        'user',
+        'user_key_user_mismatch',
+      );
+  return key.externalUserId;
+}
+
+/**
+ * The routes an end-user key may call (docs/reference.md §19): the proxy routes and its own balance, with
+ * or without `/u/{user}`. Paths are those under `/v1`.
+ */
+export function userKeyMayCall(method: string, path: string): boolean {
+  const m = /^(?:\/u\/[^/]*)?(\/.*?)\/?$/.exec(path);
+  const route = m ? m[1] : path;
+  if (method === 'POST')
+    return /^\/(chat\/completions|responses|embeddings|messages|messages\/count_tokens)$/.test(route);
+  if (method === 'GET' || method === 'HEAD') return /^\/(models(\/.+)?|user\/balance)$/.test(route);
+  return false;
+}
+
+/** The 401 for an end-user key on a route it may not call. */
+export const userKeyNotAllowed = (): DomainError =>
+  new DomainError(
+    'unauthenticated',
+    'An end-user key may call the proxy routes and GET /v1/user/balance only; use the paywall API key for this route.',
+    null,
+    'user_key_not_allowed',
+  );
 
 /** {@link userOf} from its parts (the raw metered path has no Express request). */
 export function userFrom(

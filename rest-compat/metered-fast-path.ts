@@ -10,7 +10,8 @@ import { observe } from '../src/shared/observe.js';
 import { withoutPathUser } from '../src/shared/route-label.js';
 import { shapedErrorBody } from './errors.js';
 import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
-import { apiKeyOf, apiKeyRefused } from './http.js';
+import { apiKeyOf, apiKeyRefused, authenticateRestKey } from './http.js';
+import type { UserKeyAuth } from '../src/modules/keys/user-key.service.js';
 import { isMessagesKind, sendJson, serveMetered, type MeteredKind } from './metered.js';
 
 /**
@@ -122,20 +123,21 @@ export function meteredFastPath(
       fail(e);
     };
     requestContext.run({ reqId }, () => {
-      (key !== null ? services.paywalls.authenticateKey(key) : Promise.resolve(null)).then((paywall) => {
-        if (!paywall) return refuse(apiKeyRefused(key !== null));
+      (key !== null ? authenticateRestKey(services, key) : Promise.resolve(null)).then((found) => {
+        if (!found) return refuse(apiKeyRefused(key !== null));
+        const { paywall, userKey } = found;
         const parts: Buffer[] = [];
         req.on('data', (c: Buffer) => parts.push(c));
         req.on('error', () => res.destroy());
         req.on('end', () => {
           requestContext.run({ reqId }, () => {
-            serve(Buffer.concat(parts), paywall).catch(fail);
+            serve(Buffer.concat(parts), paywall, userKey).catch(fail);
           });
         });
       }, refuse);
     });
 
-    const serve = async (raw: Buffer, paywall: PaywallInfo) => {
+    const serve = async (raw: Buffer, paywall: PaywallInfo, userKey: UserKeyAuth | undefined) => {
       // express.json (strict): the body must be a JSON object or array; a BOM is dropped.
       let text = raw.toString('utf8');
       if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
@@ -161,7 +163,7 @@ export function meteredFastPath(
       }
       await serveMetered(
         services.proxy,
-        { kind: m.kind, paywall, headers: req.headers, queryUser, pathUser: m.pathUser, body },
+        { kind: m.kind, paywall, headers: req.headers, queryUser, pathUser: m.pathUser, body, userKey },
         res,
       );
     };

@@ -6,14 +6,16 @@ import { loopReason, VIA_HEADER, viaOf } from '../src/modules/proxy/upstream-cli
 import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
 import { invalid } from '../src/shared/errors.js';
 import { ANTHROPIC_CLIENT_HEADERS } from '../src/modules/proxy/anthropic-client.js';
-import { objectBody, userFrom } from './http.js';
+import { keyUserFrom, objectBody, userFrom } from './http.js';
+import type { UserKeyAuth } from '../src/modules/keys/user-key.service.js';
 import { addLogField } from '../src/shared/observe.js';
 
 /** The HTTP response as the proxy's stream sink: SSE headers flushed at once, each write sent at once. */
 export function sseSink(res: ServerResponse): StreamSink {
   return {
-    open() {
+    open(headers) {
       res.writeHead(200, {
+        ...headers,
         'content-type': 'text/event-stream',
         'cache-control': 'no-cache',
         connection: 'keep-alive',
@@ -136,6 +138,8 @@ export interface MeteredRequestIn {
   pathUser: string | undefined;
   /** The parsed JSON body. */
   body: unknown;
+  /** The end-user key the request came with (docs/reference.md §19): the user is its user. */
+  userKey?: UserKeyAuth;
 }
 
 /**
@@ -157,8 +161,11 @@ export async function serveMetered(
   const b = objectBody(r.body);
   const header = r.headers['x-paywall-user'];
   // count_tokens charges nobody: it needs no end user.
-  const user =
-    r.kind === 'count_tokens'
+  // With an end-user key the user is the key's: a body's `user` / `metadata.user_id` is not looked at
+  // (Claude Code fills metadata.user_id with its own JSON) and never forwarded (each format drops it).
+  const user = r.userKey
+    ? keyUserFrom(r.userKey, typeof header === 'string' ? header : undefined, r.queryUser, r.pathUser)
+    : r.kind === 'count_tokens'
       ? ''
       : userFrom(
           typeof header === 'string' ? header : undefined,
@@ -179,6 +186,7 @@ export async function serveMetered(
     via,
     answeredBy: (provider: string) => addLogField(res, 'provider', provider),
   };
+  if (r.userKey) call.userKeyId = r.userKey.id;
   if (isMessagesKind(r.kind)) call.clientHeaders = anthropicClientHeaders(r.headers);
   const sink = sseSink(res);
   if (isMediaKind(r.kind)) call.mediaSink = mediaSink(res);

@@ -3,7 +3,8 @@ import { countRequest, rateHeaders, RateLimitError } from '../src/modules/limits
 import type { Services } from '../src/services.js';
 import { DomainError } from '../src/shared/errors.js';
 import { sendError } from './errors.js';
-import { requireApiKey } from './http.js';
+import { requireApiKey, userKeyMayCall, userKeyNotAllowed } from './http.js';
+import { keysRoutes } from './keys.routes.js';
 import { userRoutes } from './user.routes.js';
 import { chatRoutes } from './chat.routes.js';
 import { mediaRoutes } from './media.routes.js';
@@ -32,6 +33,18 @@ function rateLimit(services: Services) {
 const CHAT_PATH =
   /^(\/u\/[^/]*)?\/(chat\/completions|responses|embeddings|messages|images\/(generations|edits)|audio\/(transcriptions|translations|speech))\/?$/;
 
+const USER_BASE = /^\/u\/([^/?#]*)\/v1(?=[/?]|$)/;
+
+/**
+ * `/u/{user}/v1/…` is `/v1/u/{user}/…` (docs/reference.md §19 "Base URL forms"): a client that appends
+ * `/v1/messages` to its base URL (Anthropic's SDKs) works with the base URL `…/u/{user}`. Any other URL
+ * is returned as it is.
+ */
+export function userBaseUrl(url: string): string {
+  const m = USER_BASE.exec(url);
+  return m ? `/v1/u/${m[1]}${url.slice(m[0].length)}` : url;
+}
+
 /**
  * The REST compatibility layer under `/v1`: OpenAI-style routes and `/v1/user/*`, each mapped onto the
  * resolvers GraphQL uses. `/v1/u/{user}/…` repeats every route with the user named in the path.
@@ -39,6 +52,7 @@ const CHAT_PATH =
 export function createRestRouter(services: Services): Router {
   const routes = Router();
   routes.use(userRoutes(services));
+  routes.use(keysRoutes(services));
   routes.use(chatRoutes(services));
   routes.use(mediaRoutes(services));
   routes.use(modelsRoutes(services));
@@ -46,6 +60,10 @@ export function createRestRouter(services: Services): Router {
 
   const v1 = Router();
   v1.use(requireApiKey(services));
+  // An end-user key acts on the proxy routes and its own balance only (docs/reference.md §19).
+  v1.use((req, res, next) =>
+    req.userKey && !userKeyMayCall(req.method, req.path) ? sendError(res, userKeyNotAllowed()) : next(),
+  );
   v1.use(rateLimit(services));
   v1.use(
     '/u/:pathUser',

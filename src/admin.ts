@@ -46,6 +46,39 @@ const show = (w: WithdrawalRow) =>
     }),
   );
 
+type Command =
+  | { kind: 'withdrawals-list'; status: WithdrawalStatus | null }
+  | { kind: 'mark-paid'; id: string }
+  | { kind: 'mark-failed'; id: string; reason: string | null }
+  | { kind: 'ledger-verify' }
+  | { kind: 'db-stats' };
+
+/** The command line, read before anything is opened: help and usage errors need no database (and no lock). */
+function parseCommand(): Command | { usage: string; exitCode: number } {
+  if (args.length === 0 || args.includes('--help') || args.includes('-h') || args[0] === 'help')
+    return { usage: USAGE, exitCode: args.length === 0 ? 2 : 0 };
+  const [group, cmd, id] = args;
+  if (group === 'withdrawals' && cmd === 'list') {
+    const status = (option('status') ?? 'PENDING').toUpperCase();
+    if (status === 'ALL') return { kind: 'withdrawals-list', status: null };
+    if (!WITHDRAWAL_STATUSES.includes(status as WithdrawalStatus))
+      return { usage: `error: unknown status ${status}\n${USAGE}`, exitCode: 2 };
+    return { kind: 'withdrawals-list', status: status as WithdrawalStatus };
+  }
+  if (group === 'withdrawals' && cmd === 'mark-paid' && id) return { kind: 'mark-paid', id };
+  if (group === 'withdrawals' && cmd === 'mark-failed' && id)
+    return { kind: 'mark-failed', id, reason: option('reason') };
+  if (group === 'ledger' && cmd === 'verify') return { kind: 'ledger-verify' };
+  if (group === 'db' && cmd === 'stats') return { kind: 'db-stats' };
+  return { usage: USAGE, exitCode: 2 };
+}
+
+const command = parseCommand();
+if ('usage' in command) {
+  (command.exitCode === 0 ? console.log : console.error)(command.usage);
+  process.exit(command.exitCode);
+}
+
 const config = loadConfig();
 // On an embedded DATA_DIR the service holds, the admin tools exit 1 at once (stop the service first).
 const db = await Database.open({ url: config.DATABASE_URL, dataDir: config.DATA_DIR }).catch(
@@ -54,18 +87,13 @@ const db = await Database.open({ url: config.DATABASE_URL, dataDir: config.DATA_
 try {
   await db.migrate(config);
   const earnings = new EarningsService(db);
-  const [group, cmd, id] = args;
-  if (group === 'withdrawals' && cmd === 'list') {
-    const status = (option('status') ?? 'PENDING').toUpperCase();
-    if (status !== 'ALL' && !WITHDRAWAL_STATUSES.includes(status as WithdrawalStatus))
-      throw new DomainError('invalid_request', `unknown status ${status}`);
-    for (const w of await earnings.list(status === 'ALL' ? null : (status as WithdrawalStatus), 1000))
-      show(w);
-  } else if (group === 'withdrawals' && cmd === 'mark-paid' && id) {
-    show(await earnings.markPaid(id));
-  } else if (group === 'withdrawals' && cmd === 'mark-failed' && id) {
-    show(await earnings.markFailed(id, option('reason')));
-  } else if (group === 'ledger' && cmd === 'verify') {
+  if (command.kind === 'withdrawals-list') {
+    for (const w of await earnings.list(command.status, 1000)) show(w);
+  } else if (command.kind === 'mark-paid') {
+    show(await earnings.markPaid(command.id));
+  } else if (command.kind === 'mark-failed') {
+    show(await earnings.markFailed(command.id, command.reason));
+  } else if (command.kind === 'ledger-verify') {
     const proof = await proveLedger(db);
     console.log(
       JSON.stringify({
@@ -73,6 +101,9 @@ try {
         total: proof.totalRaw.toString(),
         unbalancedAccounts: proof.unbalancedAccounts,
         misheldAccounts: proof.misheldAccounts,
+        misdebtedAccounts: proof.misdebtedAccounts,
+        sharedDebtCharges: proof.sharedDebtCharges,
+        builtinUnpaidCharges: proof.builtinUnpaidCharges,
         // Usage that holds and free balances could not pay, per paywall (USDC): recorded, repaid, still owed.
         uncollected: (await uncollectedByPaywall(db)).map((u) => ({
           paywallId: u.paywallId,
@@ -83,7 +114,7 @@ try {
       }),
     );
     if (!proof.ok) process.exitCode = 1;
-  } else if (group === 'db' && cmd === 'stats') {
+  } else {
     // One line per table, largest first; rows are pg_class estimates for big tables (rowsExact false).
     for (const t of await tableStats(db))
       console.log(
@@ -97,9 +128,6 @@ try {
           indexBytes: t.indexBytes,
         }),
       );
-  } else {
-    console.error(USAGE);
-    process.exitCode = 2;
   }
 } catch (err) {
   console.error(err instanceof DomainError ? `error: ${err.message}` : err);

@@ -33,7 +33,7 @@ import { observe } from './shared/observe.js';
 import { DomainError, UNAVAILABLE_RETRY_AFTER_SECONDS, databaseUnavailable } from './shared/errors.js';
 import { isDatabaseUnavailable } from './db/db-errors.js';
 import { safeEqual, sha256Hex } from './shared/ids.js';
-import { createRestRouter } from '../rest-compat/router.js';
+import { createRestRouter, userBaseUrl } from '../rest-compat/router.js';
 import { meteredFastPath } from '../rest-compat/metered-fast-path.js';
 import { answerParserError, sendError } from '../rest-compat/errors.js';
 import { createPagesRouter } from './pages/pages.router.js';
@@ -92,6 +92,7 @@ export async function createApp(deps: AppDeps): Promise<App> {
   const express5 = app as unknown as { handle: (req: any, res: any, next?: any) => void };
   const handle = express5.handle.bind(app);
   express5.handle = (req, res, next) => {
+    req.url = userBaseUrl(req.url);
     if (!metered(req, res)) handle(req, res, next);
   };
   app.disable('x-powered-by');

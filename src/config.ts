@@ -327,6 +327,16 @@ const ConfigSchema = z.object({
    * credential); beyond it the upgrade gets HTTP 429. Authenticated connections do not count.
    */
   MAX_WS_UNAUTHENTICATED_PER_IP: intFrom(8, 1),
+  /**
+   * docs/reference.md §15: `POST /v1/messages/count_tokens` calls per minute per paywall key on each
+   * instance (the count is free, and costs this service's CPU or the provider's quota); 0 = no limit.
+   */
+  COUNT_TOKENS_PER_MINUTE: intFrom(120, 0),
+  /**
+   * docs/proxy.md "The prompt estimate": how long a large prompt's count may take (queue included) before
+   * its estimate is the prompt's UTF-8 byte count instead, the CPU a request may cost at most.
+   */
+  TOKEN_COUNT_DEADLINE_MS: intFrom(2000, 1),
   /** docs/reference.md §10: requests per minute per paywall key, all instances together; unset = no limit. */
   RATE_LIMIT_PER_MINUTE: z
     .string()

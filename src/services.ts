@@ -30,6 +30,7 @@ import { StripeCheckoutService } from './modules/payments/stripe/stripe-checkout
 import { StripeWebhookIngestService } from './modules/payments/stripe/stripe-webhook-ingest.service.js';
 import { TopupLimiter } from './modules/payments/stripe/topup-limits.js';
 import { AutoTopupService } from './modules/payments/auto-topup.service.js';
+import { UserKeyService } from './modules/keys/user-key.service.js';
 
 /**
  * Every service, built once per process: the bag the transports (GraphQL context, REST routes, pages)
@@ -78,6 +79,8 @@ export interface Services {
   stripeEvents: StripeWebhookIngestService;
   /** Auto top-up with a saved card (docs/reference.md §16). */
   autoTopup: AutoTopupService;
+  /** End-user keys (docs/reference.md §19). */
+  userKeys: UserKeyService;
 }
 
 interface Lifecycle {
@@ -131,12 +134,22 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     autoTopup: afterCharge,
   });
   s.earnings = new EarningsService(db, reads);
-  s.refunds = new RefundService({ db, paywalls: s.paywalls, idempotency: s.ledger.idempotency });
+  s.refunds = new RefundService({
+    db,
+    paywalls: s.paywalls,
+    idempotency: s.ledger.idempotency,
+    metrics,
+  });
   s.usage = new UsageService(
     db,
     { total: config.GRAPHQL_HEAVY_READS, perTenant: config.GRAPHQL_HEAVY_READS_PER_TENANT },
     reads,
   );
+  s.userKeys = new UserKeyService({
+    db,
+    clock: s.clock,
+    ensureUser: (sql, paywall, externalId, trigger) => s.users.ensureUser(sql, paywall, externalId, trigger),
+  });
   s.catalog = new CatalogService({ db, config, paywalls: s.paywalls, providers: s.providers });
   s.proxy = new ProxyService({
     db,
@@ -150,7 +163,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     lowBalance: s.lowBalance,
     autoTopup: afterCharge,
   });
-  s.webhooks = new WebhookService({ db, reads, config, log, metrics, paywalls: s.paywalls });
+  s.webhooks = new WebhookService({ db, reads, config, log, metrics, paywalls: s.paywalls, clock: s.clock });
   s.walletSecrets = new WalletSecrets(config);
   s.signIn = new SignInService({ db, log, mailer: s.mailer, secrets: s.walletSecrets });
   s.wallet = new WalletService({
@@ -189,6 +202,7 @@ const lifecycles = (s: Services): Lifecycle[] =>
     s.maintenance,
     s.retention,
     s.paywalls,
+    s.userKeys,
     s.providers,
     s.users,
     s.ledger,

@@ -30,6 +30,8 @@ interface Tenant {
   shared: { id: string; apiKey: string };
   user: string;
   subscriptionId: string;
+  /** An end-user key of `user` (docs/reference.md §19). */
+  userKeyId: string;
   eventId: string;
   modelId: string;
   /** Strings only this tenant's data contains: none may appear in an answer to another caller. */
@@ -153,6 +155,14 @@ const GQL: Record<string, GqlCase> = {
     // charge refunded across tenants: test/refunds.test.ts.
     controlMay: ['NOT_FOUND'],
   },
+  'Mutation.createUserKey': {
+    query: `mutation($p: ID, $u: String!) { createUserKey(input: { paywallId: $p, externalUserId: $u, name: "m" }) { key userKey { id name } } }`,
+    vars: (T) => ({ p: T.pw.id, u: T.user }),
+  },
+  'Mutation.revokeUserKey': {
+    query: `mutation($p: ID, $id: ID!) { revokeUserKey(input: { paywallId: $p, id: $id }) { id name externalUserId } }`,
+    vars: (T) => ({ p: T.pw.id, id: T.userKeyId }),
+  },
   'Mutation.setModelPricing': {
     query: `mutation($p: ID) { setModelPricing(input: { paywallId: $p, modelId: "matrix-model", prompt: "0.000001" }) { id name } }`,
     vars: (T) => ({ p: T.pw.id }),
@@ -227,6 +237,8 @@ const PUBLIC: Record<string, string> = {
     "wallet session cookie + CSRF; only the session's own connections",
   'POST /wallet/connections/:connectionId/allowance':
     "wallet session cookie + CSRF; only the session's own active connections (docs/reference.md §16)",
+  'POST /wallet/keys/:keyId/revoke':
+    "wallet session cookie + CSRF; only keys of the session's own connected end users (docs/reference.md §19)",
   'POST /wallet/alert':
     "wallet session cookie + CSRF; the session's own low-balance alert (docs/reference.md §16)",
   'POST /wallet/autotopup/off':
@@ -297,6 +309,13 @@ const REST: Record<string, RestCase> = {
   'GET /user/balance/topup': { path: (T) => `/user/balance/topup?user=${T.user}`, otherKey: 'own' },
   'GET /user/connect': { path: (T) => `/user/connect?user=${T.user}`, otherKey: 'own' },
   'GET /user/disconnect': { path: (T) => `/user/disconnect?user=${T.user}`, otherKey: 'own' },
+  'POST /user/keys': {
+    path: () => '/user/keys',
+    body: (T) => ({ user: T.user, name: 'm' }),
+    otherKey: 'own',
+  },
+  'GET /user/keys': { path: (T) => `/user/keys?user=${T.user}`, otherKey: 'own' },
+  'DELETE /user/keys/:id': { path: (T) => `/user/keys/${T.userKeyId}`, otherKey: 404 },
   'POST /chat/completions': {
     path: () => '/chat/completions',
     body: (T) => ({ user: T.user, model: T.modelId, messages: [{ role: 'user', content: 'hi' }] }),
@@ -428,6 +447,11 @@ async function tenant(ownerToken: string, tag: string): Promise<Tenant> {
     `select id from event where paywall_id = $1 order by seq desc limit 1`,
     [pw.id],
   );
+  const key = await ok(
+    pw.apiKey,
+    `mutation($u: String!) { createUserKey(input: { externalUserId: $u, name: "${tag}-key" }) { userKey { id } } }`,
+    { u: user },
+  );
   await ok(
     pw.apiKey,
     `mutation($p: ID) { connectStripe(input: { paywallId: $p, secretKey: "sk_test_${tag}" }) { id } }`,
@@ -441,6 +465,7 @@ async function tenant(ownerToken: string, tag: string): Promise<Tenant> {
     shared,
     user,
     subscriptionId: sub.createWebhookSubscription.id,
+    userKeyId: key.createUserKey.userKey.id,
     eventId: ev.id,
     modelId,
     markers: [
@@ -451,6 +476,7 @@ async function tenant(ownerToken: string, tag: string): Promise<Tenant> {
       `${tag}-sub`,
       `${tag}-display`,
       `${tag}-user`,
+      `${tag}-key`,
     ],
   };
 }

@@ -207,7 +207,7 @@ describe('built-in provider: catalogue', () => {
       {
         id: 'builtin-small',
         builtinProvider: true,
-        maxCompletionTokens: null,
+        maxCompletionTokens: 4096, // none configured, an id the catalogue does not know: the default in force
         pricing: { prompt: '0.00000015', completion: '0.0000006', request: '0' },
         costPricing: { prompt: '0.0000001', completion: '0.0000004', request: '0' },
       },
@@ -229,6 +229,7 @@ describe('built-in provider: catalogue', () => {
       audioCompletionPico: null,
       requestPico: 100_000_000n,
       maxCompletionTokens: 500,
+      reasoningModel: null,
       dailyRequestLimit: null,
       providerCost: {
         promptPico: 2_000_000n,
@@ -347,7 +348,8 @@ describe('built-in provider: catalogue', () => {
   it('connectProvider takes precedence: built-in models hidden, its own rows served; disconnect brings them back', async () => {
     const pw = await t.createPaywall('SHARED');
     await setPrice(pw, { modelId: 'my-own-model', prompt: '0.000001' });
-    await setPrice(pw, { modelId: 'builtin-small', prompt: '0.000003' });
+    // Served by the built-in provider now: its own price for a built-in model is at least the cost.
+    await setPrice(pw, { modelId: 'builtin-small', prompt: '0.000003', completion: '0.000001' });
     expect(await listIds(pw)).toEqual(['builtin-large', 'builtin-small']);
 
     await connectOwn(pw);
@@ -493,9 +495,10 @@ describe("built-in provider: what a hold cannot cover is never the operator's lo
     const wallet = await fundSharedUser(pw, 'owes', 1_000n);
     const providerBefore = await balanceOf(PROVIDER_ACCOUNT_ID);
     const feesBefore = await balanceOf(FEES_ACCOUNT_ID);
-    // The provider ignores the cap: 10 + 1,000 tokens cost 100 + 2 x (10 x 2 + 1,000 x 8) = 16,140 raw units,
-    // of which the provider's own cost is 100 + 10 x 2 + 1,000 x 8 = 8,120.
-    fake.behavior = { usage: { prompt_tokens: 10, completion_tokens: 1000 }, ignoreMaxTokens: true };
+    // The provider bills more input than the estimate (within what the request's bytes can make):
+    // 1,000 + 10 tokens cost 100 + 2 x (1,000 x 2 + 10 x 8) = 4,260 raw units, of which the provider's
+    // own cost is 100 + 1,000 x 2 + 10 x 8 = 2,180.
+    fake.behavior = { usage: { prompt_tokens: 1000, completion_tokens: 10 } };
     expect((await chat(pw, 'owes', 'builtin-large')).status).toBe(200);
     const [first] = await t.db.query(
       `select id, amount_raw::text as amount, uncollected_raw::text as uncollected, hold_raw::text as hold
@@ -504,7 +507,7 @@ describe("built-in provider: what a hold cannot cover is never the operator's lo
     );
     // The hold and the rest of the wallet: all 1,000; the provider's share first, so all of it.
     expect(BigInt(first.hold)).toBeLessThan(1_000n);
-    expect(first).toMatchObject({ amount: '1000', uncollected: '15140' });
+    expect(first).toMatchObject({ amount: '1000', uncollected: '3260' });
     expect(await balanceOf(wallet.accountId)).toBe(0n);
     expect((await balanceOf(PROVIDER_ACCOUNT_ID)) - providerBefore).toBe(1_000n);
 
@@ -519,15 +522,15 @@ describe("built-in provider: what a hold cannot cover is never the operator's lo
     const served = await chat(pw, 'owes', 'builtin-large');
     expect(served.body.paywall).toBeUndefined();
     expect(served.body.usage.cost).toBe('0.00046');
-    // Repaid 15,140: the provider's unpaid 7,120 first, then the fee floor(8,020 x 10 %) = 802, the paywall
-    // 7,218. Then the new chat: 460 (provider 280, fee 18, paywall 162).
-    expect(await balanceOf(wallet.accountId)).toBe(1_000_000n - 15_140n - 460n);
-    expect((await balanceOf(PROVIDER_ACCOUNT_ID)) - providerBefore).toBe(1_000n + 7_120n + 280n);
-    expect((await balanceOf(FEES_ACCOUNT_ID)) - feesBefore).toBe(802n + 18n);
+    // Repaid 3,260: the provider's unpaid 1,180 first, then the fee floor(2,080 x 10 %) = 208, the paywall
+    // 1,872. Then the new chat: 460 (provider 280, fee 18, paywall 162).
+    expect(await balanceOf(wallet.accountId)).toBe(1_000_000n - 3_260n - 460n);
+    expect((await balanceOf(PROVIDER_ACCOUNT_ID)) - providerBefore).toBe(1_000n + 1_180n + 280n);
+    expect((await balanceOf(FEES_ACCOUNT_ID)) - feesBefore).toBe(208n + 18n);
     const e = await t.gql(pw.apiKey, `{ paywall { earnings { available } } }`);
-    expect(e.data.paywall.earnings.available).toBe('0.007380');
+    expect(e.data.paywall.earnings.available).toBe('0.002034');
     expect((await uncollectedByPaywall(t.db)).filter((u) => u.paywallId === pw.id)).toEqual([
-      { paywallId: pw.id, uncollected: '15140', recovered: '15140', outstanding: '0' },
+      { paywallId: pw.id, uncollected: '3260', recovered: '3260', outstanding: '0' },
     ]);
     await expectLedgerProven(t.db);
   });

@@ -356,3 +356,144 @@ describe('the built-in provider', () => {
     expect((c.usage as any)?.cost).toBe('0.000078');
   });
 });
+
+/**
+ * docs/reference.md §20: the client's cap goes upstream unchanged, in its own field, unless the balance
+ * or the owner's maxCompletionTokens is lower (then `x-paywall-cap` says what was sent); with no client cap
+ * a Responses or chat request gets no cap field unless one was lowered, and the hold is bounded by the
+ * model's maximum output (the catalogue's, here gpt-4o's 16,384). Thinking budgets stay below the cap.
+ */
+describe("the client's cap is kept (§20)", () => {
+  let p: ProxyPaywall;
+  const gql = async (query: string, i: Record<string, unknown>) => {
+    const r = await t.gql(p.apiKey, query, { i });
+    expect(r.errors).toBeUndefined();
+  };
+  const post = (path: string, user: string, body: Record<string, unknown>) =>
+    fetch(`${t.url}${path}`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${p.apiKey}`,
+        'content-type': 'application/json',
+        'x-paywall-user': user,
+      },
+      body: JSON.stringify(body),
+    });
+
+  beforeAll(async () => {
+    // The model ids gpt-test (owner's cap 1000) and the catalogue's gpt-4o on the `older` fake (any field).
+    p = await createProxyPaywall(t, older);
+    const price = `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`;
+    await gql(price, { modelId: 'gpt-4o', prompt: '0.000002', completion: '0.000005' });
+    await gql(`mutation($i: ConnectProviderInput!) { connectProvider(input: $i) { id } }`, {
+      name: 'claude',
+      kind: 'ANTHROPIC',
+      baseUrl: older.baseUrl,
+      apiKey: 'sk-ant-fake-0001',
+    });
+    await gql(price, {
+      modelId: 'claude-sonnet-4-20250514',
+      provider: 'claude',
+      prompt: '0.000003',
+      completion: '0.000015',
+    });
+  });
+
+  it("a client's max_tokens above the old 4,096 default goes upstream unchanged, without x-paywall-cap", async () => {
+    await deposit(t, p, 'cap-ann', '1');
+    const r = await post('/v1/chat/completions', 'cap-ann', {
+      model: 'gpt-4o',
+      messages: hi,
+      max_tokens: 32000,
+    });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('x-paywall-cap')).toBeNull();
+    expect(capsSent(older)).toEqual({ max_tokens: 32000, max_completion_tokens: undefined });
+    expect((await chargesOf(t, p, 'cap-ann'))[0]).toMatchObject({ max_completion_tokens: 32000 });
+  });
+
+  it('no client cap: no cap field added (Responses and chat); the hold is bounded by the catalogue’s maximum', async () => {
+    await deposit(t, p, 'cap-bea', '1');
+    const r = await post('/v1/responses', 'cap-bea', { model: 'gpt-4o', input: 'Say hello' });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('x-paywall-cap')).toBeNull();
+    expect(older.responsesRequests[0].body).not.toHaveProperty('max_output_tokens');
+    const c = await post('/v1/chat/completions', 'cap-bea', { model: 'gpt-4o', messages: hi });
+    expect(c.status).toBe(200);
+    expect(capsSent(older)).toEqual({ max_tokens: undefined, max_completion_tokens: undefined });
+    const charges = await chargesOf(t, p, 'cap-bea');
+    expect(charges.map((ch) => ch.max_completion_tokens)).toEqual([16384, 16384]);
+  });
+
+  it("the owner's lower maxCompletionTokens lowers the client's cap, in its own field, and says so", async () => {
+    await deposit(t, p, 'cap-cid', '1');
+    const r = await post('/v1/chat/completions', 'cap-cid', { model: MODEL, messages: hi, max_tokens: 5000 });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('x-paywall-cap')).toBe('1000');
+    expect(capsSent(older)).toEqual({ max_tokens: 1000, max_completion_tokens: undefined });
+  });
+
+  it('a balance that cannot afford the cap: the lower cap is sent, and x-paywall-cap says it (JSON and stream)', async () => {
+    await deposit(t, p, 'cap-dee', '0.05');
+    const r = await post('/v1/chat/completions', 'cap-dee', {
+      model: 'gpt-4o',
+      messages: hi,
+      max_tokens: 32000,
+    });
+    expect(r.status).toBe(200);
+    const sent = older.chatRequests[0].body.max_tokens;
+    expect(sent).toBeLessThan(32000);
+    expect(r.headers.get('x-paywall-cap')).toBe(String(sent));
+    older.reset();
+    const s = await post('/v1/chat/completions', 'cap-dee', {
+      model: 'gpt-4o',
+      messages: hi,
+      max_tokens: 32000,
+      stream: true,
+    });
+    expect(s.status).toBe(200);
+    await s.text();
+    expect(s.headers.get('x-paywall-cap')).toBe(String(older.chatRequests[0].body.max_tokens));
+    expect(older.chatRequests[0].body.max_tokens).toBeLessThan(32000);
+  });
+
+  it('Claude Code with budget_tokens 10,000 and 0.05 USDC: max_tokens > budget_tokens ≥ 1,024, never a provider 400', async () => {
+    await deposit(t, p, 'cap-eve', '0.05');
+    const r = await post('/v1/messages', 'cap-eve', {
+      model: 'claude-sonnet-4-20250514',
+      max_tokens: 32000,
+      thinking: { type: 'enabled', budget_tokens: 10000 },
+      messages: [{ role: 'user', content: 'Think, then say hello' }],
+    });
+    expect(r.status).toBe(200);
+    const body = older.messagesRequests[0].body;
+    expect(body.max_tokens).toBeLessThan(10000);
+    expect(body.max_tokens).toBeGreaterThan(body.thinking.budget_tokens);
+    expect(body.thinking.budget_tokens).toBeGreaterThanOrEqual(1024);
+    expect(body.thinking.budget_tokens).toBe(body.max_tokens - 1);
+    expect(r.headers.get('x-paywall-cap')).toBe(String(body.max_tokens));
+  });
+
+  it('thinking whose smallest budget the balance cannot afford: the top-up reply, nothing forwarded', async () => {
+    await deposit(t, p, 'cap-fin', '0.01');
+    const r = await post('/v1/messages', 'cap-fin', {
+      model: 'claude-sonnet-4-20250514',
+      max_tokens: 32000,
+      thinking: { type: 'enabled', budget_tokens: 10000 },
+      messages: [{ role: 'user', content: 'Think, then say hello' }],
+    });
+    expect(r.status).toBe(200);
+    const body = await r.json();
+    expect(body).toMatchObject({ type: 'message', paywall: { reason: 'insufficient_balance' } });
+    expect(older.messagesRequests).toHaveLength(0);
+    expect((await money(t, p, 'cap-fin')).balance).toBe(10_000n);
+    // Without thinking, the same balance is enough for a smaller answer.
+    const plain = await post('/v1/messages', 'cap-fin', {
+      model: 'claude-sonnet-4-20250514',
+      max_tokens: 32000,
+      messages: [{ role: 'user', content: 'Say hello' }],
+    });
+    expect((await plain.json()).paywall).toBeUndefined();
+    expect(older.messagesRequests).toHaveLength(1);
+  });
+});

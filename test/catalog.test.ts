@@ -164,6 +164,7 @@ describe('model catalogue and prices', () => {
       audioSecondPico: null,
       characters1kPico: null,
       maxCompletionTokens: null,
+      reasoningModel: null,
       providerCost: null,
       provider: null,
       upstreamModel: null,
@@ -194,7 +195,8 @@ describe('model catalogue and prices', () => {
     const cleared = await t.gql(pw.apiKey, SET, {
       input: { modelId: 'm1', maxCompletionTokens: null, displayName: null },
     });
-    expect(cleared.data.setModelPricing).toMatchObject({ name: 'm1', maxCompletionTokens: null });
+    // null clears the owner's cap: the value in force is then the default (an id the catalogue does not know)
+    expect(cleared.data.setModelPricing).toMatchObject({ name: 'm1', maxCompletionTokens: 4096 });
     expect((await catalog.getPrice(ref(pw.id), 'm1'))!.maxCompletionTokens).toBeNull();
 
     const removed = await t.gql(pw.apiKey, REMOVE, { id: 'm1' });
@@ -296,6 +298,48 @@ describe('model catalogue and prices', () => {
       requestPico: 0n,
       maxCompletionTokens: null,
     });
+  });
+
+  it('maxCompletionTokens shows the value in force and where it comes from; reasoningModel the owner’s word, else the catalogue’s (§20, §21)', async () => {
+    const pw = await t.createPaywall();
+    const Q = `mutation($input: SetModelPricingInput!) {
+      setModelPricing(input: $input) { id maxCompletionTokens maxCompletionTokensSource reasoningModel }
+    }`;
+    const set = async (input: Record<string, unknown>) => {
+      const r = await t.gql(pw.apiKey, Q, { input });
+      expect(r.errors).toBeUndefined();
+      return r.data.setModelPricing;
+    };
+    // models.dev's catalogue: gpt-4o answers at most 16,384 tokens; o3 100,000 and reasons.
+    expect(await set({ modelId: 'gpt-4o', prompt: '0.000001' })).toEqual({
+      id: 'gpt-4o',
+      maxCompletionTokens: 16384,
+      maxCompletionTokensSource: 'CATALOGUE',
+      reasoningModel: false,
+    });
+    expect(await set({ modelId: 'my-o3', upstreamModel: 'openai/o3-2025-04-16' })).toEqual({
+      id: 'my-o3',
+      maxCompletionTokens: 100000,
+      maxCompletionTokensSource: 'CATALOGUE',
+      reasoningModel: true,
+    });
+    expect(await set({ modelId: 'gpt-4o', maxCompletionTokens: 2000, reasoningModel: true })).toEqual({
+      id: 'gpt-4o',
+      maxCompletionTokens: 2000,
+      maxCompletionTokensSource: 'PRICING',
+      reasoningModel: true,
+    });
+    expect(await set({ modelId: 'house-model-7' })).toEqual({
+      id: 'house-model-7',
+      maxCompletionTokens: 4096,
+      maxCompletionTokensSource: 'DEFAULT',
+      reasoningModel: false,
+    });
+    // Omitted keeps the owner's word; null hands it back to the catalogue.
+    expect((await set({ modelId: 'gpt-4o', prompt: '0.000002' })).reasoningModel).toBe(true);
+    expect(
+      (await set({ modelId: 'gpt-4o', reasoningModel: null, maxCompletionTokens: null })).reasoningModel,
+    ).toBe(false);
   });
 
   it("cannot see or change another paywall's models", async () => {

@@ -367,12 +367,12 @@ describe('the Messages API for a model on an OpenAI-compatible provider', () => 
         model: GPT,
         max_tokens: 100,
         messages: [{ role: 'user', content: 'hi' }],
-        thinking: { type: 'enabled', budget_tokens: 1024 },
+        mcp_servers: [{ type: 'url', url: 'https://mcp.example.com', name: 'x' }],
       },
     });
     expect(r.status).toBe(400);
     expect(r.body).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
-    expect(r.body.error.message).toContain('thinking');
+    expect(r.body.error.message).toContain('mcp_servers');
     expect(openai.requests).toHaveLength(0);
     expect(await chargesOf(t, pw, user)).toEqual([]);
   });
@@ -413,7 +413,7 @@ describe('100 concurrent mixed calls on one funded user', () => {
     expect(ok).toBeGreaterThan(0);
     const m = await money(t, pw, user);
     expect(m.held).toBe(0n);
-    expect(m.balance).toBeGreaterThanOrEqual(0n);
+    // (A balance below zero cannot be written: a CHECK refuses it. What can break is conservation.)
     expect(m.balance).toBe(m.ledgerSum);
     // Every raw unit that left the balance is a transfer of one of its charges: captured at settlement,
     // or a provider's count above the hold's estimate collected later (recorded as uncollected first).
@@ -427,5 +427,294 @@ describe('100 concurrent mixed calls on one funded user', () => {
     const charged = (await chargesOf(t, pw, user)).reduce((sum, c) => sum + BigInt(c.amount), 0n);
     expect(charged).toBeLessThanOrEqual(50_000n);
     await expectLedgerProven(t.db);
+  });
+});
+
+/**
+ * docs/reference.md §21: what agent tools send across formats is dropped (and named in
+ * `x-paywall-dropped-fields`) or mapped, not refused; translated answers name the client's model, carry
+ * every field Anthropic's SDK types declare, and reasoning is charged at the reasoning price.
+ */
+describe('agent tools across formats (§21)', () => {
+  const REASONER = 'gpt-reasoner'; // upstream `o3`: the catalogue knows it reasons
+  const THINKER = 'claude-thinker'; // marked `reasoningModel: true` by the owner
+  /** pico-USDC per token */
+  const R = { request: 0n, prompt: 2_000_000n, completion: 8_000_000n, reasoning: 12_000_000n };
+  const rawOf = (prompt: number, completion: number, reasoning: number) => {
+    const sum =
+      BigInt(prompt) * R.prompt + BigInt(completion) * R.completion + BigInt(reasoning) * R.reasoning;
+    return (MARKUP_PPM * sum + 10n ** 12n - 1n) / 10n ** 12n;
+  };
+
+  beforeAll(async () => {
+    const price = `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id reasoningModel } }`;
+    await gqlOk(price, {
+      i: {
+        modelId: REASONER,
+        upstreamModel: 'o3',
+        prompt: '0.000002',
+        completion: '0.000008',
+        reasoning: '0.000012',
+      },
+    });
+    await gqlOk(price, {
+      i: {
+        modelId: THINKER,
+        provider: 'claude',
+        upstreamModel: 'claude-sonnet-4-20250514',
+        reasoningModel: true,
+        prompt: '0.000002',
+        completion: '0.000008',
+        reasoning: '0.000012',
+      },
+    });
+  });
+
+  it('Claude Code toward an OpenAI reasoning model: thinking → reasoning_effort, system messages merged, the rest dropped and named; reasoning charged at its price', async () => {
+    const user = await funded();
+    openai.next({
+      answer: {
+        id: 'chatcmpl-r1',
+        object: 'chat.completion',
+        created: 1,
+        model: 'o3-2025-04-16',
+        choices: [{ index: 0, message: { role: 'assistant', content: 'Done.' }, finish_reason: 'stop' }],
+        usage: {
+          prompt_tokens: 40,
+          completion_tokens: 50,
+          completion_tokens_details: { reasoning_tokens: 30 },
+        },
+      },
+    });
+    const r = await t.rest('POST', '/v1/messages', {
+      headers: { 'x-api-key': pw.apiKey, 'x-paywall-user': user, 'anthropic-version': '2023-06-01' },
+      body: {
+        model: REASONER,
+        max_tokens: 32000,
+        system: [{ type: 'text', text: 'You are Claude Code.', cache_control: { type: 'ephemeral' } }],
+        messages: [
+          { role: 'system', content: 'Also: be brief.' },
+          {
+            role: 'user',
+            content: [{ type: 'text', text: 'List files', cache_control: { type: 'ephemeral' } }],
+          },
+        ],
+        thinking: { type: 'enabled', budget_tokens: 10000 },
+        metadata: { user_id: '{"device":"abc","session":"s1"}' },
+        context_management: { edits: [{ type: 'clear_thinking_20251015' }] },
+      },
+    });
+    expect(r.status).toBe(200);
+    // metadata.user_id is the end user's: never sent upstream anyway (nothing else was in metadata)
+    expect(r.headers.get('x-paywall-dropped-fields')).toBe('context_management,cache_control');
+    const sent = openai.chatRequests[0].body;
+    expect(sent).toEqual({
+      model: 'o3',
+      messages: [
+        { role: 'system', content: 'You are Claude Code.\n\nAlso: be brief.' },
+        { role: 'user', content: [{ type: 'text', text: 'List files' }] },
+      ],
+      max_completion_tokens: 32000, // the client's cap, kept
+      reasoning_effort: 'medium', // 10,000 thinking tokens
+    });
+    expect(r.body).toMatchObject({
+      model: REASONER, // the client's model, not the provider's
+      container: null,
+      stop_details: null,
+      content: [{ type: 'text', text: 'Done.', citations: null }],
+      usage: { input_tokens: 40, output_tokens: 50, output_tokens_details: { thinking_tokens: 30 } },
+    });
+    const raw = rawOf(40, 20, 30);
+    expect(r.body.usage.cost).toBe(usdc(raw).replace(/0+$/, '').replace(/\.$/, ''));
+    expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
+  });
+
+  it('thinking toward a model that does not reason is dropped and named; a stream’s message_start carries the input count', async () => {
+    const user = await funded();
+    openai.next({ sse: OPENAI_TOOL_STREAM });
+    const body = {
+      model: GPT,
+      max_tokens: 500,
+      messages: [
+        { role: 'user' as const, content: 'What is the weather in Paris? Answer with a tool call.' },
+      ],
+    };
+    const counted = await anthropicSdk(user).messages.countTokens(body);
+    const r = await fetch(`${t.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': pw.apiKey, 'x-paywall-user': user },
+      body: JSON.stringify({
+        ...body,
+        stream: true,
+        thinking: { type: 'enabled', budget_tokens: 2000 },
+        output_config: { effort: 'high' },
+      }),
+    });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('x-paywall-dropped-fields')).toBe('thinking,output_config');
+    const text = await r.text();
+    const start = JSON.parse(
+      text
+        .split('\n')
+        .find((l) => l.startsWith('data: {"type":"message_start"'))!
+        .slice(6),
+    );
+    expect(start.message.usage.input_tokens).toBe(counted.input_tokens);
+    expect(start.message.model).toBe(GPT);
+    const sent = openai.chatRequests[0].body;
+    expect(sent).not.toHaveProperty('reasoning_effort');
+    expect(sent).not.toHaveProperty('thinking');
+  });
+
+  it('Codex toward an Anthropic provider: include, client_metadata, store, verbosity dropped and named; reasoning → thinking below the cap; namespace tools and their calls under the client’s names', async () => {
+    const user = await funded();
+    claude.next({
+      answer: {
+        id: 'msg_ns1',
+        type: 'message',
+        role: 'assistant',
+        model: 'claude-sonnet-4-20250514',
+        content: [{ type: 'tool_use', id: 'toolu_1', name: 'shell__exec', input: { cmd: 'ls' } }],
+        stop_reason: 'tool_use',
+        stop_sequence: null,
+        usage: { input_tokens: 100, output_tokens: 20 },
+      },
+    });
+    const r = await t.rest('POST', '/v1/responses', {
+      token: pw.apiKey,
+      headers: { 'x-paywall-user': user },
+      body: {
+        model: THINKER,
+        input: [{ role: 'user', content: [{ type: 'input_text', text: 'list files' }] }],
+        max_output_tokens: 5000,
+        include: ['reasoning.encrypted_content'],
+        client_metadata: { originator: 'codex_exec' },
+        store: false,
+        prompt_cache_key: 'conv-1',
+        reasoning: { effort: 'high', summary: 'auto' },
+        text: { verbosity: 'low' },
+        parallel_tool_calls: false,
+        tools: [
+          {
+            type: 'namespace',
+            name: 'shell',
+            description: 'Shell tools',
+            tools: [
+              {
+                type: 'function',
+                name: 'exec',
+                parameters: { type: 'object', properties: { cmd: { type: 'string' } } },
+              },
+            ],
+          },
+        ],
+      },
+    });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('x-paywall-dropped-fields')).toBe(
+      'include,client_metadata,store,prompt_cache_key,text.verbosity',
+    );
+    const sent = claude.messagesRequests[0].body;
+    expect(sent).toMatchObject({
+      model: 'claude-sonnet-4-20250514',
+      max_tokens: 5000,
+      thinking: { type: 'enabled', budget_tokens: 4999 }, // high = 24,576, kept below max_tokens
+      tools: [{ name: 'shell__exec', input_schema: { type: 'object' } }],
+      tool_choice: { type: 'auto', disable_parallel_tool_use: true },
+    });
+    for (const f of ['include', 'client_metadata', 'store', 'prompt_cache_key', 'text', 'reasoning'])
+      expect(sent).not.toHaveProperty(f);
+    expect(r.body.model).toBe(THINKER);
+    expect(r.body.output).toEqual([
+      expect.objectContaining({
+        type: 'function_call',
+        call_id: 'toolu_1',
+        name: 'exec',
+        namespace: 'shell',
+      }),
+    ]);
+    const raw = rawOf(100, 20, 0);
+    expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
+  });
+
+  it('a json_schema response format becomes a forced tool; the answer’s text is its input as JSON', async () => {
+    const user = await funded();
+    claude.next({
+      answer: {
+        id: 'msg_js1',
+        type: 'message',
+        role: 'assistant',
+        model: UPSTREAM_CLAUDE,
+        content: [{ type: 'tool_use', id: 'toolu_j', name: 'json_answer', input: { city: 'Paris' } }],
+        stop_reason: 'tool_use',
+        stop_sequence: null,
+        usage: { input_tokens: 10, output_tokens: 5 },
+      },
+    });
+    const schema = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] };
+    const r = await client(t, pw, user).chat.completions.create({
+      model: CLAUDE,
+      messages: [{ role: 'user', content: 'Capital of France as JSON' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'city', schema } },
+    });
+    expect(claude.messagesRequests[0].body).toMatchObject({
+      tools: [{ name: 'json_answer', input_schema: schema }],
+      tool_choice: { type: 'tool', name: 'json_answer' },
+    });
+    expect(r.choices[0]).toMatchObject({ message: { content: '{"city":"Paris"}' }, finish_reason: 'stop' });
+    expect(r.model).toBe(CLAUDE);
+  });
+
+  it('an inline image toward Claude is held by Anthropic’s formula from its declared pixels, toward GPT by OpenAI’s tiles (§13)', async () => {
+    const user = await funded();
+    // A 1 x 1 PNG: 1 token for Anthropic ((1 x 1) / 750), not a 2048 x 2048 image's bound.
+    const png =
+      'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+    const messages = [
+      {
+        role: 'user' as const,
+        content: [
+          { type: 'text' as const, text: 'What is this?' },
+          { type: 'image_url' as const, image_url: { url: png } },
+        ],
+      },
+    ];
+    claude.next({ content: 'A dot', rawUsage: { input_tokens: 20, output_tokens: 2 } });
+    await client(t, pw, user).chat.completions.create({ model: CLAUDE, messages, max_tokens: 10 });
+    const text = await client(t, pw, user).chat.completions.create({
+      model: GPT,
+      messages: [{ role: 'user', content: 'What is this?' }],
+      max_tokens: 10,
+    });
+    expect(text.choices[0].message.content).toBeTruthy();
+    await client(t, pw, user).chat.completions.create({ model: GPT, messages, max_tokens: 10 });
+    const [toClaude, textOnly, toGpt] = (await chargesOf(t, pw, user)).map(
+      (c) => c.metadata.promptEstimate as number,
+    );
+    expect(toClaude - textOnly).toBeLessThanOrEqual(1 + 3); // the image part: 1 token (and its framing)
+    // OpenAI bills a 1 x 1 image as one tile at most: gpt-test is no known family, so the largest
+    // family's (gpt-4o-mini: 2,833 + 5,667), not 48,169.
+    expect(toGpt - textOnly).toBeLessThanOrEqual(2833 + 5667);
+    expect(toGpt - textOnly).toBeGreaterThan(0);
+  });
+
+  it('refuses only what changes what the client parses or pays: hosted tools, logprobs', async () => {
+    const user = await funded();
+    const r = await t.rest('POST', '/v1/responses', {
+      token: pw.apiKey,
+      headers: { 'x-paywall-user': user },
+      body: { model: THINKER, input: 'hi', tools: [{ type: 'web_search' }] },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({ param: 'tools[0].type', code: 'unsupported_parameter' });
+    const c = await t.rest('POST', '/v1/chat/completions', {
+      token: pw.apiKey,
+      headers: { 'x-paywall-user': user },
+      body: { model: CLAUDE, messages: [{ role: 'user', content: 'hi' }], logprobs: true },
+    });
+    expect(c.status).toBe(400);
+    expect(c.body.error).toMatchObject({ param: 'logprobs', code: 'unsupported_parameter' });
+    expect(claude.requests).toHaveLength(0);
+    expect(await chargesOf(t, pw, user)).toEqual([]);
   });
 });

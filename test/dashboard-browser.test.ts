@@ -523,6 +523,51 @@ describe('the dashboard in Chromium', () => {
     }
   });
 
+  it('at 390 px no page is wider than the screen: the user ledger and the other tables scroll inside their card', async () => {
+    await nav(page, 'Users');
+    await page.getByLabel('Find a user').fill('alice');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.getByRole('button', { name: 'alice', exact: true }).click();
+    await page
+      .getByRole('table', { name: 'Ledger' })
+      .getByRole('cell', { name: 'usage', exact: true })
+      .first()
+      .waitFor(WAIT);
+    await page.setViewportSize({ width: 390, height: 844 });
+    /** The document's width once the layout settled at this size (it must not exceed the viewport). */
+    const pageWidth = () =>
+      page.evaluate(
+        () =>
+          new Promise<number>((resolve) =>
+            requestAnimationFrame(() =>
+              resolve(Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)),
+            ),
+          ),
+      );
+    const widths: Record<string, number> = {};
+    try {
+      await shot(page, async () => {
+        const ledger = page.getByRole('table', { name: 'Ledger' });
+        await ledger.getByRole('cell', { name: 'usage', exact: true }).first().waitFor(WAIT);
+        widths['Users (ledger)'] = await pageWidth();
+        await screenshot(page, 'dashboard-users-ledger-390');
+        // The ledger's actions are reachable: its card scrolls sideways to them.
+        const wrap = page.locator('.table-wrap', { has: ledger });
+        await wrap.evaluate((el) => el.scrollTo({ left: el.scrollWidth }));
+        // The other pages with tables, each once its first table is drawn.
+        for (const section of ['Overview', 'Webhooks', 'Models & prices', 'Settings']) {
+          await nav(page, section);
+          await page.locator('main table').first().waitFor(WAIT);
+          widths[section] = await pageWidth();
+        }
+        await screenshot(page, 'dashboard-settings-390');
+      });
+      expect(Object.entries(widths).filter(([, w]) => w > 390)).toEqual([]);
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 860 });
+    }
+  });
+
   it('shows a failed webhook delivery with its response, and redelivers it', async () => {
     await nav(page, 'Webhooks');
     await page.getByLabel('Status').selectOption('error');

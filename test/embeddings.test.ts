@@ -14,8 +14,7 @@ import {
   PROVIDER_KEY,
   type ProxyPaywall,
 } from './helpers/proxy-setup.js';
-import { countText } from '../src/modules/proxy/token-counter.js';
-import { chatCost, usdcDecimal } from '../src/shared/money.js';
+import { expectedRaw, textTokens as countText, usdc as usdcDecimal } from './helpers/expected-cost.js';
 
 /**
  * POST /v1/embeddings (docs/reference.md §14): OpenAI's embeddings API under the payment rules of chat, with
@@ -31,6 +30,9 @@ const EMBED = 'text-embedding-3-small';
 /** Cost prices: 0.00000002 USDC per input token (OpenAI's list price), 0.0001 USDC per request; markup 1.37. */
 const PRICE = { promptPico: 20_000n, completionPico: 0n, requestPico: 100_000_000n };
 const MARKUP = 1_370_000n;
+/** An embeddings request's cost for its input tokens, computed apart from the service's money code. */
+const promptCost = (tokens: number): bigint =>
+  expectedRaw({ requestPico: PRICE.requestPico, markupPpm: MARKUP, tokens: [[tokens, PRICE.promptPico]] });
 
 /** `usage.cost_details` of an embeddings answer: the request price and markup x tokens x prompt. */
 function details(tokens: number, charged = true): Record<string, string> {
@@ -82,7 +84,7 @@ beforeEach(() => fake.reset());
 
 describe('POST /v1/embeddings: charged like chat, with no completion', () => {
   it('answers through the openai SDK and charges request + markup x prompt_tokens x prompt, rounded up to the raw unit', async () => {
-    expect(chatCost(PRICE, MARKUP, 8, 0)).toBe(COST_8);
+    expect(promptCost(8)).toBe(COST_8);
     await deposit(t, pw, 'e-alice', '1');
     // The SDK asks for base64 by default and decodes it: the proxy passes the encoding through.
     const { data: r, response } = await client(t, pw, 'e-alice')
@@ -120,7 +122,7 @@ describe('POST /v1/embeddings: charged like chat, with no completion', () => {
       completion_tokens: 0,
       max_completion_tokens: 0,
       amount: '101',
-      hold: chatCost(PRICE, MARKUP, estimate, 0).toString(),
+      hold: promptCost(estimate).toString(),
       uncollected: '0',
       stream: false,
       error_code: null,
@@ -139,7 +141,7 @@ describe('POST /v1/embeddings: charged like chat, with no completion', () => {
 
   it('embeds an array of strings as floats, charging the provider’s prompt_tokens (1234 → 134 raw units)', async () => {
     // 0.0001 + 1.37 x 1234 x 0.00000002 = 0.0001338116 USDC → 134 raw units.
-    expect(chatCost(PRICE, MARKUP, 1234, 0)).toBe(134n);
+    expect(promptCost(1234)).toBe(134n);
     await deposit(t, pw, 'e-bob', '1');
     fake.next({ usage: { prompt_tokens: 1234, completion_tokens: 0 } });
     const input = ['first document', 'second document', 'third one'];
@@ -163,7 +165,7 @@ describe('POST /v1/embeddings: charged like chat, with no completion', () => {
     // The estimate was far below what the provider billed: the free balance paid the rest.
     const estimate = input.reduce((n, s) => n + countText(s), 0);
     expect(charge.metadata.promptEstimate).toBe(estimate);
-    expect(BigInt(charge.hold)).toBe(chatCost(PRICE, MARKUP, estimate, 0));
+    expect(BigInt(charge.hold)).toBe(promptCost(estimate));
     expect(fake.embeddingsRequests[0].body).toEqual({
       model: EMBED,
       input,
@@ -184,7 +186,7 @@ describe('POST /v1/embeddings: charged like chat, with no completion', () => {
       ],
       encoding_format: 'float',
     });
-    const cost5 = chatCost(PRICE, MARKUP, 5, 0);
+    const cost5 = promptCost(5);
     expect(tokenArrays.data).toHaveLength(2);
     expect(tokenArrays.usage).toEqual({
       prompt_tokens: 5,
@@ -198,7 +200,7 @@ describe('POST /v1/embeddings: charged like chat, with no completion', () => {
       input: [9, 8, 7, 6],
       encoding_format: 'float',
     });
-    const cost4 = chatCost(PRICE, MARKUP, 4, 0);
+    const cost4 = promptCost(4);
     expect(tokenIds.data).toHaveLength(1);
     expect(tokenIds.usage).toEqual({
       prompt_tokens: 4,
@@ -223,7 +225,7 @@ describe('POST /v1/embeddings: charged like chat, with no completion', () => {
     );
     expect(r.errors).toBeUndefined();
     // Exactly the hold: chat would need 16 completion tokens more (0.0219 USDC) and refuse it.
-    const hold = chatCost(PRICE, MARKUP, countText(INPUT), 0);
+    const hold = promptCost(countText(INPUT));
     expect(hold).toBe(COST_8);
     await deposit(t, p, 'e-exact', usdcDecimal(hold));
     const e = await client(t, p, 'e-exact').embeddings.create({ model: EMBED, input: INPUT });
@@ -354,7 +356,7 @@ describe('a user who cannot pay: 402, nothing forwarded', () => {
     expect(depleted).toHaveLength(2);
     expect(depleted[0].data).toMatchObject({
       availableBalance: '0.0001',
-      requestedAmount: usdcDecimal(chatCost(PRICE, MARKUP, countText(INPUT), 0)),
+      requestedAmount: usdcDecimal(promptCost(countText(INPUT))),
     });
     const blocked = (await eventsOf(t, pw, 'paywall.proxy.request.blocked')).filter(
       (e) => e.subject.externalId === 'e-broke',

@@ -203,6 +203,11 @@ const REST: Record<string, RestShape> = {
   'GET /user/balance/topup': { query: { user: USER } },
   'GET /user/connect': { query: { user: USER } },
   'GET /user/disconnect': { query: { user: USER } },
+  'POST /user/keys': {
+    body: { user: USER, name: 'fuzz', limit: '1', limit_period: 'day', expires_at: null },
+  },
+  'GET /user/keys': { query: { user: USER } },
+  'DELETE /user/keys/:id': { params: { id: '00000000-0000-4000-8000-00000000abcd' } },
   'POST /chat/completions': {
     body: {
       user: USER,

@@ -260,7 +260,11 @@ describe('documents over graphql-ws', () => {
 
 describe('graphql-ws sockets still authenticating: a budget per client address', () => {
   it('a flood of unauthenticated sockets from one address (reopened as fast as they close) does not deny real subscribers elsewhere', async () => {
-    const small = await startTestApp({ MAX_WS_CONNECTIONS: '40', WS_CONNECTION_INIT_TIMEOUT_MS: '1000' });
+    // The default init timeout (3 s): real subscribers on a loaded machine still authenticate in time, and the
+    // flood's sockets still cycle (refused ones at once, open ones when they time out).
+    const small = await startTestApp({ MAX_WS_CONNECTIONS: '40' });
+    // Signals, not times: these only end a broken run, generous for a loaded 2-core machine.
+    const DEADLINE_MS = 120_000;
     const pw = await small.createPaywall();
     const SUBSCRIBERS = 30;
     const FLOOD = 100;
@@ -293,12 +297,18 @@ describe('graphql-ws sockets still authenticating: a budget per client address',
     for (let i = 0; i < FLOOD; i++) floodLoops.push(floodSocket());
     const clients = Array.from({ length: SUBSCRIBERS }, () => liveClient(small.url, pw.apiKey));
     try {
-      await eventually(() => floodRefusals.length, FLOOD);
+      await eventually(() => floodRefusals.length, FLOOD, DEADLINE_MS);
       const subs = clients.map((c) => new LiveSubscription(c));
-      await Promise.race([
-        eventually(() => LiveEventHub.for(small.db).size, SUBSCRIBERS),
-        ...subs.map((s) => s.untilError().then((e) => Promise.reject(new Error(JSON.stringify(e))))),
-      ]);
+      // Every subscriber served, or the first error as the failure.
+      await eventually(
+        () => {
+          const errors = subs.flatMap((s) => s.errors);
+          if (errors.length > 0) throw new Error(JSON.stringify(errors));
+          return LiveEventHub.for(small.db).size;
+        },
+        SUBSCRIBERS,
+        DEADLINE_MS,
+      );
       expect({
         served: LiveEventHub.for(small.db).size,
         errors: subs.flatMap((s) => s.errors),
@@ -313,7 +323,7 @@ describe('graphql-ws sockets still authenticating: a budget per client address',
       await Promise.all(floodLoops);
       await small.close();
     }
-  });
+  }, 300_000);
 
   it('counts the client address from X-Forwarded-For only when the peer is a trusted proxy, and only a valid IP', async () => {
     const open = async (app: TestApp, xff?: string) => {

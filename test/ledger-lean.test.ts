@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { expectLedgerProven, testHold, testSettlement } from './helpers/ledger.js';
 import { connectEndUser, createWallet } from './helpers/wallet-fixtures.js';
+import { holdOutcome } from '../src/modules/proxy/ledger-batch.js';
 import { ledgerTick, type ReserveInput, type SettleInput } from '../src/modules/ledger/holds.js';
 import { buildEvent } from '../src/modules/events/event-payloads.js';
 import { FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from '../src/modules/ledger/accounts.js';
@@ -37,6 +38,13 @@ interface Case {
   allowance?: { raw: bigint; period: 'day' | 'week' | 'month' | 'total'; spent?: bigint; start?: string };
   counter?: { day: string; requests: number; spend: bigint; models: Record<string, number> };
   debt?: bigint;
+  /** An end-user key (docs/reference.md §19) the holds come with, with this spending limit (none: null). */
+  keyLimit?: {
+    raw: bigint;
+    period: 'day' | 'week' | 'month' | 'total';
+    spent?: bigint;
+    start?: string;
+  } | null;
   ops: Op[];
 }
 
@@ -133,7 +141,49 @@ const CASES: Case[] = [
     allowance: { raw: 1_500n, period: 'week', spent: 1_500n, start: '2026-11-16' },
     ops: [{ hold: {} }, { hold: {} }, { settle: 0, captured: 1_000n }],
   },
+  {
+    name: "an end-user key's limit counts holds, gives back what settlements did not capture, and refuses",
+    fund: 1_000_000n,
+    keyLimit: { raw: 2_500n, period: 'day', spent: 0n, start: DAY },
+    ops: [
+      { hold: {} },
+      { hold: {} },
+      { settle: 0, captured: 300n },
+      { hold: {} },
+      { hold: {} },
+      { settle: 1, captured: 1_000n },
+    ],
+  },
+  {
+    name: "an end-user key's limit used up in an earlier period starts over",
+    fund: 1_000_000n,
+    keyLimit: { raw: 1_500n, period: 'week', spent: 1_500n, start: '2026-11-16' },
+    ops: [{ hold: {} }, { hold: {} }, { settle: 0, captured: 1_000n }],
+  },
+  {
+    name: "SHARED: the key's limit below the allowance is the bound that refuses; both count",
+    shared: true,
+    fund: 1_000_000n,
+    allowance: { raw: 5_000n, period: 'month', spent: 0n, start: '2026-11-01' },
+    keyLimit: { raw: 1_500n, period: 'total' },
+    ops: [{ hold: {} }, { hold: {} }, { settle: 0, captured: 200n }, { hold: {} }],
+  },
+  {
+    name: 'a key without a limit is written on the charge and counts nothing of its own',
+    fund: 1_000_000n,
+    keyLimit: null,
+    ops: [{ hold: {} }, { settle: 0, captured: 500n }],
+  },
 ];
+
+/** The id of the end-user key of `user` (none: undefined). */
+async function keyOf(paywallId: string, user: string): Promise<string | undefined> {
+  const [k] = await t.db.query<any>(
+    `select k.id from user_key k join end_user e on e.id = k.end_user_id where e.paywall_id = $1 and e.external_id = $2`,
+    [paywallId, user],
+  );
+  return k?.id;
+}
 
 async function setUp(pw: { id: string; apiKey: string }, c: Case, user: string): Promise<void> {
   if (!c.shared) {
@@ -164,6 +214,21 @@ async function setUp(pw: { id: string; apiKey: string }, c: Case, user: string):
         );
     }
   }
+  if (c.keyLimit !== undefined)
+    await t.db.query(
+      `insert into user_key (id, paywall_id, end_user_id, name, key_hash, last_four, limit_raw, limit_period,
+                             limit_spent_raw, limit_period_start)
+       select gen_random_uuid(), $1, e.id, 'k', md5(random()::text) || md5(random()::text), 'abcd', $3, $4, $5, $6
+         from end_user e where e.paywall_id = $1 and e.external_id = $2`,
+      [
+        pw.id,
+        user,
+        c.keyLimit?.raw.toString() ?? null,
+        c.keyLimit?.period ?? null,
+        (c.keyLimit?.spent ?? 0n).toString(),
+        c.keyLimit?.start ?? null,
+      ],
+    );
   if (c.counter)
     await t.db.query(
       `update usage_counter set day = $2, requests = $3, spend_raw = $4, model_requests = $5
@@ -184,6 +249,7 @@ async function run(pw: { id: string; ownerId: string }, c: Case, user: string, l
   // The twins share a paywall, and with it the API rate limit's minute: each run starts it afresh.
   await t.db.query(`delete from rate_window where paywall_id = $1`, [pw.id]);
   const trigger = { source: 'proxy' as const, actorType: 'api_key' as const, actorId: pw.id };
+  const userKeyId = await keyOf(pw.id, user);
   for (const op of c.ops) {
     if ('hold' in op) {
       const chargeId = randomUUID();
@@ -194,6 +260,7 @@ async function run(pw: { id: string; ownerId: string }, c: Case, user: string, l
         day: DAY,
         at: AT,
         rateWindow: AT,
+        ...(userKeyId ? { userKeyId } : {}),
         events: [
           buildEvent(
             'paywall.proxy.request.started',
@@ -267,7 +334,8 @@ async function state(paywallId: string, user: string, holds: ReserveInput[]) {
   const charges = (
     await t.db.query<any>(
       `select id, status, hold_raw::text, amount_raw::text, uncollected_raw::text, max_completion_tokens, model,
-              prompt_tokens, completion_tokens, error_code, metadata, settled_at is not null as settled
+              prompt_tokens, completion_tokens, error_code, metadata, settled_at is not null as settled,
+              user_key_id is not null as with_key
          from charge where user_id = $1 order by created_at, id`,
       [u.id],
     )
@@ -314,7 +382,11 @@ async function state(paywallId: string, user: string, holds: ReserveInput[]) {
       where paywall_id = $1 and id like $2 || '-%' order by id`,
     [paywallId, user],
   );
-  return { account, counter, allowance, charges, transfers, events, relayed };
+  const key = await t.db.query(
+    `select limit_spent_raw::text, limit_period_start::text from user_key where end_user_id = $1`,
+    [u.id],
+  );
+  return { account, counter, allowance, key, charges, transfers, events, relayed };
 }
 
 it.each(CASES.map((c) => [c.name, c] as const))('lean path and batch statement agree: %s', async (_, c) => {
@@ -383,5 +455,77 @@ it('a batch remembers each relayed answer once, the last settlement of it winnin
       pw.id,
     ]),
   ).toEqual([{ tokens: '9' }]);
+  await expectLedgerProven(t.db);
+});
+
+it("the key cases exercise what they say: the key's limit refuses (key_limit), counts to the raw unit, and names the key on the charge", async () => {
+  const pw = await t.createPaywall();
+  const [{ owner_id: ownerId }] = await t.db.query<any>('select owner_id from paywall where id = $1', [
+    pw.id,
+  ]);
+  const c = CASES.find((x) => x.name.startsWith("an end-user key's limit counts"))!;
+  await setUp(pw, c, 'keycheck');
+  const { answers, state } = await run({ id: pw.id, ownerId }, c, 'keycheck', true);
+  const holds = [0, 1, 3, 4].map((i) => (answers[i] as any)[0]);
+  // 2,500 per day, 1,000 a hold: two placed (2,000), the third refused by the key's rest (500); after the
+  // first settled at 300 (700 given back: 1,300 spent) one more fits, then none.
+  expect(holds.map((h) => [h.held, h.keyLimitExceeded, h.keyLimit.spentRaw])).toEqual([
+    [true, false, 0n],
+    [true, false, 1_000n],
+    [true, false, 1_300n],
+    [false, true, 2_300n],
+  ]);
+  // The last settlement captured 1,000 of its 1,000 hold: 300 + 1,000 + 1,000 held.
+  expect(state.key).toEqual([{ limit_spent_raw: '2300', limit_period_start: DAY }]);
+  expect(state.charges.every((x: any) => x.with_key)).toBe(true);
+
+  const shared = CASES.find((x) => x.name.startsWith("SHARED: the key's limit below"))!;
+  const spw = await t.createPaywall('SHARED');
+  await setUp(spw, shared, 'keyshared');
+  const s = await run(
+    {
+      id: spw.id,
+      ownerId: (await t.db.query<any>('select owner_id from paywall where id = $1', [spw.id]))[0].owner_id,
+    },
+    shared,
+    'keyshared',
+    true,
+  );
+  // Total 1,500: the second hold (1,000 of a 500 rest) is refused by the key, not the allowance (5,000);
+  // once the first settled at 200, the third fits. Both count 200 + 1,000.
+  const second = (s.answers[1] as any)[0];
+  expect([second.held, second.keyLimitExceeded]).toEqual([false, true]);
+  expect(holdOutcome(second)).toMatchObject({ kind: 'blocked', reason: 'key_limit_exceeded' });
+  expect((s.answers[3] as any)[0].held).toBe(true);
+  expect(s.state.key).toEqual([{ limit_spent_raw: '1200', limit_period_start: '1970-01-01' }]);
+  expect(s.state.allowance).toEqual([{ allowance_spent_raw: '1200', allowance_period_start: '2026-11-01' }]);
+});
+
+it('concurrent holds of one key in one statement never reserve past its limit (batch statement)', async () => {
+  const pw = await t.createPaywall();
+  await t.rest('POST', '/v1/user/balance/deposit', { token: pw.apiKey, body: { user: 'kb', amount: '1' } });
+  const [{ id: keyId }] = await t.db.query<any>(
+    `insert into user_key (id, paywall_id, end_user_id, name, key_hash, last_four, limit_raw, limit_period)
+     select gen_random_uuid(), $1, e.id, 'k', md5(random()::text) || md5(random()::text), 'abcd', 3500, 'day'
+       from end_user e where e.paywall_id = $1 and e.external_id = 'kb' returning id`,
+    [pw.id],
+  );
+  const holds = Array.from({ length: 8 }, () => testHold(pw.id, 'kb', { userKeyId: keyId }));
+  let pending = holds;
+  const placed: bigint[] = [];
+  // Retries come back as they do in the proxy: decided first in a later statement.
+  for (let round = 0; pending.length > 0 && round < 10; round++) {
+    const r = await ledgerTick(t.db, pending, [], { lean: false });
+    const next: typeof holds = [];
+    r.holds.forEach((h, i) => {
+      if (h!.retry) next.push(pending[i]);
+      else if (h!.held) placed.push(h!.holdRaw);
+    });
+    pending = next;
+  }
+  expect(pending).toEqual([]);
+  expect(placed).toEqual([1_000n, 1_000n, 1_000n]);
+  const [k] = await t.db.query<any>(`select limit_spent_raw::text as s from user_key where id = $1`, [keyId]);
+  expect(k.s).toBe('3000');
   await expectLedgerProven(t.db);
 });

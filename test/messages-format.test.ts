@@ -267,10 +267,13 @@ describe('Messages requests', () => {
     expect(countMessagesPrompt(body)).toBe(expected);
   });
 
-  it('counts an image at the bound chat uses for an unknown model (never below what a provider bills)', () => {
+  it('counts an image whose size cannot be read at the bound of the provider kind that bills it (never below)', () => {
     const img = { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } };
-    const withImage = countMessagesPrompt({ ...base, messages: [{ role: 'user', content: [img] }] });
-    expect(withImage).toBeGreaterThanOrEqual(48_169);
+    const body = { ...base, messages: [{ role: 'user', content: [img] }] };
+    // Anthropic bills at most a 1,568 x 1,568 image (its resize), (w x h) / 750 tokens.
+    expect(countMessagesPrompt(body)).toBeGreaterThanOrEqual(Math.ceil((1568 * 1568) / 750));
+    // Translated to an OpenAI provider: chat's bound for an unknown model.
+    expect(countMessagesPrompt(body, 'OPENAI')).toBeGreaterThanOrEqual(48_169);
   });
 
   it('sends the hold’s cap in max_tokens, without metadata.user_id or a body user', () => {

@@ -9,7 +9,7 @@ import { startTestApp, type TestApp } from './helpers/app.js';
 import { anthropicErrorBody } from './helpers/anthropic-fixture.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { expectLedgerProven } from './helpers/ledger.js';
-import { countText } from '../src/modules/proxy/token-counter.js';
+import { textTokens as countText } from './helpers/expected-cost.js';
 import {
   chargesOf,
   createProxyPaywall,

@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import type { IncomingMessage } from 'node:http';
 import { startTestApp, type TestApp } from './helpers/app.js';
-import { createClientIp, normalizeIp } from '../src/shared/client-ip.js';
+import { clientNetwork, createClientIp, normalizeIp } from '../src/shared/client-ip.js';
 import { loadConfig } from '../src/config.js';
 
 /**
@@ -56,6 +56,17 @@ describe('the client address (X-Forwarded-For only from TRUSTED_PROXIES)', () =>
     // A peer that is not a trusted proxy cannot name anyone.
     expect(ip(req('192.0.2.50', '203.0.113.9'))).toBe('192.0.2.50');
     expect(normalizeIp('not an ip')).toBeNull();
+  });
+
+  it('per-client limits count an IPv6 /64 as one client network, an IPv4 address as itself', () => {
+    const net = '2001:db8:aa:bb::/64';
+    for (const ip of ['2001:db8:aa:bb::1', '2001:DB8:AA:BB:ffff:ffff:ffff:ffff', '2001:db8:aa:bb:1:2:3:4'])
+      expect(clientNetwork(ip)).toBe(net);
+    expect(clientNetwork('2001:db8:aa:bc::1')).toBe('2001:db8:aa:bc::/64');
+    expect(clientNetwork('::1')).toBe('0:0:0:0::/64');
+    expect(clientNetwork('203.0.113.9')).toBe('203.0.113.9');
+    expect(clientNetwork('::ffff:203.0.113.9')).toBe('203.0.113.9');
+    expect(clientNetwork('unknown')).toBe('unknown');
   });
 
   it('TRUSTED_PROXIES must list IP addresses or CIDR ranges', () => {

@@ -91,6 +91,49 @@ describe('ledger counters', () => {
     expect(await metric('ledger_entries_total', 'deposit')).toBe(before[0] + 1);
     expect(await metric('ledger_amount_raw_total', 'deposit')).toBe(before[1] + 2_500_000);
     expect(await metric('ledger_entries_total', 'charge')).toBe(chargesBefore + 1);
+
+    // A refund is a ledger entry too.
+    const refundsBefore = [
+      await metric('ledger_entries_total', 'refund'),
+      await metric('ledger_amount_raw_total', 'refund'),
+    ];
+    const refund = await t.gql(
+      paywall.apiKey,
+      `mutation($i: RefundChargeInput!) { refundCharge(input: $i) { amount } }`,
+      { i: { chargeId: charge.body.chargeId, amount: '0.2' } },
+    );
+    expect(refund.errors).toBeUndefined();
+    expect(await metric('ledger_entries_total', 'refund')).toBe(refundsBefore[0] + 1);
+    expect(await metric('ledger_amount_raw_total', 'refund')).toBe(refundsBefore[1] + 200_000);
+  });
+});
+
+describe('route labels of the dashboard and static files', () => {
+  it('the dashboard page and its client-side routes are "/dashboard", its asset files "static", never "unmatched"', async () => {
+    const count = async (route: string, status: number) => {
+      const text = (await t.rest('GET', '/metrics')).body as string;
+      const m = new RegExp(
+        `^http_requests_total\\{route="${route.replace(/[/]/g, '\\/')}",method="GET",status="${status}"\\} (\\d+)$`,
+        'm',
+      ).exec(text);
+      return m ? Number(m[1]) : 0;
+    };
+    const unmatched404 = await count('unmatched', 404);
+    const page = await count('/dashboard', 200);
+    expect((await t.rest('GET', '/dashboard')).status).toBe(200);
+    expect((await t.rest('GET', '/dashboard/paywalls/1f1e/users')).status).toBe(200);
+    expect(await count('/dashboard', 200)).toBe(page + 2);
+    const html = await (await fetch(`${t.url}/dashboard`)).text();
+    const asset = /src="(\/dashboard\/assets\/[^"]+\.js)"/.exec(html)![1];
+    const served = await count('static', 200);
+    const missing = await count('static', 404);
+    expect((await fetch(`${t.url}${asset}`)).status).toBe(200);
+    expect((await fetch(`${t.url}/dashboard/assets/gone-0000.js`)).status).toBe(404);
+    expect(await count('static', 200)).toBe(served + 1);
+    expect(await count('static', 404)).toBe(missing + 1);
+    expect(await count('unmatched', 404)).toBe(unmatched404);
+    const text = (await t.rest('GET', '/metrics')).body as string;
+    expect(text).not.toMatch(/route="[^"]*,/);
   });
 });
 

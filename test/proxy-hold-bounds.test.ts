@@ -20,6 +20,7 @@ import {
   base64Bytes,
   fileTokenBound,
   imageTokenBound,
+  imagePartTokens,
   pdfPages,
   UNKNOWN_INPUT_BOUND,
 } from '../src/modules/proxy/token-counter.js';
@@ -62,9 +63,30 @@ const sdk = (p: ProxyPaywall, user: string) =>
 
 const cost = (prompt: number, completion: number) => chatCost(PRICE, ONE, prompt, completion);
 
-// A real 1x1 PNG: its size says nothing about what a provider bills for it (that is detail and pixels).
+/**
+ * A cost beyond the hold that the request could still produce (docs/reference.md §5.7 clamps anything
+ * more): a long prompt the provider bills at 3,547 input tokens (about 460 by the estimate's tokenizer,
+ * 3,600 bytes), and the 16 completion tokens of the cap sent: cost(3547, 16) = 9,028 raw units.
+ */
+const LONG = 'a'.repeat(3600);
+const OVER_BILLED = { usage: { prompt_tokens: 3547, completion_tokens: 16 } };
+
+// A real 1x1 PNG: held at the one tile its pixels make, not at a 2048 x 2048 image's eight.
 const PNG =
   'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+
+/** A PNG data: URL whose header declares `w` x `h` pixels (no pixel data: only the header is read). */
+function png(w: number, h: number): string {
+  const ihdr = Buffer.alloc(25);
+  ihdr.writeUInt32BE(13, 0);
+  ihdr.write('IHDR', 4, 'latin1');
+  ihdr.writeUInt32BE(w, 8);
+  ihdr.writeUInt32BE(h, 12);
+  ihdr.writeUInt8(8, 16); // bit depth
+  ihdr.writeUInt8(2, 17); // RGB
+  const sig = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  return `data:image/png;base64,${Buffer.concat([sig, ihdr]).toString('base64')}`;
+}
 
 /** A PDF of `pages` pages and about `bytes` bytes (incompressible filler), as a data: URL. */
 function pdf(pages: number, bytes: number): string {
@@ -106,6 +128,39 @@ describe('upper bounds of media parts (one place: the token counter)', () => {
     expect(imageTokenBound('llava-13b', 'low')).toBe(Math.ceil(1536 * 2.46));
   });
 
+  it('bounds an inline image by the pixel size its header declares, with the billing provider’s formula (§13)', () => {
+    // Tiles of the declared size (fit in 2048, shortest side down to 768, 512 px tiles), computed here.
+    const openAi = (base: number, tile: number, w: number, h: number) => {
+      const fit = Math.min(1, 2048 / Math.max(w, h));
+      const short = Math.min(1, 768 / (Math.min(w, h) * fit));
+      return base + Math.ceil((w * fit * short) / 512) * Math.ceil((h * fit * short) / 512) * tile;
+    };
+    expect(imagePartTokens('gpt-4o', 'high', PNG, 'OPENAI')).toBe(85 + 170); // 1 x 1: one tile, not eight
+    expect(imagePartTokens('gpt-4o', 'high', png(1024, 1024), 'OPENAI')).toBe(openAi(85, 170, 1024, 1024)); // 765
+    expect(imagePartTokens('gpt-4o', 'high', png(2048, 768), 'OPENAI')).toBe(1445);
+    expect(imagePartTokens('gpt-4o', 'high', png(4096, 8192), 'OPENAI')).toBe(openAi(85, 170, 4096, 8192));
+    expect(imagePartTokens('gpt-4o', 'low', png(4096, 8192), 'OPENAI')).toBe(85);
+    expect(imagePartTokens('gpt-4.1-mini', 'high', png(64, 64), 'OPENAI')).toBe(Math.ceil(4 * 1.62));
+    // The header's bytes decide, also as bare base64 (Anthropic's source.data).
+    expect(imagePartTokens('gpt-4o', 'high', png(600, 400).split(',')[1], 'OPENAI')).toBe(
+      openAi(85, 170, 600, 400),
+    );
+    // Anthropic: width x height / 750 after scaling the long edge to 1,568 px.
+    expect(imagePartTokens('claude-sonnet-4', undefined, PNG, 'ANTHROPIC')).toBe(1);
+    expect(imagePartTokens('claude-sonnet-4', undefined, png(1000, 1000), 'ANTHROPIC')).toBe(
+      Math.ceil((1000 * 1000) / 750),
+    );
+    expect(imagePartTokens('claude-sonnet-4', undefined, png(3136, 2000), 'ANTHROPIC')).toBe(
+      Math.ceil((1568 * 1000) / 750),
+    );
+    // By URL, or bytes that are no image: the family's largest bound (Anthropic's: 1,568 x 1,568).
+    expect(imagePartTokens('gpt-4o', 'high', 'https://example.com/a.png', 'OPENAI')).toBe(1445);
+    expect(imagePartTokens('claude-x', undefined, 'https://example.com/a.png', 'ANTHROPIC')).toBe(
+      Math.ceil((1568 * 1568) / 750),
+    );
+    expect(imagePartTokens('gpt-4o', 'high', 'data:image/png;base64,AAAA', 'OPENAI')).toBe(1445);
+  });
+
   it('bounds audio by its bytes (8 kbit/s at least, 20 tokens a second at most)', () => {
     expect(audioTokenBound(0)).toBe(32);
     expect(audioTokenBound(100_000)).toBe(32 + 2000);
@@ -131,7 +186,7 @@ describe("the probe's scenario: forty image parts on a nearly empty wallet", () 
         { type: 'text' as const, text: 'Describe these.' },
         ...Array.from({ length: 40 }, () => ({
           type: 'image_url' as const,
-          image_url: { url: PNG, detail },
+          image_url: { url: png(2048, 768), detail }, // eight 512 px tiles: gpt-4o's largest bill
         })),
       ],
     },
@@ -246,14 +301,15 @@ describe("the probe's scenario: forty image parts on a nearly empty wallet", () 
 describe('settlement beyond the hold', () => {
   it('takes the rest from the free balance, exactly, with nothing uncollected', async () => {
     await deposit(t, pw, 'over', '1');
-    // The provider ignores the cap of 16 and bills 900 completion tokens.
-    fake.behavior = { usage: { prompt_tokens: 11, completion_tokens: 900 }, ignoreMaxTokens: true };
+    // The provider bills 3,547 input tokens where the estimate counted about 460 (its tokenizer cuts
+    // the text finer), within what the request's bytes can make.
+    fake.behavior = OVER_BILLED;
     const r = await t.rest('POST', '/v1/u/over/chat/completions', {
       token: pw.apiKey,
-      body: { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 },
+      body: { model: MODEL, messages: [{ role: 'user', content: LONG }], max_tokens: 16 },
     });
     const [charge] = await chargesOf(t, pw, 'over');
-    const real = cost(11, 900); // 9,028 raw units
+    const real = cost(3547, 16); // 9,028 raw units
     expect(real).toBe(9028n);
     expect(BigInt(charge.hold)).toBeLessThan(real);
     expect(charge.amount).toBe('9028');
@@ -275,15 +331,18 @@ describe('settlement beyond the hold, concurrently', () => {
     // A paywall of its own: the debt tests below count uncollected amounts per paywall.
     const own = await sellingPaywall(fake.baseUrl);
     await deposit(t, own, 'pair', '0.005');
-    fake.behavior = {
-      usage: { prompt_tokens: 11, completion_tokens: 900 },
-      ignoreMaxTokens: true,
-      chunkDelayMs: 20,
+    // The provider answers none until all three are with it: each was held before any settles.
+    let arrived = 0;
+    let release!: () => void;
+    const allThree = new Promise<void>((r) => (release = r));
+    fake.onRequest = () => {
+      if (++arrived === 3) release();
     };
-    const body = { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 };
+    fake.behavior = { ...OVER_BILLED, gate: allThree };
+    const body = { model: MODEL, messages: [{ role: 'user', content: LONG }], max_tokens: 16 };
     const answers = await Promise.all(
       [0, 1, 2].map(() => t.rest('POST', '/v1/u/pair/chat/completions', { token: own.apiKey, body })),
-    );
+    ).finally(() => (fake.onRequest = undefined));
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
     const charges = (await chargesOf(t, own, 'pair')).filter((c) => c.status === 'completed');
     expect(charges).toHaveLength(3);
@@ -299,8 +358,8 @@ describe('settlement beyond the hold, concurrently', () => {
 describe('debt: what nothing could pay blocks the user until a deposit repays it', () => {
   it('records the uncollected rest, refuses the next requests, and repays it first from the next deposit', async () => {
     await deposit(t, pw, 'debtor', '0.005');
-    fake.behavior = { usage: { prompt_tokens: 11, completion_tokens: 900 }, ignoreMaxTokens: true };
-    const body = { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 };
+    fake.behavior = OVER_BILLED;
+    const body = { model: MODEL, messages: [{ role: 'user', content: LONG }], max_tokens: 16 };
     await t.rest('POST', '/v1/u/debtor/chat/completions', { token: pw.apiKey, body });
     const [first] = await chargesOf(t, pw, 'debtor');
     // 9,028 owed, 5,000 in the wallet: all of it taken, 4,028 uncollected.
@@ -400,10 +459,10 @@ describe('debt: what nothing could pay blocks the user until a deposit repays it
     try {
       t = t2;
       const p2 = await sellingPaywall(fake.baseUrl);
-      const body = { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 };
+      const body = { model: MODEL, messages: [{ role: 'user', content: LONG }], max_tokens: 16 };
       const ask = () => t2.rest('POST', '/v1/u/within/chat/completions', { token: p2.apiKey, body });
       await deposit(t2, p2, 'within', '0.005');
-      fake.behavior = { usage: { prompt_tokens: 11, completion_tokens: 900 }, ignoreMaxTokens: true };
+      fake.behavior = OVER_BILLED;
       await ask();
       expect((await chargesOf(t2, p2, 'within'))[0]).toMatchObject({ amount: '5000', uncollected: '4028' });
       // 0.004028 owed, within 0.005: a deposit of 0.003 (less than the debt) still serves a request (with the
@@ -447,7 +506,7 @@ describe('debt: what nothing could pay blocks the user until a deposit repays it
 describe('Responses API: previous_response_id', () => {
   it('adds the context of a response it relayed to the estimate, and holds an unknown one at the bound', async () => {
     await deposit(t, pw, 'chain', '1');
-    fake.behavior = { usage: { prompt_tokens: 2000, completion_tokens: 500 } };
+    fake.behavior = { usage: { prompt_tokens: 1000, completion_tokens: 500 } };
     const api = sdk(pw, 'chain');
     const first = await api.responses.create({ model: MODEL, input: 'Tell me a story.' });
     const [c1] = await chargesOf(t, pw, 'chain');
@@ -458,8 +517,8 @@ describe('Responses API: previous_response_id', () => {
     });
     expect(second.id).toBeDefined();
     const [, c2] = await chargesOf(t, pw, 'chain');
-    // The provider bills the earlier input and output again: 2,000 + 500 more tokens held.
-    expect(c2.metadata.promptEstimate).toBe(c1.metadata.promptEstimate + 2500);
+    // The provider bills the earlier input and output again: 1,000 + 500 more tokens held.
+    expect(c2.metadata.promptEstimate).toBe(c1.metadata.promptEstimate + 1500);
 
     // A streamed answer is remembered too (its id from the stream's events).
     const stream = await api.responses.create({ model: MODEL, input: 'Once more.', stream: true });
@@ -468,7 +527,7 @@ describe('Responses API: previous_response_id', () => {
     expect(streamedId).not.toBe('');
     await api.responses.create({ model: MODEL, input: 'Once more.', previous_response_id: streamedId });
     const [, , c3, c4] = await chargesOf(t, pw, 'chain');
-    expect(c4.metadata.promptEstimate).toBe(c3.metadata.promptEstimate + 2500);
+    expect(c4.metadata.promptEstimate).toBe(c3.metadata.promptEstimate + 1500);
 
     // An id it did not relay: held at the largest context window (2.62 USDC here), so refused with 1 USDC.
     fake.reset();
@@ -543,6 +602,96 @@ describe('empty answers cost nothing, the request price included', () => {
     });
     expect((await chargesOf(t, priced, 'empty'))[1].amount).toBe((1000n + cost(11, 0)).toString());
   });
+  /** The request's terminal event and its charge: released, nothing taken, `failed` with the provider's fault. */
+  async function expectFailedAndFree(user: string): Promise<void> {
+    const [charge] = await chargesOf(t, priced, user);
+    expect(charge).toMatchObject({ status: 'released', amount: '0', error_code: 'upstream_error' });
+    const events = (await eventsOf(t, priced, 'paywall.')).filter(
+      (e) => e.data.requestId === charge.id || e.data.activityId === charge.id,
+    );
+    expect(events.map((e) => e.type)).toEqual([
+      'paywall.proxy.request.started',
+      'paywall.proxy.request.failed',
+    ]);
+    expect(events[1].data.errorCode).toBe('upstream_error');
+    expect((await money(t, priced, user)).balance).toBe(ONE);
+  }
+
+  it('charges nothing for no output that ended in the provider\'s error (finish_reason "error"): a failed request', async () => {
+    // Issue 30 (10): this answer was charged the request price and the prompt (1,033 raw units).
+    await deposit(t, priced, 'error-finish', '1');
+    answer = {
+      id: 'chatcmpl-error',
+      object: 'chat.completion',
+      created: 1,
+      model: MODEL,
+      choices: [{ index: 0, message: { role: 'assistant', content: '' }, finish_reason: 'error' }],
+      usage: { prompt_tokens: 13, completion_tokens: 0, total_tokens: 13 },
+    };
+    const r = await t.rest('POST', '/v1/u/error-finish/chat/completions', {
+      token: priced.apiKey,
+      body: { model: MODEL, messages: [{ role: 'user', content: 'hi' }] },
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.usage.cost).toBe('0');
+    expect(r.headers.get('x-paywall-cost')).toBeNull();
+    await expectFailedAndFree('error-finish');
+
+    // Streamed: the error chunk, then usage and [DONE].
+    await deposit(t, priced, 'error-finish-stream', '1');
+    const chunk = (o: unknown) => `data: ${JSON.stringify(o)}\n\n`;
+    const base = { id: 'chatcmpl-se', object: 'chat.completion.chunk', created: 1, model: MODEL };
+    answer =
+      chunk({
+        ...base,
+        choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }],
+      }) +
+      chunk({ ...base, choices: [{ index: 0, delta: {}, finish_reason: 'error' }] }) +
+      chunk({ ...base, choices: [], usage: { prompt_tokens: 13, completion_tokens: 0, total_tokens: 13 } }) +
+      'data: [DONE]\n\n';
+    const s = await t.rest('POST', '/v1/u/error-finish-stream/chat/completions', {
+      token: priced.apiKey,
+      body: { model: MODEL, messages: [{ role: 'user', content: 'hi' }], stream: true },
+    });
+    expect(s.status).toBe(200);
+    expect(s.body).toContain('data: [DONE]');
+    await expectFailedAndFree('error-finish-stream');
+
+    // Messages on this OpenAI-kind provider (translated): no stop reason, nothing charged.
+    await deposit(t, priced, 'error-finish-messages', '1');
+    answer = {
+      id: 'chatcmpl-error-m',
+      object: 'chat.completion',
+      created: 1,
+      model: MODEL,
+      choices: [{ index: 0, message: { role: 'assistant', content: '' }, finish_reason: 'error' }],
+      usage: { prompt_tokens: 13, completion_tokens: 0, total_tokens: 13 },
+    };
+    const m = await t.rest('POST', '/v1/u/error-finish-messages/messages', {
+      token: priced.apiKey,
+      body: { model: MODEL, max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] },
+    });
+    expect(m.status).toBe(200);
+    expect(m.body).toMatchObject({ type: 'message', stop_reason: null, content: [] });
+    expect(m.body.usage.cost).toBe('0');
+    const [mc] = await chargesOf(t, priced, 'error-finish-messages');
+    expect(mc).toMatchObject({ status: 'released', amount: '0' });
+    expect((await money(t, priced, 'error-finish-messages')).balance).toBe(ONE);
+
+    // An empty answer that finished normally is still an answer: the request price and the prompt.
+    await deposit(t, priced, 'empty-stop', '1');
+    answer = {
+      ...(answer as object),
+      choices: [{ index: 0, message: { role: 'assistant', content: '' }, finish_reason: 'stop' }],
+    };
+    await t.rest('POST', '/v1/u/empty-stop/chat/completions', {
+      token: priced.apiKey,
+      body: { model: MODEL, messages: [{ role: 'user', content: 'hi' }] },
+    });
+    const [stopped] = await chargesOf(t, priced, 'empty-stop');
+    expect(stopped).toMatchObject({ status: 'completed', amount: (1000n + cost(13, 0)).toString() });
+  });
+
   it('charges nothing for a failed Responses answer without output', async () => {
     await deposit(t, priced, 'empty-resp', '1');
     answer = {
@@ -561,9 +710,7 @@ describe('empty answers cost nothing, the request price included', () => {
     });
     expect(r.status).toBe(200);
     expect(r.body.usage.cost).toBe('0');
-    const [charge] = await chargesOf(t, priced, 'empty-resp');
-    expect(charge).toMatchObject({ status: 'released', amount: '0' });
-    expect((await money(t, priced, 'empty-resp')).balance).toBe(ONE);
+    await expectFailedAndFree('empty-resp');
   });
 
   it('charges nothing for a stream that produced no output and ended without a finish reason', async () => {

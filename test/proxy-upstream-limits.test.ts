@@ -13,7 +13,7 @@ import {
   money,
   type ProxyPaywall,
 } from './helpers/proxy-setup.js';
-import { chatCost } from '../src/shared/money.js';
+import { chatCost, usdcDecimal } from '../src/shared/money.js';
 import { countText } from '../src/modules/proxy/token-counter.js';
 import { INSTANCE_ID, VIA_HEADER } from '../src/modules/proxy/upstream-client.js';
 import { MAX_TOKEN_COUNT } from '../src/modules/proxy/wire-format.js';
@@ -263,12 +263,30 @@ describe('UPSTREAM_MAX_BYTES: answers larger than the limit', () => {
 });
 
 describe('provider usage numbers beyond int4 and 2^53', () => {
+  /**
+   * A charge whose provider reported `MAX_TOKEN_COUNT` (what any larger number is read as) on both sides:
+   * clamped to what the request could produce (docs/reference.md §5.7), the cap sent upstream and the
+   * prompt's bound, charged exactly for that, the excess recorded; never the whole balance.
+   */
+  function expectClamped(charge: any): bigint {
+    const over = charge.metadata.overReported;
+    expect(charge.completion_tokens).toBe(charge.max_completion_tokens);
+    expect(charge.completion_tokens + over.output).toBe(MAX_TOKEN_COUNT);
+    expect(charge.prompt_tokens + over.input).toBe(MAX_TOKEN_COUNT);
+    // The estimate, the body's bytes and the provider's framing (8,192): a few thousand, not billions.
+    expect(charge.prompt_tokens).toBeGreaterThan(8192);
+    expect(charge.prompt_tokens).toBeLessThan(8192 + 1000);
+    const cost = costOf(charge.prompt_tokens, charge.completion_tokens);
+    expect(charge).toMatchObject({ status: 'completed', amount: cost.toString(), uncollected: '0' });
+    return cost;
+  }
+
   it.each([
     ['above 2^31', 2 ** 31 + 5, 2 ** 32],
     ['above 2^53 (not safe integers)', 2 ** 53 + 10, 2 ** 60],
     ['1e300', 1e300, 1e300],
   ])(
-    'a whole answer reporting usage %s settles at once for the whole balance, the rest uncollected',
+    'a whole answer reporting usage %s is clamped to what the request could produce and charged for that',
     async (label, prompt, completion) => {
       const user = `huge-${label.replace(/\W/g, '')}`;
       await deposit(t, pw, user, '1');
@@ -276,30 +294,21 @@ describe('provider usage numbers beyond int4 and 2^53', () => {
       const r = await post(t, pw, user, {});
       expect(r.res.status).toBe(200);
       const [charge] = await chargesOf(t, pw, user);
-      const cost = costOf(MAX_TOKEN_COUNT, MAX_TOKEN_COUNT);
-      // The hold, then the rest of the free balance: the whole 1 USDC; the rest is uncollected.
-      expect(BigInt(charge.hold)).toBeLessThan(1_000_000n);
-      expect(charge).toMatchObject({
-        status: 'completed',
-        amount: '1000000',
-        uncollected: (cost - 1_000_000n).toString(),
-        prompt_tokens: MAX_TOKEN_COUNT,
-        completion_tokens: MAX_TOKEN_COUNT,
-      });
-      expect(r.json.usage.cost).toBe('1');
-      expect(await money(t, pw, user)).toMatchObject({ balance: 0n, held: 0n });
+      const cost = expectClamped(charge);
+      expect(r.json.usage.cost).toBe(usdcDecimal(cost));
+      expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - cost, held: 0n });
       await expectLedgerProven(t.db);
     },
   );
 
-  it('a stream and a Responses answer with huge usage settle too (never above the balance)', async () => {
+  it('a stream and a Responses answer with huge usage are clamped too (never above the balance)', async () => {
     await deposit(t, pw, 'huge-stream', '1');
     fake.next({ usage: { prompt_tokens: 2 ** 40, completion_tokens: 2 ** 55 }, ignoreMaxTokens: true });
     const r = await post(t, pw, 'huge-stream', { stream: true, stream_options: { include_usage: true } });
     expect(r.data.at(-1)).toBe('[DONE]');
     const [c1] = await chargesOf(t, pw, 'huge-stream');
-    expect(c1).toMatchObject({ status: 'completed', amount: '1000000', completion_tokens: MAX_TOKEN_COUNT });
-    expect(await money(t, pw, 'huge-stream')).toMatchObject({ balance: 0n, held: 0n });
+    const cost1 = expectClamped(c1);
+    expect(await money(t, pw, 'huge-stream')).toMatchObject({ balance: 1_000_000n - cost1, held: 0n });
 
     await deposit(t, pw, 'huge-responses', '1');
     fake.next({ usage: { prompt_tokens: 3e20, completion_tokens: 2 ** 31 }, ignoreMaxTokens: true });
@@ -310,8 +319,8 @@ describe('provider usage numbers beyond int4 and 2^53', () => {
     });
     expect(res.status).toBe(200);
     const [c2] = await chargesOf(t, pw, 'huge-responses');
-    expect(c2).toMatchObject({ status: 'completed', amount: '1000000', prompt_tokens: MAX_TOKEN_COUNT });
-    expect(await money(t, pw, 'huge-responses')).toMatchObject({ balance: 0n, held: 0n });
+    const cost2 = expectClamped(c2);
+    expect(await money(t, pw, 'huge-responses')).toMatchObject({ balance: 1_000_000n - cost2, held: 0n });
     await expectLedgerProven(t.db);
   });
 });

@@ -291,17 +291,19 @@ describe('holds and caps', () => {
     await expectLedgerProven(t.db);
   });
 
-  it('records what the hold could not collect when the upstream ignores the cap', async () => {
+  it('records what the hold could not collect when the provider bills more input than the estimate', async () => {
     await deposit(t, pw, 'hank', '0.0012');
-    fake.behavior = { usage: { prompt_tokens: 11, completion_tokens: 900 }, ignoreMaxTokens: true };
+    // 1,000 input tokens where the estimate counted 8 (still within what the request's bytes can make,
+    // docs/reference.md §5.7), and 20 of the 23 completion tokens the balance afforded.
+    fake.behavior = { usage: { prompt_tokens: 1000, completion_tokens: 20 } };
     const c = await client(t, pw, 'hank').chat.completions.create({ model: MODEL, messages: hi });
     const [charge] = await chargesOf(t, pw, 'hank');
-    const cost = chatCost(PRICE, MARKUP, 11, 900);
+    const cost = chatCost(PRICE, MARKUP, 1000, 20);
     // The hold, then the rest of the free balance: all 0.0012 is taken; the rest is uncollected.
     expect(BigInt(charge.hold)).toBeLessThan(1200n);
     expect(charge.amount).toBe('1200');
     expect(BigInt(charge.uncollected)).toBe(cost - 1200n);
-    expect(c.usage).toMatchObject({ completion_tokens: 900, cost: '0.0012' });
+    expect(c.usage).toMatchObject({ completion_tokens: 20, cost: '0.0012' });
     const m = await money(t, pw, 'hank');
     expect(m.balance).toBe(0n);
     const [ev] = (await eventsOf(t, pw, 'paywall.usage.charge.created')).filter(

@@ -147,14 +147,17 @@ describe('the receipt on the hosted wallet page, in Chromium', () => {
       messages: [{ role: 'user', content: 'Summarise the chapter' }],
     });
     expect(chatA.usage.cost).toBe('0.006381');
-    // B: the upstream goes far past the cap (100 tokens); the balance pays what it can.
+    // B: the upstream reports far past the cap (100 tokens): clamped to the cap (all of it reasoning, as
+    // reported first), and of that the wallet pays what the hold took; the app covers the rest (§5.7).
     fake.next({ rawUsage: openAiUsage(40, 0, 2000, 1800) });
     chatB = await client(t, pw, USER).chat.completions.create({
       model: MODEL,
       max_tokens: 100,
       messages: [{ role: 'user', content: 'Think hard' }],
     });
-    expect(chatB.usage.cost).toBe('0.013619');
+    // The hold: request 0.001 + the prompt's estimate (8 x 0.000003) + 100 output tokens at the dearest
+    // output price (reasoning, 0.000015): 0.002524.
+    expect(chatB.usage.cost).toBe('0.002524');
   });
 
   it('every number of the receipt is the charge’s and the answer’s, to the raw unit', async () => {
@@ -170,7 +173,7 @@ describe('the receipt on the hosted wallet page, in Chromium', () => {
       r.split('\t').map((c) => c.trim()),
     );
     expect(entries.map((r) => r.slice(1))).toEqual([
-      ['Inkwell Writer', MODEL, usdcText(-13_619n)],
+      ['Inkwell Writer', MODEL, usdcText(-2_524n)],
       ['Inkwell Writer', MODEL, usdcText(-6_381n)],
       ['—', 'Test funds', '+0.02 USDC'],
     ]);
@@ -261,31 +264,30 @@ describe('the receipt on the hosted wallet page, in Chromium', () => {
     await screenshot(page, 'receipt');
   });
 
-  it('a charge the balance could not pay in full: the total, what was paid and what is owed', async () => {
+  it('a provider that reported past the cap: clamped, the wallet pays the hold, the app covers the rest', async () => {
     const rowB = (await chargesOf(t, pw, USER))[1];
     const receipt = receiptOf(rowB.id);
     await receipt.locator('summary').click();
     await receipt.locator('.receipt-body').waitFor({ state: 'visible' });
     const shown = await readReceipt(receipt);
+    // 40 input and 100 output tokens (the cap; 1,900 reported beyond it are not charged).
     expect(shown.lines.map((l) => [l.label, l.tokens, l.unitPrice, l.amount])).toEqual([
       ['Input', '40', '0.000003', '0.00012'],
-      ['Reasoning', '1,800', '0.000015', '0.027'],
-      ['Output', '200', '0.0000075', '0.0015'],
+      ['Reasoning', '100', '0.000015', '0.0015'],
       ['Per request', '', '', '0.001'],
     ]);
-    expect([shown.total, shown.paid, shown.owed]).toEqual([
-      '0.029620 USDC',
-      '0.013619 USDC',
-      '0.016001 USDC',
-    ]);
+    // 0.001 + 0.00012 + 0.0015 = 0.00262; the hold took 0.002524; the app bears 0.000096; nothing is owed.
+    expect([shown.total, shown.paid, shown.owed]).toEqual(['0.002620 USDC', '0.002524 USDC', '']);
+    expect((await receipt.locator('[data-testid="receipt-covered"]').innerText()).trim()).toBe(
+      '0.000096 USDC',
+    );
     expect(rawOf(shown.paid!)).toBe(BigInt(rowB.amount));
     expect(rawOf(shown.paid!)).toBe(parseDecimal(chatB.usage.cost, 6));
-    expect(rawOf(shown.owed!)).toBe(BigInt(rowB.uncollected));
-    expect(rawOf(shown.total!)).toBe(BigInt(rowB.amount) + BigInt(rowB.uncollected));
+    expect(rowB.uncollected).toBe('0');
     expect(await receipt.locator('.receipt-note').innerText()).toContain(
-      'Your balance could not pay all of it; what is still owed is paid from it once it has funds again.',
+      'the app covers the rest, never your balance.',
     );
-    await screenshot(page, 'receipt-owed');
+    await screenshot(page, 'receipt-app-covered');
   });
 
   it('on a phone both receipts fit the screen, every figure in view', async () => {
@@ -295,9 +297,9 @@ describe('the receipt on the hosted wallet page, in Chromium', () => {
     const figures = page.locator(
       'details.receipt .r-model, details.receipt .r-tokens:not(.r-none), details.receipt .r-unit-exact, details.receipt .r-amt, details.receipt tfoot td',
     );
-    // 2 models; 7 token counts and 7 unit prices (4 + 3 buckets); 9 amounts (with the request price
-    // twice); 4 totals (A: total; B: total, paid, owed).
-    expect(await figures.count()).toBe(2 + 7 + 7 + 9 + 4);
+    // 2 models; 6 token counts and 6 unit prices (4 + 2 buckets); 8 amounts (with the request price
+    // twice); 4 totals (A: total; B: total, paid, covered by the app).
+    expect(await figures.count()).toBe(2 + 6 + 6 + 8 + 4);
     for (const cell of await figures.all()) {
       const box = (await cell.boundingBox())!;
       expect(box.x).toBeGreaterThanOrEqual(0);

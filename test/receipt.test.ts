@@ -126,7 +126,7 @@ describe.each(['DEFAULT', 'SHARED'] as const)('Charge.receipt and Charge.usage (
       requestPrice: '0.001',
       lines: EXPECTED_LINES,
       total: '0.006381',
-      totalRaw: '0.006381',
+      totalRaw: '6381',
     });
     // The same numbers as the charge: its amount in the database, the answer's cost and cost details.
     expect(BigInt(row.amount)).toBe(6381n);
@@ -162,13 +162,15 @@ describe.each(['DEFAULT', 'SHARED'] as const)('Charge.receipt and Charge.usage (
   });
 });
 
-describe('Charge.receipt of a charge the balance could not pay in full (SHARED)', () => {
+describe('Charge.receipt of a charge the balance could not pay in full', () => {
   it('total = amount + uncollected: the receipt keeps the whole cost, the charge what was paid', async () => {
-    const pw = await bucketPaywall('SHARED');
-    await t.rest('GET', `/v1/user/connect?user=short`, { token: pw.apiKey });
-    await connectShared(t, pw, 'short', 13_619n);
-    // The upstream goes past the cap (100): 1,800 reasoning tokens the hold did not cover.
-    fake.next({ rawUsage: openAiUsage(40, 0, 2000, 1800) });
+    // DEFAULT mode: in SHARED mode an app's own provider is never paid beyond the hold (docs/reference.md
+    // §5.7), so only the built-in provider's answers leave anything uncollected there.
+    const pw = await bucketPaywall('DEFAULT');
+    await deposit(t, pw, 'short', '0.013619');
+    // The provider bills 5,000 input tokens (the estimate counted a handful; still within what the
+    // request could produce) and 80 reasoning + 20 output tokens of the cap (100).
+    fake.next({ rawUsage: openAiUsage(5000, 0, 100, 80) });
     const chat = await client(t, pw, 'short').chat.completions.create({
       model: MODEL,
       max_tokens: 100,
@@ -177,21 +179,21 @@ describe('Charge.receipt of a charge the balance could not pay in full (SHARED)'
     const usage = chat.usage as any;
     const [node] = await chargesByGraphql(pw, 'short');
     const [row] = await chargesOf(t, pw, 'short');
-    // 0.001 + 1.5 x (40 x 0.000002 + 1,800 x 0.00001 + 200 x 0.000005) = 0.02962.
+    // 0.001 + 1.5 x (5,000 x 0.000002 + 80 x 0.00001 + 20 x 0.000005) = 0.01735.
     expect(node.receipt).toEqual({
       model: MODEL,
       requestPrice: '0.001',
       lines: [
-        { bucket: 'prompt', label: 'Input', tokens: 40, unitPrice: '0.000003', amount: '0.00012' },
-        { bucket: 'reasoning', label: 'Reasoning', tokens: 1800, unitPrice: '0.000015', amount: '0.027' },
-        { bucket: 'completion', label: 'Output', tokens: 200, unitPrice: '0.0000075', amount: '0.0015' },
+        { bucket: 'prompt', label: 'Input', tokens: 5000, unitPrice: '0.000003', amount: '0.015' },
+        { bucket: 'reasoning', label: 'Reasoning', tokens: 80, unitPrice: '0.000015', amount: '0.0012' },
+        { bucket: 'completion', label: 'Output', tokens: 20, unitPrice: '0.0000075', amount: '0.00015' },
       ],
-      total: '0.029620',
-      totalRaw: '0.029620',
+      total: '0.017350',
+      totalRaw: '17350',
     });
-    expect([row.amount, row.uncollected]).toEqual(['13619', '16001']);
+    expect([row.amount, row.uncollected]).toEqual(['13619', '3731']);
     expect(BigInt(row.amount) + BigInt(row.uncollected)).toBe(parseDecimal(node.receipt.total, 6));
-    expect([node.amount, node.uncollected]).toEqual(['0.013619', '0.016001']);
+    expect([node.amount, node.uncollected]).toEqual(['0.013619', '0.003731']);
     // The answer's cost is what was paid; its details are the whole cost's lines.
     expect(usage.cost).toBe('0.013619');
     for (const line of node.receipt.lines)

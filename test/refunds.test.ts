@@ -241,8 +241,9 @@ describe('DEFAULT: the money goes back from the paywall’s earnings to the user
     const after = await snapshot(dflt, 'dora');
     expect(after).toEqual(before);
 
-    // Nothing left: refused, nothing changes.
-    expect(await refundCode(dflt, { chargeId })).toBe('charge_already_refunded');
+    // Nothing left: refused, nothing changes (the same "rest" again answers the refund it repeats).
+    expect((await refund(dflt, { chargeId })).data.refundCharge).toEqual(rest.data.refundCharge);
+    expect(await refundCode(dflt, { chargeId, reason: 'more' })).toBe('charge_already_refunded');
     expect(await refundCode(dflt, { chargeId, amount: '0.000001' })).toBe('charge_already_refunded');
     expect(await snapshot(dflt, 'dora')).toEqual(before);
 
@@ -347,11 +348,35 @@ describe('DEFAULT: the money goes back from the paywall’s earnings to the user
     // The same key with another body: 422, nothing applied.
     const reused = await refund(dflt, { ...input, amount: '0.2' });
     expect(reused.errors![0].extensions).toMatchObject({ errorCode: 'idempotency_key_reused' });
-    // No key: "the whole rest" twice gives back the rest once, then refuses.
+    // No key: "the whole rest" twice gives back the rest once; the repeat answers the same refund.
     const whole = await refund(dflt, { chargeId });
     expect(whole.data.refundCharge.amount).toBe('0.300000');
-    expect(await refundCode(dflt, { chargeId })).toBe('charge_already_refunded');
+    expect((await refund(dflt, { chargeId })).data.refundCharge).toEqual(whole.data.refundCharge);
     expect(await snapshot(dflt, 'ida')).toMatchObject({ payer: before.payer + 400_000n });
+    // With another reason it is another request, and nothing is left.
+    expect(await refundCode(dflt, { chargeId, reason: 'again' })).toBe('charge_already_refunded');
+    await expectLedgerProven(t.db);
+  });
+
+  it('without a key, the same refund again (charge, amount, reason; a double click, a retry) refunds once and answers the first; another reason or its own key is a second refund', async () => {
+    await deposit(t, dflt, 'ivo', '1');
+    const chargeId = await manualCharge(dflt, 'ivo', '0.5');
+    const before = await snapshot(dflt, 'ivo');
+    const same = { chargeId, amount: '0.1', reason: 'Slow answer' };
+    const answers = await Promise.all([1, 2, 3].map(() => refund(dflt, same)));
+    const again = await refund(dflt, same);
+    for (const r of [...answers, again]) expect(r.data.refundCharge).toEqual(answers[0].data.refundCharge);
+    expect(await t.db.query(`select 1 from refund where charge_id = $1`, [chargeId])).toHaveLength(1);
+    expect((await snapshot(dflt, 'ivo')).payer).toBe(before.payer + 100_000n);
+    // A legitimate second partial refund of the same amount: a reason of its own, or a key of its own.
+    const second = await refund(dflt, { ...same, reason: 'Slow answer, second time' });
+    const third = await refund(dflt, { ...same, idempotencyKey: 'ivo-third' });
+    const ids = new Set([answers[0], second, third].map((r) => r.data.refundCharge.id));
+    expect(ids.size).toBe(3);
+    expect((await snapshot(dflt, 'ivo')).payer).toBe(before.payer + 300_000n);
+    expect(
+      (await eventsOf(t, dflt, 'paywall.balance.refund.created')).filter((e) => e.data.chargeId === chargeId),
+    ).toHaveLength(3);
     await expectLedgerProven(t.db);
   });
 
@@ -359,8 +384,11 @@ describe('DEFAULT: the money goes back from the paywall’s earnings to the user
     await deposit(t, dflt, 'cora', '2');
     const chargeId = await manualCharge(dflt, 'cora', '1');
     const before = await snapshot(dflt, 'cora');
+    // Each its own refund (its own key): the same amount without one would be one refund repeated.
     const results = await Promise.all(
-      Array.from({ length: 20 }, () => refundCode(dflt, { chargeId, amount: '0.15' })),
+      Array.from({ length: 20 }, (_, i) =>
+        refundCode(dflt, { chargeId, amount: '0.15', idempotencyKey: `cora-${i}` }),
+      ),
     );
     // 6 x 0.15 = 0.9 fit; the 7th would be 1.05.
     expect(results.filter((r) => r === 'ok')).toHaveLength(6);

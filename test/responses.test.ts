@@ -316,6 +316,17 @@ describe('x-paywall-cost / x-paywall-balance on chat completions (docs/reference
       .withResponse();
     expect(blocked.headers.get('x-paywall-cost')).toBeNull();
   });
+
+  it('x-paywall-balance has exactly 6 fraction digits, trailing zeros kept, like balanceFormatted', async () => {
+    await deposit(t, pw, 'h-zeros', '1.001086');
+    const { response } = await client(t, pw, 'h-zeros')
+      .chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: INPUT }] })
+      .withResponse();
+    expect(response.headers.get('x-paywall-cost')).toBe('0.001086');
+    expect(response.headers.get('x-paywall-balance')).toBe('1.000000');
+    const read = await t.rest('GET', '/v1/user/balance?user=h-zeros', { token: pw.apiKey });
+    expect(read.body.balanceFormatted).toBe(response.headers.get('x-paywall-balance'));
+  });
 });
 
 describe('metric labels never carry an end-user id', () => {

@@ -58,7 +58,8 @@ async function recordEvent(apiKey: string): Promise<string> {
 
 /** The delivery's status once it is no longer pending (the outcome is recorded just after the answer). */
 async function settledStatus(subscriptionId: string, eventId: string): Promise<string> {
-  const deadline = Date.now() + 10000;
+  // The recorded outcome is the signal; the deadline only ends a broken run on a loaded machine.
+  const deadline = Date.now() + 60_000;
   for (;;) {
     const [row] = await t.db.query<{ status: string }>(
       'select status from webhook_delivery where subscription_id = $1 and event_id = $2',
@@ -325,6 +326,73 @@ describe('Standard Webhooks headers on real deliveries', () => {
     expect(h['x-service-signature']).toBe(createHmac('sha256', fresh).update(again.rawBody).digest('hex'));
   });
 
+  it('a rotation keeps the replaced secret signing for 24 hours (by the service clock): the old and the new secret both verify, then only the new', async () => {
+    const { pw, rcv, sub } = await subscribe();
+    const old = sub.secret as string;
+    const clock = t.app.services.clock;
+    const realNow = clock.now;
+    try {
+      const rotatedAt = new Date();
+      clock.now = () => rotatedAt;
+      const rotated = await t.gql(
+        pw.apiKey,
+        `mutation($id: ID!) { rotateWebhookSecret(id: $id) { secret } }`,
+        { id: sub.id },
+      );
+      expect(rotated.errors).toBeUndefined();
+      const fresh = rotated.data.rotateWebhookSecret.secret as string;
+      expect(fresh).not.toBe(old);
+
+      // In the grace period (23 h 59 min later): both secrets verify every delivery.
+      clock.now = () => new Date(rotatedAt.getTime() + 24 * 3600_000 - 60_000);
+      const during = await recordEvent(pw.apiKey);
+      await rcv.waitForCount(1);
+      const [r1] = rcv.requests;
+      const h1 = headersOf(r1);
+      expect(h1['webhook-id']).toBe(during);
+      expect(h1['webhook-signature'].split(' ')).toHaveLength(2);
+      for (const secret of [fresh, old])
+        expect(new Webhook(secret).verify(r1.rawBody, h1)).toMatchObject({ event: { id: during } });
+      const hex = (secret: string) => createHmac('sha256', secret).update(r1.rawBody).digest('hex');
+      expect([h1['x-service-signature'], h1['x-service-signature-previous']]).toEqual([hex(fresh), hex(old)]);
+
+      // After it (24 h and a minute): only the new secret.
+      clock.now = () => new Date(rotatedAt.getTime() + 24 * 3600_000 + 60_000);
+      const after = await recordEvent(pw.apiKey);
+      await rcv.waitForCount(2);
+      const r2 = rcv.requests[1];
+      const h2 = headersOf(r2);
+      expect(h2['webhook-id']).toBe(after);
+      expect(h2['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]{43}=$/);
+      expect(new Webhook(fresh).verify(r2.rawBody, h2)).toMatchObject({ event: { id: after } });
+      expect(rejection(new Webhook(old), r2.rawBody, h2)?.message).toBe('No matching signature found');
+      expect(h2['x-service-signature']).toBe(createHmac('sha256', fresh).update(r2.rawBody).digest('hex'));
+      expect(h2['x-service-signature-previous']).toBeUndefined();
+    } finally {
+      clock.now = realNow;
+    }
+  });
+
+  it("a second rotation within the grace drops the first one's old secret at once (only the secret it replaces stays)", async () => {
+    const { pw, rcv, sub } = await subscribe();
+    const rotate = async () =>
+      (
+        await t.gql(pw.apiKey, `mutation($id: ID!) { rotateWebhookSecret(id: $id) { secret } }`, {
+          id: sub.id,
+        })
+      ).data.rotateWebhookSecret.secret as string;
+    const second = await rotate();
+    const third = await rotate();
+    const id = await recordEvent(pw.apiKey);
+    await rcv.waitForCount(1);
+    const [r] = rcv.requests;
+    const h = headersOf(r);
+    expect(h['webhook-id']).toBe(id);
+    expect(rejection(new Webhook(third), r.rawBody, h)).toBeNull();
+    expect(rejection(new Webhook(second), r.rawBody, h)).toBeNull();
+    expect(rejection(new Webhook(sub.secret), r.rawBody, h)?.message).toBe('No matching signature found');
+  });
+
   it('custom headers cannot take the Standard Webhooks names', async () => {
     const pw = await t.createPaywall();
     const rcv = await receiver();
@@ -370,7 +438,8 @@ describe("the README's receiver", () => {
     proc.stdout!.on('data', (c: Buffer) => (out += c.toString('utf8')));
     proc.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
     const until = async (re: RegExp): Promise<RegExpExecArray> => {
-      const deadline = Date.now() + 15000;
+      // The receiver's printed lines are the signal; the deadline only ends a broken run (a loaded machine).
+      const deadline = Date.now() + 120_000;
       for (;;) {
         const m = re.exec(out);
         if (m) return m;

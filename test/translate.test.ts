@@ -17,6 +17,7 @@ import {
   MessagesToResponsesStream,
   responsesRequestToMessages,
 } from '../src/modules/proxy/translate/index.js';
+import { Dropped, FIELD_POLICY } from '../src/modules/proxy/translate/field-policy.js';
 import { expectConforms, RESPONSES_EVENT_SCHEMAS, sseEvents } from './helpers/openai-schemas.js';
 
 /**
@@ -194,22 +195,11 @@ describe('chat completions → Anthropic Messages (request)', () => {
       [{ n: 2 }, 'n'],
       [{ logprobs: true }, 'logprobs'],
       [{ top_logprobs: 3 }, 'top_logprobs'],
-      [{ logit_bias: { '50256': -100 } }, 'logit_bias'],
-      [{ frequency_penalty: 0.5 }, 'frequency_penalty'],
-      [{ presence_penalty: 0.5 }, 'presence_penalty'],
-      [
-        { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } },
-        'response_format',
-      ],
-      [{ response_format: { type: 'json_object' } }, 'response_format'],
       [{ audio: { voice: 'alloy', format: 'wav' } }, 'audio'],
       [{ modalities: ['text', 'audio'] }, 'modalities'],
-      [{ prediction: { type: 'content', content: 'x' } }, 'prediction'],
       [{ functions: [{ name: 'f' }] }, 'functions'],
-      [{ reasoning_effort: 'high' }, 'reasoning_effort'],
       [{ web_search_options: {} }, 'web_search_options'],
       [{ temperature: 1.5 }, 'temperature'],
-      [{ some_vendor_field: true }, 'some_vendor_field'],
       [{ tools: [{ type: 'custom', custom: { name: 'x' } }] }, 'tools[0].type'],
       [{ tool_choice: { type: 'allowed_tools', allowed_tools: {} } }, 'tool_choice.type'],
       [
@@ -224,6 +214,23 @@ describe('chat completions → Anthropic Messages (request)', () => {
     ];
     for (const [patch, param] of refused)
       expectDomainError(() => chatRequestToMessages({ ...base, ...patch }, OPTS), param);
+    // docs/reference.md §21 "Dropped": what only steers how the provider works is left out and named.
+    const droppedFields: [Record<string, unknown>, string][] = [
+      [{ logit_bias: { '50256': -100 } }, 'logit_bias'],
+      [{ frequency_penalty: 0.5 }, 'frequency_penalty'],
+      [{ presence_penalty: 0.5 }, 'presence_penalty'],
+      [{ response_format: { type: 'json_object' } }, 'response_format'],
+      [{ prediction: { type: 'content', content: 'x' } }, 'prediction'],
+      [{ some_vendor_field: true }, 'some_vendor_field'],
+      [{ reasoning_effort: 'high' }, 'reasoning_effort'], // the model does not reason
+      [{ seed: 1, stream_options: { include_usage: true } }, 'seed,stream_options'],
+    ];
+    for (const [patch, names] of droppedFields) {
+      const dropped = new Dropped();
+      const out = chatRequestToMessages({ ...base, ...patch }, { ...OPTS, dropped });
+      expect(dropped.list.join(',')).toBe(names);
+      for (const name of names.split(',')) expect(out).not.toHaveProperty(name);
+    }
     // malformed, not unsupported
     expectDomainError(
       () =>
@@ -306,7 +313,7 @@ describe('Anthropic answer → chat completion', () => {
     expect(chatUsage(answer.usage)).toEqual({
       ...messagesUsage(json('anthropic/message-text-cache.json').usage),
       audioPrompt: undefined,
-      reasoning: undefined,
+      reasoning: 0,
       audioCompletion: undefined,
     });
   });
@@ -394,7 +401,7 @@ describe('Anthropic stream → chat completion chunks', () => {
     const after = t.feed(sse.slice(cut));
     expect(t.done && t.finished).toBe(true);
     expect(t.stopReason).toBe('tool_use');
-    expect(t.usage).toEqual({ input: 849, cacheRead: 0, cacheWrite: 0, output: 47 });
+    expect(t.usage).toEqual({ input: 849, cacheRead: 0, cacheWrite: 0, output: 47, thinking: 0 });
     expect(t.chatUsage()).toMatchObject({ prompt_tokens: 849, completion_tokens: 47 });
     expect(chatChunks(before + after).some((c) => c.usage)).toBe(false);
     const args = chatChunks(before)
@@ -514,10 +521,9 @@ describe('Responses API → Anthropic Messages', () => {
       [{ prompt: { id: 'pmpt_1' } }, 'prompt'],
       [{ tools: [{ type: 'web_search' }] }, 'tools[0].type'],
       [{ tools: [{ type: 'file_search', vector_store_ids: ['v'] }] }, 'tools[0].type'],
-      [{ text: { format: { type: 'json_schema', name: 'x', schema: {} } } }, 'text'],
-      [{ reasoning: { effort: 'high' } }, 'reasoning'],
-      [{ include: ['reasoning.encrypted_content'] }, 'include'],
-      [{ truncation: 'auto' }, 'truncation'],
+      [{ tools: [{ type: 'code_interpreter' }] }, 'tools[0].type'],
+      [{ tools: [{ type: 'mcp', server_label: 'x' }] }, 'tools[0].type'],
+      [{ top_logprobs: 2 }, 'top_logprobs'],
       [{ input: [{ type: 'item_reference', id: 'msg_1' }] }, 'input[0].type'],
       [
         { input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'f' }] }] },
@@ -530,6 +536,31 @@ describe('Responses API → Anthropic Messages', () => {
     ];
     for (const [patch, param] of refused)
       expectDomainError(() => responsesRequestToMessages({ ...base, ...patch }, OPTS), param);
+    // What Codex sends toward an Anthropic provider: dropped and named, not refused.
+    const dropped = new Dropped();
+    const out = responsesRequestToMessages(
+      {
+        ...base,
+        include: ['reasoning.encrypted_content'],
+        client_metadata: { session: 'x' },
+        store: false,
+        prompt_cache_key: 'k',
+        truncation: 'auto',
+        reasoning: { effort: 'high', summary: 'auto' },
+        text: { verbosity: 'low' },
+      },
+      { ...OPTS, dropped },
+    );
+    expect(dropped.list).toEqual([
+      'include',
+      'client_metadata',
+      'store',
+      'prompt_cache_key',
+      'truncation',
+      'text.verbosity',
+      'reasoning',
+    ]);
+    expect(Object.keys(out).sort()).toEqual(['max_tokens', 'messages', 'model']);
   });
 
   it('the answer as a response object: output items, status, usage', () => {
@@ -570,7 +601,7 @@ describe('Responses API → Anthropic Messages', () => {
       createdAt: 5,
     });
     expectConforms('Response', cached);
-    expect(cached.usage).toEqual({
+    expect(cached.usage).toMatchObject({
       input_tokens: 6197,
       input_tokens_details: { cached_tokens: 2051, cache_write_tokens: 2051 },
       output_tokens: 503,
@@ -732,8 +763,6 @@ describe('Anthropic Messages → chat completions (a Messages client on an OpenA
   it('refuses what it cannot translate, naming the field', () => {
     const base = { model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] };
     const refused: [Record<string, unknown>, string][] = [
-      [{ thinking: { type: 'enabled', budget_tokens: 2000 } }, 'thinking'],
-      [{ top_k: 5 }, 'top_k'],
       [{ mcp_servers: [] }, 'mcp_servers'],
       [{ tools: [{ type: 'web_search_20250305', name: 'web_search' }] }, 'tools[0].type'],
       [
@@ -761,6 +790,31 @@ describe('Anthropic Messages → chat completions (a Messages client on an OpenA
     ];
     for (const [patch, param] of refused)
       expectDomainError(() => messagesRequestToChat({ ...base, ...patch }, CHAT_OPTS), param);
+    // What Claude Code sends toward an OpenAI provider (a model that does not reason): dropped and named.
+    const dropped = new Dropped();
+    const out = messagesRequestToChat(
+      {
+        ...base,
+        thinking: { type: 'enabled', budget_tokens: 2000 },
+        output_config: { effort: 'high' },
+        top_k: 5,
+        metadata: { user_id: 'x' },
+        context_management: { edits: [] },
+        messages: [
+          { role: 'user', content: [{ type: 'text', text: 'hi', cache_control: { type: 'ephemeral' } }] },
+        ],
+      },
+      { ...CHAT_OPTS, dropped },
+    );
+    expect(dropped.list).toEqual([
+      'top_k',
+      'metadata',
+      'context_management',
+      'cache_control',
+      'thinking',
+      'output_config',
+    ]);
+    expect(Object.keys(out).sort()).toEqual(['max_completion_tokens', 'messages', 'model']);
     expect(messagesRequestToChat({ ...base, thinking: { type: 'disabled' } }, CHAT_OPTS)).not.toHaveProperty(
       'thinking',
     );
@@ -773,14 +827,30 @@ describe('Anthropic Messages → chat completions (a Messages client on an OpenA
       type: 'message',
       role: 'assistant',
       model: 'claude-x',
-      content: [{ type: 'text', text: "Why don't skeletons fight each other? They don't have the guts." }],
+      content: [
+        {
+          type: 'text',
+          text: "Why don't skeletons fight each other? They don't have the guts.",
+          citations: null,
+        },
+      ],
       stop_reason: 'end_turn',
       stop_sequence: null,
+      // every field Anthropic's SDK types declare (docs/reference.md §21 "Answers")
+      container: null,
+      diagnostics: null,
+      stop_details: null,
       usage: {
         input_tokens: 23,
         cache_creation_input_tokens: 0,
         cache_read_input_tokens: 0,
         output_tokens: 14,
+        output_tokens_details: { thinking_tokens: 0 },
+        cache_creation: null,
+        inference_geo: null,
+        server_tool_use: null,
+        service_tier: null,
+        speed: null,
       },
     });
     const tool = chatAnswerToMessages(json('openai/chat-completion-tool-call.json'), { model: 'claude-x' });
@@ -791,6 +861,7 @@ describe('Anthropic Messages → chat completions (a Messages client on an OpenA
         id: 'call_qOfTGgDrItLORNfC6VwUbyLL',
         name: 'get_weather',
         input: { location: 'Shanghai' },
+        caller: { type: 'direct' },
       },
     ]);
     const cached = chatAnswerToMessages(
@@ -804,7 +875,7 @@ describe('Anthropic Messages → chat completions (a Messages client on an OpenA
       },
       { model: 'claude-x' },
     );
-    expect(cached.usage).toEqual({
+    expect(cached.usage).toMatchObject({
       input_tokens: 500,
       cache_creation_input_tokens: 1500,
       cache_read_input_tokens: 1000,
@@ -839,6 +910,12 @@ describe('Anthropic Messages → chat completions (a Messages client on an OpenA
         cache_creation_input_tokens: 0,
         cache_read_input_tokens: 64,
         output_tokens: 14,
+        output_tokens_details: { thinking_tokens: 0 },
+        cache_creation: null,
+        inference_geo: null,
+        server_tool_use: null,
+        service_tier: null,
+        speed: null,
       },
     });
     const textOut = expectSplitInvariant(make, fixture('openai/chat-stream-text.txt'));
@@ -854,6 +931,7 @@ describe('Anthropic Messages → chat completions (a Messages client on an OpenA
               id: 'call_DdmO9pD3xa9XTPNJ32zg2hcA',
               name: 'get_weather',
               input: { location: 'Paris, France' },
+              caller: { type: 'direct' },
             },
           ]);
           expect(m.usage).toMatchObject({
@@ -870,7 +948,11 @@ describe('Anthropic Messages → chat completions (a Messages client on an OpenA
           expect(m.id).toBe('msg_BcO1hnPjEvZV3bFT9Qy3ioq7rq5Xj');
           expect(m.stop_reason).toBe('end_turn');
           expect(m.content).toEqual([
-            { type: 'text', text: 'Sure, here we go:\n\n1...\n\n2...\n\n3...\n\n4...\n\n5.' },
+            {
+              type: 'text',
+              text: 'Sure, here we go:\n\n1...\n\n2...\n\n3...\n\n4...\n\n5.',
+              citations: null,
+            },
           ]);
         },
       ],
@@ -932,12 +1014,13 @@ describe('round trips', () => {
       expect(m.id).toBe('msg_014p7gG3wDgGV9EUtLvnow3U');
       expect(m.stop_reason).toBe('tool_use');
       expect(m.content).toEqual([
-        { type: 'text', text: "Okay, let's check the weather for San Francisco, CA:" },
+        { type: 'text', text: "Okay, let's check the weather for San Francisco, CA:", citations: null },
         {
           type: 'tool_use',
           id: 'toolu_01T1x1fJ34qAmk2tNTrN7Up6',
           name: 'get_weather',
           input: { location: 'San Francisco, CA', unit: 'fahrenheit' },
+          caller: { type: 'direct' },
         },
       ]);
       expect(m.usage).toMatchObject({ input_tokens: 472, output_tokens: 89 });
@@ -969,5 +1052,22 @@ describe('round trips', () => {
       stop_reason: 'tool_use',
       role: 'assistant',
     });
+  });
+});
+
+describe('the field table (docs/reference.md §21)', () => {
+  it('docs/translation.md lists exactly what FIELD_POLICY decides, field by field', () => {
+    const doc = readFileSync(new URL('../docs/translation.md', import.meta.url), 'utf8');
+    const table = doc.slice(
+      doc.indexOf('<!-- field-policy:start -->'),
+      doc.indexOf('<!-- field-policy:end -->'),
+    );
+    const rows = [
+      ...table.matchAll(/^\|\s*(chat|responses|messages)\s*\|\s*`([a-z_]+)`\s*\|\s*(\w+)\s*\|/gm),
+    ].map((m) => `${m[1]} ${m[2]} ${m[3]}`);
+    const code = Object.entries(FIELD_POLICY).flatMap(([format, fields]) =>
+      Object.entries(fields).map(([field, rule]) => `${format} ${field} ${rule.action}`),
+    );
+    expect(rows.sort()).toEqual(code.sort());
   });
 });

@@ -259,6 +259,49 @@ describe('wallet sign-in (e-mailed one-time code)', () => {
     expect(attacker.cookies.has('pp_wallet_session')).toBe(false);
   });
 
+  it("strangers cannot use up the owner's codes: an IPv6 /64 counts as one network, and the owner's own browser has its own allowance", async () => {
+    const email = 'v6owner@example.com';
+    /** Whether the latest request for the address e-mailed a code (held-back ones are recorded unsent). */
+    const lastSent = async () =>
+      (
+        await t.db.query(
+          `select sent from wallet_sign_in where email = $1 order by created_at desc, id desc limit 1`,
+          [email],
+        )
+      )[0].sent as boolean;
+    // The owner signed in from this browser once (and signed out): it is a known browser now.
+    const owner = new PageClient(t.url, '203.0.113.77');
+    await signIn(owner, email);
+    expect(owner.cookies.has('pp_wallet_browser')).toBe(true);
+    await owner.post('/wallet/sign-out', {});
+    await smtp.waitForCode(email).catch(() => undefined);
+
+    // 5 requests from each of 6 addresses of one /64 (behind the trusted proxy): one network, 5 codes.
+    for (let host = 1; host <= 6; host++)
+      for (let i = 0; i < 5; i++) await sendCode(new PageClient(t.url, `2001:db8:77:1::${host}`), email);
+    const mailed = async () =>
+      (
+        await t.db.query(`select count(*)::int as n from wallet_sign_in where email = $1 and sent`, [email])
+      )[0].n as number;
+    expect(await mailed()).toBe(1 + 5);
+    // The owner from a new browser elsewhere still gets a code.
+    await sendCode(new PageClient(t.url, '203.0.113.78'), email);
+    expect(await lastSent()).toBe(true);
+
+    // Strangers on 5 more networks (IPv4 addresses, /64s) use up the address's 30 codes for everyone new…
+    for (const ip of ['2001:db8:77:2::1', '2001:db8:77:3::9', '198.18.0.1', '198.18.0.2', '198.18.0.3'])
+      for (let i = 0; i < 5; i++) await sendCode(new PageClient(t.url, ip), email);
+    await sendCode(new PageClient(t.url, '203.0.113.79'), email);
+    expect(await lastSent()).toBe(false);
+    // …but not for the owner's own browser: a code, and it signs in.
+    for (;;) if (!(await smtp.waitForCode(email, 200).catch(() => null))) break;
+    expect((await sendCode(owner, email)).status).toBe(200);
+    expect(await lastSent()).toBe(true);
+    const code = await smtp.waitForCode(email);
+    expect((await owner.post('/wallet/sign-in/code', { email, code })).status).toBe(303);
+    expect(owner.cookies.has('pp_wallet_session')).toBe(true);
+  });
+
   it('refuses addresses that cannot be delivered (NUL, control characters, stray dots): 400, nothing sent', async () => {
     const c = client();
     await c.get('/wallet/sign-in');
@@ -575,6 +618,29 @@ describe('consent, wallet page and revocation', () => {
     expect(wallet.html).toContain('12.50 USDC');
     expect(wallet.html).toContain('Test funds');
   });
+
+  it('test funds: the same form posted again (a double click, a resend), even at once, credits once and answers the same; a new form credits again', async () => {
+    const pw = await t.createPaywall('SHARED', 'Funds once');
+    const c = client();
+    await signIn(c, 'ines@example.com');
+    const link = await connectLink(pw.apiKey, 'ines');
+    await c.get(link.path);
+    await c.post(`/connect/${pw.id}/approve`, { request: link.requestId });
+    const page = await c.get('/wallet/topup');
+    const formToken = /name="formToken" value="([^"]+)"/.exec(page.html)![1];
+    const posts = await Promise.all([1, 2, 3].map(() => c.post('/wallet/topup', { amount: '3', formToken })));
+    const again = await c.post('/wallet/topup', { amount: '3', formToken });
+    for (const r of [...posts, again]) expect([r.status, r.location]).toEqual([303, '/wallet?done=funds']);
+    const balance = async () =>
+      (await t.rest('GET', '/v1/user/balance?user=ines', { token: pw.apiKey })).body.balance;
+    expect(await balance()).toBe('3000000');
+    expect(await events(pw.id, 'paywall.balance.deposit.created')).toHaveLength(1);
+    // The page renders a fresh form each time: a new submission is a new deposit.
+    const next = /name="formToken" value="([^"]+)"/.exec((await c.get('/wallet/topup')).html)![1];
+    expect(next).not.toBe(formToken);
+    await c.post('/wallet/topup', { amount: '3', formToken: next });
+    expect(await balance()).toBe('6000000');
+  });
 });
 
 describe('races and redirects', () => {
@@ -708,7 +774,7 @@ describe('housekeeping', () => {
     ]);
 
     const purged = await t.app.services.signIn.purgeExpired();
-    expect(purged).toEqual({ codes: 1, sessions: 1, connectRequests: 1 });
+    expect(purged).toEqual({ codes: 1, sessions: 1, connectRequests: 1, knownBrowsers: 0 });
     const left = await t.db.query(
       `select email from wallet_sign_in where email like 'purge-%@example.com' order by email`,
     );
@@ -719,6 +785,11 @@ describe('housekeeping', () => {
     expect(page.status).toBe(200);
     expect(page.html).toContain('purge-fresh@example.com');
     // A second run finds nothing more.
-    expect(await t.app.services.signIn.purgeExpired()).toEqual({ codes: 0, sessions: 0, connectRequests: 0 });
+    expect(await t.app.services.signIn.purgeExpired()).toEqual({
+      codes: 0,
+      sessions: 0,
+      connectRequests: 0,
+      knownBrowsers: 0,
+    });
   });
 });

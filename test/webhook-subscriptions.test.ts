@@ -532,6 +532,27 @@ describe('the URL guard when private networks are not allowed', () => {
     expect(ok.status).toBe(201);
   });
 
+  it('a local receiver is refused with the way to allow it (WEBHOOK_ALLOW_PRIVATE_NETWORKS); a host that does not resolve is refused as such, not blamed on private networks', async () => {
+    const pw = await strict.createPaywall();
+    const refusal = async (url: string) => {
+      const r = await strict.rest('POST', '/v1/webhooks/subscriptions', {
+        token: pw.apiKey,
+        body: { url, events: ['*'] },
+      });
+      expect([r.status, r.body.error.param, r.body.error.code]).toEqual([400, 'url', 'invalid_webhook_url']);
+      return r.body.error.message as string;
+    };
+    for (const url of [
+      'http://localhost:3000/hooks',
+      'https://127.0.0.1:8443/hooks',
+      'https://10.1.2.3/hook',
+    ])
+      expect(await refusal(url)).toContain('start the service with WEBHOOK_ALLOW_PRIVATE_NETWORKS=true');
+    const dns = await refusal('https://no-such-host.invalid/hook');
+    expect(dns).toBe('Webhook URL host no-such-host.invalid could not be resolved.');
+    expect(await refusal('ftp://example.com/hook')).not.toContain('WEBHOOK_ALLOW_PRIVATE_NETWORKS');
+  });
+
   it('allows http and loopback only with WEBHOOK_ALLOW_PRIVATE_NETWORKS=true', async () => {
     const pw = await t.createPaywall();
     const r = await create(pw.apiKey, { url: 'http://127.0.0.1:9/hook', events: ['*'] });

@@ -9,6 +9,7 @@ import {
   ConnectRequestSchema,
   WalletConnectionSchema,
   WalletSessionSchema,
+  WalletKnownBrowserSchema,
   WalletSignInSchema,
   WalletUserSchema,
 } from '../modules/wallet/wallet.entity.js';
@@ -24,6 +25,7 @@ import { EventSchema } from '../modules/events/event.entity.js';
 import { RefundSchema } from '../modules/ledger/refund.entity.js';
 import { RelayedResponseSchema } from '../modules/proxy/relayed-response.entity.js';
 import { WebhookSubscriptionSchema, WebhookDeliverySchema } from '../modules/webhooks/webhook.entity.js';
+import { UserKeySchema } from '../modules/keys/user-key.entity.js';
 
 export const entities = [
   OwnerSchema,
@@ -43,6 +45,7 @@ export const entities = [
   WalletUserSchema,
   WalletSignInSchema,
   WalletSessionSchema,
+  WalletKnownBrowserSchema,
   ConnectRequestSchema,
   WalletConnectionSchema,
   UsageCounterSchema,
@@ -56,4 +59,5 @@ export const entities = [
   RefundSchema,
   AutoTopupSchema,
   AutoTopupAttemptSchema,
+  UserKeySchema,
 ];

@@ -16,6 +16,7 @@ import { StripeResolver } from '../modules/payments/stripe/stripe.resolver.js';
 import { AutoTopupResolver } from '../modules/payments/auto-topup.resolver.js';
 import { UsageResolver } from '../modules/usage/usage.resolver.js';
 import { LiveEventsResolver } from '../modules/events/live-events.resolver.js';
+import { UserKeyResolver } from '../modules/keys/user-key.resolver.js';
 
 /** Every resolver class of every module. */
 export const resolvers = [
@@ -36,4 +37,5 @@ export const resolvers = [
   ReceiptRefundResolver,
   LedgerEntryRefundResolver,
   AutoTopupResolver,
+  UserKeyResolver,
 ] as const;

@@ -9,10 +9,12 @@ import {
   clearChallengeCookie,
   csrfOk,
   clearSessionCookie,
+  knownBrowserOf,
   pageContext,
   pageHeaders,
   safeNext,
   setChallengeCookie,
+  setKnownBrowserCookie,
   setSessionCookie,
 } from './security.js';
 import { PAGES_CSS } from './styles.js';
@@ -152,6 +154,7 @@ export function createPagesRouter(s: Services): Router {
           body(req, 'email'),
           clientIp(req),
           challengeOf(req),
+          knownBrowserOf(req),
         );
         setChallengeCookie(s, res, challenge);
         send(res, 200, CodeStep({ page: req.page, next, email, sent: true }));
@@ -171,8 +174,14 @@ export function createPagesRouter(s: Services): Router {
       const next = safeNext(body(req, 'next'));
       const email = body(req, 'email') ?? '';
       try {
-        const { token } = await s.signIn.verifyCode(email, body(req, 'code'), challengeOf(req));
+        const { token, knownBrowser } = await s.signIn.verifyCode(
+          email,
+          body(req, 'code'),
+          challengeOf(req),
+          knownBrowserOf(req),
+        );
         setSessionCookie(s, res, token);
+        setKnownBrowserCookie(s, res, knownBrowser);
         clearChallengeCookie(s, res);
         res.redirect(303, next ?? '/wallet');
       } catch (err) {
@@ -289,7 +298,16 @@ export function createPagesRouter(s: Services): Router {
       const autoTopup = s.stripeCheckout.walletCardsEnabled()
         ? await s.autoTopup.walletState(req.page.session.user.id)
         : undefined;
-      send(res, 200, WalletPage({ page: req.page, wallet, topup: topup(), notice, autoTopup }));
+      const keys = await s.userKeys.ofWallet(req.page.session.user.id);
+      send(res, 200, WalletPage({ page: req.page, wallet, topup: topup(), notice, autoTopup, keys }));
+    }),
+  );
+  pages.post(
+    '/wallet/keys/:keyId/revoke',
+    post(async (req, res) => {
+      if (!req.page.session) return signInRedirect(req, res);
+      await s.userKeys.revokeForWallet(req.page.session.user.id, String(req.params.keyId));
+      res.redirect(303, '/wallet?done=key_revoked');
     }),
   );
   pages.post(
@@ -333,6 +351,7 @@ export function createPagesRouter(s: Services): Router {
             page: req.page,
             wallet,
             topup: topup(),
+            keys: await s.userKeys.ofWallet(user.id),
             limitError: {
               connectionId,
               message: err.message,
@@ -362,6 +381,7 @@ export function createPagesRouter(s: Services): Router {
             page: req.page,
             wallet,
             topup: topup(),
+            keys: await s.userKeys.ofWallet(req.page.session.user.id),
             alertError: { message: err.message, value: value.slice(0, 20) },
           }),
         );
@@ -380,7 +400,7 @@ export function createPagesRouter(s: Services): Router {
     post(async (req, res) => {
       if (!req.page.session) return signInRedirect(req, res);
       try {
-        await s.wallet.addTestFunds(req.page.session.user, body(req, 'amount'));
+        await s.wallet.addTestFunds(req.page.session.user, body(req, 'amount'), body(req, 'formToken'));
         res.redirect(303, '/wallet?done=funds');
       } catch (err) {
         if (!(err instanceof DomainError) || err.param !== 'amount') throw err;

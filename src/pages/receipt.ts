@@ -38,6 +38,10 @@ export function ReceiptDetails({ receipt: r }: { receipt: ActivityReceipt }) {
     ...r.units.map((u) => u.label),
     ...(tokens > 0 || r.units.length === 0 ? [`${tokensText(tokens)} tokens`] : []),
   ].join(' · ');
+  // docs/reference.md §5.7: an app's own provider reported more than the hold allowed; the app bears the
+  // rest, never the wallet. The wallet paid what the hold took.
+  const coveredRaw = r.totalRaw - r.paidRaw - r.uncollectedRaw;
+  const appCovered = r.uncollectedRaw === 0n && coveredRaw > 0n;
   return html`<details class="receipt">
     <summary>Receipt <span class="receipt-sum">· ${summary}</span></summary>
     <div class="receipt-body">
@@ -118,6 +122,17 @@ export function ReceiptDetails({ receipt: r }: { receipt: ActivityReceipt }) {
                 <td class="num" data-testid="receipt-owed">${formatUsdc(owedRaw)} USDC</td>
               </tr>`
           }
+          ${
+            appCovered &&
+            html`<tr class="r-paid">
+                <th scope="row" colspan="3">Paid from your balance</th>
+                <td class="num" data-testid="receipt-paid">${formatUsdc(r.paidRaw)} USDC</td>
+              </tr>
+              <tr class="r-covered">
+                <th scope="row" colspan="3">Covered by the app</th>
+                <td class="num" data-testid="receipt-covered">${formatUsdc(coveredRaw)} USDC</td>
+              </tr>`
+          }
           ${r.refunds.length > 0 && RefundRows({ receipt: r })}
         </tfoot>
       </table>
@@ -129,6 +144,9 @@ export function ReceiptDetails({ receipt: r }: { receipt: ActivityReceipt }) {
           (owedRaw > 0n
             ? ' Your balance could not pay all of it; what is still owed is paid from it once it has funds again.'
             : ' Your balance could not pay all of it at the time; the rest was paid later.')
+        }${
+          appCovered &&
+          " The app's provider reported more than this request's hold allowed for; the app covers the rest, never your balance."
         }
       </p>
     </div>

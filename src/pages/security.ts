@@ -3,6 +3,7 @@ import { parseCookie, stringifySetCookie } from 'cookie';
 import type { Services } from '../services.js';
 import {
   CHALLENGE_COOKIE,
+  KNOWN_BROWSER_COOKIE,
   SESSION_COOKIE,
   SIGN_IN,
   type WalletSession,
@@ -85,6 +86,18 @@ export function setChallengeCookie(s: Services, res: Response, token: string): v
   appendCookie(
     res,
     serializeCookie(CHALLENGE_COOKIE, token, challengeCookieOptions(s, SIGN_IN.codeTtlMinutes * 60)),
+  );
+}
+
+/** The known-browser cookie (a browser that signed in before): only sent to the sign-in forms. */
+export function knownBrowserOf(req: Request): string | undefined {
+  return parseCookie(req.header('cookie') ?? '')[KNOWN_BROWSER_COOKIE];
+}
+
+export function setKnownBrowserCookie(s: Services, res: Response, token: string): void {
+  appendCookie(
+    res,
+    serializeCookie(KNOWN_BROWSER_COOKIE, token, challengeCookieOptions(s, SIGN_IN.knownBrowserDays * 86400)),
   );
 }
 

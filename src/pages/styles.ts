@@ -119,6 +119,7 @@ table.receipt-lines tbody th,table.receipt-lines tfoot th{text-transform:none;le
 table.receipt-lines tfoot th,table.receipt-lines tfoot td{border-top:1px solid #e5e9ef}
 table.receipt-lines tfoot tr.r-total > *{border-top:2px solid #cfd6de;font-weight:700;font-size:.95rem;padding-top:.55rem}
 table.receipt-lines tfoot tr.r-paid > *{color:var(--muted);font-weight:500}
+table.receipt-lines tfoot tr.r-covered > *{color:var(--muted);font-weight:500}
 table.receipt-lines tfoot tr.r-owed > *{color:var(--err-text);font-weight:600}
 table.receipt-lines tfoot tr.r-refund > *{color:var(--ok-text);font-weight:500}
 table.receipt-lines tfoot tr.r-net > *{border-top:2px solid #cfd6de;font-weight:700}

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { html } from './html.js';
 import { Layout } from './layout.js';
 import { Alert, Card, CsrfField, Field } from './components.js';
@@ -108,6 +109,7 @@ export function TopupForm(props: {
     props.topup.testFunds &&
     html`<form method="post" action="/wallet/topup">
       <${CsrfField} page=${props.page} />
+      <input type="hidden" name="formToken" value=${randomBytes(18).toString('base64url')} />
       <div class="inline">
         <${Field}
           id=${props.compact ? 'amount-inline' : 'amount'}

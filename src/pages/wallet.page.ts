@@ -22,7 +22,62 @@ export const NOTICES: Record<string, string> = {
   alert_off: 'The low-balance alert is off.',
   limit: 'The spending limit was saved.',
   autotopup_off: 'Automatic top-up is off: your saved card is not charged any more.',
+  key_revoked: 'The key was revoked. It can no longer spend from your wallet.',
 };
+
+/** An end-user key that can spend from the wallet (docs/reference.md §19), as the wallet page lists it. */
+export interface WalletKey {
+  id: string;
+  paywallName: string;
+  name: string;
+  lastFour: string;
+  lastUsedAt: Date | null;
+}
+
+/** "Keys": the end-user keys that can spend from the wallet, each with a Revoke button. */
+function KeysCard(props: { page: PageContext; keys: WalletKey[] }) {
+  return html`<${Card} title="Keys">
+    ${
+      props.keys.length === 0
+        ? html`<p class="muted">No keys can spend from your wallet.</p>`
+        : html`<p class="muted">
+              Keys your apps gave your tools (editors, agents). Each spends from this wallet.
+            </p>
+            <div class="table-wrap">
+              <table class="keys">
+                <thead>
+                  <tr>
+                    <th scope="col">App</th>
+                    <th scope="col">Name</th>
+                    <th scope="col">Key</th>
+                    <th scope="col">Last used</th>
+                    <th scope="col"><span class="sr-only">Revoke</span></th>
+                  </tr>
+                </thead>
+                <tbody>
+                  ${props.keys.map(
+                    (k) =>
+                      html`<tr key=${k.id} class="user-key">
+                        <td class="app">${k.paywallName}</td>
+                        <td id=${`key-${k.id}`}>${k.name}</td>
+                        <td><code>…${k.lastFour}</code></td>
+                        <td>${k.lastUsedAt ? dateText(k.lastUsedAt) : 'Never'}</td>
+                        <td>
+                          <form method="post" action=${`/wallet/keys/${k.id}/revoke`}>
+                            <${CsrfField} page=${props.page} />
+                            <button type="submit" class="danger" aria-describedby=${`key-${k.id}`}>
+                              Revoke
+                            </button>
+                          </form>
+                        </td>
+                      </tr>`,
+                  )}
+                </tbody>
+              </table>
+            </div>`
+    }
+  <//>`;
+}
 
 const usd = (cents: number) => `${formatDecimal(BigInt(cents), 2)} USD`;
 
@@ -109,6 +164,8 @@ export function WalletPage(props: {
   limitError?: { connectionId: string; message: string; allowance: string; period: string } | null;
   /** Shown when card top-ups are configured (undefined: not shown). */
   autoTopup?: AutoTopupState | null;
+  /** The end-user keys that can spend from the wallet (undefined: not shown). */
+  keys?: WalletKey[];
 }) {
   const w = props.wallet;
   const err = props.limitError ?? null;
@@ -175,6 +232,7 @@ export function WalletPage(props: {
             </ul>`
       }
     <//>
+    ${props.keys !== undefined && html`<${KeysCard} page=${props.page} keys=${props.keys} />`}
     <${Card} title="Recent activity">
       ${
         w.activity.length === 0

@@ -1,5 +1,6 @@
 import { BlockList, isIP } from 'node:net';
 import type { IncomingMessage } from 'node:http';
+import { ipv6Groups } from './url-guard.js';
 
 /**
  * The client's IP address, the one value every per-IP limit uses (wallet sign-in codes, connections per
@@ -42,6 +43,22 @@ export function normalizeIp(value: string | undefined): string | null {
   const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(v);
   if (mapped && isIP(mapped[1]) === 4) return mapped[1];
   return isIP(v) ? v.toLowerCase() : null;
+}
+
+/**
+ * The network a client address stands for in per-client limits: an IPv4 address is itself, an IPv6
+ * address its /64 (`2001:db8:1:2::/64`), the smallest block one subscriber is given, so the 2^64
+ * addresses of one line count as one client. Anything that is not an IP address is returned as is.
+ */
+export function clientNetwork(ip: string): string {
+  const v = normalizeIp(ip);
+  if (v === null || isIP(v) !== 6) return v ?? ip;
+  const groups = ipv6Groups(v.split('%')[0]);
+  if (!groups) return v;
+  return `${groups
+    .slice(0, 4)
+    .map((g) => g.toString(16))
+    .join(':')}::/64`;
 }
 
 /** Whether a (normalized) address is one of TRUSTED_PROXIES. */

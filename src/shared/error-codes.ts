@@ -156,11 +156,14 @@ export const ERROR_CODES = {
   invalid_api_key: { kind: 'unauthenticated' },
   unauthenticated: { kind: 'unauthenticated' },
   forbidden: { kind: 'forbidden' },
+  user_key_user_mismatch: { kind: 'forbidden' },
+  user_key_not_allowed: { kind: 'unauthenticated' },
   test_funds_disabled: { kind: 'forbidden' },
   // 402 (embeddings)
   not_connected: { kind: 'payment_required' },
   insufficient_balance: { kind: 'payment_required' },
   allowance_exceeded: { kind: 'payment_required' },
+  key_limit_exceeded: { kind: 'payment_required' },
   // 404, 410
   not_found: { kind: 'not_found' },
   model_not_found: { kind: 'model_not_found' },

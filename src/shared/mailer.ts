@@ -14,6 +14,11 @@ export interface Mailer {
   send(message: MailMessage): Promise<void>;
   /** 'smtp' when SMTP_URL is set, 'log' in development. */
   readonly transport: 'smtp' | 'log';
+  /**
+   * Resolves once every message handed to `send` so far was sent or refused: callers that fire and forget
+   * (alerts) leave nothing behind unseen, and a test can tell "no second e-mail" from "not yet".
+   */
+  idle(): Promise<void>;
   close(): void;
 }
 
@@ -32,22 +37,33 @@ export function createMailer(config: { SMTP_URL?: string; MAIL_FROM: string }, l
           'e-mail (SMTP_URL is not set: written to the log instead of sent)',
         );
       },
+      idle: async () => {},
       close() {},
     };
   }
   const transporter = nodemailer.createTransport(config.SMTP_URL, {
     from: config.MAIL_FROM,
   } as any);
+  const inFlight = new Set<Promise<unknown>>();
   return {
     transport: 'smtp',
     async send(m) {
-      await transporter.sendMail({
+      const sending = transporter.sendMail({
         from: config.MAIL_FROM,
         to: m.to,
         subject: m.subject,
         text: m.text,
         html: m.html,
       });
+      inFlight.add(sending);
+      try {
+        await sending;
+      } finally {
+        inFlight.delete(sending);
+      }
+    },
+    async idle() {
+      while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
     },
     close() {
       transporter.close();

@@ -44,6 +44,12 @@ export function createMetrics() {
       labelNames: ['served_by'] as const,
       registers: [registry],
     }),
+    /** docs/reference.md §5.7: answers whose provider reported more usage than the request could produce. */
+    providerUsageClamped: new Counter({
+      name: 'provider_usage_clamped_total',
+      help: 'Answers whose provider reported more usage than the request could produce (clamped to the bound before charging)',
+      registers: [registry],
+    }),
     chargesFailed: new Counter({
       name: 'charges_failed_total',
       help: 'Charges refused, by reason',

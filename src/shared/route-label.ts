@@ -4,12 +4,20 @@ import type { Request } from 'express';
 const PATH_USER = /^\/v1\/u\/[^/?]*/;
 export const withoutPathUser = (path: string): string => path.replace(PATH_USER, '/v1/u/{user}');
 
-/** A bounded label: the matched route template, never a raw path with ids in it. */
+/** Static files (the dashboard's hashed assets, served by express.static: no route template). */
+const STATIC_PREFIXES = ['/dashboard/assets/'];
+
+/**
+ * A bounded label: the matched route template, never a raw path with ids in it. A route of several paths
+ * (the dashboard's page and its client-side routes) is labelled by its first; static files are `static`.
+ */
 export function routeLabel(req: Request): string {
-  const route = (req as any).route?.path as string | undefined;
-  if (route) return withoutPathUser(`${req.baseUrl}${route}`);
+  const route = (req as any).route?.path as string | string[] | undefined;
+  const template = Array.isArray(route) ? route[0] : route;
+  if (template) return withoutPathUser(`${req.baseUrl}${template}`);
   const path = req.originalUrl.split('?')[0];
   if (path === '/graphql' || ['/healthz', '/readyz', '/metrics'].includes(path)) return path;
+  if (STATIC_PREFIXES.some((prefix) => path.startsWith(prefix))) return 'static';
   return 'unmatched';
 }
 

@@ -107,7 +107,7 @@ const GLOBAL_UNICAST_V6 = blockList('ipv6', [['2000::', 3]]);
  * The eight 16-bit groups of an IPv6 address that `net.isIP` already accepted (no zone id), or null.
  * Needed because the embedded IPv4 of `::ffff:7f00:1` is only visible once the hex groups are expanded.
  */
-function ipv6Groups(ip: string): number[] | null {
+export function ipv6Groups(ip: string): number[] | null {
   let text = ip;
   // A trailing dotted quad (`::ffff:127.0.0.1`) is the last two groups spelled in IPv4 notation.
   const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
@@ -202,7 +202,10 @@ function isForbiddenHostname(hostname: string): boolean {
 async function resolveAllowed(hostname: string, lookup: HostLookup, allowPrivate: boolean) {
   const addresses = await lookup(hostname);
   if (addresses.length === 0) {
-    throw new UrlGuardError('unresolvable_host', `Host ${hostname} has no addresses`);
+    throw new UrlGuardError(
+      'unresolvable_host',
+      `Host ${hostname} could not be resolved (it has no addresses)`,
+    );
   }
   if (!allowPrivate) {
     const forbidden = addresses.find((entry) => isForbiddenAddress(entry.address));

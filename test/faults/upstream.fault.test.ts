@@ -18,7 +18,7 @@ import {
  * Upstream faults against the real service process (docs/reference.md §4 "Upstream errors", docs/proxy.md): a slow
  * provider, one that never sends headers, one that stalls mid-stream, resets (before the answer and
  * mid-stream), malformed JSON, malformed SSE, 429/400 (passed through), 500 (→ 502), a redirect to another
- * host (never followed), and a huge answer (UPSTREAM_MAX_BYTES). Each case: the
+ * host (never followed), a huge answer (UPSTREAM_MAX_BYTES), and usage beyond what the request could produce. Each case: the
  * status and error body the client gets, the amount charged to the raw unit (request 1000 + 1.5 x (2 per
  * prompt token + 5 per completion token), rounded up; nothing when nothing was produced), and the proof.
  */
@@ -178,6 +178,22 @@ beforeAll(async () => {
       }
     }, 500);
     res.on('close', () => clearInterval(timer));
+  });
+  // A provider that reports usage its request could not produce (issue 30): 500,000,000 completion tokens.
+  handlers.set('overreport', (_q, res, body) => {
+    const usage = { prompt_tokens: 11, completion_tokens: 500_000_000, total_tokens: 500_000_011 };
+    if (!body?.stream) {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ...answer(), usage }));
+      return;
+    }
+    sse(res);
+    res.write(chunk('Hello'));
+    const end = { id: 'c', object: 'chat.completion.chunk', created: 1, model: 'gpt-fault' };
+    res.write(
+      `data: ${JSON.stringify({ ...end, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n`,
+    );
+    res.write(`data: ${JSON.stringify({ ...end, choices: [], usage })}\n\n`);
+    res.end('data: [DONE]\n\n');
   });
   handlers.set('huge', (_q, res) => {
     // 4 MiB of content in a well-formed answer.
@@ -410,4 +426,39 @@ test('a huge answer beyond UPSTREAM_MAX_BYTES: 502 upstream_error, nothing charg
   expect(r.body).toEqual(upstreamError);
   await expectNothingCharged('huge');
   figures.push('huge answer → 502');
+});
+
+test('a provider over-reporting usage (500,000,000 completion tokens): clamped to the cap sent, charged for it, nothing uncollected', async () => {
+  const clamped = async () =>
+    Number(/^provider_usage_clamped_total (\d+)$/m.exec((await api.rest('GET', '/metrics')).text)?.[1] ?? 0);
+  const before = await clamped();
+  const whole = await chat('overreport');
+  expect(whole.status).toBe(200);
+  const streamed = await streamChat(api, paywalls.get('overreport')!, 'u');
+  expect(streamed.status).toBe(200);
+  expect(streamed.text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+  const m = await moneyOf('overreport');
+  const rows = await sql.query<{ cap: number; uncollected: string; over: { output: number } }>(
+    `select max_completion_tokens as cap, uncollected_raw::text as uncollected,
+            metadata->'overReported' as over
+       from charge where paywall_id = $1 and kind = 'usage' order by created_at`,
+    [paywalls.get('overreport')!.id],
+  );
+  expect(rows).toHaveLength(2);
+  let total = 0n;
+  for (const [i, r] of rows.entries()) {
+    // 11 prompt tokens and the cap sent upstream (1,000: the model's maximum), nothing more.
+    expect(r.cap).toBe(1000);
+    expect(m.charges[i]).toMatchObject({ status: 'completed', completion_tokens: 1000 });
+    expect(m.charges[i].amount).toBe(costRaw(11, 1000).toString());
+    expect(r.uncollected).toBe('0');
+    expect(r.over.output).toBe(500_000_000 - 1000);
+    total += BigInt(m.charges[i].amount);
+  }
+  expect(whole.headers.get('x-paywall-cost')).toBe('0.008533');
+  expect({ balance: m.balance, held: m.held }).toEqual({ balance: START_RAW - total, held: 0n });
+  expect((await clamped()) - before).toBe(2);
+  figures.push(
+    `over-reporting provider: 2 x ${costRaw(11, 1000)} charged (clamped to the cap), nothing uncollected`,
+  );
 });

@@ -57,6 +57,9 @@ export async function startTestApp(
     // Tests of the default (no trusted proxy) pass TRUSTED_PROXIES: ''.
     TRUSTED_PROXIES: '127.0.0.1',
     ENCRYPTION_KEY: 'test-encryption-key-0123456789',
+    // A loaded 2-core CI machine must not turn an honest test's large prompt into its byte bound (a hold
+    // the test did not expect); the deadline itself is tested with its own tokenizer and in the fault suite.
+    TOKEN_COUNT_DEADLINE_MS: '120000',
     ...(dbUrl ? { DATABASE_URL: dbUrl } : {}),
     ...env,
   });

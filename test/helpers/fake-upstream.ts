@@ -19,6 +19,8 @@ export interface FakeBehavior {
   errorHeaders?: Record<string, string>;
   /** Wait before answering (headers). */
   delayMs?: number;
+  /** Answer (headers) only once this settles: requests held at the provider until the test lets them go. */
+  gate?: Promise<unknown>;
   /** Wait between SSE chunks. */
   chunkDelayMs?: number;
   /** Destroy the connection after this many content chunks (an upstream dying mid-stream). */
@@ -434,6 +436,7 @@ export class FakeUpstream {
     }
     const own: FakeBehavior = { ...this.behavior, ...(this.queue.shift() ?? {}) };
     const b: FakeBehavior = { ...DEFAULT_BEHAVIOR, ...own };
+    if (b.gate) await b.gate;
     if (b.delayMs) await sleep(b.delayMs);
     if (b.refuseMaxTokens && !responses && body?.max_tokens !== undefined) {
       res.writeHead(400, { 'content-type': 'application/json' });

@@ -108,12 +108,18 @@ export async function userTransfers(
   }));
 }
 
-/** The ledger proof (balances sum to 0; each account = its transfers; held = its open holds) must hold. */
+/**
+ * The ledger proof (balances sum to 0; each account = its transfers; held = its open holds; debt = what
+ * its charges owe; no SHARED debt but the built-in provider's; every built-in answer paid its cost) must hold.
+ */
 export async function expectLedgerProven(db: Database): Promise<void> {
   const proof = await proveLedger(db);
   expect({
     total: proof.totalRaw.toString(),
     unbalanced: proof.unbalancedAccounts,
     misheld: proof.misheldAccounts,
-  }).toEqual({ total: '0', unbalanced: [], misheld: [] });
+    misdebted: proof.misdebtedAccounts,
+    sharedDebt: proof.sharedDebtCharges,
+    builtinUnpaid: proof.builtinUnpaidCharges,
+  }).toEqual({ total: '0', unbalanced: [], misheld: [], misdebted: [], sharedDebt: [], builtinUnpaid: [] });
 }

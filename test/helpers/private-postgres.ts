@@ -26,14 +26,36 @@ export interface PrivatePostgres {
   destroy(): void;
 }
 
-const BIN = (() => {
-  const out = spawnSync('bash', ['-c', 'ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1'], {
-    encoding: 'utf8',
-  });
-  const dir = out.stdout.trim();
-  if (!dir) throw new Error('PostgreSQL binaries not found under /usr/lib/postgresql/*/bin');
-  return dir;
-})();
+/**
+ * The newest PostgreSQL server binaries on the machine. Where there are none (a fresh machine with no
+ * PostgreSQL, running the README's `npm ci && npm test`), Debian's `postgresql` package is installed first,
+ * as the browser tests install Chromium (tests run as root there): these tests never skip. The package's own
+ * cluster is not needed and is left stopped; only its binaries and the `postgres` user are used.
+ */
+let binDir: string | undefined;
+function postgresBin(): string {
+  if (binDir) return binDir;
+  const find = () =>
+    spawnSync('bash', ['-c', 'ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1'], {
+      encoding: 'utf8',
+    }).stdout.trim();
+  let dir = find();
+  if (!dir) {
+    execFileSync(
+      'bash',
+      ['-c', 'apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql'],
+      {
+        stdio: 'inherit',
+      },
+    );
+    dir = find();
+  }
+  if (!dir)
+    throw new Error(
+      'PostgreSQL binaries not found under /usr/lib/postgresql/*/bin after installing postgresql',
+    );
+  return (binDir = dir);
+}
 
 const isRoot = process.getuid?.() === 0;
 
@@ -42,7 +64,7 @@ const isRoot = process.getuid?.() === 0;
  * as the `postgres` user when we are root (PostgreSQL refuses root). A failure says what the tool said.
  */
 export function asPostgres(tool: string, args: string[]): string {
-  const cmd = join(BIN, tool);
+  const cmd = join(postgresBin(), tool);
   const [file, argv] = isRoot ? ['runuser', ['-u', 'postgres', '--', cmd, ...args]] : [cmd, args];
   try {
     return execFileSync(file, argv, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
@@ -83,7 +105,8 @@ async function freePort(): Promise<number> {
   });
 }
 
-async function waitReady(port: number, timeoutMs = 30000): Promise<void> {
+/** Until the server answers a query (the signal); the deadline only ends a broken start on a loaded machine. */
+async function waitReady(port: number, timeoutMs = 180_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const c = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres' });

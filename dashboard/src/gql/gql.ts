@@ -27,7 +27,7 @@ type Documents = {
     "\n  mutation Cancel($paywallId: ID, $id: ID!) {\n    cancelWithdrawal(paywallId: $paywallId, id: $id) {\n      ...WithdrawalRow\n    }\n  }\n": typeof types.CancelDocument,
     "\n  subscription Live($id: ID, $types: [String!]) {\n    paywallEvents(paywallId: $id, types: $types) {\n      id\n      type\n      version\n      createdAt\n      data\n      subject\n    }\n  }\n": typeof types.LiveDocument,
     "\n  fragment PriceList on ModelPricing {\n    prompt\n    completion\n    request\n    cacheRead\n    cacheWrite\n    audioPrompt\n    reasoning\n    audioCompletion\n    imagePrompt\n    imageCompletion\n    image {\n      size\n      quality\n      price\n    }\n    audioSecond\n    characters1k\n  }\n": typeof types.PriceListFragmentDoc,
-    "\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    dailyRequestLimit\n    builtinProvider\n    provider\n    upstreamModel\n    fallbacks\n  }\n": typeof types.ModelRowFragmentDoc,
+    "\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    maxCompletionTokensSource\n    dailyRequestLimit\n    builtinProvider\n    provider\n    upstreamModel\n    fallbacks\n  }\n": typeof types.ModelRowFragmentDoc,
     "\n  query Models($id: ID) {\n    paywall(id: $id) {\n      id\n      markup\n      providers {\n        name\n        kind\n        builtin\n      }\n    }\n    models(paywallId: $id) {\n      ...ModelRow\n    }\n  }\n": typeof types.ModelsDocument,
     "\n  mutation SetPrice($input: SetModelPricingInput!) {\n    setModelPricing(input: $input) {\n      ...ModelRow\n    }\n  }\n": typeof types.SetPriceDocument,
     "\n  mutation RemovePrice($id: ID, $modelId: String!) {\n    removeModelPricing(paywallId: $id, modelId: $modelId)\n  }\n": typeof types.RemovePriceDocument,
@@ -46,6 +46,10 @@ type Documents = {
     "\n  mutation ConnectStripe($input: ConnectStripeInput!) {\n    connectStripe(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.ConnectStripeDocument,
     "\n  mutation RotateStripe($id: ID) {\n    rotateStripeWebhook(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.RotateStripeDocument,
     "\n  mutation DisconnectStripe($id: ID) {\n    disconnectStripe(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.DisconnectStripeDocument,
+    "\n  fragment UserKeyRow on UserKey {\n    id\n    name\n    externalUserId\n    lastFour\n    createdAt\n    lastUsedAt\n    expiresAt\n    revokedAt\n    limit {\n      amount\n      period\n      spent\n      resetsAt\n    }\n  }\n": typeof types.UserKeyRowFragmentDoc,
+    "\n  query UserKeys($id: ID, $user: String) {\n    paywall(id: $id) {\n      id\n      userKeys(externalUserId: $user) {\n        ...UserKeyRow\n      }\n    }\n  }\n": typeof types.UserKeysDocument,
+    "\n  mutation CreateUserKey($input: CreateUserKeyInput!) {\n    createUserKey(input: $input) {\n      key\n      userKey {\n        ...UserKeyRow\n      }\n    }\n  }\n": typeof types.CreateUserKeyDocument,
+    "\n  mutation RevokeUserKey($input: RevokeUserKeyInput!) {\n    revokeUserKey(input: $input) {\n      ...UserKeyRow\n    }\n  }\n": typeof types.RevokeUserKeyDocument,
     "\n  fragment EndUserRow on EndUser {\n    id\n    externalId\n    balanceFormatted\n    held\n    connected\n    createdAt\n  }\n": typeof types.EndUserRowFragmentDoc,
     "\n  query Users($id: ID, $after: String) {\n    users(paywallId: $id, first: 20, after: $after) {\n      edges {\n        node {\n          ...EndUserRow\n        }\n      }\n      pageInfo {\n        ...PageCursor\n      }\n    }\n  }\n": typeof types.UsersDocument,
     "\n  query FindUser($id: ID, $externalId: String!) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n    }\n  }\n": typeof types.FindUserDocument,
@@ -79,7 +83,7 @@ const documents: Documents = {
     "\n  mutation Cancel($paywallId: ID, $id: ID!) {\n    cancelWithdrawal(paywallId: $paywallId, id: $id) {\n      ...WithdrawalRow\n    }\n  }\n": types.CancelDocument,
     "\n  subscription Live($id: ID, $types: [String!]) {\n    paywallEvents(paywallId: $id, types: $types) {\n      id\n      type\n      version\n      createdAt\n      data\n      subject\n    }\n  }\n": types.LiveDocument,
     "\n  fragment PriceList on ModelPricing {\n    prompt\n    completion\n    request\n    cacheRead\n    cacheWrite\n    audioPrompt\n    reasoning\n    audioCompletion\n    imagePrompt\n    imageCompletion\n    image {\n      size\n      quality\n      price\n    }\n    audioSecond\n    characters1k\n  }\n": types.PriceListFragmentDoc,
-    "\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    dailyRequestLimit\n    builtinProvider\n    provider\n    upstreamModel\n    fallbacks\n  }\n": types.ModelRowFragmentDoc,
+    "\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    maxCompletionTokensSource\n    dailyRequestLimit\n    builtinProvider\n    provider\n    upstreamModel\n    fallbacks\n  }\n": types.ModelRowFragmentDoc,
     "\n  query Models($id: ID) {\n    paywall(id: $id) {\n      id\n      markup\n      providers {\n        name\n        kind\n        builtin\n      }\n    }\n    models(paywallId: $id) {\n      ...ModelRow\n    }\n  }\n": types.ModelsDocument,
     "\n  mutation SetPrice($input: SetModelPricingInput!) {\n    setModelPricing(input: $input) {\n      ...ModelRow\n    }\n  }\n": types.SetPriceDocument,
     "\n  mutation RemovePrice($id: ID, $modelId: String!) {\n    removeModelPricing(paywallId: $id, modelId: $modelId)\n  }\n": types.RemovePriceDocument,
@@ -98,6 +102,10 @@ const documents: Documents = {
     "\n  mutation ConnectStripe($input: ConnectStripeInput!) {\n    connectStripe(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": types.ConnectStripeDocument,
     "\n  mutation RotateStripe($id: ID) {\n    rotateStripeWebhook(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": types.RotateStripeDocument,
     "\n  mutation DisconnectStripe($id: ID) {\n    disconnectStripe(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": types.DisconnectStripeDocument,
+    "\n  fragment UserKeyRow on UserKey {\n    id\n    name\n    externalUserId\n    lastFour\n    createdAt\n    lastUsedAt\n    expiresAt\n    revokedAt\n    limit {\n      amount\n      period\n      spent\n      resetsAt\n    }\n  }\n": types.UserKeyRowFragmentDoc,
+    "\n  query UserKeys($id: ID, $user: String) {\n    paywall(id: $id) {\n      id\n      userKeys(externalUserId: $user) {\n        ...UserKeyRow\n      }\n    }\n  }\n": types.UserKeysDocument,
+    "\n  mutation CreateUserKey($input: CreateUserKeyInput!) {\n    createUserKey(input: $input) {\n      key\n      userKey {\n        ...UserKeyRow\n      }\n    }\n  }\n": types.CreateUserKeyDocument,
+    "\n  mutation RevokeUserKey($input: RevokeUserKeyInput!) {\n    revokeUserKey(input: $input) {\n      ...UserKeyRow\n    }\n  }\n": types.RevokeUserKeyDocument,
     "\n  fragment EndUserRow on EndUser {\n    id\n    externalId\n    balanceFormatted\n    held\n    connected\n    createdAt\n  }\n": types.EndUserRowFragmentDoc,
     "\n  query Users($id: ID, $after: String) {\n    users(paywallId: $id, first: 20, after: $after) {\n      edges {\n        node {\n          ...EndUserRow\n        }\n      }\n      pageInfo {\n        ...PageCursor\n      }\n    }\n  }\n": types.UsersDocument,
     "\n  query FindUser($id: ID, $externalId: String!) {\n    user(paywallId: $id, externalId: $externalId) {\n      ...EndUserRow\n    }\n  }\n": types.FindUserDocument,
@@ -187,7 +195,7 @@ export function graphql(source: "\n  fragment PriceList on ModelPricing {\n    p
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    dailyRequestLimit\n    builtinProvider\n    provider\n    upstreamModel\n    fallbacks\n  }\n"): (typeof documents)["\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    dailyRequestLimit\n    builtinProvider\n    provider\n    upstreamModel\n    fallbacks\n  }\n"];
+export function graphql(source: "\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    maxCompletionTokensSource\n    dailyRequestLimit\n    builtinProvider\n    provider\n    upstreamModel\n    fallbacks\n  }\n"): (typeof documents)["\n  fragment ModelRow on Model {\n    id\n    displayName\n    description\n    pricing {\n      ...PriceList\n    }\n    costPricing {\n      ...PriceList\n    }\n    maxCompletionTokens\n    maxCompletionTokensSource\n    dailyRequestLimit\n    builtinProvider\n    provider\n    upstreamModel\n    fallbacks\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -260,6 +268,22 @@ export function graphql(source: "\n  mutation RotateStripe($id: ID) {\n    rotat
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  mutation DisconnectStripe($id: ID) {\n    disconnectStripe(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n"): (typeof documents)["\n  mutation DisconnectStripe($id: ID) {\n    disconnectStripe(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment UserKeyRow on UserKey {\n    id\n    name\n    externalUserId\n    lastFour\n    createdAt\n    lastUsedAt\n    expiresAt\n    revokedAt\n    limit {\n      amount\n      period\n      spent\n      resetsAt\n    }\n  }\n"): (typeof documents)["\n  fragment UserKeyRow on UserKey {\n    id\n    name\n    externalUserId\n    lastFour\n    createdAt\n    lastUsedAt\n    expiresAt\n    revokedAt\n    limit {\n      amount\n      period\n      spent\n      resetsAt\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query UserKeys($id: ID, $user: String) {\n    paywall(id: $id) {\n      id\n      userKeys(externalUserId: $user) {\n        ...UserKeyRow\n      }\n    }\n  }\n"): (typeof documents)["\n  query UserKeys($id: ID, $user: String) {\n    paywall(id: $id) {\n      id\n      userKeys(externalUserId: $user) {\n        ...UserKeyRow\n      }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation CreateUserKey($input: CreateUserKeyInput!) {\n    createUserKey(input: $input) {\n      key\n      userKey {\n        ...UserKeyRow\n      }\n    }\n  }\n"): (typeof documents)["\n  mutation CreateUserKey($input: CreateUserKeyInput!) {\n    createUserKey(input: $input) {\n      key\n      userKey {\n        ...UserKeyRow\n      }\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RevokeUserKey($input: RevokeUserKeyInput!) {\n    revokeUserKey(input: $input) {\n      ...UserKeyRow\n    }\n  }\n"): (typeof documents)["\n  mutation RevokeUserKey($input: RevokeUserKeyInput!) {\n    revokeUserKey(input: $input) {\n      ...UserKeyRow\n    }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

@@ -51,6 +51,7 @@ graphql(`
       ...PriceList
     }
     maxCompletionTokens
+    maxCompletionTokensSource
     dailyRequestLimit
     builtinProvider
     provider
@@ -277,7 +278,9 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
       prompt: m.costPricing.prompt,
       completion: m.costPricing.completion,
       request: m.costPricing.request,
-      maxCompletionTokens: m.maxCompletionTokens?.toString() ?? '',
+      // Only the owner's own cap: a catalogue maximum or the default is not a setting to save back.
+      maxCompletionTokens:
+        m.maxCompletionTokensSource === 'PRICING' ? (m.maxCompletionTokens?.toString() ?? '') : '',
       cacheRead: ownPrice(m.costPricing, 'cacheRead', 'prompt'),
       cacheWrite: ownPrice(m.costPricing, 'cacheWrite', 'prompt'),
       audioPrompt: ownPrice(m.costPricing, 'audioPrompt', 'prompt'),

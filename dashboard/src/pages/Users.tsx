@@ -6,6 +6,7 @@ import type { EndUserRowFragment, LedgerEntryRowFragment } from '../gql/graphql'
 import { exactUsdc, newIdempotencyKey, usdc } from '../format';
 import type { PaywallSummary } from '../session';
 import { Connections } from './Connections';
+import { UserKeys } from './UserKeys';
 import {
   Badge,
   Button,
@@ -160,6 +161,7 @@ export function UsersPage({ paywall }: { paywall: PaywallSummary }) {
           {selected && <UserDetail key={`${selected}:${version}`} paywall={paywall} externalId={selected} />}
         </div>
       </div>
+      <UserKeys paywall={paywall} user={selected} />
       {paywall.mode === 'SHARED' && <Connections paywall={paywall} />}
     </div>
   );

@@ -19,6 +19,7 @@ import { KeyedLoader } from '../../shared/keyed-loader.js';
 import { checkProviderName } from '../paywalls/provider-name.js';
 import type { ImagePrice, UnitPrices } from '../../shared/media-units.js';
 import { BUILTIN_PROVIDER, DEFAULT_PROVIDER } from '../proxy/provider-client.js';
+import { maxOutputOf, reasonsOf, type MaxOutputSource } from './known-models.js';
 
 /** The cost prices of one model of a paywall, as the request path needs them. */
 export interface ModelPriceInfo {
@@ -37,8 +38,10 @@ export interface ModelPriceInfo {
   audioCompletionPico: bigint | null;
   /** docs/reference.md §10: requests of this model per end user per UTC day; null = no limit. */
   dailyRequestLimit: number | null;
-  /** cap on completion tokens for a hold; null = the default (4096) */
+  /** the owner's cap on completion tokens; null = the catalogue's maximum, else 4096 (known-models.ts) */
   maxCompletionTokens: number | null;
+  /** docs/reference.md §21 "Mapped": the owner marked the model as reasoning (true) or not; null = the catalogue's. */
+  reasoningModel: boolean | null;
   /**
    * The built-in provider's cost prices when it serves this request (docs/reference.md §8): the settlement
    * moves `providerCostRaw(providerCost, tokens)` (request + tokens x these, rounded up, no markup) to
@@ -100,7 +103,11 @@ export interface ModelView {
   pricing: PricingStrings;
   /** What the provider costs the paywall (the configured prices). */
   costPricing: PricingStrings;
-  maxCompletionTokens: number | null;
+  /** The maximum output in force (docs/reference.md §20 "No cap") and where it comes from. */
+  maxCompletionTokens: number;
+  maxCompletionTokensSource: MaxOutputSource;
+  /** The model reasons: the owner's setting, else the catalogue's. */
+  reasoningModel: boolean;
   dailyRequestLimit: number | null;
   /** docs/reference.md §15 "Routing". */
   provider: string;
@@ -126,6 +133,8 @@ export interface SetModelPricingInput {
   reasoning?: string | null;
   audioCompletion?: string | null;
   maxCompletionTokens?: number | null;
+  /** Omitted: unchanged; null: the catalogue decides. */
+  reasoningModel?: boolean | null;
   dailyRequestLimit?: number | null;
   /** Omitted: unchanged (new: `default`); null: `default`. */
   provider?: string | null;
@@ -196,6 +205,7 @@ interface Row {
   reasoning_pico: string | bigint | null;
   audio_completion_pico: string | bigint | null;
   max_completion_tokens: number | null;
+  reasoning_model: boolean | null;
   daily_request_limit: number | null;
   provider: string | null;
   upstream_model: string | null;
@@ -215,8 +225,8 @@ const UNIT_COLUMNS =
 
 const COLUMNS = `model_id, display_name, description, prompt_pico, completion_pico, request_pico,
   cache_read_pico, cache_write_pico, audio_prompt_pico, reasoning_pico, audio_completion_pico,
-  max_completion_tokens, daily_request_limit, provider, upstream_model, fallbacks, created_at, updated_at,
-  ${UNIT_COLUMNS}`;
+  max_completion_tokens, reasoning_model, daily_request_limit, provider, upstream_model, fallbacks, created_at,
+  updated_at, ${UNIT_COLUMNS}`;
 
 const picoOrNull = (v: string | bigint | null): bigint | null => (v === null ? null : BigInt(v));
 
@@ -256,6 +266,7 @@ const fromBuiltin = (b: BuiltinModel): CatalogModel =>
     modelId: b.id,
     ...pricesOf(b),
     maxCompletionTokens: b.maxCompletionTokens,
+    reasoningModel: null,
     dailyRequestLimit: null,
     providerCost: costOf(b),
     provider: null,
@@ -282,6 +293,7 @@ const toModel = (r: Row): CatalogModel =>
     reasoningPico: picoOrNull(r.reasoning_pico),
     audioCompletionPico: picoOrNull(r.audio_completion_pico),
     maxCompletionTokens: r.max_completion_tokens === null ? null : Number(r.max_completion_tokens),
+    reasoningModel: r.reasoning_model ?? null,
     dailyRequestLimit: r.daily_request_limit === null ? null : Number(r.daily_request_limit),
     providerCost: null,
     provider: r.provider,
@@ -364,10 +376,39 @@ export class CatalogService {
    * connection).
    */
   async getPrice(paywall: PaywallRef, modelId: string): Promise<ModelPriceInfo | null> {
+    const { model, servedByBuiltin } = await this.lookup(paywall, modelId);
+    return model && this.servable(model, paywall, servedByBuiltin);
+  }
+
+  /** The model's row as the paywall sells it now (its own catalogue or the built-in one). */
+  private async lookup(paywall: PaywallRef, modelId: string) {
     const catalogue = await this.catalogue(paywall.id);
-    if (await this.usesBuiltin(paywall))
-      return catalogue.builtinOverrides.get(modelId) ?? this.builtin.get(modelId) ?? null;
-    return catalogue.models.get(modelId) ?? null;
+    const servedByBuiltin = await this.usesBuiltin(paywall);
+    const model = servedByBuiltin
+      ? (catalogue.builtinOverrides.get(modelId) ?? this.builtin.get(modelId) ?? null)
+      : (catalogue.models.get(modelId) ?? null);
+    return { model, servedByBuiltin };
+  }
+
+  /**
+   * A price as the request path may use it (docs/reference.md §8 "Built-in provider"): a model that
+   * reaches the built-in provider must be one of the operator's models, under its own id, sold at or
+   * above its cost (`builtinRefusal`). A pricing row that breaks this (written before the rule, or made
+   * so by a later markup) is refused when its own provider is the built-in one (400, nothing held), and
+   * loses `builtin` from its fallbacks: nothing old rides the operator's key.
+   */
+  private servable(m: ModelPriceInfo, paywall: PaywallRef, servedByBuiltin: boolean): ModelPriceInfo {
+    const primary = isBuiltinName(m.provider ?? DEFAULT_PROVIDER, servedByBuiltin);
+    if (!primary && !m.fallbacks.some((f) => isBuiltinName(f, servedByBuiltin))) return m;
+    const refusal = builtinRefusal(m, this.builtinCost.get(m.modelId), paywall.markupPpm);
+    if (!refusal) return m;
+    if (primary)
+      throw invalid(
+        `model ${m.modelId} cannot be served by the built-in provider: ${refusal.message}`,
+        'model',
+        refusal.code,
+      );
+    return { ...m, fallbacks: m.fallbacks.filter((f) => !isBuiltinName(f, servedByBuiltin)) };
   }
 
   private async usesBuiltin(paywall: PaywallRef): Promise<boolean> {
@@ -393,9 +434,12 @@ export class CatalogService {
   private remember(paywallId: string, rows: Row[]): Catalogue {
     const models = new Map(rows.map((r) => [r.model_id, toModel(r)]));
     const builtinOverrides = new Map<string, CatalogModel>();
-    for (const m of models.values()) {
+    for (const [id, m] of models) {
       const cost = this.builtinCost.get(m.modelId);
       if (cost) builtinOverrides.set(m.modelId, Object.freeze({ ...m, providerCost: cost }));
+      // Routed to the built-in provider by name: its answers pay the provider's cost too (settlement).
+      if (cost && [m.provider, ...m.fallbacks].includes(BUILTIN_PROVIDER))
+        models.set(id, { ...m, providerCost: cost });
     }
     const catalogue: Catalogue = { models, builtinOverrides, expires: Date.now() + CACHE_TTL_MS };
     this.cache.delete(paywallId); // re-insert at the end: the Map's order is the eviction order
@@ -419,9 +463,10 @@ export class CatalogService {
   /** One model of a paywall; `model_not_found` when it does not sell it. */
   async get(auth: Auth, paywallId: string | null | undefined, modelId: string): Promise<ModelView> {
     const paywall = await this.deps.paywalls.resolve(auth, paywallId, { allowArchived: true });
-    const m = await this.getPrice(paywall, modelId);
+    // As stored: a row the request path refuses (getPrice) is still shown to its owner to fix.
+    const { model: m, servedByBuiltin } = await this.lookup(paywall, modelId);
     if (!m) throw modelNotFound(modelId);
-    return toView(m as CatalogModel, paywall, m.providerCost !== null);
+    return toView(m as CatalogModel, paywall, servedByBuiltin);
   }
 
   /**
@@ -450,6 +495,10 @@ export class CatalogService {
         'maxCompletionTokens',
       );
 
+    const reasoningModel = input.reasoningModel;
+    if (reasoningModel !== undefined && reasoningModel !== null && typeof reasoningModel !== 'boolean')
+      throw invalid('reasoningModel must be true, false or null', 'reasoningModel');
+
     const dailyLimit = input.dailyRequestLimit;
     if (
       dailyLimit !== undefined &&
@@ -469,6 +518,8 @@ export class CatalogService {
         : checkModelId(input.upstreamModel, 'upstreamModel');
     const fallbacks = input.fallbacks === undefined ? undefined : checkFallbacks(input.fallbacks, provider);
     const units = unitPriceInput(input);
+    // Known before the transaction (a provider lookup must not wait inside it, see getPrice).
+    const servedByBuiltin = await this.usesBuiltin(paywall);
 
     const row = await this.deps.db.transaction(async (tx) => {
       // One statement: the insert is skipped (no row returned) when a new model would pass the cap.
@@ -477,10 +528,11 @@ export class CatalogService {
         `insert into model_price as m (paywall_id, model_id, display_name, description, prompt_pico,
            completion_pico, request_pico, max_completion_tokens, daily_request_limit,
            ${BUCKET_PRICES.map(([, c]) => c).join(', ')}, provider, upstream_model, fallbacks,
-           created_at, updated_at)
+           reasoning_model, created_at, updated_at)
          select $1::uuid, $2::text, $3::text, $4::text, coalesce($5::bigint, 0), coalesce($6::bigint, 0),
                 coalesce($7::bigint, 0), $8::int, $13::int, $15::bigint, $16::bigint, $17::bigint,
-                $18::bigint, $19::bigint, $25::text, $27::text, coalesce($29::text[], '{}'), now(), now()
+                $18::bigint, $19::bigint, $25::text, $27::text, coalesce($29::text[], '{}'), $31::boolean,
+                now(), now()
           where (select count(*) from model_price where paywall_id = $1::uuid) < $12::int
              or exists (select 1 from model_price where paywall_id = $1::uuid and model_id = $2::text)
          on conflict (paywall_id, model_id) do update set
@@ -497,6 +549,7 @@ export class CatalogService {
            provider = case when $26::boolean then excluded.provider else m.provider end,
            upstream_model = case when $28::boolean then excluded.upstream_model else m.upstream_model end,
            fallbacks = case when $30::boolean then excluded.fallbacks else m.fallbacks end,
+           reasoning_model = case when $32::boolean then excluded.reasoning_model else m.reasoning_model end,
            updated_at = now()
          returning ${COLUMNS}`,
         [
@@ -522,6 +575,8 @@ export class CatalogService {
           upstreamModel !== undefined,
           fallbacks ?? null,
           fallbacks !== undefined,
+          reasoningModel ?? null,
+          reasoningModel !== undefined,
         ],
       );
       if (rows.length === 0)
@@ -530,6 +585,19 @@ export class CatalogService {
           'modelId',
           'too_many_models',
         );
+      // The row as it now stands (a partial update keeps earlier fields): refused, and rolled back,
+      // when it would let the built-in provider serve another model or sell one below its cost.
+      // (A row of another model is not sold while the built-in provider serves the paywall: only a
+      // route named `builtin` can take it there.)
+      const stored = toModel(rows[0]);
+      const routes = [stored.provider ?? DEFAULT_PROVIDER, ...stored.fallbacks];
+      if (
+        routes.includes(BUILTIN_PROVIDER) ||
+        (this.builtinCost.has(modelId) && routes.some((p) => isBuiltinName(p, servedByBuiltin)))
+      ) {
+        const refusal = builtinRefusal(stored, this.builtinCost.get(modelId), paywall.markupPpm);
+        if (refusal) throw invalid(refusal.message, refusal.param, refusal.code);
+      }
       const withUnits = units ? await setUnitPrices(tx, paywall.id, modelId, units) : rows[0];
       await tx.query('select pg_notify($1, $2)', [CHANGED_CHANNEL, paywall.id]);
       return withUnits;
@@ -668,6 +736,7 @@ const ONE_PPM = 1_000_000n;
 
 function toView(m: CatalogModel, paywall: PaywallInfo, builtinProvider: boolean): ModelView {
   const name = m.displayName ?? m.modelId;
+  const maxOut = maxOutputOf(m);
   return {
     id: m.modelId,
     name,
@@ -675,7 +744,9 @@ function toView(m: CatalogModel, paywall: PaywallInfo, builtinProvider: boolean)
     description: m.description ?? '',
     pricing: pricingOf(m, paywall.markupPpm),
     costPricing: pricingOf(m, ONE_PPM),
-    maxCompletionTokens: m.maxCompletionTokens,
+    maxCompletionTokens: maxOut.tokens,
+    maxCompletionTokensSource: maxOut.source,
+    reasoningModel: reasonsOf(m),
     dailyRequestLimit: m.dailyRequestLimit,
     provider: m.provider ?? (builtinProvider ? BUILTIN_PROVIDER : DEFAULT_PROVIDER),
     upstreamModel: m.upstreamModel ?? m.modelId,
@@ -690,6 +761,63 @@ function checkModelId(input: unknown, param = 'modelId'): string {
   if (typeof input !== 'string' || !MODEL_ID.test(input))
     throw invalid(`${param} must be 1 to 200 characters of letters, digits and . _ : / @ -`, param);
   return input;
+}
+
+/** A provider name that reaches the built-in provider (`default` does while it serves the paywall). */
+const isBuiltinName = (name: string, servedByBuiltin: boolean): boolean =>
+  name === BUILTIN_PROVIDER || (servedByBuiltin && name === DEFAULT_PROVIDER);
+
+/** The token prices checked against the built-in cost, each named as its setModelPricing field (the
+ * prompt and completion prices first: an unset bucket follows one of them). */
+const PRICED_BUCKETS: Bucket[] = [
+  'prompt',
+  'completion',
+  'cacheRead',
+  'cacheWrite',
+  'audioPrompt',
+  'reasoning',
+  'audioCompletion',
+];
+
+/**
+ * Why a model may not reach the built-in provider (docs/reference.md §8), or null when it may: it is
+ * not one of the operator's models (`cost` undefined), it names another upstream model, or what the
+ * end user pays for a request or a token of some bucket (the price, x the markup for tokens) is below
+ * what the built-in provider costs the platform. So every built-in answer pays its cost leg in full.
+ */
+export function builtinRefusal(
+  m: ModelPriceInfo,
+  cost: ModelPrice | undefined,
+  markupPpm: bigint,
+): { message: string; param: string; code: 'invalid_value' | 'markup_below_cost' } | null {
+  if (!cost)
+    return {
+      message: `only the platform's built-in models can be served by the built-in provider; ${m.modelId} is not one`,
+      param: m.provider === BUILTIN_PROVIDER ? 'provider' : 'fallbacks',
+      code: 'invalid_value',
+    };
+  if (m.upstreamModel !== null && m.upstreamModel !== m.modelId)
+    return {
+      message: `a built-in model is served under its own id: upstreamModel must be ${m.modelId} or null`,
+      param: 'upstreamModel',
+      code: 'invalid_value',
+    };
+  if (m.requestPico < cost.requestPico)
+    return {
+      message: `request is below the built-in provider's cost (${formatPrice(cost.requestPico)} USDC)`,
+      param: 'request',
+      code: 'markup_below_cost',
+    };
+  for (const bucket of PRICED_BUCKETS) {
+    const floor = bucketPico(cost, bucket);
+    if (bucketPico(m, bucket) * markupPpm < floor * ONE_PPM)
+      return {
+        message: `${bucket} x markup is below the built-in provider's cost (${formatPrice(floor)} USDC per token)`,
+        param: bucket,
+        code: 'markup_below_cost',
+      };
+  }
+  return null;
 }
 
 /** At most 5 distinct provider names, none of them the model's own provider. */

@@ -1,5 +1,18 @@
-import { Field, ID, InputType, Int, ObjectType } from 'type-graphql';
+import { Field, ID, InputType, Int, ObjectType, registerEnumType } from 'type-graphql';
 import type { ModelView, PricingStrings } from './catalog.service.js';
+import type { MaxOutputSource } from './known-models.js';
+
+export enum MaxCompletionTokensSource {
+  PRICING = 'PRICING',
+  CATALOGUE = 'CATALOGUE',
+  DEFAULT = 'DEFAULT',
+}
+registerEnumType(MaxCompletionTokensSource, {
+  name: 'MaxCompletionTokensSource',
+  description:
+    "Where a model's maximum output comes from: PRICING (setModelPricing's maxCompletionTokens), CATALOGUE " +
+    "(the service's catalogue of known models), DEFAULT (4096).",
+});
 
 @ObjectType('ImagePrice', {
   description: 'A price per image (docs/reference.md §22): for a size and a quality ("*" matches any).',
@@ -65,8 +78,21 @@ export class ModelType {
   pricing!: ModelPricingType;
   @Field(() => ModelPricingType, { description: 'The configured cost prices (before markup).' })
   costPricing!: ModelPricingType;
-  @Field(() => Int, { nullable: true, description: 'Completion-token cap for a request; null = 4096.' })
+  @Field(() => Int, {
+    nullable: true,
+    description:
+      'The maximum output in force: held and sent when the client sends no cap, and the most a client cap ' +
+      'is lowered to when set with setModelPricing (maxCompletionTokensSource says where it comes from).',
+  })
   maxCompletionTokens!: number | null;
+  @Field(() => MaxCompletionTokensSource)
+  maxCompletionTokensSource!: MaxOutputSource;
+  @Field({
+    description:
+      'The model reasons: thinking and reasoning effort are translated for it across formats (set with ' +
+      "setModelPricing's reasoningModel, else the catalogue of known models says).",
+  })
+  reasoningModel!: boolean;
   @Field(() => Int, { nullable: true, description: 'Requests per end user per UTC day; null = no limit.' })
   dailyRequestLimit!: number | null;
   @Field({
@@ -101,6 +127,8 @@ export class ModelType {
       pricing: ModelPricingType.from(m.pricing),
       costPricing: ModelPricingType.from(m.costPricing),
       maxCompletionTokens: m.maxCompletionTokens,
+      maxCompletionTokensSource: m.maxCompletionTokensSource,
+      reasoningModel: m.reasoningModel,
       dailyRequestLimit: m.dailyRequestLimit,
       builtinProvider: m.builtinProvider,
       provider: m.provider,
@@ -156,8 +184,20 @@ export class SetModelPricingInput {
     description: 'Cost per audio output token; null (or unset on create): the completion price applies.',
   })
   audioCompletion?: string | null;
-  @Field(() => Int, { nullable: true, description: '16 to 1,000,000; null = the default 4096.' })
+  @Field(() => Int, {
+    nullable: true,
+    description:
+      "16 to 1,000,000: the most output a request gets (a client's lower cap is kept); null: the catalogue's " +
+      'maximum for the model, else 4096.',
+  })
   maxCompletionTokens?: number | null;
+  @Field(() => Boolean, {
+    nullable: true,
+    description:
+      'true: the model reasons (Anthropic thinking and OpenAI reasoning effort are mapped to each other for ' +
+      'it); false: it does not (they are dropped); null: the catalogue of known models decides.',
+  })
+  reasoningModel?: boolean | null;
   @Field(() => Int, {
     nullable: true,
     description:

@@ -32,6 +32,8 @@ export const ModelPriceSchema = defineEntity({
       .fieldName('characters_1k_pico')
       .check('characters_1k_pico >= 0'),
     maxCompletionTokens: p.integer().nullable(),
+    /** docs/reference.md §21: the owner says the model reasons (null: the catalogue of known models decides). */
+    reasoningModel: p.boolean().nullable(),
     /** docs/reference.md §10: requests of this model per end user per UTC day (null = no limit). */
     dailyRequestLimit: p.integer().nullable().check('daily_request_limit >= 0'),
     /** docs/reference.md §15 "Routing": the provider's name (null = `default`, then the built-in one). */

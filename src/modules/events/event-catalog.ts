@@ -34,6 +34,8 @@ export const EVENT_TYPES = [
   'paywall.balance.autotopup.succeeded',
   'paywall.balance.autotopup.failed',
   'paywall.balance.autotopup.disabled',
+  'paywall.user_key.created',
+  'paywall.user_key.revoked',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

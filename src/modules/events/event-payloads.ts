@@ -107,6 +107,8 @@ export interface EventDataMap {
     costDetails: Record<string, string>;
     /** Usage neither the hold nor the free balance could cover (it becomes a debt); present only when > 0. */
     uncollected?: Usdc;
+    /** The end-user key the request came with (docs/reference.md §19); present only then. */
+    userKeyId?: string;
   };
   'paywall.usage.charge.deferred': { deferredRequestId: string; model: string };
   /**
@@ -213,6 +215,18 @@ export interface EventDataMap {
     failuresInRow: number;
     lastFailureCode: string | null;
   };
+  /** An end-user key (docs/reference.md §19) was created or revoked; never the key itself. */
+  'paywall.user_key.created': UserKeyEventData;
+  'paywall.user_key.revoked': UserKeyEventData;
+}
+
+/** What both end-user key events carry. */
+export interface UserKeyEventData {
+  id: string;
+  externalUserId: string;
+  walletUserId: string | null;
+  name: string;
+  lastFour: string;
 }
 
 // Every catalogue event has a data type (a compile error here names a missing one).

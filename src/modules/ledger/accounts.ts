@@ -9,6 +9,8 @@ export const WORLD_ACCOUNT_ID = '00000000-0000-4000-8000-000000000000';
 export const FEES_ACCOUNT_ID = '00000000-0000-4000-8000-000000000001';
 /** What the built-in provider costs the platform, paid out of SHARED charges it served. */
 export const PROVIDER_ACCOUNT_ID = '00000000-0000-4000-8000-000000000002';
+/** The name the built-in provider's answers are recorded under (charge metadata `provider`). */
+const BUILTIN_PROVIDER_NAME = 'builtin';
 /** Withdrawals requested but not yet paid (or failed). */
 export const PAYOUTS_ACCOUNT_ID = '00000000-0000-4000-8000-000000000003';
 
@@ -49,12 +51,27 @@ export interface LedgerProof {
   unbalancedAccounts: string[];
   /** Accounts whose held amount differs from the sum of their open holds. */
   misheldAccounts: string[];
+  /** Accounts whose debt differs from what their charges still owe (uncollected − recovered). */
+  misdebtedAccounts: string[];
+  /**
+   * Charges of SHARED paywalls that left a debt on a wallet though the built-in provider did not answer
+   * them: an app's own provider never puts a wallet in debt (docs/reference.md §5.7).
+   */
+  sharedDebtCharges: string[];
+  /**
+   * Charges the built-in provider answered that did not pay its cost: sold below it (captured +
+   * uncollected + written off under the recorded cost), or the provider-cost leg differs from what was
+   * paid of it (the cost comes first out of what a charge captured and recovered).
+   */
+  builtinUnpaidCharges: string[];
   ok: boolean;
 }
 
 /**
  * The one query that proves the ledger: all balances add up to zero, each account's balance is the
- * sum of its transfers, and each account's held amount is the sum of its open holds.
+ * sum of its transfers, each account's held amount is the sum of its open holds, and each account's
+ * debt is what its charges still owe; no wallet owes for an app's own provider, and every answer of the
+ * built-in provider paid its cost.
  */
 export async function proveLedger(sql: Sql): Promise<LedgerProof> {
   const rows = await sql.query(
@@ -62,21 +79,49 @@ export async function proveLedger(sql: Sql): Promise<LedgerProof> {
        select credit_account_id as id, amount_raw as amt from transfer
        union all select debit_account_id, -amount_raw from transfer
      ), sums as (select id, sum(amt) as total from flows group by id),
-     holds as (select account_id as id, sum(hold_raw) as total from charge where status = 'held' group by 1)
+     holds as (select account_id as id, sum(hold_raw) as total from charge where status = 'held' group by 1),
+     owed as (select account_id as id, sum(uncollected_raw - recovered_raw) as total from charge
+               where uncollected_raw > 0 group by 1)
      select (select coalesce(sum(balance_raw), 0) from ledger_account)::text as total,
             coalesce((select array_agg(a.id::text) from ledger_account a left join sums s on s.id = a.id
                        where a.balance_raw <> coalesce(s.total, 0)), '{}') as unbalanced,
             coalesce((select array_agg(a.id::text) from ledger_account a left join holds h on h.id = a.id
-                       where a.held_raw <> coalesce(h.total, 0)), '{}') as misheld`,
+                       where a.held_raw <> coalesce(h.total, 0)), '{}') as misheld,
+            coalesce((select array_agg(a.id::text) from ledger_account a left join owed o on o.id = a.id
+                       where a.debt_raw <> coalesce(o.total, 0)), '{}') as misdebted,
+            coalesce((select array_agg(c.id::text) from charge c join paywall p on p.id = c.paywall_id
+                       where p.mode = 'SHARED' and c.uncollected_raw > 0
+                         and c.metadata->>'provider' is distinct from '${BUILTIN_PROVIDER_NAME}'), '{}') as shared_debt,
+            coalesce((select array_agg(c.id::text) from charge c
+                        left join lateral (select coalesce(sum(t.amount_raw), 0) as paid from transfer t
+                                            where t.charge_id = c.id and t.kind = 'provider_cost') pc on true
+                       where c.metadata->>'provider' = '${BUILTIN_PROVIDER_NAME}'
+                         and (c.metadata->>'providerCost' is null
+                              or c.amount_raw + c.uncollected_raw + coalesce((c.metadata->>'writtenOff')::bigint, 0)
+                                 < (c.metadata->>'providerCost')::bigint
+                              or pc.paid <> least((c.metadata->>'providerCost')::bigint,
+                                                  c.amount_raw + c.recovered_raw))), '{}') as builtin_unpaid`,
   );
   const totalRaw = BigInt(rows[0].total);
   const unbalancedAccounts: string[] = rows[0].unbalanced;
   const misheldAccounts: string[] = rows[0].misheld;
+  const misdebtedAccounts: string[] = rows[0].misdebted;
+  const sharedDebtCharges: string[] = rows[0].shared_debt;
+  const builtinUnpaidCharges: string[] = rows[0].builtin_unpaid;
   return {
     totalRaw,
     unbalancedAccounts,
     misheldAccounts,
-    ok: totalRaw === 0n && unbalancedAccounts.length === 0 && misheldAccounts.length === 0,
+    misdebtedAccounts,
+    sharedDebtCharges,
+    builtinUnpaidCharges,
+    ok:
+      totalRaw === 0n &&
+      unbalancedAccounts.length === 0 &&
+      misheldAccounts.length === 0 &&
+      misdebtedAccounts.length === 0 &&
+      sharedDebtCharges.length === 0 &&
+      builtinUnpaidCharges.length === 0,
   };
 }
 

@@ -70,6 +70,21 @@ export interface ReserveInput {
   maxDebtRaw?: bigint;
   /** The clock's time: the period of a SHARED connection's allowance it counts in (default: now). */
   at?: Date;
+  /**
+   * The end-user key the request came with (docs/reference.md §19): written on the charge, and its
+   * spending limit, when it has one, is checked and counted like an allowance.
+   */
+  userKeyId?: string | null;
+}
+
+/** The end-user key's limit a hold was checked against, as the statement saw it. */
+export interface HoldKeyLimit {
+  amountRaw: bigint;
+  period: AllowancePeriod;
+  /** Spent with the key in the period before this hold. */
+  spentRaw: bigint;
+  /** The period's first day (YYYY-MM-DD). */
+  periodStart: string;
 }
 
 /** The allowance a SHARED hold was checked against (docs/reference.md §16), as the statement saw it. */
@@ -114,6 +129,10 @@ export interface ReserveResult {
   allowanceExceeded?: boolean;
   /** The connection's allowance, when it has one. */
   allowance?: HoldAllowance | null;
+  /** Refused because the end-user key's limit has less left than the smallest request. */
+  keyLimitExceeded?: boolean;
+  /** The end-user key's limit, when the request came with a key that has one. */
+  keyLimit?: HoldKeyLimit | null;
 }
 
 const EVENT_COLUMNS = `paywall_id uuid, owner_user_id uuid, type text, version text, trigger jsonb,
@@ -193,6 +212,7 @@ const holdItem = (h: ReserveInput, i: number) => ({
   rate_window: h.rateWindow.toISOString(),
   max_debt: (h.maxDebtRaw ?? 0n).toString(),
   at: (h.at ?? new Date()).toISOString(),
+  key_id: h.userKeyId ?? null,
 });
 
 const holdResult = (r: Record<string, any>): ReserveResult => ({
@@ -219,6 +239,16 @@ const holdResult = (r: Record<string, any>): ReserveResult => ({
           period: r.allow_period,
           spentRaw: BigInt(r.allow_spent),
           periodStart: String(r.allow_start).slice(0, 10),
+        },
+  keyLimitExceeded: r.key_hit === true,
+  keyLimit:
+    r.key_limit === null || r.key_limit === undefined
+      ? null
+      : {
+          amountRaw: BigInt(r.key_limit),
+          period: r.key_period,
+          spentRaw: BigInt(r.key_spent),
+          periodStart: String(r.key_start).slice(0, 10),
         },
 });
 
@@ -333,7 +363,7 @@ with ${
   select * from jsonb_to_recordset($1::jsonb) as x(i int, charge_id uuid, paywall_id uuid, external_id text,
     shared boolean, fixed numeric, per_token numeric, max_cap bigint, min_cap bigint, model text,
     stream boolean, metadata jsonb, events jsonb, ev_owner uuid, ev_trigger jsonb, day date, req_limit int, spend_limit bigint, model_limit int,
-    rate_limit int, rate_window timestamptz, max_debt bigint, at timestamptz)
+    rate_limit int, rate_window timestamptz, max_debt bigint, at timestamptz, key_id uuid)
 ),`
       : ''
   }
@@ -362,7 +392,8 @@ c as (
    -- settles a charge still held).
    where ch.id = it.charge_id and ch.status = it.expect
   returning ch.id, ch.user_id, ch.account_id, ch.hold_raw, (ch.metadata->>'usageDay')::date as usage_day,
-            (ch.metadata->'allowance'->>'id')::uuid as allow_id, (ch.metadata->'allowance'->>'start')::date as allow_start, it.i, it.captured, it.uncollected, it.earnings, it.fee, it.provider,
+            (ch.metadata->'allowance'->>'id')::uuid as allow_id, (ch.metadata->'allowance'->>'start')::date as allow_start,
+            ch.user_key_id as key_id, (ch.metadata->>'keyLimitStart')::date as key_start, it.i, it.captured, it.uncollected, it.earnings, it.fee, it.provider,
             it.paywall_id, it.ledger_id, it.metadata, it.events, it.ev_owner, it.ev_trigger
 ),
 legs as (
@@ -430,10 +461,22 @@ ak as (
               and (select count(*) from lk) + (select count(*) from uk) >= 0
               for no key update) w
 ),
+kl as (
+  -- End-user keys' limits (docs/reference.md §19) the statement counts on, locked after the allowances
+  -- (the subquery makes sure those are locked first), in id order.
+  select k.id, k.limit_raw, k.limit_period, k.limit_spent_raw, k.limit_period_start
+    from (select distinct x.id from (${union(h && 'select key_id from hu', s && 'select key_id from c where c.key_start is not null')}) x(id)
+           where x.id is not null order by x.id) x
+         cross join lateral (
+           select k.id, k.limit_raw, k.limit_period, k.limit_spent_raw, k.limit_period_start
+             from user_key k
+            where k.id = x.id and k.limit_raw is not null and (select count(*) from ak) >= 0
+              for no key update) k
+),
 ${
   h
     ? `pre as (
-  select hu.*, al.*, coalesce(lk.balance_raw - lk.held_raw, 0) as acct_free, coalesce(lk.debt_raw, 0) as acct_debt,
+  select hu.*, al.*, kq.*, coalesce(lk.balance_raw - lk.held_raw, 0) as acct_free, coalesce(lk.debt_raw, 0) as acct_debt,
          case when uk.day = hu.day then uk.model_requests else '{}'::jsonb end as day_models,
          coalesce(case when uk.day = hu.day then uk.requests end, 0) as used_requests,
          coalesce(case when uk.day = hu.day then uk.spend_raw end, 0) as used_spend,
@@ -444,14 +487,16 @@ ${
            o
              ? `1::bigint as ark, 1::bigint as urk, 1::bigint as mrk, hu.day as first_day,
          ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW}) as acct_full,
-         ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW}) as user_full, al.allow_start as first_allow_start`
+         ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW}) as user_full, al.allow_start as first_allow_start,
+         kq.key_start as first_key_start`
              : `row_number() over (partition by hu.account_id order by hu.i) as ark,
          row_number() over (partition by hu.user_id order by hu.i) as urk,
          row_number() over (partition by hu.user_id, hu.model order by hu.i) as mrk,
          first_value(hu.day) over (partition by hu.user_id order by hu.i) as first_day,
          sum(ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW})) over (partition by hu.account_id order by hu.i) as acct_full,
          sum(ceil((hu.fixed + hu.max_cap * hu.per_token) / ${SCALE_PER_RAW})) over (partition by hu.user_id order by hu.i) as user_full,
-         first_value(al.allow_start) over (partition by hu.user_id order by hu.i) as first_allow_start`
+         first_value(al.allow_start) over (partition by hu.user_id order by hu.i) as first_allow_start,
+         first_value(kq.key_start) over (partition by hu.user_id order by hu.i) as first_key_start`
          }
     from hu left join lk on lk.id = hu.account_id left join uk on uk.end_user_id = hu.user_id
          left join lateral (
@@ -461,10 +506,17 @@ ${
                   case when ak.allowance_period_start = v.start then ak.allowance_spent_raw else 0 end as allow_spent
              from ak, lateral (select greatest(ak.allowance_period_start, ${periodStartSql('ak.allowance_period', 'hu.at')}) as start) v
             where ak.id = hu.allow_key) al on true
+         left join lateral (
+           -- The key's limit period as of this request (never before the stored one), and what the key
+           -- spent in it.
+           select kl.limit_raw as key_limit, kl.limit_period as key_period, v.start as key_start,
+                  case when kl.limit_period_start = v.start then kl.limit_spent_raw else 0 end as key_spent
+             from kl, lateral (select greatest(kl.limit_period_start, ${periodStartSql('kl.limit_period', 'hu.at')}) as start) v
+            where kl.id = hu.key_id) kq on true
 ),
 lim0 as (
   select pre.*, least(acct_free, coalesce(spend_limit - used_spend, acct_free),
-                      coalesce(allowance - allow_spent, acct_free)) as free,
+                      coalesce(allowance - allow_spent, acct_free), coalesce(key_limit - key_spent, acct_free)) as free,
          case when req_limit is not null and used_requests >= req_limit then 'dailyRequestLimit'
               when model_limit is not null and used_model >= model_limit then 'modelDailyRequestLimit'
               when spend_limit is not null and used_spend >= spend_limit then 'dailySpendLimit' end as over
@@ -483,9 +535,13 @@ lim as (
             and (req_limit is null or used_requests + urk <= req_limit)
             and (model_limit is null or used_model + mrk <= model_limit)
             and (allowance is null or (allow_spent + user_full <= allowance
-                                       and allow_start = first_allow_start)))
+                                       and allow_start = first_allow_start))
+            and (key_limit is null or (key_spent + user_full <= key_limit and key_start = first_key_start)))
            or (req_limit is null and model_limit is null and spend_limit is null and allowance is null
-               and fixed + min_cap * per_token > acct_free::numeric * ${SCALE_PER_RAW})
+               and key_limit is null and fixed + min_cap * per_token > acct_free::numeric * ${SCALE_PER_RAW})
+           -- Or the key's limit is used up (holds before it only spend more of it).
+           or (key_limit is not null and key_spent >= key_limit and fixed + min_cap * per_token > 0
+               and req_limit is null and model_limit is null)
            -- Or the app's allowance is used up (holds before it only spend more of it).
            or (allowance is not null and allow_spent >= allowance and fixed + min_cap * per_token > 0
                and req_limit is null and model_limit is null)
@@ -523,8 +579,9 @@ calc as (
          lim.free, k.cap, k.affords_min,
          ceil((lim.fixed + k.cap * lim.per_token) / ${SCALE_PER_RAW})::bigint as hold,
          lim.allow_id, lim.allowance, lim.allow_period, lim.allow_spent, lim.allow_start, a.hit as allowance_hit,
+         lim.key_id, lim.key_limit, lim.key_period, lim.key_spent, lim.key_start, kh.hit as key_hit,
          -- A spend limit that leaves less than the smallest request is a limit, not a short balance.
-         coalesce(lim.over, case when not k.affords_min and not a.hit and lim.spend_limit is not null
+         coalesce(lim.over, case when not k.affords_min and not a.hit and not kh.hit and lim.spend_limit is not null
                                   and lim.spend_limit - lim.used_spend < lim.acct_free then 'dailySpendLimit' end) as limit_hit
     from lim ${r ? 'left join rate on rate.i = lim.i' : ''},
     lateral (
@@ -540,7 +597,15 @@ calc as (
                       and lim.allowance - lim.allow_spent <= lim.acct_free
                       and (lim.spend_limit is null or lim.allowance - lim.allow_spent <= lim.spend_limit - lim.used_spend),
                       false) as hit
-    ) a
+    ) a,
+    lateral (
+      -- The key's rest is the bound that refused it (not the balance, a daily spend limit, an allowance).
+      select coalesce(not k.affords_min and lim.over is null and lim.key_limit is not null
+                      and lim.key_limit - lim.key_spent <= lim.acct_free
+                      and (lim.spend_limit is null or lim.key_limit - lim.key_spent <= lim.spend_limit - lim.used_spend)
+                      and (lim.allowance is null or lim.key_limit - lim.key_spent <= lim.allowance - lim.allow_spent),
+                      false) as hit
+    ) kh
 ),
 ok as (
   select * from calc
@@ -564,6 +629,11 @@ aagg as (
   -- Per allowance: what its placed holds reserve (all in one period: see lim).
   select ok.allow_id as id, min(ok.allow_start) as start, sum(ok.hold)::bigint as spend
     from ok where ok.allow_id is not null group by ok.allow_id
+),
+kagg as (
+  -- Per end-user key with a limit: what its placed holds reserve (all in one period: see lim).
+  select ok.key_id as id, min(ok.key_start) as start, sum(ok.hold)::bigint as spend
+    from ok where ok.key_limit is not null group by ok.key_id
 ),`
     : ''
 }
@@ -578,6 +648,11 @@ sallow as (
   -- What settled holds counted on an allowance beyond what they captured, per allowance and period.
   select c.allow_id as id, c.allow_start as start, sum(c.captured - c.hold_raw)::bigint as adj
     from c where c.allow_id is not null group by c.allow_id, c.allow_start
+),
+skey as (
+  -- The same for end-user keys' limits.
+  select c.key_id as id, c.key_start as start, sum(c.captured - c.hold_raw)::bigint as adj
+    from c where c.key_start is not null group by c.key_id, c.key_start
 ),`
     : ''
 }
@@ -608,6 +683,17 @@ acnt as (
          ${s ? 'left join sallow sa on sa.id = ak.id and sa.start = v.start' : ''}
    where w.id = ak.id and (${[h && 'a.id is not null', s && 'sa.id is not null'].filter(Boolean).join(' or ')})
 ),
+kcnt as (
+  -- The end-user keys' spending, counted as the allowances' is.
+  update user_key k
+     set limit_period_start = v.start,
+         limit_spent_raw = greatest(0, case when v.start = kl.limit_period_start then kl.limit_spent_raw else 0 end
+                                       ${h ? '+ coalesce(ka.spend, 0)' : ''} ${s ? '+ coalesce(sk.adj, 0)' : ''})
+    from kl ${h ? 'left join kagg ka on ka.id = kl.id' : ''}
+         cross join lateral (select ${h ? 'coalesce(ka.start, kl.limit_period_start)' : 'kl.limit_period_start'} as start) v
+         ${s ? 'left join skey sk on sk.id = kl.id and sk.start = v.start' : ''}
+   where k.id = kl.id and (${[h && 'ka.id is not null', s && 'sk.id is not null'].filter(Boolean).join(' or ')})
+),
 delta as (
   select id, sum(held_delta)::bigint as held_delta, sum(balance_delta)::bigint as balance_delta,
          sum(debt_delta)::bigint as debt_delta
@@ -629,11 +715,13 @@ u as (
       ? `,
 ch as (
   insert into charge (id, paywall_id, user_id, account_id, kind, status, hold_raw, model, max_completion_tokens,
-                      stream, metadata, created_at)
+                      stream, metadata, created_at, user_key_id)
   select hi.charge_id, hi.paywall_id, ok.id, ok.account_id, 'usage', 'held', ok.hold, hi.model, ok.cap, hi.stream,
          hi.metadata || case when ok.allow_id is null then '{}'::jsonb
-                             else jsonb_build_object('allowance', jsonb_build_object('id', ok.allow_id, 'start', ok.allow_start)) end,
-         now()
+                             else jsonb_build_object('allowance', jsonb_build_object('id', ok.allow_id, 'start', ok.allow_start)) end
+                     || case when ok.key_limit is null then '{}'::jsonb
+                             else jsonb_build_object('keyLimitStart', ok.key_start) end,
+         now(), hi.key_id
     from ok join hi on hi.i = ok.i
 ),
 hev as (
@@ -670,7 +758,9 @@ ${union(
        calc.rate_position, calc.indebted, calc.account_id, calc.acct_debt::text as debt,
        null::text as low_alert, null::boolean as low_alerted, null::text[] as low_alerted_paywalls,
        calc.allowance_hit, calc.allow_id, calc.allowance::text as allowance, calc.allow_period,
-       calc.allow_spent::text as allow_spent, calc.allow_start::text as allow_start
+       calc.allow_spent::text as allow_spent, calc.allow_start::text as allow_start,
+       calc.key_hit, calc.key_limit::text as key_limit, calc.key_period, calc.key_spent::text as key_spent,
+       calc.key_start::text as key_start
   from calc left join ok on ok.i = calc.i`,
   s &&
     `select 's' as kind, c.i, null::uuid as id, null::uuid as wallet_id, null::boolean as connected,
@@ -681,7 +771,9 @@ ${union(
        -- Its low-balance alert state (low-balance.ts decides in memory whether a check is due).
        u.low_alert_raw::text as low_alert, u.low_alerted, u.low_alerted_paywalls,
        null::boolean as allowance_hit, null::uuid as allow_id, null::text as allowance, null::text as allow_period,
-       null::text as allow_spent, null::text as allow_start
+       null::text as allow_spent, null::text as allow_start,
+       null::boolean as key_hit, null::text as key_limit, null::text as key_period, null::text as key_spent,
+       null::text as key_start
   from c left join u on u.id = c.account_id`,
 )}`;
 }
@@ -798,6 +890,8 @@ export interface HoldProgress {
   feeRaw: bigint;
   providerRaw: bigint;
   uncollectedRaw: bigint;
+  /** What the settlement would record in the charge's metadata besides (the built-in provider's cost, an app's loss). */
+  chargeMetadata?: Record<string, string>;
 }
 
 /**
@@ -821,6 +915,7 @@ export async function recordHoldProgress(sql: Sql, chargeId: string, p: HoldProg
         fee: p.feeRaw.toString(),
         provider: p.providerRaw.toString(),
         uncollected: p.uncollectedRaw.toString(),
+        ...(p.chargeMetadata ? { meta: p.chargeMetadata } : {}),
         at: new Date().toISOString(),
       }),
     ],
@@ -943,7 +1038,12 @@ export async function sweepAbandonedHolds(
         completionTokens,
         errorCode: 'abandoned',
         ledgerEntryId: randomUUID(),
-        metadata: { model: r.model, outcome: 'abandoned', ...receipt },
+        metadata: {
+          ...(isStringRecord(p.meta) ? p.meta : {}),
+          model: r.model,
+          outcome: 'abandoned',
+          ...receipt,
+        },
         events: [
           failed,
           buildEvent(
@@ -1073,12 +1173,20 @@ export async function settleBeyondHold(
  * mode, the provider's unpaid cost and the platform fee first, as a charge is split), `recovered_raw`
  * grows, the account's `debt_raw` shrinks, and `paywall.usage.charge.recovered` is recorded. Returns the
  * amount repaid. Accounts are locked in id order before the charges are read again.
+ *
+ * A wallet (SHARED) repays an app only while the app is connected to it, and only within that app's
+ * allowance (docs/reference.md §5.7): the connection is locked (a disconnect waits, or is seen), the
+ * repayment counts as the app's spending in the allowance's current period, and what the allowance has
+ * no room for stays owed. A disconnected app is never repaid from the wallet.
  */
 export async function collectDebt(db: Database, accountId: string, feeBps: number): Promise<bigint> {
   const OWED = `select c.id, c.paywall_id, c.user_id, c.model, (c.uncollected_raw - c.recovered_raw)::text as owed,
          coalesce(c.metadata->>'providerCost', '0') as provider_cost, pw.mode, pw.owner_id, e.external_id,
          (select coalesce(sum(t.amount_raw), 0) from transfer t where t.charge_id = c.id and t.kind = 'provider_cost')::text as provider_paid,
-         (select w.id from wallet_user w where w.account_id = c.account_id) as wallet_user_id
+         (select w.id from wallet_user w where w.account_id = c.account_id) as wallet_user_id,
+         (select w.id from wallet_connection w join wallet_user wu on wu.id = w.wallet_user_id
+           where w.end_user_id = c.user_id and w.revoked_at is null and wu.account_id = c.account_id
+           limit 1) as connection_id
     from charge c join paywall pw on pw.id = c.paywall_id join end_user e on e.id = c.user_id
    where c.account_id = $1 and c.kind = 'usage' and c.uncollected_raw > c.recovered_raw
    order by c.created_at, c.id limit 100`;
@@ -1100,7 +1208,37 @@ export async function collectDebt(db: Database, accountId: string, feeBps: numbe
     for (const r of owed) {
       if (free <= 0n) break;
       const due = BigInt(r.owed);
-      const amount = due < free ? due : free;
+      let amount = due < free ? due : free;
+      if (r.mode === 'SHARED') {
+        // Only a connected app, within its allowance (locked: a disconnect or a hold of the app waits).
+        if (!r.connection_id) continue;
+        const [w] = await tx.query(
+          `select w.revoked_at is null as active,
+                  case when w.allowance_raw is null then null
+                       else (w.allowance_raw - case when w.allowance_period_start = v.start
+                                                    then w.allowance_spent_raw else 0 end)::text end as rest,
+                  v.start::text as start
+             from wallet_connection w,
+                  lateral (select greatest(w.allowance_period_start,
+                                           ${periodStartSql('w.allowance_period', 'now()')}) as start) v
+            where w.id = $1 for no key update of w`,
+          [r.connection_id],
+        );
+        if (!w?.active) continue;
+        if (w.rest !== null) {
+          const rest = BigInt(w.rest);
+          if (rest <= 0n) continue;
+          if (rest < amount) amount = rest;
+          await tx.query(
+            `update wallet_connection
+                set allowance_spent_raw = case when allowance_period_start = $2::date
+                                               then allowance_spent_raw else 0 end + $3::bigint,
+                    allowance_period_start = $2::date
+              where id = $1`,
+            [r.connection_id, w.start, amount.toString()],
+          );
+        }
+      }
       const providerDue = bigintOr0(r.provider_cost) - bigintOr0(r.provider_paid);
       const split =
         r.mode === 'DEFAULT'

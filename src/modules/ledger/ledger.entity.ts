@@ -40,6 +40,8 @@ export const ChargeSchema = defineEntity({
     metadata: p.json<Record<string, unknown>>().defaultRaw(`'{}'`),
     createdAt: p.datetime().defaultRaw('now()'),
     settledAt: p.datetime().nullable(),
+    /** The end-user key the request came with (docs/reference.md §19); no foreign key: the hot path's insert checks nothing more. */
+    userKeyId: p.uuid().nullable(),
   },
 });
 export class Charge extends ChargeSchema.class {}

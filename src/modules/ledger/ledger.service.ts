@@ -99,6 +99,8 @@ export interface ChargeRow {
   metadata: Record<string, unknown>;
   createdAt: Date;
   settledAt: Date | null;
+  /** The end-user key the request came with (docs/reference.md §19), or null. */
+  userKeyId: string | null;
   cursor: string;
 }
 
@@ -685,7 +687,7 @@ export class LedgerService {
     const rows = await this.deps.reads.query(
       `select k.idx, c.id, c.kind, c.status, c.amount_raw::text as amount_raw, c.hold_raw::text as hold_raw,
               c.uncollected_raw::text as uncollected_raw, c.recovered_raw::text as recovered_raw, c.model, c.prompt_tokens, c.completion_tokens,
-              c.error_code, c.metadata, c.created_at, c.settled_at, c.created_at::text as created_text
+              c.error_code, c.metadata, c.created_at, c.settled_at, c.user_key_id, c.created_at::text as created_text
          from unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::int[])
               with ordinality as k(user_id, after_ts, after_id, lim, idx)
          cross join lateral (
@@ -720,6 +722,7 @@ export class LedgerService {
           metadata: typeof r.metadata === 'string' ? JSON.parse(r.metadata) : r.metadata,
           createdAt: new Date(r.created_at),
           settledAt: r.settled_at ? new Date(r.settled_at) : null,
+          userKeyId: r.user_key_id ?? null,
           cursor: encodeCursor('c', r.created_text, r.id),
         })),
       };

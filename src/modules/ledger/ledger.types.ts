@@ -142,7 +142,11 @@ export class ReceiptType {
   @Field(() => [ReceiptUnitsType], { description: 'Units charged besides tokens (empty for chat).' })
   units!: ReceiptUnitsType[];
   @Field({ description: 'The cost, USDC with 6 decimals (= amount + uncollected).' }) total!: string;
-  @Field(() => MoneyScalar, { description: 'The cost in raw units.' }) totalRaw!: bigint;
+  @Field({
+    description:
+      'The cost in raw units of 10⁻⁶ USDC, an integer string like `balance` (e.g. "6381" for total "0.006381").',
+  })
+  totalRaw!: string;
   /** The charge's id and what the balance paid of the total (for refunds and the net, refund.resolver.ts). */
   chargeId!: string;
   paidRaw!: bigint;
@@ -171,6 +175,8 @@ export class ChargeType {
   @Field(() => GraphQLJSONObject) metadata!: Record<string, unknown>;
   @Field() createdAt!: string;
   @Field(() => String, { nullable: true }) settledAt!: string | null;
+  @Field(() => ID, { nullable: true, description: 'The end-user key the request came with (UserKey.id).' })
+  userKeyId!: string | null;
 
   @Field(() => ChargeUsageType, {
     nullable: true,
@@ -204,6 +210,7 @@ export class ChargeType {
     if (!r) return null;
     return Object.assign(new ReceiptType(), {
       ...r,
+      totalRaw: r.totalRaw.toString(),
       chargeId: this.id,
       paidRaw: this.status === 'completed' ? this.amount + this.recovered : 0n,
       lines: r.lines.map((l) => Object.assign(new ReceiptLineType(), l)),
@@ -220,6 +227,7 @@ export class ChargeType {
       recovered: c.recoveredRaw,
       createdAt: c.createdAt.toISOString(),
       settledAt: c.settledAt ? c.settledAt.toISOString() : null,
+      userKeyId: c.userKeyId,
     });
   }
 }

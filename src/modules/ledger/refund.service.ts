@@ -10,6 +10,7 @@ import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
 import { triggerOf } from '../users/user.service.js';
 import { FEES_ACCOUNT_ID } from './accounts.js';
 import type { Codec, IdempotencyService } from './idempotency.service.js';
+import type { Metrics } from '../../shared/metrics.js';
 
 /** A refund's reason: optional, at most this many characters. */
 export const MAX_REFUND_REASON = 500;
@@ -83,6 +84,15 @@ const codec: Codec<RefundResult> = {
   }),
 };
 
+/**
+ * A refund asked for without an Idempotency-Key is recognised by what it asks for: the same charge, the
+ * same amount (or again "the whole rest" once nothing is left) and the same reason within this window
+ * answer the first refund again instead of giving the money back twice (a double click, a retried
+ * request). A second partial refund of the same amount is made with an Idempotency-Key of its own or a
+ * reason of its own.
+ */
+export const REPEAT_REFUND_WINDOW_HOURS = 24;
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const LEGS = CHARGE_LEG_KINDS.map((k) => `'${k}'`).join(', ');
 
@@ -111,6 +121,8 @@ export interface RefundServiceDeps {
   db: Database;
   paywalls: Pick<PaywallService, 'resolve'>;
   idempotency: Pick<IdempotencyService, 'run'>;
+  /** `ledger_entries_total` / `ledger_amount_raw_total` with `kind="refund"`. */
+  metrics?: Pick<Metrics, 'ledgerEntries' | 'ledgerAmountRaw'>;
 }
 
 /** What a charge took, what was refunded of it, and what may still be refunded. */
@@ -157,16 +169,50 @@ export class RefundService {
     const reason = checkReason(input.reason);
     const trigger = opts.trigger ?? triggerOf(auth);
     const request = { chargeId, amount: input.amount ?? null, reason };
+    const keyless = opts.idempotencyKey === undefined || opts.idempotencyKey === null;
+    let repeated = false;
     const out = await this.deps.idempotency.run(
       { paywallId: paywall.id, endpoint: 'refund', key: opts.idempotencyKey, request },
       codec,
       // Without a key the idempotency store runs the effect on the pool: it needs its own transaction.
-      (sql) =>
-        sql === this.deps.db
-          ? this.deps.db.transaction((tx) => this.apply(tx, paywall, chargeId, amountRaw, reason, trigger))
-          : this.apply(sql, paywall, chargeId, amountRaw, reason, trigger),
+      async (sql) => {
+        const run = (tx: Sql) => this.apply(tx, paywall, chargeId, amountRaw, reason, trigger, keyless);
+        const r = sql === this.deps.db ? await this.deps.db.transaction(run) : await run(sql);
+        repeated = r.repeated;
+        return r.refund;
+      },
     );
-    return { ...out, paywall };
+    const replayed = out.replayed || repeated;
+    if (!replayed) {
+      this.deps.metrics?.ledgerEntries.inc({ kind: 'refund' });
+      this.deps.metrics?.ledgerAmountRaw.inc({ kind: 'refund' }, Number(out.result.amountRaw));
+    }
+    return { result: out.result, replayed, paywall };
+  }
+
+  /**
+   * The refund a keyless request repeats (REPEAT_REFUND_WINDOW_HOURS), read under the charge's lock:
+   * the same amount and reason, or for "the whole rest" the same reason once nothing is left.
+   */
+  private async repeatOf(
+    tx: Sql,
+    chargeId: string,
+    requestedRaw: bigint | null,
+    reason: string | null,
+    nothingLeft: boolean,
+  ): Promise<any | null> {
+    if (requestedRaw === null && !nothingLeft) return null;
+    const [row] = await tx.query(
+      `select r.id, r.account_id, r.amount_raw::text as amount_raw, r.earnings_raw::text as earnings_raw,
+              r.fee_raw::text as fee_raw, r.reason, r.created_at
+         from refund r
+        where r.charge_id = $1 and r.reason is not distinct from $2
+          and ($3::bigint is null or r.amount_raw = $3::bigint)
+          and r.created_at > now() - make_interval(hours => $4)
+        order by r.created_at desc, r.id desc limit 1`,
+      [chargeId, reason, requestedRaw?.toString() ?? null, REPEAT_REFUND_WINDOW_HOURS],
+    );
+    return row ?? null;
   }
 
   private async apply(
@@ -176,7 +222,8 @@ export class RefundService {
     requestedRaw: bigint | null,
     reason: string | null,
     trigger: EventTrigger,
-  ): Promise<RefundResult> {
+    keyless: boolean,
+  ): Promise<{ refund: RefundResult; repeated: boolean }> {
     const [charge] = await tx.query(
       `select c.id, c.paywall_id, c.user_id, c.status, e.external_id,
               (select t.debit_account_id from transfer t where t.charge_id = c.id and t.kind in (${LEGS}) limit 1) as payer,
@@ -216,6 +263,34 @@ export class RefundService {
     const paid = BigInt(sums.paid);
     const refunded = BigInt(sums.refunded);
     const rest = refundableRest(paid, refunded);
+    const walletUserIdOf = async () =>
+      paywall.mode === 'DEFAULT'
+        ? (charge.user_id as string)
+        : (((await tx.query(`select id from wallet_user where account_id = $1`, [payer]))[0]?.id as
+            string | undefined) ?? null);
+    const repeat = keyless ? await this.repeatOf(tx, chargeId, requestedRaw, reason, rest <= 0n) : null;
+    if (repeat) {
+      // The same request again: the first refund's answer, nothing moved, no event.
+      const p = acct.get(payer);
+      return {
+        repeated: true,
+        refund: {
+          id: repeat.id,
+          paywallId: paywall.id,
+          chargeId,
+          userId: charge.user_id,
+          externalId: charge.external_id,
+          walletUserId: await walletUserIdOf(),
+          accountId: payer,
+          amountRaw: BigInt(repeat.amount_raw),
+          earningsRaw: BigInt(repeat.earnings_raw),
+          feeRaw: BigInt(repeat.fee_raw),
+          reason: repeat.reason ?? null,
+          balanceRaw: p ? BigInt(p.balance_raw) - BigInt(p.held_raw) : 0n,
+          createdAt: new Date(repeat.created_at).toISOString(),
+        },
+      };
+    }
     if (paid <= 0n)
       throw new DomainError(
         'invalid_request',
@@ -253,11 +328,7 @@ export class RefundService {
       );
 
     const id = randomUUID();
-    const walletUserId =
-      paywall.mode === 'DEFAULT'
-        ? (charge.user_id as string)
-        : (((await tx.query(`select id from wallet_user where account_id = $1`, [payer]))[0]?.id as
-            string | undefined) ?? null);
+    const walletUserId = await walletUserIdOf();
     // The movement: earnings → payer (the whole amount, the transfer the payer's statement shows) and
     // fees → earnings (the fee part); the earnings account changes once, by the earnings part. The
     // debits are conditional: a row missing from `d` would mean a balance that cannot pay, and then the
@@ -326,7 +397,7 @@ export class RefundService {
         },
       ),
     ]);
-    return {
+    const refund: RefundResult = {
       id,
       paywallId: paywall.id,
       chargeId,
@@ -341,6 +412,7 @@ export class RefundService {
       balanceRaw: balanceAfter - BigInt(after.held_raw),
       createdAt: new Date(written.created_at).toISOString(),
     };
+    return { refund, repeated: false };
   }
 
   /** What each charge took from the account that paid, and what was refunded of it (DataLoader batch). */

@@ -59,12 +59,37 @@ export function rateState(limit: number, position: number, now: Date): RateState
   };
 }
 
+/**
+ * A per-instance count per key and clock minute, in memory: for a limit that protects this process's
+ * own resources (its CPU), where a shared count would cost a database round trip per request.
+ */
+export class MinuteCounter {
+  private window = 0;
+  private counts = new Map<string, number>();
+
+  /** Counts one request of `key` in the minute of `now`. */
+  take(key: string, limit: number, now: Date): RateState {
+    const window = windowOf(now).getTime();
+    if (window !== this.window) {
+      this.window = window;
+      this.counts = new Map();
+    }
+    const position = (this.counts.get(key) ?? 0) + 1;
+    this.counts.set(key, position);
+    return rateState(limit, position, now);
+  }
+}
+
 /** The 429 a request over the limit gets (the REST layer adds Retry-After and x-ratelimit-*). */
 export class RateLimitError extends DomainError {
-  constructor(readonly state: RateState) {
+  /** `what`: the requests the limit counts (all of this key's by default). */
+  constructor(
+    readonly state: RateState,
+    what = 'requests',
+  ) {
     super(
       'rate_limited',
-      `Rate limit reached: ${state.limit} requests per minute for this API key. Retry after ${state.resetAt.toISOString()}.`,
+      `Rate limit reached: ${state.limit} ${what} per minute for this API key. Retry after ${state.resetAt.toISOString()}.`,
       null,
       'rate_limit_exceeded',
     );

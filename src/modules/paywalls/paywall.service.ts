@@ -10,7 +10,9 @@ import type { Auth, PaywallInfo } from './paywall-info.js';
 
 const API_KEY_PREFIX = 'pk_live_';
 const CACHE_TTL_MS = 30_000;
-const CHANGED_CHANNEL = 'paywall_changed';
+/** NOTIFY channel of a paywall's changes (payload: its id): caches of its settings drop them. */
+export const PAYWALL_CHANGED_CHANNEL = 'paywall_changed';
+const CHANGED_CHANNEL = PAYWALL_CHANGED_CHANNEL;
 const MAX_MARKUP_PPM = 1000n * 1_000_000n;
 const MARKUP_ONE_PPM = 1_000_000n;
 

@@ -10,6 +10,7 @@ import { periodEnd, recordAllowanceReached } from '../wallet/allowance.js';
 import {
   allowanceText,
   blockedReply,
+  keyLimitText,
   blockedText,
   rateLimitedText,
   type BlockReason,
@@ -144,38 +145,50 @@ export async function answerBlocked<R extends MeteredRequest>(
       trigger,
     });
 
+  const keyLimit = reason === 'key_limit_exceeded' ? (hold.keyLimit ?? null) : null;
+  const keyResets = keyLimit
+    ? periodEnd(keyLimit.period, new Date(`${keyLimit.periodStart}T00:00:00.000Z`))
+    : null;
   const reply =
-    reason === 'allowance_exceeded' && url !== null
+    reason === 'key_limit_exceeded'
       ? blockedReply({
           model: req.model,
           reason,
-          url,
-          text: allowanceText(
-            usdcDecimal(allowance?.amountRaw ?? 0n),
-            allowance?.period ?? 'total',
-            allowanceResets,
-            url,
-          ),
-          ...(allowanceResets ? { resetsAt: allowanceResets } : {}),
+          url: null,
+          text: keyLimitText(usdcDecimal(keyLimit?.amountRaw ?? 0n), keyLimit?.period ?? 'total', keyResets),
+          ...(keyResets ? { resetsAt: keyResets } : {}),
         })
-      : reason === 'rate_limited' || url === null
+      : reason === 'allowance_exceeded' && url !== null
         ? blockedReply({
             model: req.model,
             reason,
-            url: null,
-            text: rateLimitedText(limit?.what ?? 'requests', nextUtcMidnight(now)),
-            resetsAt: nextUtcMidnight(now),
-          })
-        : blockedReply({
-            model: req.model,
-            reason,
             url,
-            text: blockedText(
-              reason === 'not_connected' ? paywall.connectMessageTemplate : paywall.topupMessageTemplate,
-              reason === 'not_connected' ? reason : 'insufficient_balance',
+            text: allowanceText(
+              usdcDecimal(allowance?.amountRaw ?? 0n),
+              allowance?.period ?? 'total',
+              allowanceResets,
               url,
             ),
-          });
+            ...(allowanceResets ? { resetsAt: allowanceResets } : {}),
+          })
+        : reason === 'rate_limited' || url === null
+          ? blockedReply({
+              model: req.model,
+              reason,
+              url: null,
+              text: rateLimitedText(limit?.what ?? 'requests', nextUtcMidnight(now)),
+              resetsAt: nextUtcMidnight(now),
+            })
+          : blockedReply({
+              model: req.model,
+              reason,
+              url,
+              text: blockedText(
+                reason === 'not_connected' ? paywall.connectMessageTemplate : paywall.topupMessageTemplate,
+                reason === 'not_connected' ? reason : 'insufficient_balance',
+                url,
+              ),
+            });
   if (!req.stream || !sink) return { status: 200, ...fmt.blockedHttp?.(reply), body: fmt.blockedJson(reply) };
   sink.open();
   sink.write(fmt.blockedStream(reply, req));

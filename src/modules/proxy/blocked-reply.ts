@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { ZERO_COST_DETAILS } from '../../shared/money.js';
 import { sseData } from './sse-relay.js';
 
-export type BlockReason = 'not_connected' | 'insufficient_balance' | 'rate_limited' | 'allowance_exceeded';
+export type BlockReason =
+  'not_connected' | 'insufficient_balance' | 'rate_limited' | 'allowance_exceeded' | 'key_limit_exceeded';
 
 /** Default texts; a paywall may set its own (`connectMessageTemplate` / `topupMessageTemplate`, with {url}). */
 export const DEFAULT_CONNECT_TEMPLATE =
@@ -38,6 +39,18 @@ export function allowanceText(limit: string, period: string, resetsAt: Date | nu
     `This app has reached the spending limit of ${limit} USDC ${per} set in your wallet.${when} ` +
     `To keep going now, raise the limit in your wallet: ${url}`
   );
+}
+
+/**
+ * The reply when the end-user key's own spending limit (docs/reference.md §19) is used up: how much, for
+ * which period, and when it resets. The key's owner (the app) set it; there is nothing to pay.
+ */
+export function keyLimitText(limit: string, period: string, resetsAt: Date | null): string {
+  const per = period === 'total' ? 'in total' : `per ${period}`;
+  const when = resetsAt
+    ? ` It resets at ${resetsAt.toISOString()} (UTC); please try again then.`
+    : ' Ask the app for a new key or a higher limit.';
+  return `This key has reached its spending limit of ${limit} USDC ${per}.${when}`;
 }
 
 export interface BlockedReply {

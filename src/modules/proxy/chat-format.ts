@@ -7,6 +7,7 @@ import {
   type UsageBuckets,
 } from '../../shared/usage-buckets.js';
 import { chatUsage } from './provider-usage.js';
+import { ERROR_FINISH } from './translate/common.js';
 import { chargedFields, SseRelay, sseData } from './sse-relay.js';
 import { countPromptTokens, ProducedText } from './token-counter.js';
 import { isObject, type MeteredRequest, type StreamRelay, type WireFormat } from './wire-format.js';
@@ -38,10 +39,12 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
     return { ...req, promptEstimate: countPromptTokens(req) };
   },
 
+  countPrompt: (req, biller) => countPromptTokens(req, biller),
+
   upstreamBody(req, cap, up) {
     const body: Record<string, unknown> = { ...req.body, model: up.model };
     delete body.user;
-    for (const field of capFieldsFor(req.capFields, up.capParameter)) body[field] = cap;
+    if (cap !== null) for (const field of capFieldsFor(req.capFields, up.capParameter)) body[field] = cap;
     if (req.stream) {
       const opts = isObject(body.stream_options) ? body.stream_options : {};
       body.stream_options = { ...opts, include_usage: true };
@@ -51,12 +54,22 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
 
   jsonUsage: (json) => chatUsage(json.usage),
 
+  // `finish_reason: "error"` (some providers end a failed generation so) is not a finish.
   jsonFinished: (json) =>
     json.error == null &&
     Array.isArray(json.choices) &&
     json.choices.some(
-      (c: unknown) => isObject(c) && typeof c.finish_reason === 'string' && c.finish_reason !== '',
+      (c: unknown) =>
+        isObject(c) &&
+        typeof c.finish_reason === 'string' &&
+        c.finish_reason !== '' &&
+        c.finish_reason !== ERROR_FINISH,
     ),
+
+  jsonEndedInError: (json) =>
+    json.error != null ||
+    (Array.isArray(json.choices) &&
+      json.choices.some((c: unknown) => isObject(c) && c.finish_reason === ERROR_FINISH)),
 
   countJson(json) {
     const produced = new ProducedText();

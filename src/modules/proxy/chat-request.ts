@@ -67,9 +67,42 @@ function positiveInt(
   return v;
 }
 
-/** The checks every OpenAI-style body shares (chat and Responses): a JSON object naming a model. */
+/**
+ * The deepest nesting of arrays and objects a request body may have. Real bodies (messages, content
+ * parts, tool schemas) stay far below it; much deeper ones only overflow the stack of the recursive code
+ * that counts, translates and serializes them (a 20,000-deep tool schema did).
+ */
+export const MAX_BODY_DEPTH = 128;
+
+/** The 400 for a body nested deeper than MAX_BODY_DEPTH, found without recursion. */
+function checkDepth(body: unknown): void {
+  const stack: [unknown, number][] = [[body, 1]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (depth > MAX_BODY_DEPTH)
+      throw invalid(
+        `request body is nested deeper than ${MAX_BODY_DEPTH} levels of arrays and objects`,
+        null,
+        'invalid_body',
+      );
+    if (Array.isArray(v)) {
+      for (const item of v) if (typeof item === 'object' && item !== null) stack.push([item, depth + 1]);
+    } else if (typeof v === 'object' && v !== null) {
+      for (const key in v) {
+        const item = (v as Record<string, unknown>)[key];
+        if (typeof item === 'object' && item !== null) stack.push([item, depth + 1]);
+      }
+    }
+  }
+}
+
+/**
+ * The checks every body shares (chat, Responses, embeddings, Messages and its count): a JSON object,
+ * nested at most MAX_BODY_DEPTH deep, naming a model.
+ */
 export function checkBodyAndModel(input: unknown): { body: Record<string, any>; model: string } {
   if (!isObject(input)) throw invalid('request body must be a JSON object', null, 'invalid_body');
+  checkDepth(input);
   const model = input.model;
   if (model === undefined || model === null || model === '')
     throw invalid("you must provide a model parameter ('model')", 'model', 'missing_required_parameter');

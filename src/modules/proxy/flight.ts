@@ -25,6 +25,8 @@ export interface ChatCall {
   clientHeaders?: Record<string, string>;
   /** Told the name of the provider that answered (for the access log). */
   answeredBy?(provider: string): void;
+  /** The end-user key the request came with (docs/reference.md §19): its limit applies, charges name it. */
+  userKeyId?: string;
   /** Where an audio answer (speech) is relayed as it arrives (docs/reference.md §22). */
   mediaSink?: MediaSink;
 }
@@ -56,8 +58,8 @@ export interface ChatJson {
 
 /** Where a streamed answer goes (the REST layer adapts the HTTP response to it). */
 export interface StreamSink {
-  /** Status 200 and the SSE headers, flushed at once. */
-  open(): void;
+  /** Status 200 and the SSE headers (and `headers`, the answer's own), flushed at once. */
+  open(headers?: Record<string, string>): void;
   /** Writes at once; false when the client is slow (wait for `drain()`). */
   write(chunk: string): boolean;
   /** Resolves when the client can take more, or has gone. */
@@ -75,6 +77,8 @@ export interface Flight {
   fmt: WireFormat<any>;
   req: MeteredRequest;
   externalUserId: string;
+  /** ChatCall.userKeyId (null when none). */
+  userKeyId: string | null;
   price: ModelPriceInfo;
   /** The providers to try, in order (docs/reference.md §15 "Fallbacks"); at least one. */
   route: UpstreamTarget[];
@@ -85,6 +89,20 @@ export interface Flight {
   chargeId: string;
   trigger: EventTrigger;
   hold: ReserveResult;
+  /** The prompt estimate the hold was computed from (the Responses API's earlier context included). */
+  promptEstimate: number;
+  /**
+   * Usage the provider reported beyond what the request could produce, clamped away before charging
+   * (settlement.usageOf; docs/reference.md §5.7): tokens over each bound, null when none.
+   */
+  overReported?: { input: number; output: number } | null;
+  /**
+   * The completion cap sent upstream (docs/reference.md §20): the hold's cap, or null when the client sent
+   * none and none is added (a translated request still needs one: the hold's cap).
+   */
+  sentCap: number | null;
+  /** Headers every answer carries (`x-paywall-cap` when the cap sent differs from the client's). */
+  answerHeaders: Record<string, string>;
   via: string[];
   /** ChatCall.clientHeaders (empty when none). */
   clientHeaders: Record<string, string>;

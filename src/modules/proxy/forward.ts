@@ -1,6 +1,6 @@
 import { DomainError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
-import { usdcDecimal, ZERO_COST_DETAILS } from '../../shared/money.js';
+import { formatUsdc, usdcDecimal, ZERO_COST_DETAILS } from '../../shared/money.js';
 import {
   abortFlight,
   isTimeout,
@@ -15,13 +15,14 @@ import { hasTokenPrices, hasUnits } from '../../shared/media-units.js';
 import { splitUsage, textUsage, type ReportedUsage, type UsageBuckets } from '../../shared/usage-buckets.js';
 import { speechSseUsage, speechUnits, type MediaRequest } from './media-format.js';
 import { countText } from './token-counter.js';
-import type { UpstreamResponse } from './provider-client.js';
+import { BUILTIN_PROVIDER, type UpstreamResponse } from './provider-client.js';
 import type { RelayedResponses } from './relayed-responses.js';
 import { outputTokens } from '../../shared/usage-buckets.js';
 import { usageOf, type Settlement } from './settlement.js';
 import { passedThrough, refusalAnswer } from './upstream-refusal.js';
 import { describeFailure, readLimited, TooLargeError, upstreamError } from './upstream-client.js';
 import { isObject } from './wire-format.js';
+import { reasonsOf } from '../catalog/known-models.js';
 import type { ClientFor } from './provider-clients.js';
 import type { ProviderHealth } from './provider-health.js';
 
@@ -38,6 +39,9 @@ export interface ForwardDeps {
   /** How often a stream records its progress on the hold. */
   progressIntervalMs(): number;
 }
+
+/** How much of the built-in provider's refusal body the log keeps. */
+const MAX_LOGGED_REFUSAL = 4096;
 
 /**
  * The forward and meter steps of a metered call: the request goes to the provider (through the flight's
@@ -64,7 +68,7 @@ export class Forwarder {
         // The route holds only providers that serve the format (metered-call.ts).
         f.provider = this.d.clients(f.fmt, up)!;
         // The client's body with the completion cap the hold affords (and never the end user's id).
-        const payload = f.fmt.upstreamBody(f.req, f.hold.cap, { capParameter: up.capParameter, model });
+        const payload = f.fmt.upstreamBody(f.req, f.sentCap, { capParameter: up.capParameter, model });
         res = await f.provider.post(up, f.fmt.upstreamPath, payload, {
           // A multipart upload (image edits, transcription) goes as multipart (docs/reference.md §22).
           form: f.fmt.upstreamForm?.(f.req, model),
@@ -75,9 +79,15 @@ export class Forwarder {
           via: f.via,
           maxBytes: this.d.limits.UPSTREAM_MAX_BYTES,
           clientHeaders: f.clientHeaders,
+          holdCap: f.hold.cap,
+          clientModel: f.req.model,
+          reasoning: reasonsOf(f.price),
+          inputTokens: f.req.promptEstimate,
         });
       } catch (e) {
-        if (!f.reason) this.d.health.record(f.paywall.id, up.name, describeFailure(e));
+        // A DomainError is a refusal of the client's request, not the provider's failure.
+        if (!f.reason && !(e instanceof DomainError))
+          this.d.health.record(f.paywall.id, up.name, describeFailure(e));
         if (!last && !f.reason && !(e instanceof DomainError) && !(e instanceof TooLargeError)) continue;
         throw await this.failedBeforeOutput(f, e);
       }
@@ -131,6 +141,16 @@ export class Forwarder {
       passedThrough(status) ? `upstream_${status}` : 'upstream_error',
       null,
     );
+    if (f.upstream.name === BUILTIN_PROVIDER && passedThrough(status)) {
+      // The operator's provider answers on the operator's key: its refusal may echo the key or say
+      // more about the operator's account than an app developer may read. The client gets the status
+      // with a generic message in its format's shape; the operator's log keeps the body.
+      this.d.log.warn(
+        { paywallId: f.paywall.id, chargeId: f.chargeId, status, body: text.slice(0, MAX_LOGGED_REFUSAL) },
+        'the built-in provider refused a request',
+      );
+      return refusalAnswer(status, '', retryAfter, f.fmt.refusalBody);
+    }
     return refusalAnswer(status, text, retryAfter, f.fmt.refusalBody);
   }
 
@@ -163,10 +183,12 @@ export class Forwarder {
     // An answer with no output that ended in an error or without a finish reason costs nothing, the
     // request price included (the client still gets it as the provider sent it).
     const empty = outputTokens(usage) === 0 && !hasUnits(f.units) && !f.fmt.jsonFinished(answer);
+    // Nothing produced because the provider failed: a failed request (docs/reference.md §5.4).
+    const failed = empty && f.fmt.jsonEndedInError?.(answer) === true;
     const { captured, freeAfterRaw, costDetails } = await this.d.settlement.settle(
       f,
-      'completed',
-      null,
+      failed ? 'failed' : 'completed',
+      failed ? 'upstream_error' : null,
       empty ? null : usage,
       empty ? null : this.d.relayed.record(f, answer.id, usage),
     );
@@ -177,11 +199,12 @@ export class Forwarder {
       costDetails: costDetails ?? { ...ZERO_COST_DETAILS },
       balance: null,
     });
-    const headers: Record<string, string> = {};
+    const headers: Record<string, string> = { ...f.answerHeaders, ...res.answerHeaders };
     if (captured > 0n) {
       headers['x-paywall-cost'] = cost;
       headers['x-paywall-charge-id'] = f.chargeId; // docs/reference.md §16 "Charge ids"
-      if (freeAfterRaw !== null) headers['x-paywall-balance'] = usdcDecimal(freeAfterRaw);
+      // A balance, so written as balances are (`balanceFormatted`: exactly 6 fraction digits).
+      if (freeAfterRaw !== null) headers['x-paywall-balance'] = formatUsdc(freeAfterRaw);
     }
     return { status: 200, body: answer, headers };
   }
@@ -347,7 +370,7 @@ export class Forwarder {
       // Nothing was sent yet: the error is a plain JSON answer (the SDK raises it as an APIError).
       return this.rejected(f, res.status, text, res.retryAfter);
     }
-    sink.open();
+    sink.open({ ...f.answerHeaders, ...res.answerHeaders });
     const relay = f.fmt.relay(f.req);
     let failure: unknown = null;
     const limit = this.d.limits.UPSTREAM_MAX_BYTES;
@@ -397,10 +420,13 @@ export class Forwarder {
     // nothing): else nothing is charged, the request price included, whatever usage the provider sent.
     const producedSomething =
       outputTokens(usage) > 0 || (reported !== null && outcome === 'completed' && relay.finished);
+    // A stream that produced nothing and ended in the provider's error (an error event, or chat's
+    // `finish_reason: "error"`) is a failed request, whatever its terminal event.
+    const failedEmpty = !producedSomething && outcome === 'completed' && relay.upstreamError;
     const { captured, freeAfterRaw, costDetails } = await this.d.settlement.settle(
       f,
-      outcome,
-      errorCode,
+      failedEmpty ? 'failed' : outcome,
+      failedEmpty ? 'upstream_error' : errorCode,
       producedSomething ? usage : null,
       producedSomething ? this.d.relayed.record(f, relay.responseId?.(), usage) : null,
     );

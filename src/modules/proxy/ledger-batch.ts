@@ -37,7 +37,15 @@ export function holdOutcome(r: ReserveResult): HoldOutcome {
   if (!r.held)
     return {
       kind: 'blocked',
-      reason: r.limit ? 'rate_limited' : r.allowanceExceeded ? 'allowance_exceeded' : 'insufficient_balance',
+      // The key's limit before the allowance: the statement flags the allowance too when the key's rest
+      // is the smaller bound.
+      reason: r.limit
+        ? 'rate_limited'
+        : r.keyLimitExceeded
+          ? 'key_limit_exceeded'
+          : r.allowanceExceeded
+            ? 'allowance_exceeded'
+            : 'insufficient_balance',
       hold: r,
     };
   return { kind: 'held', hold: r };

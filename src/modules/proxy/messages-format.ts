@@ -9,7 +9,8 @@ import { chargedFields } from './sse-relay.js';
 import {
   countText,
   fileTokenBound,
-  imageTokenBound,
+  imagePartTokens,
+  type ImageBiller,
   ProducedText,
   UNKNOWN_INPUT_BOUND,
 } from './token-counter.js';
@@ -46,7 +47,7 @@ function documentTokens(model: string, source: unknown): number {
  * documents at the bounds of token-counter.ts (as chat's image and file parts), tool calls and results
  * as their JSON and text.
  */
-export function blocksTokens(model: string, content: unknown): number {
+export function blocksTokens(model: string, content: unknown, biller: ImageBiller = 'ANTHROPIC'): number {
   if (typeof content === 'string') return countText(content);
   if (!Array.isArray(content)) return jsonTokens(content);
   let n = 0;
@@ -56,9 +57,12 @@ export function blocksTokens(model: string, content: unknown): number {
       case 'text':
         n += countText(typeof b.text === 'string' ? b.text : '');
         break;
-      case 'image':
-        n += imageTokenBound(model, undefined);
+      case 'image': {
+        // An inline image by the pixel size its header declares; a URL at the largest bound.
+        const src = isObject(b.source) ? b.source : {};
+        n += imagePartTokens(model, undefined, src.type === 'base64' ? src.data : null, biller);
         break;
+      }
       case 'document':
         n += documentTokens(model, b.source) + (typeof b.title === 'string' ? countText(b.title) : 0);
         break;
@@ -67,7 +71,7 @@ export function blocksTokens(model: string, content: unknown): number {
         n += countText(typeof b.name === 'string' ? b.name : '') + jsonTokens(b.input);
         break;
       case 'tool_result':
-        n += blocksTokens(model, b.content ?? '');
+        n += blocksTokens(model, b.content ?? '', biller);
         break;
       case 'thinking':
         n += countText(typeof b.thinking === 'string' ? b.thinking : '');
@@ -83,12 +87,16 @@ export function blocksTokens(model: string, content: unknown): number {
 }
 
 /** Prompt tokens of a Messages request: system, messages, tool definitions. */
-export function countMessagesPrompt(body: Record<string, unknown>): number {
+export function countMessagesPrompt(
+  body: Record<string, unknown>,
+  biller: ImageBiller = 'ANTHROPIC',
+): number {
   const model = typeof body.model === 'string' ? body.model : '';
   let n = REPLY_PRIMING;
-  if (body.system !== undefined && body.system !== null) n += PER_MESSAGE + blocksTokens(model, body.system);
+  if (body.system !== undefined && body.system !== null)
+    n += PER_MESSAGE + blocksTokens(model, body.system, biller);
   if (Array.isArray(body.messages))
-    for (const m of body.messages) if (isObject(m)) n += PER_MESSAGE + blocksTokens(model, m.content);
+    for (const m of body.messages) if (isObject(m)) n += PER_MESSAGE + blocksTokens(model, m.content, biller);
   n += jsonTokens(body.tools);
   return n;
 }
@@ -119,6 +127,16 @@ function checkContent(content: unknown, at: string, required: boolean): void {
  * `messages.0.role`): `model`, `max_tokens` (a positive integer, required), `messages` (a non-empty list
  * of `{role, content}`), `system`, `stream`, `metadata.user_id`, `tools`. Other fields are passed on.
  */
+/** Anthropic's smallest thinking budget: a request that thinks needs a cap above it (docs/reference.md §20). */
+export const MIN_THINKING_BUDGET = 1024;
+
+/** An Anthropic `thinking: {type: "enabled", budget_tokens}`'s budget, or null. */
+export function thinkingBudget(body: Record<string, unknown>): number | null {
+  const t = body.thinking;
+  if (!isObject(t) || t.type !== 'enabled') return null;
+  return typeof t.budget_tokens === 'number' && Number.isInteger(t.budget_tokens) ? t.budget_tokens : null;
+}
+
 export function parseMessagesRequest(input: unknown): MeteredRequest {
   const { body, model } = checkBodyAndModel(input);
   const max = body.max_tokens;
@@ -344,10 +362,31 @@ export const messagesFormat: WireFormat = {
   upstreamPath: '/messages',
 
   parse: parseMessagesRequest,
+  countPrompt: (req, biller) => countMessagesPrompt(req.body, biller),
 
-  // The hold's cap in `max_tokens`; the end user's id never goes upstream.
-  upstreamBody: (req, cap, up) =>
-    JSON.stringify({ ...withoutEndUser(req.body), model: up.model, max_tokens: cap }),
+  // The hold's cap in `max_tokens` (the client always sends one); the end user's id never goes upstream.
+  upstreamBody(req, cap, up) {
+    const maxTokens = cap ?? req.clientMaxTokens ?? 1;
+    const body: Record<string, unknown> = {
+      ...withoutEndUser(req.body),
+      model: up.model,
+      max_tokens: maxTokens,
+    };
+    // docs/reference.md §20 "Thinking": a budget must stay below max_tokens. A cap lowered to or below it
+    // lowers the budget to cap − 1 (the hold's smallest cap for a thinking request keeps that ≥ 1,024);
+    // a client whose own cap is below its budget is sent as it asked.
+    const thinking = body.thinking;
+    if (
+      isObject(thinking) &&
+      thinking.type === 'enabled' &&
+      typeof thinking.budget_tokens === 'number' &&
+      thinking.budget_tokens >= maxTokens &&
+      maxTokens < (req.clientMaxTokens ?? maxTokens + 1) &&
+      maxTokens - 1 >= MIN_THINKING_BUDGET
+    )
+      body.thinking = { ...thinking, budget_tokens: maxTokens - 1 };
+    return JSON.stringify(body);
+  },
 
   jsonUsage: (json) => messagesUsage(json.usage),
 

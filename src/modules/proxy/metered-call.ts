@@ -7,6 +7,7 @@ import { bucketPico, type ModelPrice } from '../../shared/money.js';
 import type { ModelPriceInfo } from '../catalog/catalog.service.js';
 import type { ModelRoute, PaywallRef } from '../paywalls/provider.service.js';
 import { modelNotFound } from '../catalog/catalog.service.js';
+import { DEFAULT_MAX_OUTPUT, maxOutputOf } from '../catalog/known-models.js';
 import type { EventTrigger, NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import { SCALE_PER_RAW, type ReserveInput } from '../ledger/holds.js';
@@ -16,16 +17,20 @@ import { abortFlight, type ChatCall, type ChatJson, type Flight, type StreamSink
 import type { Forwarder } from './forward.js';
 import type { LedgerBatch } from './ledger-batch.js';
 import { placeHold, type EnsureUser } from './place-hold.js';
+import type { PromptTokenizer } from './prompt-tokenizer.js';
+import { collectTexts } from './token-counter.js';
 import type { UpstreamTarget } from './provider-client.js';
 import { unservable, type ClientFor } from './provider-clients.js';
 import type { RelayedResponses } from './relayed-responses.js';
 import type { MeteredRequest, WireFormat } from './wire-format.js';
 import { mediaHoldScaled, type MediaRequest } from './media-format.js';
+import { MIN_THINKING_BUDGET, thinkingBudget } from './messages-format.js';
 
-/** A model without a configured maximum output is assumed to produce at most this many tokens. */
-export const DEFAULT_MAX_COMPLETION_TOKENS = 4096;
+/** A model neither its owner nor the catalogue gives a maximum output is held at this many tokens. */
+export const DEFAULT_MAX_COMPLETION_TOKENS = DEFAULT_MAX_OUTPUT;
 /** Below this affordable completion the user gets the top-up reply. */
 export const MIN_COMPLETION_TOKENS = 16;
+
 const PPM = 1_000_000n;
 
 /** The limits a metered call applies (from the validated configuration). */
@@ -45,6 +50,8 @@ export interface MeteredCallDeps {
   upstreams: { route(paywall: PaywallRef, model: ModelRoute): Promise<UpstreamTarget[]> };
   /** The adapter for a wire format on a provider's kind. */
   clients: ClientFor;
+  /** Counts the prompt's texts with bounded CPU on the event loop. */
+  tokens: Pick<PromptTokenizer, 'count'>;
   links: PaymentLinks;
   ensureUser: EnsureUser;
   ledger: LedgerBatch;
@@ -87,7 +94,8 @@ export async function meteredCall<R extends MeteredRequest>(
   call: ChatCall,
   sink?: StreamSink,
 ): Promise<ChatJson | null> {
-  const req = fmt.parse(call.body);
+  // The texts of the prompt are set aside and counted below, once the request is known to be servable.
+  const { value: req, texts: promptTexts } = collectTexts(() => fmt.parse(call.body));
   if (req.stream && !sink)
     throw invalid(
       'streaming is served by POST /v1/chat/completions; this operation returns whole completions',
@@ -102,8 +110,20 @@ export async function meteredCall<R extends MeteredRequest>(
   // a fallback that cannot is skipped.
   const provider = d.clients(fmt, routed[0]);
   if (!provider) throw unservable(fmt);
-  provider.validate?.(req.body);
   const route = routed.filter((up, i) => i === 0 || d.clients(fmt, up) !== null);
+  // Every provider the request may reach must take the body (a translation's refusals): a refusal is
+  // the client's 400 now, not after the hold and a call to the providers before it.
+  for (const up of route) d.clients(fmt, up)!.validate?.(req.body, up);
+  // A translated request's images are billed by the provider's kind, not the client format's: the parts
+  // that are not text are counted again for it (texts set aside as before, then counted with bounded CPU).
+  const ownKind = fmt.name === 'messages' ? 'ANTHROPIC' : 'OPENAI';
+  let texts = promptTexts;
+  if (fmt.countPrompt && routed[0].kind !== ownKind) {
+    const recount = collectTexts(() => fmt.countPrompt!(req, routed[0].kind));
+    req.promptEstimate = recount.value;
+    texts = recount.texts;
+  }
+  req.promptEstimate += await d.tokens.count(texts);
 
   // Responses API: a continued response makes the provider bill the earlier context as input again.
   const context =
@@ -112,8 +132,19 @@ export async function meteredCall<R extends MeteredRequest>(
       : { known: 0, unknown: 0 };
   req.promptEstimate += context.known;
   const promptEstimate = req.promptEstimate + context.unknown;
-  const modelMax = price.maxCompletionTokens ?? DEFAULT_MAX_COMPLETION_TOKENS;
-  const maxCap = Math.min(req.clientMaxTokens ?? modelMax, modelMax);
+  // docs/reference.md §20: the client's cap is kept, lowered only to the owner's maxCompletionTokens (and
+  // below, to what the balance affords); with none, the model's maximum output bounds the hold.
+  const modelMax = maxOutputOf(price);
+  const maxCap =
+    req.clientMaxTokens === null
+      ? modelMax.tokens
+      : Math.min(req.clientMaxTokens, price.maxCompletionTokens ?? req.clientMaxTokens);
+  // Extended thinking toward Anthropic needs a cap above its smallest budget: one the balance cannot
+  // afford gets the top-up reply, never a request Anthropic refuses.
+  const thinks = routed[0].kind === 'ANTHROPIC' && thinkingBudget(req.body) !== null;
+  const minCap = thinks
+    ? Math.min(maxCap, Math.max(MIN_COMPLETION_TOKENS, MIN_THINKING_BUDGET + 1))
+    : MIN_COMPLETION_TOKENS;
   const chargeId = randomUUID();
   const trigger: EventTrigger = call.trigger ?? {
     source: 'proxy',
@@ -152,7 +183,7 @@ export async function meteredCall<R extends MeteredRequest>(
       price.requestPico * PPM + markup * BigInt(promptEstimate) * inputHoldPico(price) + mediaScaled,
     perTokenScaled: markup * outputHoldPico(price, req.body) * BigInt(req.n),
     maxCap,
-    minCap: MIN_COMPLETION_TOKENS,
+    minCap,
     model: req.model,
     stream: req.stream,
     metadata: { promptEstimate, choices: req.n },
@@ -165,6 +196,7 @@ export async function meteredCall<R extends MeteredRequest>(
     rateWindow: windowOf(now),
     at: now,
     maxDebtRaw: d.limits.MAX_UNCOLLECTED_PER_USER,
+    userKeyId: call.userKeyId ?? null,
   };
   const held = await placeHold(d, {
     paywall,
@@ -175,10 +207,7 @@ export async function meteredCall<R extends MeteredRequest>(
   });
   if (held.kind === 'blocked') {
     const neededRaw =
-      (holdInput.fixedScaled +
-        BigInt(MIN_COMPLETION_TOKENS) * holdInput.perTokenScaled +
-        SCALE_PER_RAW -
-        1n) /
+      (holdInput.fixedScaled + BigInt(minCap) * holdInput.perTokenScaled + SCALE_PER_RAW - 1n) /
       SCALE_PER_RAW;
     return answerBlocked(d, {
       fmt,
@@ -195,6 +224,17 @@ export async function meteredCall<R extends MeteredRequest>(
     });
   }
 
+  // The cap sent upstream: the client's own field with the hold's cap. A client that sent none gets a cap
+  // field only when the service bounds it below the model's own maximum (the owner's maxCompletionTokens,
+  // or the balance): a provider already stops at its documented maximum.
+  const cap = held.hold.cap;
+  const sentCap =
+    req.clientMaxTokens !== null || modelMax.source === 'PRICING' || cap < modelMax.tokens ? cap : null;
+  const answerHeaders: Record<string, string> = {};
+  // (Embeddings complete nothing: no cap to name.)
+  if (req.n > 0 && sentCap !== null && sentCap !== req.clientMaxTokens)
+    answerHeaders['x-paywall-cap'] = String(sentCap);
+
   let finish!: () => void;
   const done = new Promise<void>((r) => (finish = r));
   const flight: Flight = {
@@ -202,6 +242,7 @@ export async function meteredCall<R extends MeteredRequest>(
     fmt,
     req,
     externalUserId: call.externalUserId,
+    userKeyId: call.userKeyId ?? null,
     price,
     route,
     upstream: route[0],
@@ -209,6 +250,9 @@ export async function meteredCall<R extends MeteredRequest>(
     chargeId,
     trigger,
     hold: held.hold,
+    promptEstimate,
+    sentCap,
+    answerHeaders,
     via: call.via ?? [],
     clientHeaders: call.clientHeaders ?? {},
     controller: new AbortController(),

@@ -44,6 +44,8 @@ export interface UpstreamResponse {
   /** The provider's `retry-after` (passed on with a refusal), or null. */
   retryAfter: string | null;
   body: Dispatcher.ResponseData['body'];
+  /** Headers this service adds to the client's answer (a translation's `x-paywall-dropped-fields`). */
+  answerHeaders?: Record<string, string>;
 }
 
 export interface UpstreamOptions {
@@ -64,6 +66,17 @@ export interface UpstreamOptions {
   form?: FormData;
   /** The `accept` header (default: JSON, or SSE for a stream); audio answers take any type. */
   accept?: string;
+  /**
+   * The completion cap the hold affords, for a translation that must send one when the client's body has
+   * none (Anthropic requires `max_tokens`).
+   */
+  holdCap?: number;
+  /** The model the client asked for (a translated answer names it, not the provider's model). */
+  clientModel?: string;
+  /** The model reasons (a translation maps thinking ↔ reasoning effort only then, docs/reference.md §21). */
+  reasoning?: boolean;
+  /** The service's count of the input (a translated Messages stream's `message_start` carries it). */
+  inputTokens?: number;
 }
 
 /**
@@ -78,7 +91,7 @@ export interface ProviderClient {
    * Throws the 400 naming the field when the client's body cannot be sent to this provider (a
    * translation's limits), before anything is held. Absent: every body can.
    */
-  validate?(body: Record<string, unknown>): void;
+  validate?(body: Record<string, unknown>, up: Pick<UpstreamTarget, 'capParameter'>): void;
   /** POSTs `payload` to `endpoint` under the provider's base URL; only the provider's own key goes along. */
   post(
     up: UpstreamTarget,

@@ -57,6 +57,22 @@ export class ProviderHealth {
     }
   }
 
+  /**
+   * An attempt already recorded as answered turned out to be the provider's fault (it reported usage
+   * the request could not produce): counted as an error of this minute, not as another request.
+   */
+  fault(paywallId: string, provider: string, error: string): void {
+    const t = this.tracks.get(`${paywallId}\n${provider}`);
+    if (!t) return this.record(paywallId, provider, error);
+    const at = this.now();
+    const minute = Math.floor(at / MINUTE_MS);
+    const m = t.minutes.get(minute);
+    if (!m) return this.record(paywallId, provider, error);
+    m.errors = Math.min(m.errors + 1, m.requests);
+    t.lastError = error;
+    t.lastErrorAt = new Date(at);
+  }
+
   snapshot(paywallId: string, provider: string): ProviderHealthSnapshot {
     const t = this.tracks.get(`${paywallId}\n${provider}`);
     let requests = 0;

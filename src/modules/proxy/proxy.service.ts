@@ -23,6 +23,9 @@ import { refusalAnswer } from './upstream-refusal.js';
 import { clientFor } from './provider-clients.js';
 import { ProviderHealth } from './provider-health.js';
 import { DomainError } from '../../shared/errors.js';
+import { MinuteCounter, RateLimitError } from '../limits/rate-limit.js';
+import { PromptTokenizer } from './prompt-tokenizer.js';
+import { collectTexts } from './token-counter.js';
 import { isObject, type WireFormat } from './wire-format.js';
 import { isMultipart, MEDIA_FORMATS, type MediaKind } from './media-format.js';
 import { probeAudio } from './audio-probe.js';
@@ -54,6 +57,8 @@ export type ProxyLimits = Pick<
   | 'RATE_LIMIT_PER_MINUTE'
   | 'MAX_UNCOLLECTED_PER_USER'
   | 'PLATFORM_FEE_BPS'
+  | 'COUNT_TOKENS_PER_MINUTE'
+  | 'TOKEN_COUNT_DEADLINE_MS'
 >;
 
 /** What the proxy needs: the database, prices, providers, the end users' links, and the process's clock, log and metrics. */
@@ -87,9 +92,14 @@ export class ProxyService {
   readonly health = new ProviderHealth();
   /** How often a stream records its progress on the hold (tests shorten it). */
   progressIntervalMs = PROGRESS_INTERVAL_MS;
+  /** Counts prompts with bounded CPU on the event loop (small ones inline, large ones in workers). */
+  readonly tokens: PromptTokenizer;
+  /** COUNT_TOKENS_PER_MINUTE, per paywall key on this instance. */
+  private readonly countCalls = new MinuteCounter();
 
   constructor(private readonly d: ProxyDeps) {
     const { db, log, metrics, limits } = d;
+    this.tokens = new PromptTokenizer({ deadlineMs: limits.TOKEN_COUNT_DEADLINE_MS });
     this.ledger = new LedgerBatch(db);
     this.sweeper = new HoldSweeper({
       db,
@@ -103,6 +113,7 @@ export class ProxyService {
       log,
       metrics,
       platformFeeBps: limits.PLATFORM_FEE_BPS,
+      health: this.health,
       lowBalance: d.lowBalance,
       autoTopup: d.autoTopup,
     });
@@ -113,6 +124,7 @@ export class ProxyService {
       prices: d.catalog,
       upstreams: d.providers,
       clients: clientFor,
+      tokens: this.tokens,
       links: d.users,
       ensureUser: (sql, paywall, externalUserId, trigger) =>
         d.users.ensureUser(sql, paywall, externalUserId, trigger),
@@ -147,6 +159,7 @@ export class ProxyService {
     if (this.flights.size > 0) await within(Promise.all(pending()), this.d.limits.SHUTDOWN_GRACE_MS);
     for (const f of this.flights.values()) abortFlight(f, 'shutdown');
     await Promise.all(pending());
+    await this.tokens.close();
   }
 
   /**
@@ -213,10 +226,16 @@ export class ProxyService {
    * POST /v1/messages/count_tokens (docs/reference.md §15): forwarded to the model's provider as it is,
    * without the end user's id, and answered as the provider answered. Not charged: no hold, no events.
    * It needs a model the paywall sells and a provider that speaks the Messages API, as `messages` does.
+   * Free, so limited: COUNT_TOKENS_PER_MINUTE calls per paywall key and minute on this instance (429).
    */
   async countTokens(call: ChatCall): Promise<ChatJson> {
-    const { body, model } = checkBodyAndModel(call.body);
     const { paywall } = call;
+    const limit = this.d.limits.COUNT_TOKENS_PER_MINUTE;
+    if (limit > 0) {
+      const state = this.countCalls.take(paywall.id, limit, this.d.clock.now());
+      if (state.over) throw new RateLimitError(state, 'token counts');
+    }
+    const { body, model } = checkBodyAndModel(call.body);
     const price = await this.d.catalog.getPrice(paywall, model);
     if (!price) throw modelNotFound(model);
     // The model's own provider (fallbacks are not tried: a count is not worth a second provider).
@@ -224,7 +243,10 @@ export class ProxyService {
     call.answeredBy?.(upstream.name);
     // An OpenAI-compatible provider has no count endpoint: the count is this service's tokenizer's,
     // the same one that sizes the hold (docs/reference.md §15 "Across formats").
-    if (upstream.kind === 'OPENAI') return { status: 200, body: { input_tokens: countMessagesPrompt(body) } };
+    if (upstream.kind === 'OPENAI') {
+      const { value: fixed, texts } = collectTexts(() => countMessagesPrompt(body, 'OPENAI'));
+      return { status: 200, body: { input_tokens: fixed + (await this.tokens.count(texts)) } };
+    }
     const provider = clientFor(messagesFormat, upstream)!; // every kind serves the Messages API
     const { UPSTREAM_TIMEOUT_MS, UPSTREAM_MAX_DURATION_MS, UPSTREAM_MAX_BYTES } = this.d.limits;
     const controller = new AbortController();

@@ -12,7 +12,7 @@ import {
 } from '../../shared/usage-buckets.js';
 import { responsesUsage } from './provider-usage.js';
 import { chargedFields } from './sse-relay.js';
-import { contentTokens, countText, ProducedText } from './token-counter.js';
+import { contentTokens, countText, ProducedText, type ImageBiller } from './token-counter.js';
 import { isObject, type Charged, type StreamRelay, type WireFormat } from './wire-format.js';
 import { SseTransformer } from './translate/common.js';
 
@@ -28,7 +28,7 @@ const PER_ITEM = 3;
 const jsonTokens = (v: unknown): number => (v === undefined || v === null ? 0 : countText(JSON.stringify(v)));
 
 /** Prompt tokens of a Responses request: instructions, input (text or items), tools, text format. */
-export function countResponsesPrompt(body: Record<string, unknown>): number {
+export function countResponsesPrompt(body: Record<string, unknown>, biller: ImageBiller = 'OPENAI'): number {
   const model = typeof body.model === 'string' ? body.model : '';
   let n = 3;
   if (typeof body.instructions === 'string') n += PER_ITEM + countText(body.instructions);
@@ -37,7 +37,7 @@ export function countResponsesPrompt(body: Record<string, unknown>): number {
   else if (Array.isArray(input))
     for (const item of input) {
       n += PER_ITEM;
-      if (isObject(item) && 'content' in item) n += contentTokens(model, item.content);
+      if (isObject(item) && 'content' in item) n += contentTokens(model, item.content, biller);
       else n += jsonTokens(item);
     }
   n += jsonTokens(body.tools);
@@ -164,8 +164,11 @@ export const responsesFormat: WireFormat = {
     };
   },
 
+  countPrompt: (req, biller) => countResponsesPrompt(req.body, biller),
+
   upstreamBody(req, cap, up) {
-    const body: Record<string, unknown> = { ...req.body, model: up.model, max_output_tokens: cap };
+    const body: Record<string, unknown> = { ...req.body, model: up.model };
+    if (cap !== null) body.max_output_tokens = cap;
     delete body.user;
     return JSON.stringify(body);
   },
@@ -173,6 +176,8 @@ export const responsesFormat: WireFormat = {
   jsonUsage: (json) => responsesUsage(json.usage),
 
   jsonFinished: (json) => json.error == null && (json.status === 'completed' || json.status === 'incomplete'),
+
+  jsonEndedInError: (json) => json.error != null || json.status === 'failed',
 
   countJson(json) {
     const produced = new ProducedText();

@@ -33,6 +33,7 @@ import {
 } from '../ledger/holds.js';
 import type { AccountAlerts, LowBalanceAlerts } from '../ledger/low-balance.js';
 import type { Flight, Outcome } from './flight.js';
+import type { ProviderHealth } from './provider-health.js';
 import type { LedgerBatch } from './ledger-batch.js';
 import type { StreamRelay } from './wire-format.js';
 
@@ -44,18 +45,60 @@ const uncollectedOf = (cost: bigint, captured: bigint): bigint =>
   cost - captured > INT8_MAX ? INT8_MAX : cost - captured;
 
 /**
+ * Input tokens a provider may bill beyond what the request's bytes can make: its own framing (the system
+ * prompt a provider adds for tool use, a chat template), and room for a provider that counts otherwise.
+ * Generous on purpose: the bound stops impossible reports (millions of tokens), while an app's own
+ * provider in SHARED mode is never paid beyond the hold anyway.
+ */
+export const INPUT_FRAMING_TOKENS = 8192;
+
+/**
+ * The most input a provider can bill for the request (docs/reference.md §5.7): the hold's prompt estimate
+ * (which counts images, audio and files at their upper bounds) plus one token per UTF-8 byte of the body
+ * (no tokenizer makes more than one token of a byte: a provider whose tokenizer differs from the one the
+ * estimate uses stays within it) plus {@link INPUT_FRAMING_TOKENS}.
+ */
+export function inputBound(f: Flight): number {
+  return (
+    f.promptEstimate + Buffer.byteLength(JSON.stringify(f.req.body) ?? '', 'utf8') + INPUT_FRAMING_TOKENS
+  );
+}
+
+/** The most output the request can produce: the completion cap sent upstream, for each choice. */
+export const outputBound = (f: Flight): number => f.hold.cap * f.req.n;
+
+/**
  * The usage a request is charged for, per bucket: the upstream's totals and their itemised parts, else
- * the input estimate and the output counted here.
+ * the input estimate and the output counted here. Totals a provider reports beyond what the request
+ * could produce ({@link inputBound}, {@link outputBound}) are clamped to the bound, and the excess is
+ * kept on the flight (`overReported`) for the charge's record and provider health.
  */
 export function usageOf(
   f: Flight,
   reported: ReportedUsage | null,
   countCompletion: () => number,
 ): UsageBuckets {
-  const input = reported?.input ?? f.req.promptEstimate;
-  const output = reported?.output ?? countCompletion();
+  let input = reported?.input ?? f.req.promptEstimate;
+  let output = reported?.output ?? countCompletion();
+  let overInput = 0;
+  let overOutput = 0;
+  // The byte bound is computed only when the estimate alone does not cover the report (rare).
+  if (reported?.input !== undefined && input > f.promptEstimate) {
+    const bound = inputBound(f);
+    if (input > bound) [overInput, input] = [input - bound, bound];
+  }
+  if (reported?.output !== undefined && output > outputBound(f))
+    [overOutput, output] = [output - outputBound(f), outputBound(f)];
+  f.overReported = overInput > 0 || overOutput > 0 ? { input: overInput, output: overOutput } : null;
   return splitUsage(input, output, reported ?? {});
 }
+
+/**
+ * SHARED mode, an app's own provider (docs/reference.md §5.7): what the hold did not cover is the app's
+ * loss, never the wallet's debt; nothing is taken beyond the hold.
+ */
+const appBearsShortfall = (f: Flight): boolean =>
+  f.paywall.mode === 'SHARED' && f.upstream.name !== BUILTIN_PROVIDER;
 
 /** The exact cost and what the hold can capture of it. */
 function charge(f: Flight, usage: UsageBuckets): { cost: bigint; captured: bigint } {
@@ -115,6 +158,8 @@ export interface SettlementDeps {
   metrics: Metrics;
   /** The platform's fee on usage (PLATFORM_FEE_BPS). */
   platformFeeBps: number;
+  /** Provider health: a provider that reported impossible usage is counted as failing. */
+  health?: Pick<ProviderHealth, 'fault'>;
   /** docs/reference.md §16 "Low balance": checked after a charge (no statement when nothing can be due). */
   lowBalance?: Pick<LowBalanceAlerts, 'afterCharge'>;
   /** Auto top-up (docs/reference.md §16): told the free balance after a charge; never waited for. */
@@ -138,7 +183,9 @@ export class Settlement {
       const usage = usageOf(f, reported, () => relay.progressTokens());
       if (reported === null && outputTokens(usage) === 0) return;
       const { cost, captured } = charge(f, usage);
-      const split = splitCharge(f.paywall.mode, captured, providerCost(f, usage), this.d.platformFeeBps);
+      const builtinCost = providerCost(f, usage);
+      const split = splitCharge(f.paywall.mode, captured, builtinCost, this.d.platformFeeBps);
+      const appLoss = appBearsShortfall(f) ? uncollectedOf(cost, captured) : 0n;
       await recordHoldProgress(this.d.db, f.chargeId, {
         promptTokens: inputTokens(usage),
         completionTokens: outputTokens(usage),
@@ -147,7 +194,14 @@ export class Settlement {
         pricing: pricingOf(f, usage),
         capturedRaw: captured,
         ...split,
-        uncollectedRaw: uncollectedOf(cost, captured),
+        uncollectedRaw: appBearsShortfall(f) ? 0n : uncollectedOf(cost, captured),
+        // What the settlement records too, so a sweeper's settlement keeps it (the ledger proof reads it).
+        chargeMetadata:
+          f.upstream.name === BUILTIN_PROVIDER
+            ? { provider: BUILTIN_PROVIDER, providerCost: builtinCost.toString() }
+            : appLoss > 0n
+              ? { appLoss: appLoss.toString() }
+              : undefined,
       });
     } catch (err) {
       this.d.log.warn({ err, chargeId: f.chargeId }, 'recording stream progress failed');
@@ -182,6 +236,22 @@ export class Settlement {
       subject: { type: 'request' as const, id: f.chargeId, externalId: f.externalUserId },
     };
     const data = { requestId: f.chargeId, walletUserId, model };
+    const appBears = appBearsShortfall(f);
+    const builtinAnswered = usage !== null && f.upstream.name === BUILTIN_PROVIDER;
+    const overReported = usage ? (f.overReported ?? null) : null;
+    if (overReported) {
+      // Counted as the provider's error (it answered, but its usage cannot be right) and measured.
+      this.d.health?.fault(
+        f.paywall.id,
+        f.upstream.name,
+        'reported usage beyond what the request could produce',
+      );
+      this.d.metrics.providerUsageClamped.inc();
+      this.d.log.warn(
+        { chargeId: f.chargeId, paywallId: f.paywall.id, provider: f.upstream.name, overReported },
+        'provider reported usage beyond the request bounds: clamped',
+      );
+    }
     // The settlement for a captured amount (its split, uncollected rest and events depend on it).
     const build = (captured: bigint): SettleInput => {
       const uncollected = uncollectedOf(cost, captured);
@@ -218,6 +288,7 @@ export class Settlement {
               cost: usdcDecimal(captured),
               costDetails: details!,
               ...(uncollected > 0n ? { uncollected: usdcDecimal(uncollected) } : {}),
+              ...(f.userKeyId ? { userKeyId: f.userKeyId } : {}),
             },
           ),
         );
@@ -228,18 +299,24 @@ export class Settlement {
         status: cost > 0n ? ('completed' as const) : ('released' as const),
         capturedRaw: captured,
         ...split,
-        uncollectedRaw: uncollected,
+        // The app's own provider in SHARED mode: its loss, kept on the charge's record (metadata.appLoss).
+        uncollectedRaw: appBears ? 0n : uncollected,
         promptTokens: usage ? inputTokens(usage) : null,
         completionTokens: usage ? outputTokens(usage) : null,
         errorCode: outcome === 'completed' ? null : (errorCode ?? outcome),
         ledgerEntryId: randomUUID(),
-        // A debt repaid later pays the built-in provider's unpaid cost first (collectDebt).
+        // Every built-in answer records what it cost the platform: a debt repaid later pays the unpaid
+        // part first (collectDebt), and the ledger proof checks the charge covered it.
         metadata: {
           model,
           outcome,
           ...(usage && cost > 0n ? { buckets: keptBuckets(usage), pricing: pricingOf(f, usage) } : {}),
           ...(usage && cost > 0n && hasUnits(f.units) ? { units: storedUnits(f.units) } : {}),
-          ...(uncollected > 0n ? { providerCost: providerCostRaw.toString() } : {}),
+          ...(builtinAnswered
+            ? { provider: BUILTIN_PROVIDER, providerCost: providerCostRaw.toString() }
+            : {}),
+          ...(appBears && uncollected > 0n ? { appLoss: uncollected.toString() } : {}),
+          ...(overReported ? { overReported } : {}),
         },
         events,
         relayedResponse,
@@ -252,7 +329,7 @@ export class Settlement {
     for (let attempt = 1; ; attempt++) {
       try {
         let settled: boolean;
-        if (cost > f.hold.holdRaw) {
+        if (cost > f.hold.holdRaw && !appBears) {
           // Beyond the hold (the estimate was short): the rest comes from the free balance, in its own
           // transaction (rare: never on the group-commit path).
           const r = await settleBeyondHold(this.d.db, f.chargeId, f.paywall.id, cost, build);

@@ -1,6 +1,6 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import { ProducedText } from './token-counter.js';
-import { SseTransformer } from './translate/common.js';
+import { ERROR_FINISH, SseTransformer } from './translate/common.js';
 
 export interface UpstreamUsage {
   prompt_tokens: number;
@@ -11,7 +11,9 @@ export interface UpstreamUsage {
 // A key `"usage"` followed by an object. Quotes inside JSON strings are escaped, so this never matches
 // text the model wrote; `"usage":null` (on every chunk once include_usage is on) does not match either.
 const USAGE_OBJECT = /"usage"\s*:\s*\{/;
-const FINISHED = /"finish_reason"\s*:\s*"/;
+const FINISHED = /"finish_reason"\s*:\s*"(?!error")/;
+/** A choice that ended in the provider's error (`finish_reason: "error"`): not a finish. */
+const ERROR_FINISHED = /"finish_reason"\s*:\s*"error"/;
 /** An OpenAI-style error event (`{"error": {...}}`) in the middle of a stream. */
 const UPSTREAM_ERROR = /^\s*\{\s*"error"\s*:/;
 
@@ -69,7 +71,7 @@ export class SseRelay extends SseTransformer {
       return;
     }
     if (!this.finished && FINISHED.test(data)) this.finished = true;
-    if (UPSTREAM_ERROR.test(data)) this.upstreamError = true;
+    if (UPSTREAM_ERROR.test(data) || ERROR_FINISHED.test(data)) this.upstreamError = true;
     this.chunks.push(data);
     this.out += prefix + sseData(data);
   }
@@ -91,7 +93,9 @@ export class SseRelay extends SseTransformer {
     if (choices.length > 0) {
       // Some providers put usage on the last content chunk: keep the content, count it.
       this.chunks.push(data);
-      if (choices.some((c: any) => c?.finish_reason)) this.finished = true;
+      if (choices.some((c: any) => c?.finish_reason && c.finish_reason !== ERROR_FINISH))
+        this.finished = true;
+      if (choices.some((c: any) => c?.finish_reason === ERROR_FINISH)) this.upstreamError = true;
     }
     if (this.clientWantsUsage && this.usage)
       this.heldUsage = {

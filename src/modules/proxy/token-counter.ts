@@ -1,5 +1,12 @@
-import { countTokens } from 'gpt-tokenizer';
+import { imageSize } from 'image-size';
 import type { ChatRequest } from './chat-request.js';
+import { countBounded } from './token-worker.js';
+
+/**
+ * Whose formula bills an image (docs/reference.md §13 "The hold's input side"): the kind of the provider
+ * the request goes to (OpenAI's tiles or patches; Anthropic's width x height / 750).
+ */
+export type ImageBiller = 'OPENAI' | 'ANTHROPIC';
 
 /**
  * Token counts with a real BPE tokenizer (o200k_base, the encoding of current OpenAI models). Used
@@ -7,15 +14,39 @@ import type { ChatRequest } from './chat-request.js';
  * disconnect, a stream that died, a provider that never reports usage).
  */
 
-// User text may contain strings like "<|endoftext|>": count them as plain text instead of throwing.
-const PLAIN = { disallowedSpecial: new Set<string>() };
-
 /** OpenAI's chat format adds about 3 tokens per message and 3 to prime the reply. */
 const PER_MESSAGE = 3;
 const PER_NAME = 1;
 const REPLY_PRIMING = 3;
+
+/** The texts a prompt count set aside (see collectTexts), or null when texts are counted at once. */
+let collecting: string[] | null = null;
+
+/** Tokens of a text (long runs counted in slices: token-worker.ts); inside collectTexts, 0 and set aside. */
 export function countText(text: string): number {
-  return text ? countTokens(text, PLAIN) : 0;
+  if (!text) return 0;
+  if (collecting) {
+    collecting.push(text);
+    return 0;
+  }
+  return countBounded(text);
+}
+
+/**
+ * Runs a synchronous count with its texts set aside instead of tokenized: returns what `count` found
+ * (the parts that are not text: per-message overheads, media at their bounds) and the texts, which the
+ * caller counts with bounded CPU (PromptTokenizer). Nothing else can run during `count`, so the
+ * module-level collector is never shared.
+ */
+export function collectTexts<T>(count: () => T): { value: T; texts: string[] } {
+  const texts: string[] = [];
+  const outer = collecting;
+  collecting = texts;
+  try {
+    return { value: count(), texts };
+  } finally {
+    collecting = outer;
+  }
 }
 
 const jsonTokens = (v: unknown): number => (v === undefined || v === null ? 0 : countText(JSON.stringify(v)));
@@ -71,12 +102,81 @@ const modelFamily = (model: string): string => model.toLowerCase().split('/').po
  * none). A model not in the table gets the largest bound of the table (48,169 tokens for a high-detail
  * image, gpt-4o-mini's; 3,779 for a low-detail one, gpt-4.1-nano's): it may bill like any of them.
  */
-export function imageTokenBound(model: string, detail: unknown): number {
+export function imageTokenBound(model: string, detail: unknown, biller: ImageBiller = 'OPENAI'): number {
+  if (biller === 'ANTHROPIC') return anthropicImageTokens(ANTHROPIC_MAX_EDGE, ANTHROPIC_MAX_EDGE);
   const low = detail === 'low';
   const family = modelFamily(model);
   const known = IMAGE_BILLING.find(([prefix]) => family.startsWith(prefix));
   if (known) return billingBound(known[1], low);
   return Math.max(...IMAGE_BILLING.map(([, b]) => billingBound(b, low)));
+}
+
+/** Anthropic scales an image whose long edge exceeds this many pixels down to it (aspect kept). */
+export const ANTHROPIC_MAX_EDGE = 1568;
+
+/** Anthropic's tokens for an image of `w` x `h` pixels: (w x h) / 750 after its resize. */
+export function anthropicImageTokens(w: number, h: number): number {
+  const scale = Math.min(1, ANTHROPIC_MAX_EDGE / Math.max(w, h, 1));
+  return Math.ceil((Math.ceil(w * scale) * Math.ceil(h * scale)) / 750);
+}
+
+/** OpenAI's tokens for an image of `w` x `h` pixels under one family's billing. */
+function openAiImageTokens(b: ImageBilling, w: number, h: number, low: boolean): number {
+  if (b.kind === 'patches') {
+    const patches = Math.min(MAX_IMAGE_PATCHES, Math.ceil(w / 32) * Math.ceil(h / 32));
+    return Math.ceil(patches * b.multiplier);
+  }
+  if (low) return b.base;
+  // Fit in 2048 x 2048, then the shortest side down to 768 px (never enlarged), then 512 px tiles.
+  const fit = Math.min(1, 2048 / Math.max(w, h, 1));
+  const short = Math.min(1, 768 / Math.max(1, Math.min(w, h) * fit));
+  const tiles = Math.ceil((w * fit * short) / 512) * Math.ceil((h * fit * short) / 512);
+  return b.base + Math.min(MAX_IMAGE_TILES, Math.max(1, tiles)) * b.tile;
+}
+
+/** How many base64 characters of an image are decoded at first to find its size (its header). */
+const HEADER_CHARS = 64 * 1024;
+
+/**
+ * The pixel size an inline image's header declares (a `data:` URL or bare base64), or null when it is
+ * not an image `image-size` reads. Only the first bytes are decoded unless the header lies further on.
+ */
+export function inlineImageSize(data: unknown): { width: number; height: number } | null {
+  if (typeof data !== 'string' || data === '') return null;
+  let b64 = data;
+  if (data.startsWith('data:')) {
+    const comma = data.indexOf(',');
+    if (comma < 0 || !data.slice(0, comma).endsWith(';base64')) return null;
+    b64 = data.slice(comma + 1);
+  } else if (/^https?:/i.test(data)) return null;
+  for (const chars of [HEADER_CHARS, Infinity]) {
+    const part = chars === Infinity ? b64 : b64.slice(0, chars - (chars % 4));
+    try {
+      const size = imageSize(Buffer.from(part, 'base64'));
+      if (size.width && size.height) return { width: size.width, height: size.height };
+    } catch {
+      /* not enough bytes yet, or not an image */
+    }
+    if (part.length === b64.length) break;
+  }
+  return null;
+}
+
+/**
+ * The most a provider bills for one image (docs/reference.md §13): an inline image by the pixel size
+ * its header declares, with the formula of the provider kind that bills it; an image by URL (or one whose
+ * size cannot be read) at the family's largest bound.
+ */
+export function imagePartTokens(model: string, detail: unknown, data: unknown, biller: ImageBiller): number {
+  const size = inlineImageSize(data);
+  if (!size) return imageTokenBound(model, detail, biller);
+  const { width: w, height: h } = size;
+  if (biller === 'ANTHROPIC') return anthropicImageTokens(w, h);
+  const low = detail === 'low';
+  const family = modelFamily(model);
+  const known = IMAGE_BILLING.find(([prefix]) => family.startsWith(prefix));
+  if (known) return openAiImageTokens(known[1], w, h, low);
+  return Math.max(...IMAGE_BILLING.map(([, b]) => openAiImageTokens(b, w, h, low)));
 }
 
 /**
@@ -142,12 +242,17 @@ const isRecord = (v: unknown): v is Record<string, unknown> =>
  * Tokens of one content part that is not text, chat or Responses shape: `image_url` / `input_image`,
  * `input_audio`, `file` / `input_file`. Null for a part of another kind.
  */
-export function mediaPartTokens(model: string, p: Record<string, unknown>): number | null {
+export function mediaPartTokens(
+  model: string,
+  p: Record<string, unknown>,
+  biller: ImageBiller = 'OPENAI',
+): number | null {
   const type = p.type;
   if (type === 'image_url' || type === 'input_image') {
     // chat: { image_url: { url, detail } }; Responses: { image_url: string, detail } or { file_id }
     const img = isRecord(p.image_url) ? p.image_url : p;
-    return imageTokenBound(model, img.detail ?? p.detail);
+    const url = isRecord(p.image_url) ? p.image_url.url : p.image_url;
+    return imagePartTokens(model, img.detail ?? p.detail, url, biller);
   }
   if (type === 'input_audio') {
     const audio = isRecord(p.input_audio) ? p.input_audio : p;
@@ -162,7 +267,7 @@ export function mediaPartTokens(model: string, p: Record<string, unknown>): numb
 }
 
 /** Tokens of a message's (or input item's) content: text counted, media parts at their bound. */
-export function contentTokens(model: string, content: unknown): number {
+export function contentTokens(model: string, content: unknown, biller: ImageBiller = 'OPENAI'): number {
   if (typeof content === 'string') return countText(content);
   if (!Array.isArray(content)) return jsonTokens(content);
   let n = 0;
@@ -170,16 +275,16 @@ export function contentTokens(model: string, content: unknown): number {
     if (!isRecord(part)) continue;
     if (typeof part.text === 'string') n += countText(part.text);
     else if (typeof part.refusal === 'string') n += countText(part.refusal);
-    else n += mediaPartTokens(model, part) ?? jsonTokens(part);
+    else n += mediaPartTokens(model, part, biller) ?? jsonTokens(part);
   }
   return n;
 }
 
 /** Prompt tokens of a request: messages, names, tool calls, tool and schema definitions. */
-export function countPromptTokens(req: ChatRequest): number {
+export function countPromptTokens(req: ChatRequest, biller: ImageBiller = 'OPENAI'): number {
   let n = REPLY_PRIMING;
   for (const m of req.messages) {
-    n += PER_MESSAGE + contentTokens(req.model, m.content);
+    n += PER_MESSAGE + contentTokens(req.model, m.content, biller);
     if (typeof m.name === 'string') n += PER_NAME + countText(m.name);
     if (m.tool_calls !== undefined) n += jsonTokens(m.tool_calls);
     if (m.function_call !== undefined) n += jsonTokens(m.function_call);

@@ -4,6 +4,7 @@ import type { FormData } from 'undici';
 import type { UpstreamTarget } from './provider-client.js';
 import type { MediaUnits } from '../../shared/media-units.js';
 import type { ModelPriceInfo } from '../catalog/catalog.service.js';
+import type { ImageBiller } from './token-counter.js';
 
 import type { Charged } from './sse-relay.js';
 
@@ -37,7 +38,7 @@ export interface StreamRelay {
   readonly done: boolean;
   /** The answer ended normally even without a terminal event (chat: a finish_reason was seen). */
   readonly finished: boolean;
-  /** The upstream sent an error event. */
+  /** The upstream sent an error event (chat: or a choice ended with `finish_reason: "error"`). */
   readonly upstreamError: boolean;
   /** The upstream's usage, or null when it sent none. */
   usageTokens(): ReportedUsage | null;
@@ -73,11 +74,16 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
   /** Validates the client's body (400s name the field). */
   parse(body: unknown): R;
   /**
+   * The prompt estimate when another provider kind than the format's own bills it (a translated
+   * request: its images are billed by that kind's formula, docs/reference.md §13). Optional: parse's.
+   */
+  countPrompt?(req: R, biller: ImageBiller): number;
+  /**
    * The body sent upstream with the completion cap `cap` (never the end user's id): `up.model` is the
    * model id the provider knows (docs/reference.md §15 "Routing"); `up.capParameter` names chat's cap
-   * field when the client sent none.
+   * field when the client sent none. `cap` null: the client sent none and none is added (§20).
    */
-  upstreamBody(req: R, cap: number, up: UpstreamBodyOptions): string;
+  upstreamBody(req: R, cap: number | null, up: UpstreamBodyOptions): string;
   /** A multipart body to send instead (image edits, transcription; docs/reference.md §22). Optional. */
   upstreamForm?(req: R, model: string): FormData;
   /**
@@ -98,6 +104,11 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
    * completed or incomplete), not in an error or with an empty finish reason.
    */
   jsonFinished(json: Record<string, any>): boolean;
+  /**
+   * The whole answer ended in the provider's error (chat: `finish_reason: "error"` or an `error` field;
+   * Responses: status `failed`): with no output it is a failed request, charged nothing. Optional.
+   */
+  jsonEndedInError?(json: Record<string, any>): boolean;
   /**
    * Why a whole 2xx answer is not an answer of this format at all (embeddings: no `data` list), or null.
    * Such an answer is a failed request: nothing is charged and the client gets a 502. Optional.

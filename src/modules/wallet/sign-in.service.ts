@@ -6,6 +6,7 @@ import { safeEqual } from '../../shared/ids.js';
 import type { Database } from '../../db/database.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Mailer } from '../../shared/mailer.js';
+import { clientNetwork } from '../../shared/client-ip.js';
 import { newToken, tokenHash, type WalletSecrets } from './wallet-secrets.js';
 
 /** Sign-in rules. Limits are counted in the database, so they hold across instances. */
@@ -13,9 +14,22 @@ export const SIGN_IN = {
   codeTtlMinutes: 10,
   maxWrongTries: 5,
   limitWindowMinutes: 15,
-  /** Codes per address from one client network: what one person (or one stranger) can ask for. */
+  /**
+   * Codes per address from one client network (an IPv4 address, an IPv6 /64): what one person (or one
+   * stranger) can ask for.
+   */
   perAddressAndIp: 5,
-  /** Codes per address from all networks together: a mailbox is never flooded. */
+  /**
+   * Codes per address from one browser that signed in to it before (its known-browser cookie): counted
+   * apart from everything else, so strangers' requests, from however many networks, never use them up.
+   */
+  perKnownBrowser: 5,
+  /** A known browser is forgotten after this long without a sign-in. */
+  knownBrowserDays: 365,
+  /**
+   * Codes e-mailed per address from all networks together (requests a per-network limit held back do not
+   * count: one network's flood cannot use up the others' allowance): a mailbox is never flooded.
+   */
   perAddress: 30,
   perIp: 20,
   sessionDays: 30,
@@ -30,6 +44,8 @@ const PURGE_EVERY_MS = 60 * 60 * 1000;
 export const SESSION_COOKIE = 'pp_wallet_session';
 /** The browser's sign-in challenge: codes are sent to, and verified for, the browser holding it. */
 export const CHALLENGE_COOKIE = 'pp_sign_in';
+/** A browser that signed in before: its own allowance of codes for that address (SIGN_IN.perKnownBrowser). */
+export const KNOWN_BROWSER_COOKIE = 'pp_wallet_browser';
 
 export interface WalletUser {
   id: string;
@@ -121,8 +137,13 @@ export class SignInService {
    * a day after they expired and connect requests long expired, so these tables stay small however many
    * codes are asked for. Returns how many rows of each went.
    */
-  async purgeExpired(): Promise<{ codes: number; sessions: number; connectRequests: number }> {
-    const [codes, sessions, connectRequests] = await Promise.all([
+  async purgeExpired(): Promise<{
+    codes: number;
+    sessions: number;
+    connectRequests: number;
+    knownBrowsers: number;
+  }> {
+    const [codes, sessions, connectRequests, knownBrowsers] = await Promise.all([
       this.deps.db.query(
         `delete from wallet_sign_in where created_at < now() - make_interval(days => $1) returning 1`,
         [SIGN_IN.purgeAfterDays],
@@ -135,8 +156,17 @@ export class SignInService {
         `delete from connect_request where expires_at < now() - make_interval(days => $1) returning 1`,
         [SIGN_IN.connectRequestPurgeDays],
       ),
+      this.deps.db.query(
+        `delete from wallet_known_browser where last_used_at < now() - make_interval(days => $1) returning 1`,
+        [SIGN_IN.knownBrowserDays],
+      ),
     ]);
-    return { codes: codes.length, sessions: sessions.length, connectRequests: connectRequests.length };
+    return {
+      codes: codes.length,
+      sessions: sessions.length,
+      connectRequests: connectRequests.length,
+      knownBrowsers: knownBrowsers.length,
+    };
   }
 
   /**
@@ -144,17 +174,57 @@ export class SignInService {
    * undefined for a new one) and one client network. The answer is the same whether a code was sent or
    * a limit held it back, so it says nothing about the address; `sent` is for the log and tests only.
    * The e-mail goes out after the answer (its failure is logged), so the answer takes as long either way.
+   *
+   * Limits count client networks (an IPv6 /64 is one client). A browser that signed in to this address
+   * before (`knownBrowser`: its known-browser cookie) has its own allowance, apart from all other
+   * requests: strangers can hold back codes for new browsers, never for the owner's own.
    */
   async sendCode(
     emailInput: unknown,
     ip: string,
     challenge?: string,
+    knownBrowser?: string,
   ): Promise<{ email: string; challenge: string; sent: boolean }> {
     const email = normalizeEmail(emailInput);
     const token = isChallengeToken(challenge) ? challenge : newToken();
     const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
-    const clientIp = ip.slice(0, 64);
+    const clientIp = clientNetwork(ip).slice(0, 64);
     const sent = await this.deps.db.transaction(async (tx) => {
+      const browserHash = isChallengeToken(knownBrowser) ? tokenHash(knownBrowser) : null;
+      const [known] = browserHash
+        ? await tx.query(
+            `update wallet_known_browser set last_used_at = now() where token_hash = $1 and email = $2 returning 1`,
+            [browserHash, email],
+          )
+        : [];
+      if (known) {
+        await tx.query(
+          `select pg_advisory_xact_lock(hashtextextended('wallet_sign_in:browser:' || $1::text, 0))`,
+          [browserHash],
+        );
+        const [own] = await tx.query(
+          `select count(*)::int as n from wallet_sign_in
+            where email = $1 and browser_hash = $2 and created_at > now() - make_interval(mins => $3)`,
+          [email, browserHash, SIGN_IN.limitWindowMinutes],
+        );
+        const allowed = own.n < SIGN_IN.perKnownBrowser;
+        if (!allowed) this.deps.log.info({ byBrowser: own.n }, 'sign-in code held back by a limit');
+        await tx.query(
+          `insert into wallet_sign_in (id, email, code_hash, challenge_hash, browser_hash, ip, attempts, sent, expires_at, created_at)
+           values ($1, $2, $3, $4, $5, $6, 0, $7, now() + make_interval(mins => $8), now())`,
+          [
+            randomUUID(),
+            email,
+            allowed ? this.secrets.codeHash(email, code) : randomBytes(32).toString('hex'),
+            tokenHash(token),
+            browserHash,
+            clientIp,
+            allowed,
+            SIGN_IN.codeTtlMinutes,
+          ],
+        );
+        return allowed;
+      }
       // Email first, IP second in every transaction: no lock cycle between two senders.
       await tx.query(
         `select pg_advisory_xact_lock(hashtextextended('wallet_sign_in:email:' || $1::text, 0))`,
@@ -165,11 +235,14 @@ export class SignInService {
       ]);
       const [counts] = await tx.query(
         `select (select count(*) from wallet_sign_in
-                  where email = $1 and created_at > now() - make_interval(mins => $3))::int as by_email,
+                  where email = $1 and sent and browser_hash is null
+                    and created_at > now() - make_interval(mins => $3))::int as by_email,
                 (select count(*) from wallet_sign_in
-                  where email = $1 and ip = $2 and created_at > now() - make_interval(mins => $3))::int as by_email_ip,
+                  where email = $1 and ip = $2 and browser_hash is null
+                    and created_at > now() - make_interval(mins => $3))::int as by_email_ip,
                 (select count(*) from wallet_sign_in
-                  where ip = $2 and created_at > now() - make_interval(mins => $3))::int as by_ip`,
+                  where ip = $2 and browser_hash is null
+                    and created_at > now() - make_interval(mins => $3))::int as by_ip`,
         [email, clientIp, SIGN_IN.limitWindowMinutes],
       );
       const allowed =
@@ -225,7 +298,8 @@ export class SignInService {
     emailInput: unknown,
     codeInput: unknown,
     challenge: string | undefined,
-  ): Promise<{ token: string; session: WalletSession }> {
+    knownBrowser?: string,
+  ): Promise<{ token: string; session: WalletSession; knownBrowser: string }> {
     const email = normalizeEmail(emailInput);
     const code = typeof codeInput === 'string' ? codeInput.replace(/\s+/g, '') : '';
     const noCode = () =>
@@ -268,7 +342,24 @@ export class SignInService {
            values ($1, $2, $3, now() + make_interval(days => $4), now()) returning id, expires_at`,
           [randomUUID(), tokenHash(token), user.id, SIGN_IN.sessionDays],
         );
-        return { token, session: { id: s.id as string, user, expiresAt: new Date(s.expires_at) } };
+        // This browser is now known for the address: its later code requests have their own allowance.
+        const kept = isChallengeToken(knownBrowser)
+          ? await tx.query(
+              `update wallet_known_browser set last_used_at = now() where token_hash = $1 and email = $2 returning 1`,
+              [tokenHash(knownBrowser), email],
+            )
+          : [];
+        const browser = kept.length ? (knownBrowser as string) : newToken();
+        if (!kept.length)
+          await tx.query(
+            `insert into wallet_known_browser (token_hash, email, created_at, last_used_at) values ($1, $2, now(), now())`,
+            [tokenHash(browser), email],
+          );
+        return {
+          token,
+          knownBrowser: browser,
+          session: { id: s.id as string, user, expiresAt: new Date(s.expires_at) },
+        };
       }
       const live = rows.filter((r) => !r.used_at && !r.expired && r.attempts < SIGN_IN.maxWrongTries);
       if (!live.length) {

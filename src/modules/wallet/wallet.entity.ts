@@ -30,6 +30,8 @@ export const WalletSignInSchema = defineEntity({
     email: p.string().length(254),
     codeHash: p.string().length(64),
     challengeHash: p.string().length(64).nullable(),
+    /** The known browser (signed in to this address before) that asked, or null: counted apart. */
+    browserHash: p.string().length(64).nullable(),
     /** False when a send limit held the request back (its code was never e-mailed, nor known). */
     sent: p.boolean().default(true),
     ip: p.string().length(64),
@@ -41,6 +43,23 @@ export const WalletSignInSchema = defineEntity({
 });
 export class WalletSignIn extends WalletSignInSchema.class {}
 WalletSignInSchema.setClass(WalletSignIn);
+
+/**
+ * A browser that signed in to an address (its long-lived cookie holds the token, the database its hash):
+ * its code requests for that address are limited on their own, so strangers cannot use them up.
+ */
+export const WalletKnownBrowserSchema = defineEntity({
+  name: 'WalletKnownBrowser',
+  tableName: 'wallet_known_browser',
+  properties: {
+    tokenHash: p.string().length(64).primary(),
+    email: p.string().length(254),
+    createdAt: p.datetime().defaultRaw('now()'),
+    lastUsedAt: p.datetime().defaultRaw('now()'),
+  },
+});
+export class WalletKnownBrowser extends WalletKnownBrowserSchema.class {}
+WalletKnownBrowserSchema.setClass(WalletKnownBrowser);
 
 /** A signed-in browser: the cookie holds the token, the database its hash. */
 export const WalletSessionSchema = defineEntity({

@@ -9,9 +9,22 @@ import { receiptOf, type Receipt } from '../ledger/receipt.js';
 import { pageTrigger } from './authorization.service.js';
 import { allowanceColumns, allowanceOf, type AllowanceState } from './allowance.js';
 import type { Clock } from '../../shared/clock.js';
+import { sha256Hex } from '../../shared/ids.js';
 
 /** Test funds are a development aid: one credit is at most this much (1000 USDC). */
 export const MAX_TEST_FUNDS_RAW = 1000n * 1_000_000n;
+
+/** A test-funds form's token: the hidden `formToken` each rendering of the form carries. */
+const FORM_TOKEN = /^[A-Za-z0-9_-]{16,64}$/;
+
+/**
+ * The transfer id one submission of a test-funds form credits under: the same form posted again (a
+ * double click, the browser's "resend") names the same transfer, so it credits once.
+ */
+export function testFundsTransferId(walletUserId: string, formToken: string): string {
+  const h = sha256Hex(`test_funds\n${walletUserId}\n${formToken}`);
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
 export const ACTIVITY_ROWS = 20;
 /** The largest low-balance alert a wallet may set (1,000,000 USDC). */
 export const MAX_LOW_ALERT_RAW = 1_000_000n * 1_000_000n;
@@ -230,7 +243,8 @@ export class WalletService {
   async addTestFunds(
     walletUser: { id: string; accountId: string },
     amountInput: unknown,
-  ): Promise<{ amountRaw: bigint; balanceRaw: bigint }> {
+    formToken?: unknown,
+  ): Promise<{ amountRaw: bigint; balanceRaw: bigint; repeated: boolean }> {
     if (!this.deps.config.WALLET_TEST_FUNDS)
       throw new DomainError(
         'forbidden',
@@ -246,9 +260,31 @@ export class WalletService {
         'amount',
         'invalid_amount',
       );
-    const transferId = randomUUID();
+    // With the form's token, a repeated submission is the same transfer; without one (a hand-made post)
+    // each post is its own.
+    const transferId =
+      typeof formToken === 'string' && FORM_TOKEN.test(formToken)
+        ? testFundsTransferId(walletUser.id, formToken)
+        : randomUUID();
     const trigger = pageTrigger(walletUser.id);
     return this.deps.db.transaction(async (tx) => {
+      // The wallet's row lock (the one the credit below takes) orders two posts of one form: the second
+      // finds the first's transfer and moves nothing.
+      const [account] = await tx.query<{ balance_raw: string; held_raw: string }>(
+        `select balance_raw::text as balance_raw, held_raw::text as held_raw from ledger_account
+          where id = $1 for no key update`,
+        [walletUser.accountId],
+      );
+      const [earlier] = await tx.query<{ amount_raw: string }>(
+        `select amount_raw::text as amount_raw from transfer where id = $1 and credit_account_id = $2`,
+        [transferId, walletUser.accountId],
+      );
+      if (account && earlier)
+        return {
+          amountRaw: BigInt(earlier.amount_raw),
+          balanceRaw: BigInt(account.balance_raw) - BigInt(account.held_raw),
+          repeated: true,
+        };
       // One wallet's connections, one event per paywall (the latest connection names the end user).
       const conns = await tx.query(
         `select distinct on (c.paywall_id) c.paywall_id, p.owner_id, eu.id as end_user_id, eu.external_id
@@ -286,7 +322,7 @@ export class WalletService {
         events,
       });
       if (!after) throw new Error('test funds: the wallet account is missing');
-      return { amountRaw, balanceRaw: after.balanceRaw - after.heldRaw };
+      return { amountRaw, balanceRaw: after.balanceRaw - after.heldRaw, repeated: false };
     });
   }
 

@@ -2,9 +2,10 @@ import { Counter, Histogram, type Registry } from 'prom-client';
 import type { Database } from '../../db/database.js';
 import type { Logger } from '../../shared/logger.js';
 import { buildDeliveryPayload, eventPayloadColumns, eventRowFrom } from './delivery-payload.js';
-import { sign, standardWebhookHeaders } from './signing.js';
+import { serviceSignatureHeaders, standardWebhookHeaders } from './signing.js';
 import { webhookSecretContext } from './webhook-secrets.js';
 import type { SecretBox } from '../../shared/crypto.js';
+import type { Clock } from '../../shared/clock.js';
 import { USER_AGENT, WebhookSender, type SendResult } from './webhook-sender.js';
 
 /** Consumer answers that end a delivery at once (spec "Delivery"): retrying cannot change them. */
@@ -41,6 +42,8 @@ export interface DeliveryWorkerOptions {
   sender?: WebhookSender;
   /** Randomness for the jitter (tests). */
   random?: () => number;
+  /** Whether a rotation's grace period is still on (default: the system clock). */
+  clock?: Clock;
 }
 
 /** The wait before retry number `attemptsMade` (1 after the first attempt): base × 2^(k-1), ±20 % jitter. */
@@ -156,6 +159,8 @@ interface ClaimedRow {
   updated_at: Date | string;
   url: string | null;
   secret_ciphertext: string | null;
+  previous_secret_ciphertext: string | null;
+  previous_secret_expires_at: Date | string | null;
   custom_headers: Record<string, string> | string | null;
   is_active: boolean | null;
   ev_id: string | null;
@@ -187,7 +192,8 @@ const CLAIM_SQL = `
     returning d.id, d.subscription_id, d.paywall_id, d.event_id, d.event_type, d.attempts, d.created_at,
               d.updated_at
   )
-  select c.*, s.url, s.secret_ciphertext, s.custom_headers, s.is_active, ${eventPayloadColumns('e')}
+  select c.*, s.url, s.secret_ciphertext, s.previous_secret_ciphertext, s.previous_secret_expires_at,
+         s.custom_headers, s.is_active, ${eventPayloadColumns('e')}
     from claimed c
     left join webhook_subscription s on s.id = c.subscription_id
     left join event e on e.id = c.event_id`;
@@ -399,6 +405,18 @@ export class DeliveryWorker {
       row.secret_ciphertext,
       webhookSecretContext(row.subscription_id),
     );
+    // A rotation's replaced secret signs too until its grace period ends (docs/webhooks.md "Rotate"), by
+    // the rules' clock; the signatures' timestamp is the real time receivers compare with theirs.
+    const graceNow = (this.opts.clock?.now() ?? new Date()).getTime();
+    const previousSecret =
+      row.previous_secret_ciphertext &&
+      row.previous_secret_expires_at &&
+      new Date(row.previous_secret_expires_at).getTime() > graceNow
+        ? this.opts.secretBox.decrypt(
+            row.previous_secret_ciphertext,
+            webhookSecretContext(row.subscription_id),
+          )
+        : null;
     const payload = buildDeliveryPayload(row, eventRowFrom(row), attempt);
     const body = JSON.stringify(payload);
     const custom =
@@ -414,11 +432,11 @@ export class DeliveryWorker {
       'content-type': 'application/json',
       'user-agent': USER_AGENT,
       'x-service-event': `${payload.event.type}@${payload.event.version}`,
-      'x-service-signature': sign(secret, body),
+      ...serviceSignatureHeaders(secret, body, previousSecret),
       'x-service-timestamp': signedAt.toISOString(),
       'x-service-event-id': payload.event.id,
       'x-service-delivery-id': row.id,
-      ...standardWebhookHeaders(secret, payload.event.id, body, signedAt),
+      ...standardWebhookHeaders(secret, payload.event.id, body, signedAt, previousSecret),
     });
 
     const result = await this.sender.send({ url: row.url, body, headers }, this.stopController.signal);

@@ -68,17 +68,42 @@ export function standardSignature(
   return `v1,${mac}`;
 }
 
-/** The three Standard Webhooks headers for an attempt signed at `signedAt`. */
+/**
+ * The three Standard Webhooks headers for an attempt signed at `signedAt`. With a rotation's previous
+ * secret still in its grace period, `webhook-signature` holds both signatures, space-separated, the
+ * current one first (Standard Webhooks: a verifier accepts the message when any one of them matches).
+ */
 export function standardWebhookHeaders(
   secret: string,
   webhookId: string,
   rawBody: string | Buffer,
   signedAt: Date,
+  previousSecret: string | null = null,
 ): StandardWebhookHeaders {
   const timestamp = Math.floor(signedAt.getTime() / 1000);
+  const signatures = [secret, ...(previousSecret === null ? [] : [previousSecret])].map((s) =>
+    standardSignature(s, webhookId, timestamp, rawBody),
+  );
   return {
     'webhook-id': webhookId,
     'webhook-timestamp': String(timestamp),
-    'webhook-signature': standardSignature(secret, webhookId, timestamp, rawBody),
+    'webhook-signature': signatures.join(' '),
   };
+}
+
+/**
+ * The `X-Service-*` signature headers of an attempt. `X-Service-Signature` stays ONE hex digest keyed with
+ * the current secret, as the spec has it (receivers compare it whole, and one that deployed the new secret
+ * before rotating goes on verifying); during a rotation's grace period `X-Service-Signature-Previous`
+ * carries the replaced secret's digest, for receivers that have not switched yet.
+ */
+export function serviceSignatureHeaders(
+  secret: string,
+  rawBody: string | Buffer,
+  previousSecret: string | null = null,
+): Record<string, string> {
+  const current = { 'x-service-signature': sign(secret, rawBody) };
+  return previousSecret === null
+    ? current
+    : { ...current, 'x-service-signature-previous': sign(previousSecret, rawBody) };
 }

@@ -13,7 +13,8 @@ import {
   type DeliveryPayload,
 } from './delivery-payload.js';
 import { UrlGuardError, validateWebhookUrl } from '../../shared/url-guard.js';
-import { generateWebhookSecret, webhookSecretContext } from './webhook-secrets.js';
+import { generateWebhookSecret, SECRET_ROTATION_GRACE_MS, webhookSecretContext } from './webhook-secrets.js';
+import type { Clock } from '../../shared/clock.js';
 import { loadSecretBox, type SecretBox } from '../../shared/crypto.js';
 import { WebhookSubscription } from './webhook.entity.js';
 
@@ -161,6 +162,8 @@ export interface SubscriptionServiceDeps {
   reads: Sql;
   config: Pick<Config, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS' | 'ENCRYPTION_KEY' | 'DATA_DIR'>;
   paywalls: Pick<PaywallService, 'resolve'>;
+  /** When a rotation's grace period starts (default: the system clock). */
+  clock?: Clock;
 }
 
 /**
@@ -271,11 +274,18 @@ export class SubscriptionService {
 
   /**
    * Replaces the signing secret (the given pre-shared one, or a generated one) and returns it once. Deliveries
-   * sent from now on, retries of older events included, are signed with the new secret.
+   * sent from now on, retries of older events included, are signed with the new secret, and for
+   * {@link SECRET_ROTATION_GRACE_MS} with the replaced one too (as Stripe does), so a receiver can switch at
+   * any time in that window. A second rotation within it drops the first's old secret at once (only the
+   * secret it replaces stays in grace): the way to retire a leaked secret without waiting.
    */
   async rotateSecret(auth: Auth, id: string, secret?: unknown): Promise<SubscriptionView> {
     const next = secret == null ? generateWebhookSecret() : checkSecret(secret);
+    const graceEnds = new Date((this.deps.clock?.now() ?? new Date()).getTime() + SECRET_ROTATION_GRACE_MS);
     const sub = await this.change(auth, id, (s) => {
+      // Same subscription, same encryption context: the replaced ciphertext is kept as it is.
+      s.previousSecretCiphertext = s.secretCiphertext;
+      s.previousSecretExpiresAt = graceEnds;
       s.secretCiphertext = this.box().encrypt(next, webhookSecretContext(s.id));
       s.secretSuffix = next.slice(-4);
       return true;
@@ -428,9 +438,25 @@ export class SubscriptionService {
       });
       return parsed.href;
     } catch (e) {
-      if (e instanceof UrlGuardError) throw invalid(`${e.message}.`, 'url', 'invalid_webhook_url');
+      if (e instanceof UrlGuardError)
+        throw invalid(`${e.message}.${this.privateHint(e, url)}`, 'url', 'invalid_webhook_url');
       throw e;
     }
+  }
+
+  /**
+   * What lifts a refusal that WEBHOOK_ALLOW_PRIVATE_NETWORKS would lift (an http: URL, a local or private
+   * target): a developer's local receiver is the usual case. Never for a host that did not resolve: that
+   * is a DNS failure, not a private network.
+   */
+  private privateHint(e: UrlGuardError, url: string): string {
+    const lifted =
+      e.reason === 'forbidden_address' ||
+      e.reason === 'forbidden_host' ||
+      (e.reason === 'unsupported_scheme' && /^http:/i.test(url.trim()));
+    return lifted
+      ? ' For a receiver on this machine or a private network (e.g. http://localhost:3000/hooks in development), start the service with WEBHOOK_ALLOW_PRIVATE_NETWORKS=true.'
+      : '';
   }
 
   /** True when the caller may act on that paywall (its key, or its owner). */

@@ -7,6 +7,12 @@ import { randomBytes } from 'node:crypto';
 export const webhookSecretContext = (subscriptionId: string): string =>
   `webhook_subscription:${subscriptionId}`;
 
+/**
+ * After a rotation, the replaced secret goes on signing for this long, next to the new one (24 h: Stripe's
+ * rollover for its own webhook secrets), so a receiver can deploy the new secret at any time in it.
+ */
+export const SECRET_ROTATION_GRACE_MS = 24 * 60 * 60 * 1000;
+
 /** What every generated signing secret starts with (the Standard Webhooks convention). */
 export const SECRET_PREFIX = 'whsec_';
 

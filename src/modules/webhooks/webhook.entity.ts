@@ -17,6 +17,10 @@ export const WebhookSubscriptionSchema = defineEntity({
     secretCiphertext: p.text(),
     /** Its last 4 characters, shown on reads to tell secrets apart. */
     secretSuffix: p.string().length(4),
+    /** The secret the last rotation replaced (encrypted, same context): it also signs until the time below. */
+    previousSecretCiphertext: p.text().nullable(),
+    /** The end of the rotation's grace period (24 h after it); null when there is none. */
+    previousSecretExpiresAt: p.datetime().nullable(),
     isActive: p.boolean().default(true),
     createdBy: p.string().length(100),
     consecutiveFailures: p.integer().default(0),

@@ -47,6 +47,7 @@ export class WebhookService {
       allowPrivate: c.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
       secretBox: loadSecretBox(c).box,
       metrics: this.deps.metrics.registry,
+      clock: this.deps.clock,
     });
     await this.worker.start();
   }

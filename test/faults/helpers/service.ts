@@ -242,7 +242,9 @@ export function sqlOf(url: string): Sql & { end(): Promise<void> } {
 
 /**
  * The money invariants at this instant: the ledger proof (all balances sum to 0, each account equals its
- * transfers, held equals its open holds) and no end user's account below zero or holding more than it has.
+ * transfers, held equals its open holds, debt equals what its charges owe, no SHARED debt but the
+ * built-in provider's, every built-in answer paid its cost) and no end user's account below zero or
+ * holding more than it has.
  */
 export async function moneyInvariants(sql: Sql): Promise<{ ok: boolean; detail: string }> {
   const proof = await proveLedger(sql);
@@ -258,6 +260,9 @@ export async function moneyInvariants(sql: Sql): Promise<{ ok: boolean; detail: 
       total: proof.totalRaw.toString(),
       unbalanced: proof.unbalancedAccounts,
       misheld: proof.misheldAccounts,
+      misdebted: proof.misdebtedAccounts,
+      sharedDebt: proof.sharedDebtCharges,
+      builtinUnpaid: proof.builtinUnpaidCharges,
       negative,
     }),
   };

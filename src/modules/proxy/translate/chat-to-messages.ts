@@ -4,7 +4,6 @@ import {
   anthropicToolChoice,
   badValue,
   chatUsageFromMessages,
-  checkFields,
   dataEvent,
   finishReason,
   imageBlockFromUrl,
@@ -12,6 +11,7 @@ import {
   numberField,
   parseArguments,
   parseData,
+  mergeMessagesUsage,
   readMessagesUsage,
   SseTransformer,
   swapPrefix,
@@ -22,6 +22,7 @@ import {
   type Json,
   type MessagesUsageCounts,
 } from './common.js';
+import { Dropped, effortOf, JSON_TOOL, sortFields, thinkingFor } from './field-policy.js';
 
 /**
  * Chat completions for a model on an Anthropic provider (docs/reference.md §15 "Across formats",
@@ -34,54 +35,11 @@ export interface ChatToMessagesOptions {
   model: string;
   /** The output cap (`max_tokens`, which Anthropic requires): the hold's cap. */
   maxTokens: number;
+  /** The model reasons: `reasoning_effort` becomes thinking (else it is dropped). */
+  reasoning?: boolean;
+  /** Where the dropped fields are noted (docs/reference.md §21). */
+  dropped?: Dropped;
 }
-
-/** Fields taken over or dropped without changing the answer (docs/translation.md). */
-const CHAT_KNOWN = new Set([
-  'model',
-  'messages',
-  'max_tokens',
-  'max_completion_tokens',
-  'stream',
-  'stream_options',
-  'temperature',
-  'top_p',
-  'top_k',
-  'stop',
-  'tools',
-  'tool_choice',
-  'parallel_tool_calls',
-  // dropped: the end user's identity never goes upstream, and these change nothing in the answer
-  'user',
-  'safety_identifier',
-  'metadata',
-  'store',
-  'seed',
-  'service_tier',
-  'prompt_cache_key',
-]);
-
-/** Fields refused when their value would change the answer in a way Anthropic cannot reproduce. */
-const CHAT_REFUSED: Record<string, (v: unknown) => string | null> = {
-  n: (v) => (v === 1 ? null : 'the provider returns one choice per request'),
-  logprobs: (v) => (v === false ? null : 'the provider returns no log probabilities'),
-  top_logprobs: () => 'the provider returns no log probabilities',
-  logit_bias: (v) =>
-    isObject(v) && Object.keys(v).length === 0 ? null : 'the provider takes no token biases',
-  frequency_penalty: (v) => (v === 0 ? null : 'the provider has no frequency penalty'),
-  presence_penalty: (v) => (v === 0 ? null : 'the provider has no presence penalty'),
-  response_format: (v) =>
-    isObject(v) && v.type === 'text' ? null : 'structured output formats are not translated',
-  audio: () => 'the provider produces no audio',
-  modalities: (v) =>
-    Array.isArray(v) && v.every((m) => m === 'text') ? null : 'the provider produces text only',
-  prediction: () => 'predicted outputs have no equivalent',
-  functions: () => "the legacy 'functions' have no equivalent: use 'tools'",
-  function_call: () => "the legacy 'function_call' has no equivalent: use 'tool_choice'",
-  reasoning_effort: () => 'reasoning effort has no equivalent',
-  verbosity: () => 'verbosity has no equivalent',
-  web_search_options: () => 'built-in web search has no equivalent',
-};
 
 /** One user-side content part of a chat message as an Anthropic block. */
 function userBlock(part: unknown, param: string): Json {
@@ -200,7 +158,8 @@ export function chatRequestToMessages(
   body: Record<string, unknown>,
   opts: ChatToMessagesOptions,
 ): Record<string, unknown> {
-  checkFields(body, CHAT_KNOWN, CHAT_REFUSED);
+  const dropped = opts.dropped ?? new Dropped();
+  sortFields('chat', body, dropped);
   const { system, turns } = translateMessages(body.messages);
   const out: Json = { model: opts.model, max_tokens: opts.maxTokens, messages: turns };
   if (system.length) out.system = system.join('\n\n');
@@ -234,6 +193,13 @@ export function chatRequestToMessages(
   const choice = anthropicToolChoice(body.tool_choice, body.parallel_tool_calls, hasTools);
   if (choice) out.tool_choice = choice;
 
+  const format = body.response_format;
+  if (isObject(format) && format.type === 'json_schema') {
+    forceJsonTool(out, isObject(format.json_schema) ? format.json_schema.schema : null, 'response_format');
+  } else if (isObject(format) && format.type !== 'text') dropped.add('response_format');
+
+  mapEffort(out, body.reasoning_effort, 'reasoning_effort', opts, dropped);
+
   if (body.stream !== undefined && body.stream !== null) {
     if (typeof body.stream !== 'boolean') throw badValue('stream', 'a boolean');
     out.stream = body.stream;
@@ -241,9 +207,51 @@ export function chatRequestToMessages(
   return out;
 }
 
+/**
+ * A `json_schema` output format as a forced tool whose input schema is the schema (the answer's text is
+ * its input as JSON, docs/reference.md §21 "Mapped").
+ */
+export function forceJsonTool(out: Json, schema: unknown, param: string): void {
+  if (!isObject(schema)) throw badValue(param, 'a json_schema format has a schema object');
+  const tools = Array.isArray(out.tools) ? (out.tools as Json[]) : [];
+  tools.push({ name: JSON_TOOL, description: 'Give the answer as this JSON object.', input_schema: schema });
+  out.tools = tools;
+  out.tool_choice = { type: 'tool', name: JSON_TOOL };
+}
+
+/**
+ * An OpenAI reasoning effort as Anthropic thinking, for a model that reasons (docs/reference.md §21
+ * "Mapped"); otherwise, or when the cap leaves no room for Anthropic's smallest budget, or a tool is forced
+ * (Anthropic takes no thinking then), dropped and named. `none` asks for no reasoning: nothing to send.
+ */
+export function mapEffort(
+  out: Json,
+  value: unknown,
+  param: string,
+  opts: { maxTokens: number; reasoning?: boolean },
+  dropped: Dropped,
+): void {
+  if (value === undefined || value === null || value === 'none') return;
+  const effort = effortOf(value);
+  const forced =
+    isObject(out.tool_choice) && (out.tool_choice.type === 'tool' || out.tool_choice.type === 'any');
+  const thinking = effort && opts.reasoning && !forced ? thinkingFor(effort, opts.maxTokens) : null;
+  if (thinking) {
+    out.thinking = thinking;
+    // Anthropic takes thinking only with its default sampling: the client's is dropped (and named).
+    for (const key of ['temperature', 'top_k'])
+      if (out[key] !== undefined) {
+        delete out[key];
+        dropped.add(key);
+      }
+  } else dropped.add(param);
+}
+
 export interface MessagesToChatOptions {
   /** The model id the client asked for (the answer names it, not the provider's). */
   model: string;
+  /** The client asked for a `json_schema` format: the forced tool's input is the answer's text. */
+  jsonTool?: boolean;
   /** The answer's id; default: the message id as `chatcmpl-…`. */
   id?: string;
   /** `created` (Unix seconds); default: now. */
@@ -253,13 +261,15 @@ export interface MessagesToChatOptions {
 const nowSeconds = (): number => Math.floor(Date.now() / 1000);
 
 /** Anthropic content blocks → the chat message's text and tool calls (thinking blocks are left out). */
-function chatMessageFromBlocks(content: unknown): Json {
+function chatMessageFromBlocks(content: unknown, jsonTool = false): Json {
   let text: string | null = null;
   const toolCalls: Json[] = [];
   if (Array.isArray(content))
     for (const block of content) {
       if (!isObject(block)) continue;
       if (block.type === 'text' && typeof block.text === 'string') text = (text ?? '') + block.text;
+      else if (block.type === 'tool_use' && jsonTool && block.name === JSON_TOOL)
+        text = (text ?? '') + JSON.stringify(block.input ?? {});
       else if (block.type === 'tool_use')
         toolCalls.push({
           id: block.id,
@@ -282,9 +292,10 @@ export function messagesAnswerToChat(json: Record<string, unknown>, opts: Messag
     choices: [
       {
         index: 0,
-        message: chatMessageFromBlocks(json.content),
+        message: chatMessageFromBlocks(json.content, opts.jsonTool),
         logprobs: null,
-        finish_reason: finishReason(json.stop_reason),
+        finish_reason:
+          opts.jsonTool && json.stop_reason === 'tool_use' ? 'stop' : finishReason(json.stop_reason),
       },
     ],
   };
@@ -323,6 +334,8 @@ export class MessagesToChatStream extends SseTransformer {
   private readonly created: number;
   /** Anthropic block index → chat tool call index, for the tool_use blocks. */
   private readonly toolIndex = new Map<number, number>();
+  /** Block indexes of the forced JSON tool (streamed as text). */
+  private readonly jsonBlocks = new Set<number>();
   private started = false;
 
   constructor(private readonly opts: MessagesToChatStreamOptions) {
@@ -354,16 +367,7 @@ export class MessagesToChatStream extends SseTransformer {
 
   private mergeUsage(u: unknown): void {
     if (!isObject(u)) return;
-    const prev = this.usage ?? { input: 0, cacheRead: 0, cacheWrite: 0, output: 0 };
-    // message_delta's counts are cumulative and absent when they do not apply: overwrite what is present.
-    const take = (v: unknown, old: number) =>
-      typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : old;
-    this.usage = {
-      input: take(u.input_tokens, prev.input),
-      cacheRead: take(u.cache_read_input_tokens, prev.cacheRead),
-      cacheWrite: take(u.cache_creation_input_tokens, prev.cacheWrite),
-      output: take(u.output_tokens, prev.output),
-    };
+    this.usage = mergeMessagesUsage(this.usage, u);
   }
 
   protected onEvent(e: EventSourceMessage): void {
@@ -384,6 +388,8 @@ export class MessagesToChatStream extends SseTransformer {
         const block = isObject(data.content_block) ? data.content_block : {};
         if (block.type === 'text' && typeof block.text === 'string' && block.text !== '')
           this.chunk({ content: block.text });
+        else if (block.type === 'tool_use' && this.opts.jsonTool && block.name === JSON_TOOL)
+          this.jsonBlocks.add(Number(data.index));
         else if (block.type === 'tool_use') {
           const index = this.toolIndex.size;
           this.toolIndex.set(Number(data.index), index);
@@ -401,7 +407,13 @@ export class MessagesToChatStream extends SseTransformer {
         const delta = isObject(data.delta) ? data.delta : {};
         if (delta.type === 'text_delta' && typeof delta.text === 'string' && delta.text !== '')
           this.chunk({ content: delta.text });
-        else if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string') {
+        else if (
+          delta.type === 'input_json_delta' &&
+          typeof delta.partial_json === 'string' &&
+          this.jsonBlocks.has(Number(data.index))
+        ) {
+          if (delta.partial_json !== '') this.chunk({ content: delta.partial_json });
+        } else if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string') {
           const index = this.toolIndex.get(Number(data.index));
           if (index !== undefined && delta.partial_json !== '')
             this.chunk({ tool_calls: [{ index, function: { arguments: delta.partial_json } }] });
@@ -417,7 +429,10 @@ export class MessagesToChatStream extends SseTransformer {
       }
       case 'message_stop': {
         this.start();
-        this.chunk({}, finishReason(this.stopReason));
+        this.chunk(
+          {},
+          this.opts.jsonTool && this.stopReason === 'tool_use' ? 'stop' : finishReason(this.stopReason),
+        );
         this.finished = true;
         if (this.opts.includeUsage && this.usage)
           this.out += dataEvent({

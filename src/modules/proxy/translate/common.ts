@@ -135,9 +135,14 @@ export function finishReason(stop: unknown): ChatFinishReason {
   }
 }
 
-/** Chat `finish_reason` → Anthropic `stop_reason`. */
-export function stopReason(finish: unknown): string {
+/** The chat `finish_reason` some providers end a failed generation with: not a finish. */
+export const ERROR_FINISH = 'error';
+
+/** Chat `finish_reason` → Anthropic `stop_reason` (null: it ended in the provider's error). */
+export function stopReason(finish: unknown): string | null {
   switch (finish) {
+    case ERROR_FINISH:
+      return null;
     case 'length':
       return 'max_tokens';
     case 'tool_calls':
@@ -159,7 +164,12 @@ export interface MessagesUsageCounts {
   cacheRead: number;
   cacheWrite: number;
   output: number;
+  /** The part of the output spent thinking (`output_tokens_details.thinking_tokens`), where sent. */
+  thinking: number;
 }
+
+const thinkingTokens = (u: Json): number =>
+  isObject(u.output_tokens_details) ? tokens(u.output_tokens_details.thinking_tokens) : 0;
 
 export const readMessagesUsage = (u: unknown): MessagesUsageCounts | null =>
   isObject(u)
@@ -168,8 +178,24 @@ export const readMessagesUsage = (u: unknown): MessagesUsageCounts | null =>
         cacheRead: tokens(u.cache_read_input_tokens),
         cacheWrite: tokens(u.cache_creation_input_tokens),
         output: tokens(u.output_tokens),
+        thinking: thinkingTokens(u),
       }
     : null;
+
+/** A stream's usage so far with an event's: message_delta's counts are cumulative, absent ones kept. */
+export function mergeMessagesUsage(prev: MessagesUsageCounts | null, u: Json): MessagesUsageCounts {
+  const p = prev ?? { input: 0, cacheRead: 0, cacheWrite: 0, output: 0, thinking: 0 };
+  const take = (v: unknown, old: number) =>
+    typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : old;
+  const details = isObject(u.output_tokens_details) ? u.output_tokens_details : {};
+  return {
+    input: take(u.input_tokens, p.input),
+    cacheRead: take(u.cache_read_input_tokens, p.cacheRead),
+    cacheWrite: take(u.cache_creation_input_tokens, p.cacheWrite),
+    output: take(u.output_tokens, p.output),
+    thinking: take(details.thinking_tokens, p.thinking),
+  };
+}
 
 /**
  * Anthropic usage → chat completions usage (docs/reference.md §13): `prompt_tokens` is all the input,
@@ -183,6 +209,8 @@ export function chatUsageFromMessages(c: MessagesUsageCounts): Json {
     completion_tokens: c.output,
     total_tokens: prompt + c.output,
     prompt_tokens_details: { cached_tokens: c.cacheRead, cache_write_tokens: c.cacheWrite },
+    // the thinking part, so it is charged at the reasoning price (docs/reference.md §21 "Answers")
+    completion_tokens_details: { reasoning_tokens: Math.min(c.thinking, c.output) },
   };
 }
 
@@ -193,7 +221,7 @@ export function responsesUsageFromMessages(c: MessagesUsageCounts): Json {
     input_tokens: input,
     input_tokens_details: { cached_tokens: c.cacheRead, cache_write_tokens: c.cacheWrite },
     output_tokens: c.output,
-    output_tokens_details: { reasoning_tokens: 0 },
+    output_tokens_details: { reasoning_tokens: Math.min(c.thinking, c.output) },
     total_tokens: input + c.output,
   };
 }
@@ -211,13 +239,31 @@ export function messagesUsageFromChat(u: unknown): Json | null {
     Math.max(tokens(details.cached_tokens), tokens(u.prompt_cache_hit_tokens)),
   );
   const cacheWrite = Math.min(prompt - cacheRead, tokens(details.cache_write_tokens));
+  const output = tokens(u.completion_tokens);
+  const cd = isObject(u.completion_tokens_details) ? u.completion_tokens_details : {};
+  const reasoning = Math.min(output, tokens(cd.reasoning_tokens));
   return {
+    ...MESSAGES_USAGE_NULLS,
     input_tokens: prompt - cacheRead - cacheWrite,
     cache_creation_input_tokens: cacheWrite,
     cache_read_input_tokens: cacheRead,
-    output_tokens: tokens(u.completion_tokens),
+    output_tokens: output,
+    // The reasoning part, as Anthropic reports its thinking: charged at the reasoning price (§21 "Answers").
+    output_tokens_details: { thinking_tokens: reasoning },
   };
 }
+
+/** The usage fields Anthropic's SDK types declare that a translated answer has no value for. */
+export const MESSAGES_USAGE_NULLS = {
+  cache_creation: null,
+  inference_geo: null,
+  server_tool_use: null,
+  service_tier: null,
+  speed: null,
+} as const;
+
+/** The message fields Anthropic's SDK types declare that a translated answer has no value for. */
+export const MESSAGE_NULLS = { container: null, diagnostics: null, stop_details: null } as const;
 
 // ---------------------------------------------------------------------------------------------------
 // Tools (OpenAI function tools ↔ Anthropic custom tools)

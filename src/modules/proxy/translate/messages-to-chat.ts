@@ -1,7 +1,7 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import {
   badValue,
-  checkFields,
+  ERROR_FINISH,
   isObject,
   messagesUsageFromChat,
   namedEvent,
@@ -13,7 +13,10 @@ import {
   unsupported,
   urlFromImageSource,
   type Json,
+  MESSAGE_NULLS,
+  MESSAGES_USAGE_NULLS,
 } from './common.js';
+import { Dropped, effortOfThinking, hasCacheControl, sortFields } from './field-policy.js';
 
 /**
  * Anthropic's Messages API for a model on an OpenAI-compatible provider (docs/reference.md §15 "Across
@@ -28,43 +31,20 @@ export interface MessagesToChatRequestOptions {
   maxTokens: number;
   /** The field that carries it (docs/reference.md §13 "Cap sent upstream"). */
   capField: 'max_tokens' | 'max_completion_tokens';
+  /** The model reasons: thinking and `output_config.effort` become `reasoning_effort` (else dropped). */
+  reasoning?: boolean;
+  /** Where the dropped fields are noted (docs/reference.md §21). */
+  dropped?: Dropped;
 }
 
-const MESSAGES_KNOWN = new Set([
-  'model',
-  'messages',
-  'system',
-  'max_tokens',
-  'stop_sequences',
-  'stream',
-  'temperature',
-  'top_p',
-  'tools',
-  'tool_choice',
-  // dropped: metadata.user_id is the end user's, which never goes upstream; the rest changes nothing
-  'metadata',
-  'service_tier',
-  'cache_control',
-]);
-
-const MESSAGES_REFUSED: Record<string, (v: unknown) => string | null> = {
-  thinking: (v) => (isObject(v) && v.type === 'disabled' ? null : 'extended thinking has no equivalent'),
-  top_k: () => 'the provider has no top-k sampling',
-  container: () => 'containers have no equivalent',
-  mcp_servers: () => 'MCP servers have no equivalent',
-  context_management: () => 'context management has no equivalent',
-  output_config: () => 'output settings have no equivalent',
-  output_format: () => 'structured output formats are not translated',
-};
-
 /** The text of an Anthropic `system` (a string or text blocks). */
-function systemText(system: unknown): string {
+function systemText(system: unknown, param = 'system'): string {
   if (typeof system === 'string') return system;
-  if (!Array.isArray(system)) throw badValue('system', 'a string or an array of text blocks');
+  if (!Array.isArray(system)) throw badValue(param, 'a string or an array of text blocks');
   return system
     .map((b, i) => {
       if (isObject(b) && b.type === 'text' && typeof b.text === 'string') return b.text;
-      throw unsupported(`system[${i}].type`, 'the system prompt holds text blocks only');
+      throw unsupported(`${param}[${i}].type`, 'the system prompt holds text blocks only');
     })
     .join('\n');
 }
@@ -82,14 +62,22 @@ function toolResultText(content: unknown, param: string): string {
     .join('');
 }
 
-/** Anthropic messages → chat messages (tool results become `tool` messages, placed first in their turn). */
-function translateMessages(messages: unknown): Json[] {
+/**
+ * Anthropic messages → chat messages (tool results become `tool` messages, placed first in their turn).
+ * A `role: "system"` message (which Anthropic's API takes too) becomes system text (`system`).
+ */
+function translateMessages(messages: unknown, system: string[]): Json[] {
   if (!Array.isArray(messages) || messages.length === 0)
     throw badValue('messages', 'a non-empty array of messages');
   const out: Json[] = [];
   messages.forEach((m, i) => {
     const at = `messages[${i}]`;
     if (!isObject(m)) throw badValue(at, 'a message is an object');
+    if (m.role === 'system') {
+      const text = typeof m.content === 'string' ? m.content : systemText(m.content, `${at}.content`);
+      if (text !== '') system.push(text);
+      return;
+    }
     if (m.role !== 'user' && m.role !== 'assistant')
       throw badValue(`${at}.role`, `unknown role ${JSON.stringify(m.role)}`);
     if (typeof m.content === 'string') {
@@ -172,12 +160,15 @@ export function messagesRequestToChat(
   body: Record<string, unknown>,
   opts: MessagesToChatRequestOptions,
 ): Record<string, unknown> {
-  checkFields(body, MESSAGES_KNOWN, MESSAGES_REFUSED);
-  const messages = translateMessages(body.messages);
-  if (body.system !== undefined && body.system !== null) {
-    const text = systemText(body.system);
-    if (text !== '') messages.unshift({ role: 'system', content: text });
-  }
+  const dropped = opts.dropped ?? new Dropped();
+  sortFields('messages', body, dropped);
+  if (hasCacheControl(body)) dropped.add('cache_control');
+  const inMessages: string[] = [];
+  const messages = translateMessages(body.messages, inMessages);
+  const system =
+    body.system !== undefined && body.system !== null ? [systemText(body.system), ...inMessages] : inMessages;
+  const text = system.filter((t) => t !== '').join('\n\n');
+  if (text !== '') messages.unshift({ role: 'system', content: text });
   const out: Json = { model: opts.model, messages, [opts.capField]: opts.maxTokens };
 
   if (body.stop_sequences !== undefined && body.stop_sequences !== null) {
@@ -230,6 +221,27 @@ export function messagesRequestToChat(
     if (choice.disable_parallel_tool_use === true && hasTools) out.parallel_tool_calls = false;
   }
 
+  // Thinking and effort ↔ reasoning_effort, for a model that reasons (docs/reference.md §21 "Mapped").
+  const config = isObject(body.output_config) ? body.output_config : {};
+  const effort = effortOfThinking(body.thinking, config);
+  if (effort && opts.reasoning) out.reasoning_effort = effort;
+  else {
+    if (isObject(body.thinking) && body.thinking.type !== 'disabled') dropped.add('thinking');
+    if (config.effort !== undefined && config.effort !== null) dropped.add('output_config');
+  }
+  // A JSON schema output format (`output_format`, or `output_config.format`) as OpenAI's.
+  const format = isObject(config.format)
+    ? config.format
+    : isObject(body.output_format)
+      ? body.output_format
+      : null;
+  if (format && format.type === 'json_schema' && isObject(format.schema))
+    out.response_format = {
+      type: 'json_schema',
+      json_schema: { name: 'output', schema: format.schema, strict: true },
+    };
+  else if (format) dropped.add(isObject(config.format) ? 'output_config' : 'output_format');
+
   if (body.stream !== undefined && body.stream !== null) {
     if (typeof body.stream !== 'boolean') throw badValue('stream', 'a boolean');
     out.stream = body.stream;
@@ -241,6 +253,8 @@ export function messagesRequestToChat(
 export interface ChatToMessagesAnswerOptions {
   /** The model id the client asked for. */
   model: string;
+  /** The service's count of the input, for a stream's `message_start` (the provider tells it only at the end). */
+  inputTokens?: number;
   /** The message id; default: the chat id as `msg_…`. */
   id?: string;
 }
@@ -257,21 +271,25 @@ function inputOf(args: unknown): Json {
 }
 
 const ZERO_USAGE = {
+  ...MESSAGES_USAGE_NULLS,
   input_tokens: 0,
   cache_creation_input_tokens: 0,
   cache_read_input_tokens: 0,
   output_tokens: 0,
+  output_tokens_details: null,
 };
+
+/** A text block as Anthropic's SDK types declare it. */
+const textBlock = (text: string): Json => ({ type: 'text', text, citations: null });
 
 /** A `chat.completion` → an Anthropic `message` (the first choice; docs/translation.md). */
 export function chatAnswerToMessages(json: Record<string, unknown>, opts: ChatToMessagesAnswerOptions): Json {
   const choice = Array.isArray(json.choices) && isObject(json.choices[0]) ? json.choices[0] : {};
   const message = isObject(choice.message) ? choice.message : {};
   const content: Json[] = [];
-  if (typeof message.content === 'string' && message.content !== '')
-    content.push({ type: 'text', text: message.content });
+  if (typeof message.content === 'string' && message.content !== '') content.push(textBlock(message.content));
   else if (typeof message.refusal === 'string' && message.refusal !== '')
-    content.push({ type: 'text', text: message.refusal });
+    content.push(textBlock(message.refusal));
   if (Array.isArray(message.tool_calls))
     for (const c of message.tool_calls)
       if (isObject(c) && isObject(c.function))
@@ -280,8 +298,10 @@ export function chatAnswerToMessages(json: Record<string, unknown>, opts: ChatTo
           id: c.id,
           name: c.function.name,
           input: inputOf(c.function.arguments),
+          caller: { type: 'direct' },
         });
   return {
+    ...MESSAGE_NULLS,
     id: opts.id ?? swapPrefix(json.id, /^chatcmpl-/, 'msg_', 'msg_translated'),
     type: 'message',
     role: 'assistant',
@@ -327,6 +347,7 @@ export class ChatToMessagesStream extends SseTransformer {
     this.id = this.opts.id ?? swapPrefix(chatId, /^chatcmpl-/, 'msg_', 'msg_translated');
     this.emit('message_start', {
       message: {
+        ...MESSAGE_NULLS,
         id: this.id,
         type: 'message',
         role: 'assistant',
@@ -334,7 +355,8 @@ export class ChatToMessagesStream extends SseTransformer {
         content: [],
         stop_reason: null,
         stop_sequence: null,
-        usage: { input_tokens: 0, output_tokens: 0 },
+        // The provider reports the input only at the end: the service's count of it (§21 "Answers").
+        usage: { ...ZERO_USAGE, input_tokens: this.opts.inputTokens ?? 0 },
       },
     });
   }
@@ -351,7 +373,7 @@ export class ChatToMessagesStream extends SseTransformer {
       this.closeBlock();
       this.blockIndex++;
       this.openBlock = { kind: 'text' };
-      this.emit('content_block_start', { index: this.blockIndex, content_block: { type: 'text', text: '' } });
+      this.emit('content_block_start', { index: this.blockIndex, content_block: textBlock('') });
     }
     this.emit('content_block_delta', { index: this.blockIndex, delta: { type: 'text_delta', text } });
   }
@@ -366,7 +388,7 @@ export class ChatToMessagesStream extends SseTransformer {
       this.openBlock = { kind: 'tool', call };
       this.emit('content_block_start', {
         index: this.blockIndex,
-        content_block: { type: 'tool_use', id: c.id, name: fn.name, input: {} },
+        content_block: { type: 'tool_use', id: c.id, name: fn.name, input: {}, caller: { type: 'direct' } },
       });
     }
     if (typeof fn.arguments === 'string' && fn.arguments !== '')
@@ -390,7 +412,7 @@ export class ChatToMessagesStream extends SseTransformer {
     const usage = messagesUsageFromChat(this.usage);
     this.emit('message_delta', {
       delta: { stop_reason: stopReason(this.finishReason), stop_sequence: null },
-      usage: usage ?? { output_tokens: 0 },
+      usage: usage ?? { ...ZERO_USAGE, input_tokens: null },
     });
     this.emit('message_stop', {});
     this.done = true;
@@ -426,7 +448,9 @@ export class ChatToMessagesStream extends SseTransformer {
     if (Array.isArray(delta.tool_calls)) for (const c of delta.tool_calls) if (isObject(c)) this.toolCall(c);
     if (typeof choice.finish_reason === 'string' && choice.finish_reason !== '') {
       this.finishReason = choice.finish_reason;
-      this.finished = true;
+      // An answer ended in the provider's error is not finished (charged nothing when empty).
+      if (choice.finish_reason === ERROR_FINISH) this.upstreamError = true;
+      else this.finished = true;
       this.closeBlock();
     }
   }

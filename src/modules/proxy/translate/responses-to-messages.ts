@@ -3,13 +3,13 @@ import {
   anthropicTool,
   anthropicToolChoice,
   badValue,
-  checkFields,
   imageBlockFromUrl,
   isObject,
   namedEvent,
   numberField,
   parseArguments,
   parseData,
+  mergeMessagesUsage,
   readMessagesUsage,
   responsesUsageFromMessages,
   SseTransformer,
@@ -20,6 +20,15 @@ import {
   type Json,
   type MessagesUsageCounts,
 } from './common.js';
+import { forceJsonTool, mapEffort } from './chat-to-messages.js';
+import {
+  Dropped,
+  JSON_TOOL,
+  NAMESPACE_SEPARATOR,
+  noToolNames,
+  sortFields,
+  type ToolNames,
+} from './field-policy.js';
 
 /**
  * OpenAI's Responses API for a model on an Anthropic provider (docs/reference.md §15 "Across formats",
@@ -32,51 +41,71 @@ export interface ResponsesToMessagesOptions {
   model: string;
   /** The output cap (`max_tokens`): the hold's cap. */
   maxTokens: number;
+  /** The model reasons: `reasoning.effort` becomes thinking (else it is dropped). */
+  reasoning?: boolean;
+  /** Where the dropped fields are noted (docs/reference.md §21). */
+  dropped?: Dropped;
 }
 
-const RESPONSES_KNOWN = new Set([
-  'model',
-  'input',
-  'instructions',
-  'max_output_tokens',
-  'stream',
-  'stream_options',
-  'temperature',
-  'top_p',
-  'tools',
-  'tool_choice',
-  'parallel_tool_calls',
-  // dropped: no effect on the answer, and the end user's identity never goes upstream
-  'user',
-  'safety_identifier',
-  'metadata',
-  'store',
-  'service_tier',
-  'prompt_cache_key',
-]);
+/**
+ * The names the provider sees for the client's tools, and back (docs/reference.md §21 "Mapped"): a
+ * `namespace` tool's functions as `<namespace>__<name>`, a `custom` tool as a function taking `{input}`,
+ * a `json_schema` text format as the forced JSON tool.
+ */
+export function responsesToolNames(request: Json | undefined): ToolNames {
+  const names = noToolNames();
+  if (!request) return names;
+  if (Array.isArray(request.tools))
+    for (const tool of request.tools) {
+      if (!isObject(tool)) continue;
+      if (tool.type === 'namespace' && typeof tool.name === 'string' && Array.isArray(tool.tools))
+        for (const fn of tool.tools)
+          if (isObject(fn) && typeof fn.name === 'string')
+            names.namespaced.set(`${tool.name}${NAMESPACE_SEPARATOR}${fn.name}`, {
+              namespace: tool.name,
+              name: fn.name,
+            });
+      if (tool.type === 'custom' && typeof tool.name === 'string') names.custom.add(tool.name);
+    }
+  const text = request.text;
+  if (isObject(text) && isObject(text.format) && text.format.type === 'json_schema')
+    names.jsonTool = JSON_TOOL;
+  return names;
+}
 
-const RESPONSES_REFUSED: Record<string, (v: unknown) => string | null> = {
-  previous_response_id: () => 'stored responses cannot be continued on this provider',
-  conversation: () => 'stored conversations cannot be continued on this provider',
-  prompt: () => 'stored prompts have no equivalent',
-  background: (v) => (v === false ? null : 'background responses have no equivalent'),
-  include: (v) => (Array.isArray(v) && v.length === 0 ? null : 'extra output data has no equivalent'),
-  reasoning: (v) =>
-    isObject(v) &&
-    (v.effort === undefined || v.effort === null) &&
-    (v.summary === undefined || v.summary === null)
-      ? null
-      : 'reasoning settings have no equivalent',
-  text: (v) =>
-    isObject(v) &&
-    (v.format === undefined || v.format === null || (isObject(v.format) && v.format.type === 'text')) &&
-    (v.verbosity === undefined || v.verbosity === null)
-      ? null
-      : 'structured output formats and verbosity are not translated',
-  truncation: (v) => (v === 'disabled' ? null : 'automatic truncation has no equivalent'),
-  top_logprobs: () => 'the provider returns no log probabilities',
-  max_tool_calls: () => 'a limit on built-in tool calls has no equivalent',
-};
+/** A client tool of the Responses API as the Anthropic tools it becomes (a namespace: several). */
+function anthropicTools(tool: unknown, i: number): Json[] {
+  const at = `tools[${i}]`;
+  if (!isObject(tool)) throw badValue(at, 'a tool is an object');
+  if (tool.type === 'function') return [anthropicTool(tool, at)];
+  if (tool.type === 'custom') return [customTool(tool, at)];
+  if (tool.type === 'namespace') {
+    if (typeof tool.name !== 'string' || tool.name === '' || !Array.isArray(tool.tools))
+      throw badValue(at, 'a namespace tool has a name and tools');
+    return tool.tools.map((fn, j) => {
+      const param = `${at}.tools[${j}]`;
+      if (!isObject(fn) || typeof fn.name !== 'string') throw badValue(param, 'a tool with a name');
+      const named = { ...fn, name: `${tool.name}${NAMESPACE_SEPARATOR}${fn.name}` };
+      return fn.type === 'custom' ? customTool(named, param) : anthropicTool(named, param);
+    });
+  }
+  throw unsupported(`${at}.type`, `the built-in '${String(tool.type)}' tool has no equivalent`);
+}
+
+/** A `custom` (free-form input) tool as a function taking its input as one string. */
+function customTool(tool: Json, param: string): Json {
+  if (typeof tool.name !== 'string' || tool.name === '') throw badValue(`${param}.name`, 'a tool name');
+  const out: Json = {
+    name: tool.name,
+    input_schema: {
+      type: 'object',
+      properties: { input: { type: 'string', description: 'The tool input, free-form.' } },
+      required: ['input'],
+    },
+  };
+  if (typeof tool.description === 'string') out.description = tool.description;
+  return out;
+}
 
 /** One content part of an input message as an Anthropic block. */
 function inputBlock(part: unknown, param: string): Json {
@@ -148,16 +177,29 @@ function translateInput(input: unknown): { system: string[]; turns: Json[] } {
       case 'function_call': {
         if (typeof item.call_id !== 'string' || typeof item.name !== 'string')
           throw badValue(at, 'a function call has a call_id and a name');
+        const name =
+          typeof item.namespace === 'string' && item.namespace !== ''
+            ? `${item.namespace}${NAMESPACE_SEPARATOR}${item.name}`
+            : item.name;
         append('assistant', [
           {
             type: 'tool_use',
             id: item.call_id,
-            name: item.name,
+            name,
             input: parseArguments(item.arguments, `${at}.arguments`),
           },
         ]);
         return;
       }
+      case 'custom_tool_call': {
+        if (typeof item.call_id !== 'string' || typeof item.name !== 'string')
+          throw badValue(at, 'a custom tool call has a call_id and a name');
+        append('assistant', [
+          { type: 'tool_use', id: item.call_id, name: item.name, input: { input: String(item.input ?? '') } },
+        ]);
+        return;
+      }
+      case 'custom_tool_call_output':
       case 'function_call_output': {
         if (typeof item.call_id !== 'string') throw badValue(`${at}.call_id`, 'the call it answers');
         const output = textOnly(item.output, `${at}.output`, '');
@@ -182,7 +224,8 @@ export function responsesRequestToMessages(
   body: Record<string, unknown>,
   opts: ResponsesToMessagesOptions,
 ): Record<string, unknown> {
-  checkFields(body, RESPONSES_KNOWN, RESPONSES_REFUSED);
+  const dropped = opts.dropped ?? new Dropped();
+  sortFields('responses', body, dropped);
   const { system, turns } = translateInput(body.input);
   const out: Json = { model: opts.model, max_tokens: opts.maxTokens, messages: turns };
   const instructions =
@@ -200,18 +243,18 @@ export function responsesRequestToMessages(
   let hasTools = false;
   if (body.tools !== undefined && body.tools !== null) {
     if (!Array.isArray(body.tools)) throw badValue('tools', 'an array of tools');
-    out.tools = body.tools.map((tool, i) => {
-      if (!isObject(tool) || tool.type !== 'function')
-        throw unsupported(
-          `tools[${i}].type`,
-          `the built-in '${String(isObject(tool) ? tool.type : tool)}' tool has no equivalent`,
-        );
-      return anthropicTool(tool, `tools[${i}]`);
-    });
+    out.tools = body.tools.flatMap((tool, i) => anthropicTools(tool, i));
     hasTools = body.tools.length > 0;
   }
   const choice = anthropicToolChoice(body.tool_choice, body.parallel_tool_calls, hasTools);
   if (choice) out.tool_choice = choice;
+
+  const text = isObject(body.text) ? body.text : {};
+  const format = isObject(text.format) ? text.format : null;
+  if (format && format.type === 'json_schema') forceJsonTool(out, format.schema, 'text.format');
+  else if (format && format.type !== 'text') dropped.add('text.format');
+  if (text.verbosity !== undefined && text.verbosity !== null) dropped.add('text.verbosity');
+  if (isObject(body.reasoning)) mapEffort(out, body.reasoning.effort, 'reasoning', opts, dropped);
 
   if (body.stream !== undefined && body.stream !== null) {
     if (typeof body.stream !== 'boolean') throw badValue('stream', 'a boolean');
@@ -271,6 +314,29 @@ function ending(stop: unknown): { status: 'completed' | 'incomplete'; incomplete
 
 const itemId = (prefix: string, base: string, n: number): string => `${prefix}_${base}_${n}`;
 
+/**
+ * A tool_use block as the call the client's tool expects: a function call (with its `namespace` when the
+ * tool came from one), or a custom tool call carrying the input string.
+ */
+function clientCall(names: ToolNames, id: string, block: Json, status: string, args?: string): Json {
+  const name = String(block.name ?? '');
+  if (names.custom.has(name)) {
+    const input = isObject(block.input) && typeof block.input.input === 'string' ? block.input.input : '';
+    return { id, type: 'custom_tool_call', status, call_id: block.id, name, input };
+  }
+  const call: Json = {
+    id,
+    type: 'function_call',
+    status,
+    call_id: block.id,
+    name,
+    arguments: args ?? JSON.stringify(block.input ?? {}),
+  };
+  const ns = names.namespaced.get(name);
+  if (ns) Object.assign(call, { name: ns.name, namespace: ns.namespace });
+  return call;
+}
+
 /** An Anthropic Messages answer → a Responses API `response` object (docs/translation.md). */
 export function messagesAnswerToResponse(
   json: Record<string, unknown>,
@@ -279,10 +345,16 @@ export function messagesAnswerToResponse(
   const id = opts.id ?? swapPrefix(json.id, /^msg_/, 'resp_', 'resp_translated');
   const base = id.replace(/^resp_/, '');
   const output: Json[] = [];
+  const names = responsesToolNames(opts.request);
   let message: Json | null = null;
   if (Array.isArray(json.content))
-    for (const block of json.content) {
-      if (!isObject(block)) continue;
+    for (const raw of json.content) {
+      if (!isObject(raw)) continue;
+      // The forced JSON tool's input is the answer's text.
+      const block =
+        raw.type === 'tool_use' && names.jsonTool && raw.name === names.jsonTool
+          ? { type: 'text', text: JSON.stringify(raw.input ?? {}) }
+          : raw;
       if (block.type === 'text' && typeof block.text === 'string') {
         if (!message) {
           message = {
@@ -297,14 +369,7 @@ export function messagesAnswerToResponse(
         (message.content as Json[]).push(outputText(block.text));
       } else if (block.type === 'tool_use') {
         message = null;
-        output.push({
-          id: itemId('fc', base, output.length),
-          type: 'function_call',
-          status: 'completed',
-          call_id: block.id,
-          name: block.name,
-          arguments: JSON.stringify(block.input ?? {}),
-        });
+        output.push(clientCall(names, itemId('fc', base, output.length), block, 'completed'));
       }
       // thinking and redacted_thinking blocks are left out (docs/translation.md)
     }
@@ -324,6 +389,8 @@ interface OpenItem {
   item: Json;
   /** text so far (message) or arguments so far (function call) */
   text: string;
+  /** A message streaming the forced JSON tool's input as its text. */
+  json?: boolean;
 }
 
 /**
@@ -348,9 +415,11 @@ export class MessagesToResponsesStream extends SseTransformer {
   /** Anthropic block index → the item it streams into. */
   private readonly open = new Map<number, OpenItem>();
   private started = false;
+  private readonly names: ToolNames;
 
   constructor(private readonly opts: MessagesToResponsesOptions) {
     super();
+    this.names = responsesToolNames(opts.request);
     this.id = opts.id ?? 'resp_translated';
     this.createdAt = opts.createdAt ?? nowSeconds();
   }
@@ -378,19 +447,14 @@ export class MessagesToResponsesStream extends SseTransformer {
 
   private mergeUsage(u: unknown): void {
     if (!isObject(u)) return;
-    const prev = this.usage ?? { input: 0, cacheRead: 0, cacheWrite: 0, output: 0 };
-    const take = (v: unknown, old: number) =>
-      typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : old;
-    this.usage = {
-      input: take(u.input_tokens, prev.input),
-      cacheRead: take(u.cache_read_input_tokens, prev.cacheRead),
-      cacheWrite: take(u.cache_creation_input_tokens, prev.cacheWrite),
-      output: take(u.output_tokens, prev.output),
-    };
+    this.usage = mergeMessagesUsage(this.usage, u);
   }
 
-  private blockStart(index: number, block: Json): void {
+  private blockStart(index: number, raw: Json): void {
     const outputIndex = this.output.length;
+    // The forced JSON tool streams as the answer's text.
+    const json = raw.type === 'tool_use' && this.names.jsonTool !== null && raw.name === this.names.jsonTool;
+    const block = json ? { type: 'text', text: '' } : raw;
     if (block.type === 'text') {
       const item: Json = {
         id: itemId('msg', this.base(), outputIndex),
@@ -400,7 +464,7 @@ export class MessagesToResponsesStream extends SseTransformer {
         content: [],
       };
       this.output.push(item);
-      this.open.set(index, { outputIndex, item, text: '' });
+      this.open.set(index, { outputIndex, item, text: '', json });
       this.emit('response.output_item.added', { output_index: outputIndex, item });
       this.emit('response.content_part.added', {
         item_id: item.id,
@@ -410,14 +474,7 @@ export class MessagesToResponsesStream extends SseTransformer {
       });
       if (typeof block.text === 'string' && block.text !== '') this.textDelta(index, block.text);
     } else if (block.type === 'tool_use') {
-      const item: Json = {
-        id: itemId('fc', this.base(), outputIndex),
-        type: 'function_call',
-        status: 'in_progress',
-        call_id: block.id,
-        name: block.name,
-        arguments: '',
-      };
+      const item = clientCall(this.names, itemId('fc', this.base(), outputIndex), block, 'in_progress', '');
       this.output.push(item);
       this.open.set(index, { outputIndex, item, text: '' });
       this.emit('response.output_item.added', { output_index: outputIndex, item });
@@ -461,6 +518,18 @@ export class MessagesToResponsesStream extends SseTransformer {
       const done = { ...item, status: 'completed', content: [part] };
       this.output[outputIndex] = done;
       this.emit('response.output_item.done', { output_index: outputIndex, item: done });
+    } else if (item.type === 'custom_tool_call') {
+      // The input arrives as the JSON of `{input}`: the custom call gets it whole at the end.
+      let input = '';
+      try {
+        const v = JSON.parse(text === '' ? '{}' : text);
+        if (isObject(v) && typeof v.input === 'string') input = v.input;
+      } catch {
+        /* an unreadable input stays empty */
+      }
+      const done = { ...item, status: 'completed', input };
+      this.output[outputIndex] = done;
+      this.emit('response.output_item.done', { output_index: outputIndex, item: done });
     } else {
       const args = text === '' ? '{}' : text;
       this.emit('response.function_call_arguments.done', {
@@ -499,7 +568,10 @@ export class MessagesToResponsesStream extends SseTransformer {
           this.textDelta(index, delta.text);
         else if (delta.type === 'input_json_delta' && typeof delta.partial_json === 'string') {
           const open = this.open.get(index);
-          if (open && open.item.type === 'function_call' && delta.partial_json !== '') {
+          if (open?.json) {
+            if (delta.partial_json !== '') this.textDelta(index, delta.partial_json);
+          } else if (open && open.item.type === 'custom_tool_call') open.text += delta.partial_json;
+          else if (open && open.item.type === 'function_call' && delta.partial_json !== '') {
             open.text += delta.partial_json;
             this.emit('response.function_call_arguments.delta', {
               item_id: open.item.id,
