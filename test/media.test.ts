@@ -57,6 +57,11 @@ const usdc = (raw: bigint) => {
   const s = raw.toString().padStart(7, '0');
   return `${s.slice(0, -6)}.${s.slice(-6)}`.replace(/\.?0+$/, '') || '0';
 };
+/** A balance as the API writes balances: exactly 6 fraction digits. */
+const balance6 = (raw: bigint) => {
+  const s = raw.toString().padStart(7, '0');
+  return `${s.slice(0, -6)}.${s.slice(-6)}`;
+};
 
 const DALLE = 'dall-e-3';
 const GPT_IMAGE = 'gpt-image-1';
@@ -200,7 +205,7 @@ describe('POST /v1/images/generations and /edits', () => {
     expect(data.data![0].url).toMatch(/^https:\/\/images\.example\.com\/fake-/);
     expectConforms('ImagesResponse', data);
     expect(response.headers.get('x-paywall-cost')).toBe(usdc(cost));
-    expect(response.headers.get('x-paywall-balance')).toBe(usdc(5_000_000n - cost));
+    expect(response.headers.get('x-paywall-balance')).toBe(balance6(5_000_000n - cost));
     const chargeId = response.headers.get('x-paywall-charge-id')!;
 
     const [c] = await chargesOf(t, pw, 'img-alice');
@@ -405,7 +410,7 @@ describe('POST /v1/audio/transcriptions and /translations', () => {
         );
       }
       expect(response.headers.get('x-paywall-cost')).toBe(usdc(cost));
-      expect(response.headers.get('x-paywall-balance')).toBe(usdc(1_000_000n - cost));
+      expect(response.headers.get('x-paywall-balance')).toBe(balance6(1_000_000n - cost));
       expect(response.headers.get('x-paywall-charge-id')).toBeTruthy();
       const [c] = await chargesOf(t, pw, user);
       expect(c).toMatchObject({ amount: cost.toString(), hold: cost.toString() });
@@ -584,7 +589,7 @@ describe('POST /v1/audio/speech', () => {
     expect(bytes).toBe(CHARS * FAKE_SPEECH_BYTES_PER_CHARACTER);
     const cost = chargedCharacters(CHARS, '0.015');
     expect(trailers['x-paywall-cost']).toBe(usdc(cost));
-    expect(trailers['x-paywall-balance']).toBe(usdc(1_000_000n - cost));
+    expect(trailers['x-paywall-balance']).toBe(balance6(1_000_000n - cost));
   });
 
   it('stream_format sse: the usage of speech.audio.done is charged (gpt-4o-mini-tts per token)', async () => {

@@ -352,7 +352,8 @@ export class Forwarder {
     if (captured > 0n) {
       headers['x-paywall-cost'] = usdcDecimal(captured);
       headers['x-paywall-charge-id'] = f.chargeId;
-      if (freeAfterRaw !== null) headers['x-paywall-balance'] = usdcDecimal(freeAfterRaw);
+      // A balance, so written as balances are (exactly 6 fraction digits).
+      if (freeAfterRaw !== null) headers['x-paywall-balance'] = formatUsdc(freeAfterRaw);
     }
     return headers;
   }

@@ -124,6 +124,13 @@ export async function meteredCall<R extends MeteredRequest>(
     texts = recount.texts;
   }
   req.promptEstimate += await d.tokens.count(texts);
+  // Images and audio (docs/reference.md §22): their texts (an image prompt, speech input) bound the hold's
+  // text-input tokens, not a chat prompt estimate: a units-priced answer is charged no tokens for them.
+  const mediaTokens = (req as Partial<MediaRequest>).media?.tokens;
+  if (mediaTokens) {
+    mediaTokens.prompt = (mediaTokens.prompt ?? 0) + req.promptEstimate;
+    req.promptEstimate = 0;
+  }
 
   // Responses API: a continued response makes the provider bill the earlier context as input again.
   const context =

@@ -15,6 +15,7 @@ import {
 } from '../../shared/money.js';
 import {
   BUCKETS,
+  type Bucket,
   inputTokens,
   outputTokens,
   splitUsage,
@@ -59,13 +60,33 @@ export const INPUT_FRAMING_TOKENS = 8192;
  * estimate uses stays within it) plus {@link INPUT_FRAMING_TOKENS}.
  */
 export function inputBound(f: Flight): number {
+  const media = mediaTokenBound(f);
   return (
-    f.promptEstimate + Buffer.byteLength(JSON.stringify(f.req.body) ?? '', 'utf8') + INPUT_FRAMING_TOKENS
+    f.promptEstimate +
+    Buffer.byteLength(JSON.stringify(f.req.body) ?? '', 'utf8') +
+    INPUT_FRAMING_TOKENS +
+    (media ? media.prompt + media.audioPrompt + media.imagePrompt : 0)
   );
 }
 
-/** The most output the request can produce: the completion cap sent upstream, for each choice. */
-export const outputBound = (f: Flight): number => f.hold.cap * f.req.n;
+/**
+ * The most output the request can produce: the completion cap sent upstream, for each choice; for an
+ * image or audio request, the token bound its hold was placed for (docs/reference.md §22).
+ */
+export const outputBound = (f: Flight): number => {
+  const media = mediaTokenBound(f);
+  return (
+    f.hold.cap * f.req.n +
+    (media ? media.completion + media.reasoning + media.audioCompletion + media.imageCompletion : 0)
+  );
+};
+
+/** An image or audio request's token bound per bucket (absent buckets 0), or null for other formats. */
+function mediaTokenBound(f: Flight): Record<Bucket, number> | null {
+  const tokens = (f.req as { media?: { tokens?: Partial<UsageBuckets> } }).media?.tokens;
+  if (!tokens) return null;
+  return Object.fromEntries(BUCKETS.map((b) => [b, tokens[b] ?? 0])) as Record<Bucket, number>;
+}
 
 /**
  * The usage a request is charged for, per bucket: the upstream's totals and their itemised parts, else
