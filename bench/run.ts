@@ -26,7 +26,7 @@
  *   driver    this process: c keep-alive connections per row, a closed loop for a bounded time
  *
  * Rows: for each scenario (chat JSON, chat SSE, Responses API JSON and SSE, Messages API JSON and SSE,
- * embeddings) and each concurrency, every target back to back (bare, naive, Portkey, service); then the hot
+ * embeddings, images JSON, transcription) and each concurrency, every target back to back (bare, naive, Portkey, service); then the hot
  * user (every request debits the same balance: naive and service). Each row is a warm-up, then the
  * measurement on the same connections. Before the first row, every target serves each scenario's request
  * for a few seconds at c=50 (BENCH_PRIME): a service that has been up for a while runs optimised code, so
@@ -56,7 +56,7 @@
  *   BENCH_CONCURRENCY    concurrencies (1,10,100)
  *   BENCH_HOT_CONCURRENCY  concurrency of the hot-user row (100)
  *   BENCH_SCENARIOS      chat-json,chat-sse,responses-json,responses-sse,messages-json,messages-sse,
- *                        embeddings,hot (all by default)
+ *                        embeddings,images,transcription,hot (all by default)
  *   BENCH_USERS          funded users, requests spread over them round-robin (1000)
  *   BENCH_CHUNKS         content chunks per streamed answer (20)
  *   BENCH_LIMITS         1: also a service with every daily and rate limit on (0)
@@ -93,7 +93,7 @@ const CONCURRENCY = (env.BENCH_CONCURRENCY ?? '1,10,100').split(',').map(Number)
 const HOT_CONCURRENCY = Number(env.BENCH_HOT_CONCURRENCY ?? 100);
 const SCENARIOS = (
   env.BENCH_SCENARIOS ??
-  'chat-json,chat-sse,responses-json,responses-sse,messages-json,messages-sse,embeddings,hot'
+  'chat-json,chat-sse,responses-json,responses-sse,messages-json,messages-sse,embeddings,images,transcription,hot'
 )
   .split(',')
   .map((s) => s.trim());
@@ -111,6 +111,41 @@ const MODEL = 'gpt-bench';
 const CLAUDE_MODEL = 'claude-bench';
 /** An embeddings model (input price only) for the embeddings row. */
 const EMBED_MODEL = 'embed-bench';
+/**
+ * An image model and a transcription model priced per token (docs/reference.md §22): the fake upstream
+ * answers `gpt-image…` and `gpt-…` models with token usage, which the naive target prices too.
+ */
+const IMAGE_MODEL = 'gpt-image-bench';
+const TRANSCRIBE_MODEL = 'gpt-transcribe-bench';
+/**
+ * The transcription row's upload: a 1-second WAV (8-bit mono, 8 kHz) as multipart. Every byte is below
+ * 0x80 (samples 0x40–0x7f), so the body travels as a string.
+ */
+const WAV_BOUNDARY = 'bench-boundary-7f3a';
+function transcriptionBody(): string {
+  const head = Buffer.alloc(44);
+  head.write('RIFF', 0);
+  head.writeUInt32LE(36 + 8000, 4);
+  head.write('WAVEfmt ', 8);
+  head.writeUInt32LE(16, 16);
+  head.writeUInt16LE(1, 20);
+  head.writeUInt16LE(1, 22);
+  head.writeUInt32LE(8000, 24);
+  head.writeUInt32LE(8000, 28);
+  head.writeUInt16LE(1, 32);
+  head.writeUInt16LE(8, 34);
+  head.write('data', 36);
+  head.writeUInt32LE(8000, 40);
+  let samples = '';
+  for (let i = 0; i < 8000; i++) samples += String.fromCharCode(0x40 + (i % 64));
+  const part = (name: string, value: string, file?: string) =>
+    `--${WAV_BOUNDARY}\r\nContent-Disposition: form-data; name="${name}"${file ? `; filename="${file}"\r\nContent-Type: audio/wav` : ''}\r\n\r\n${value}\r\n`;
+  return (
+    part('model', TRANSCRIBE_MODEL) +
+    part('file', head.toString('latin1') + samples, 'one-second.wav') +
+    `--${WAV_BOUNDARY}--\r\n`
+  );
+}
 const PROVIDER_KEY = 'sk-bench-provider-key';
 const OWNER_TOKEN = 'ot_bench_owner_token_0123456789';
 const HOT_USER = 'hot-user';
@@ -125,6 +160,8 @@ const PRICES: Record<string, { prompt: string; completion: string; request: stri
   [MODEL]: { prompt: '0.000002', completion: '0.000005', request: '0.0001' },
   [CLAUDE_MODEL]: { prompt: '0.000003', completion: '0.000015', request: '0.0001' },
   [EMBED_MODEL]: { prompt: '0.00000002', completion: '0', request: '0.00001' },
+  [IMAGE_MODEL]: { prompt: '0.000005', completion: '0.00004', request: '0.0001' },
+  [TRANSCRIBE_MODEL]: { prompt: '0.000006', completion: '0.00001', request: '0.0001' },
 };
 
 /**
@@ -239,7 +276,11 @@ async function runBare(upstreamPort: number, naive: boolean): Promise<void> {
         .request({
           path,
           method: 'POST',
-          headers: { 'content-type': 'application/json', authorization: `Bearer ${PROVIDER_KEY}` },
+          headers: {
+            // The client's type: JSON, or a multipart upload's with its boundary.
+            'content-type': String(req.headers['content-type'] ?? 'application/json'),
+            authorization: `Bearer ${PROVIDER_KEY}`,
+          },
           body: Buffer.concat(parts),
         })
         .then(({ statusCode, headers, body }) => {
@@ -261,7 +302,11 @@ async function runBare(upstreamPort: number, naive: boolean): Promise<void> {
               ? CLAUDE_MODEL
               : path.endsWith('/embeddings')
                 ? EMBED_MODEL
-                : MODEL;
+                : path.endsWith('/images/generations')
+                  ? IMAGE_MODEL
+                  : path.endsWith('/audio/transcriptions')
+                    ? TRANSCRIBE_MODEL
+                    : MODEL;
             const input = lastCount(text, INPUT_TOKENS);
             const output = lastCount(text, OUTPUT_TOKENS);
             db.charge(
@@ -526,6 +571,10 @@ async function runService(upstreamPort: number, sinkPort: number, withLimits: bo
   await gql(apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
     i: { modelId: EMBED_MODEL, ...price(EMBED_MODEL) },
   });
+  for (const modelId of [IMAGE_MODEL, TRANSCRIBE_MODEL])
+    await gql(apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+      i: { modelId, ...price(modelId) },
+    });
   await gql(apiKey, `mutation { updatePaywall(input: {markup: "1.5"}) { id } }`);
   if (WEBHOOK !== 'none')
     await gql(
@@ -916,7 +965,7 @@ interface Target {
 interface Scenario {
   key: string;
   name: string;
-  api: 'chat' | 'responses' | 'messages' | 'embeddings';
+  api: 'chat' | 'responses' | 'messages' | 'embeddings' | 'images' | 'transcriptions';
   stream: boolean;
   hot: boolean;
 }
@@ -931,6 +980,8 @@ const SCENARIO: Record<string, Scenario> = Object.fromEntries(
       ['messages-json', 'messages JSON', 'messages', false, false],
       ['messages-sse', 'messages SSE', 'messages', true, false],
       ['embeddings', 'embeddings', 'embeddings', false, false],
+      ['images', 'images JSON', 'images', false, false],
+      ['transcription', 'transcription (multipart)', 'transcriptions', false, false],
       ['hot', 'hot user (chat JSON)', 'chat', false, true],
     ] as const
   ).map(([key, name, api, stream, hot]) => [key, { key, name, api, stream, hot }]),
@@ -959,14 +1010,21 @@ function requestOf(s: Scenario, t: Target, upstreamPort: number): Request {
         ? { model: MODEL, input: prompt, max_output_tokens: 64 }
         : s.api === 'messages'
           ? { model: CLAUDE_MODEL, messages: [{ role: 'user', content: prompt }], max_tokens: 64 }
-          : { model: EMBED_MODEL, input: prompt };
-  const json = { 'content-type': 'application/json' };
+          : s.api === 'images'
+            ? { model: IMAGE_MODEL, prompt: 'a small red fox', size: '1024x1024', quality: 'low' }
+            : { model: EMBED_MODEL, input: prompt };
+  const multipart = s.api === 'transcriptions';
+  const json = {
+    'content-type': multipart ? `multipart/form-data; boundary=${WAV_BOUNDARY}` : 'application/json',
+  };
   const blocked = (text: string) => text.includes('"paywall":{');
   const path = {
     chat: '/v1/chat/completions',
     responses: '/v1/responses',
     messages: '/v1/messages',
     embeddings: '/v1/embeddings',
+    images: '/v1/images/generations',
+    transcriptions: '/v1/audio/transcriptions',
   }[s.api];
   const valid: Record<Scenario['api'], [(t: string) => boolean, (t: string) => boolean]> = {
     chat: [(t) => t.includes('"choices"'), (t) => t.endsWith('data: [DONE]\n\n')],
@@ -976,9 +1034,12 @@ function requestOf(s: Scenario, t: Target, upstreamPort: number): Request {
     ],
     messages: [(t) => t.includes('"type":"message"'), (t) => t.includes('event: message_stop')],
     embeddings: [(t) => t.includes('"data"') && t.includes('"embedding"'), () => false],
+    images: [(t) => t.includes('"data"') && t.includes('"b64_json"'), () => false],
+    transcriptions: [(t) => t.includes('"text"') && t.includes('"usage"'), () => false],
   };
   // The upstream's last content word: the answer carries what the model wrote, not just its shape.
-  const lastWord = s.api !== 'embeddings' && CHUNKS > 0 ? `word${CHUNKS - 1}` : '';
+  const chatLike = s.api === 'chat' || s.api === 'responses' || s.api === 'messages';
+  const lastWord = chatLike && CHUNKS > 0 ? `word${CHUNKS - 1}` : '';
   // Portkey is told the provider and the host per request (no config file): the fake upstream, whose
   // Messages API is Anthropic's.
   const portkeyHeaders: Record<string, string> = {
@@ -1000,7 +1061,7 @@ function requestOf(s: Scenario, t: Target, upstreamPort: number): Request {
           });
   return {
     path,
-    body: JSON.stringify(s.stream ? { ...body, stream: true } : body),
+    body: multipart ? transcriptionBody() : JSON.stringify(s.stream ? { ...body, stream: true } : body),
     stream: s.stream,
     headers,
     valid: (text) => !blocked(text) && text.includes(lastWord) && valid[s.api][s.stream ? 1 : 0](text),
@@ -1293,7 +1354,7 @@ interface Missing {
 
 /**
  * Issue 24's goals, read from the merged rows of the first service (without limits): for every
- * non-streaming scenario (chat, Responses, Messages, embeddings: the issue's table) throughput against the
+ * non-streaming scenario (chat, Responses, Messages, embeddings, images, transcription: the issue's table) throughput against the
  * naive statement and against Portkey, and PostgreSQL CPU per request against the naive statement's; for
  * every streaming scenario the added TTFB and the throughput at c=100; the hot user; the ledger proof.
  * With the upstream, the proxy and PostgreSQL pinned to one core, a throughput of R x a reference needs a

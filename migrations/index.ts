@@ -28,6 +28,7 @@ import { Migration20261128100000_lean_ledger } from './Migration20261128100000_l
 import { Migration20261129060000_webhook_secret_grace } from './Migration20261129060000_webhook_secret_grace.js';
 import { Migration20261129061000_wallet_known_browser } from './Migration20261129061000_wallet_known_browser.js';
 import { Migration20261129100000_user_keys } from './Migration20261129100000_user_keys.js';
+import { Migration20261129200000_media_prices } from './Migration20261129200000_media_prices.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -72,4 +73,5 @@ export const migrationsList: MigrationObject[] = [
   },
   { name: 'Migration20261129100000_user_keys', class: Migration20261129100000_user_keys },
   { name: 'Migration20261129150000_reasoning_model', class: Migration20261129150000_reasoning_model },
+  { name: 'Migration20261129200000_media_prices', class: Migration20261129200000_media_prices },
 ];

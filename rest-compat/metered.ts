@@ -1,5 +1,7 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { ChatCall, ChatJson, StreamSink } from '../src/modules/proxy/proxy.service.js';
+import type { MediaSink } from '../src/modules/proxy/flight.js';
+import { isMultipart, type MediaKind } from '../src/modules/proxy/media-format.js';
 import { loopReason, VIA_HEADER, viaOf } from '../src/modules/proxy/upstream-client.js';
 import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
 import { invalid } from '../src/shared/errors.js';
@@ -41,7 +43,46 @@ export function sseSink(res: ServerResponse): StreamSink {
  * The client APIs served by the metered proxy (ProxyService.chat / .responses / .embeddings /
  * .messages), and Messages' `count_tokens` (ProxyService.countTokens: forwarded, not charged).
  */
-export type MeteredKind = 'chat' | 'responses' | 'embeddings' | 'messages' | 'count_tokens';
+export type MeteredKind = 'chat' | 'responses' | 'embeddings' | 'messages' | 'count_tokens' | MediaKind;
+
+/** The image and audio routes (docs/reference.md §22). */
+const MEDIA_KINDS: ReadonlySet<string> = new Set<MediaKind>([
+  'image_generations',
+  'image_edits',
+  'transcriptions',
+  'translations',
+  'speech',
+]);
+const isMediaKind = (kind: MeteredKind): kind is MediaKind => MEDIA_KINDS.has(kind);
+
+/**
+ * The HTTP response as the sink of a relayed audio answer: the provider's content type and the charge
+ * id flushed at once, the audio chunked as it arrives, and the cost and balance as trailers at its end.
+ */
+export function mediaSink(res: ServerResponse): MediaSink {
+  return {
+    open(headers) {
+      res.writeHead(200, { ...headers, trailer: 'x-paywall-cost, x-paywall-balance' });
+      res.flushHeaders();
+    },
+    write: (chunk) => res.write(chunk),
+    drain: () =>
+      new Promise<void>((resolve) => {
+        if (res.destroyed || !res.writableNeedDrain) return resolve();
+        const done = () => {
+          res.off('drain', done);
+          res.off('close', done);
+          resolve();
+        };
+        res.on('drain', done);
+        res.on('close', done);
+      }),
+    end(trailers) {
+      res.addTrailers(trailers);
+      res.end();
+    },
+  };
+}
 
 /** What the metered handler needs of the proxy. */
 export interface MeteredProxy {
@@ -50,6 +91,7 @@ export interface MeteredProxy {
   embeddings(call: ChatCall): Promise<ChatJson>;
   messages(call: ChatCall, sink?: StreamSink): Promise<ChatJson | null>;
   countTokens(call: ChatCall): Promise<ChatJson>;
+  media(kind: MediaKind, call: ChatCall): Promise<ChatJson | null>;
 }
 
 /** The Messages kinds (Anthropic's API: its errors, its headers, `metadata.user_id`). */
@@ -70,6 +112,8 @@ function anthropicClientHeaders(headers: IncomingHttpHeaders): Record<string, st
  * else its `user`.
  */
 function bodyUserOf(kind: MeteredKind, b: Record<string, unknown>): unknown {
+  // A multipart upload names the user in its `user` field.
+  if (isMultipart(b)) return b.fields.find(([name]) => name === 'user')?.[1];
   if (!isMessagesKind(kind)) return b.user;
   const meta = b.metadata;
   if (meta !== null && typeof meta === 'object' && !Array.isArray(meta)) {
@@ -145,8 +189,10 @@ export async function serveMetered(
   if (r.userKey) call.userKeyId = r.userKey.id;
   if (isMessagesKind(r.kind)) call.clientHeaders = anthropicClientHeaders(r.headers);
   const sink = sseSink(res);
-  const out =
-    r.kind === 'chat'
+  if (isMediaKind(r.kind)) call.mediaSink = mediaSink(res);
+  const out = isMediaKind(r.kind)
+    ? await proxy.media(r.kind, call)
+    : r.kind === 'chat'
       ? await proxy.chat(call, sink)
       : r.kind === 'responses'
         ? await proxy.responses(call, sink)
@@ -156,7 +202,14 @@ export async function serveMetered(
             ? await proxy.countTokens(call)
             : await proxy.embeddings(call);
   // Written directly: express's res.json would also hash the body for an ETag nobody uses here.
-  if (out) sendJson(res, out.status, out.body, out.headers);
+  if (out?.raw) {
+    res.writeHead(out.status, {
+      ...out.headers,
+      'content-type': out.raw.contentType,
+      'content-length': Buffer.byteLength(out.raw.text),
+    });
+    res.end(out.raw.text);
+  } else if (out) sendJson(res, out.status, out.body, out.headers);
 }
 
 /** A JSON answer with its length (no ETag). */

@@ -4,7 +4,7 @@ import { Operation } from './graphql-bridge.js';
 import { restContext, route } from './http.js';
 
 const FIELDS =
-  'id object name display_name description createdAt pricing { prompt completion request cacheRead cacheWrite audioPrompt reasoning audioCompletion }';
+  'id object name display_name description createdAt pricing { prompt completion request cacheRead cacheWrite audioPrompt reasoning audioCompletion imagePrompt imageCompletion image { size quality price } audioSecond characters1k }';
 const LIST = new Operation(`query { models { ${FIELDS} } }`);
 const ONE = new Operation(`query($id: String!) { model(id: $id) { ${FIELDS} } }`);
 
@@ -24,6 +24,11 @@ interface GqlModel {
     audioPrompt: string;
     reasoning: string;
     audioCompletion: string;
+    imagePrompt: string;
+    imageCompletion: string;
+    image: { size: string; quality: string; price: string }[];
+    audioSecond: string | null;
+    characters1k: string | null;
   };
 }
 
@@ -46,6 +51,13 @@ const openAiModel = ({ createdAt, ...m }: GqlModel, ownedBy: string) => ({
     internal_reasoning: m.pricing.reasoning,
     audio_prompt: m.pricing.audioPrompt,
     audio_completion: m.pricing.audioCompletion,
+    // docs/reference.md §22: image tokens, and the prices per image, per second of audio, per 1,000
+    // characters (null when the model is not priced so).
+    image_prompt: m.pricing.imagePrompt,
+    image_completion: m.pricing.imageCompletion,
+    image: m.pricing.image,
+    audio_second: m.pricing.audioSecond,
+    characters_1k: m.pricing.characters1k,
   },
 });
 

@@ -7,6 +7,7 @@ import { requireApiKey, userKeyMayCall, userKeyNotAllowed } from './http.js';
 import { keysRoutes } from './keys.routes.js';
 import { userRoutes } from './user.routes.js';
 import { chatRoutes } from './chat.routes.js';
+import { mediaRoutes } from './media.routes.js';
 import { modelsRoutes } from './models.routes.js';
 import { webhooksRoutes } from './webhooks.routes.js';
 
@@ -29,7 +30,8 @@ function rateLimit(services: Services) {
     }
   };
 }
-const CHAT_PATH = /^(\/u\/[^/]*)?\/(chat\/completions|responses|embeddings|messages)\/?$/;
+const CHAT_PATH =
+  /^(\/u\/[^/]*)?\/(chat\/completions|responses|embeddings|messages|images\/(generations|edits)|audio\/(transcriptions|translations|speech))\/?$/;
 
 const USER_BASE = /^\/u\/([^/?#]*)\/v1(?=[/?]|$)/;
 
@@ -52,6 +54,7 @@ export function createRestRouter(services: Services): Router {
   routes.use(userRoutes(services));
   routes.use(keysRoutes(services));
   routes.use(chatRoutes(services));
+  routes.use(mediaRoutes(services));
   routes.use(modelsRoutes(services));
   routes.use(webhooksRoutes(services));
 

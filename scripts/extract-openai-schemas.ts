@@ -14,12 +14,13 @@
  * - `$recursiveAnchor` / `$recursiveRef: "#"` (draft 2019-09, in a few filters): a plain `$ref` to the
  *   schema itself;
  * - `discriminator` (OpenAPI only): dropped; the `oneOf`/`anyOf` it annotates still decides;
+ * - `optional: true` (not a JSON Schema keyword; a property is optional unless `required` names it): dropped;
  * - `x-…` extensions, `example(s)` and `description`: dropped (not validation; they keep the fixture small).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-/** The answer shapes the service writes: chat, Responses, models, errors, embeddings (docs/reference.md §4, §6, §11, §14). */
+/** The answer shapes the service writes or relays: chat, Responses, models, errors, embeddings, images and audio (docs/reference.md §4, §6, §11, §14, §22). */
 const ROOTS = [
   'CreateChatCompletionResponse',
   'CreateChatCompletionStreamResponse',
@@ -40,10 +41,16 @@ const ROOTS = [
   'Model',
   'ErrorResponse',
   'CreateEmbeddingResponse',
+  // docs/reference.md §22: images and audio.
+  'ImagesResponse',
+  'CreateTranscriptionResponseJson',
+  'CreateTranscriptionResponseVerboseJson',
+  'CreateTranslationResponseJson',
+  'CreateTranslationResponseVerboseJson',
 ];
 
 const REF = '#/components/schemas/';
-const DROP = new Set(['description', 'example', 'examples', 'discriminator']);
+const DROP = new Set(['description', 'example', 'examples', 'discriminator', 'optional']);
 /** Keywords whose value is a map of schemas, one schema, or a list of schemas. */
 const SCHEMA_MAP = new Set(['properties', 'patternProperties', '$defs', 'dependentSchemas']);
 const SCHEMA_ONE = new Set([

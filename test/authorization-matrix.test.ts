@@ -264,6 +264,35 @@ interface RestCase {
   controlMay?: number[];
 }
 
+/** A 1x1 PNG, and a second of 8 kHz 8-bit mono WAV: the uploads of the multipart routes. */
+const PNG = Buffer.from(
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=',
+  'base64',
+);
+const WAV = (() => {
+  const b = Buffer.alloc(44 + 8000, 128);
+  b.write('RIFF', 0);
+  b.writeUInt32LE(36 + 8000, 4);
+  b.write('WAVEfmt ', 8);
+  b.writeUInt32LE(16, 16);
+  b.writeUInt16LE(1, 20);
+  b.writeUInt16LE(1, 22);
+  b.writeUInt32LE(8000, 24);
+  b.writeUInt32LE(8000, 28);
+  b.writeUInt16LE(1, 32);
+  b.writeUInt16LE(8, 34);
+  b.write('data', 36);
+  b.writeUInt32LE(8000, 40);
+  return b;
+})();
+/** A multipart body: the fields and one file. */
+function multipart(fields: Record<string, string>, field: string, bytes: Buffer, type: string): FormData {
+  const form = new FormData();
+  for (const [k, v] of Object.entries(fields)) form.append(k, v);
+  form.append(field, new Blob([new Uint8Array(bytes)], { type }), type === 'image/png' ? 'a.png' : 'a.wav');
+  return form;
+}
+
 /** API-key routes, by their template under /v1 (each also served as /v1/u/:pathUser/…). */
 const REST: Record<string, RestCase> = {
   'POST /user/balance/deposit': {
@@ -315,6 +344,32 @@ const REST: Record<string, RestCase> = {
   'POST /messages/count_tokens': {
     path: () => '/messages/count_tokens',
     body: (T) => ({ model: T.modelId, messages: [{ role: 'user', content: 'hi' }] }),
+    otherKey: 'own',
+  },
+  // docs/reference.md §22: the image and audio routes (the multipart ones refuse a JSON body with a 400).
+  'POST /images/generations': {
+    path: () => '/images/generations',
+    body: (T) => ({ user: T.user, model: T.modelId, prompt: 'hi' }),
+    otherKey: 'own',
+  },
+  'POST /images/edits': {
+    path: () => '/images/edits',
+    body: (T) => multipart({ user: T.user, model: T.modelId, prompt: 'hi' }, 'image', PNG, 'image/png'),
+    otherKey: 'own',
+  },
+  'POST /audio/transcriptions': {
+    path: () => '/audio/transcriptions',
+    body: (T) => multipart({ user: T.user, model: T.modelId }, 'file', WAV, 'audio/wav'),
+    otherKey: 'own',
+  },
+  'POST /audio/translations': {
+    path: () => '/audio/translations',
+    body: (T) => multipart({ user: T.user, model: T.modelId }, 'file', WAV, 'audio/wav'),
+    otherKey: 'own',
+  },
+  'POST /audio/speech': {
+    path: () => '/audio/speech',
+    body: (T) => ({ user: T.user, model: T.modelId, input: 'hi', voice: 'alloy' }),
     otherKey: 'own',
   },
   'GET /models': { path: () => '/models', otherKey: 'own' },

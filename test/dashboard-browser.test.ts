@@ -253,6 +253,36 @@ describe('the dashboard in Chromium', () => {
       '7.50\nreasoning 12.00',
       '0.001',
     ]);
+
+    // Images and audio (docs/reference.md §22): prices per image, per second, per 1,000 characters.
+    await page.getByRole('button', { name: `Edit ${MODEL}` }).click();
+    await bucket('Per image (size quality price; …)').fill('1024x1024 hd 0.08; * * 0.2');
+    await bucket('Per second of audio').fill('0.0001');
+    await bucket('Per 1,000 characters').fill('0.015');
+    await page.getByRole('button', { name: 'Save price' }).click();
+    await page.getByText(`Saved ${MODEL}.`).waitFor(WAIT);
+    const units = await t.gql(
+      apiKey,
+      `{ models { costPricing { image { size quality price } audioSecond characters1k } } }`,
+    );
+    expect(units.data.models[0].costPricing).toEqual({
+      image: [
+        { size: '1024x1024', quality: 'hd', price: '0.08' },
+        { size: '*', quality: '*', price: '0.2' },
+      ],
+      audioSecond: '0.0001',
+      characters1k: '0.015',
+    });
+    // The table shows what end users pay (x 1.5); editing again shows the cost prices as entered.
+    await row.getByText('1024x1024 hd: 0.12/image').waitFor(WAIT);
+    await row.getByText('0.00015/s of audio').waitFor(WAIT);
+    await row.getByText('0.0225/1k chars').waitFor(WAIT);
+    await page.getByRole('button', { name: `Edit ${MODEL}` }).click();
+    await expect(bucket('Per image (size quality price; …)').inputValue()).resolves.toBe(
+      '1024x1024 hd 0.08; * * 0.2',
+    );
+    await expect(bucket('Per second of audio').inputValue()).resolves.toBe('0.0001');
+    await page.getByRole('button', { name: 'Clear' }).click();
     await screenshot(page, 'dashboard-models');
   });
 
@@ -416,12 +446,14 @@ describe('the dashboard in Chromium', () => {
       'Cached input',
       'Cache write',
       'Audio input',
+      'Image input',
       'Output',
       'Reasoning',
       'Audio output',
+      'Image output',
     ]);
     expect((await byBucket.getByRole('row').allInnerTexts()).slice(1)).toEqual([
-      'gpt-test\t211\t1,000\t0\t0\t107\t200\t0',
+      'gpt-test\t211\t1,000\t0\t0\t0\t107\t200\t0\t0',
     ]);
     // The same as the API's usage report.
     const usage = await t.gql(

@@ -237,6 +237,12 @@ const REST: Record<string, RestShape> = {
   'POST /messages/count_tokens': {
     body: { model: MODEL, messages: [{ role: 'user', content: 'hi' }] },
   },
+  // docs/reference.md §22 (the multipart routes take these as fields; a JSON body is a 400 there).
+  'POST /images/generations': { body: { user: USER, model: MODEL, prompt: 'hi', n: 2, size: '1024x1024' } },
+  'POST /images/edits': { body: { user: USER, model: MODEL, prompt: 'hi' } },
+  'POST /audio/transcriptions': { body: { user: USER, model: MODEL, response_format: 'json' } },
+  'POST /audio/translations': { body: { user: USER, model: MODEL } },
+  'POST /audio/speech': { body: { user: USER, model: MODEL, input: 'hi', voice: 'alloy' } },
   'GET /models': {},
   'GET /models/*id': { params: { id: MODEL } },
   'POST /webhooks/subscriptions': {

@@ -155,6 +155,12 @@ export const QUERY_COST = {
   max: 10_000,
 } as const;
 
+/**
+ * Lists that are a value of the row their parent was read from, at most a few entries and no resolver
+ * work (a model's prices per image: at most 50): counted as one item.
+ */
+const VALUE_LISTS: ReadonlySet<string> = new Set(['ModelPricing.image']);
+
 /** Items counted for a list without a `first` argument (and for `first` left unset without a default). */
 const DEFAULT_LIST_SIZE = 100;
 
@@ -232,7 +238,7 @@ export function queryCost(
         if (hasFirst) items = first ?? DEFAULT_LIST_SIZE;
         else if (isList) {
           const isPage = isObjectType(parent) && 'pageInfo' in parent.getFields();
-          items = key === 'Usage.buckets' ? buckets : isPage ? 1 : DEFAULT_LIST_SIZE;
+          items = key === 'Usage.buckets' ? buckets : isPage || VALUE_LISTS.has(key) ? 1 : DEFAULT_LIST_SIZE;
         }
         sum += own + items * selectionCost(sel.selectionSet, getNamedType(def.type), innerBuckets);
       }

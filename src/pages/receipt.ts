@@ -26,18 +26,24 @@ const isZero = (decimal: string): boolean => /^0(\.0*)?$/.test(decimal);
  * The itemised receipt of one usage charge on the wallet page (docs/reference.md §13): a native
  * <details> (no script) whose summary sits under the charge's row. Every figure comes from receiptOf,
  * as the charge kept it: the model, tokens per bucket at the end-user price per token (and per 1M
- * tokens, for reading), each line's amount, the request price, and the total; when part of the total
- * could not be taken from the balance, what was paid and what is still owed.
+ * tokens, for reading), the units besides tokens in words ("3 images 1024x1024 high"), each line's
+ * amount, the request price, and the total; when part of the total could not be taken from the balance,
+ * what was paid and what is still owed.
  */
 export function ReceiptDetails({ receipt: r }: { receipt: ActivityReceipt }) {
   const tokens = r.lines.reduce((sum, l) => sum + l.tokens, 0);
   const owedRaw = r.uncollectedRaw - r.recoveredRaw;
+  // Units first ("3 images 1024x1024 high"), then the tokens when there are some (or nothing else).
+  const summary = [
+    ...r.units.map((u) => u.label),
+    ...(tokens > 0 || r.units.length === 0 ? [`${tokensText(tokens)} tokens`] : []),
+  ].join(' · ');
   // docs/reference.md §5.7: an app's own provider reported more than the hold allowed; the app bears the
   // rest, never the wallet. The wallet paid what the hold took.
   const coveredRaw = r.totalRaw - r.paidRaw - r.uncollectedRaw;
   const appCovered = r.uncollectedRaw === 0n && coveredRaw > 0n;
   return html`<details class="receipt">
-    <summary>Receipt <span class="receipt-sum">· ${tokensText(tokens)} tokens</span></summary>
+    <summary>Receipt <span class="receipt-sum">· ${summary}</span></summary>
     <div class="receipt-body">
       <dl class="receipt-meta">
         <div>
@@ -72,6 +78,15 @@ export function ReceiptDetails({ receipt: r }: { receipt: ActivityReceipt }) {
                   <span class="r-per-m">${perMillionText(l.unitPrice)} per 1M</span>
                 </td>
                 <td class="num r-amt">${l.amount}</td>
+              </tr>`,
+          )}
+          ${r.units.map(
+            (u) =>
+              html`<tr key=${u.kind} data-bucket=${u.kind}>
+                <th scope="row" class="r-label r-units">${u.label}</th>
+                <td class="num r-tokens r-none"></td>
+                <td class="num r-unit r-none"></td>
+                <td class="num r-amt">${u.amount}</td>
               </tr>`,
           )}
           ${

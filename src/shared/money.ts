@@ -1,4 +1,4 @@
-import { BUCKETS, textUsage, type Bucket, type UsageBuckets } from './usage-buckets.js';
+import { BUCKETS, IMAGE_BUCKETS, textUsage, type Bucket, type UsageBuckets } from './usage-buckets.js';
 
 /**
  * Money is integer raw units of 10⁻⁶ USDC, held as `bigint`. Prices per token can be finer than a raw
@@ -67,6 +67,9 @@ export interface ModelPrice {
   audioPromptPico?: bigint | null;
   reasoningPico?: bigint | null;
   audioCompletionPico?: bigint | null;
+  /** pico-USDC per image input / image output token (docs/reference.md §22); unset = prompt / completion. */
+  imagePromptPico?: bigint | null;
+  imageCompletionPico?: bigint | null;
 }
 
 const PICO_PER_RAW = 10n ** BigInt(PRICE_DECIMALS - RAW_DECIMALS);
@@ -93,6 +96,10 @@ export function bucketPico(price: ModelPrice, bucket: Bucket): bigint {
       return price.reasoningPico ?? price.completionPico;
     case 'audioCompletion':
       return price.audioCompletionPico ?? price.completionPico;
+    case 'imagePrompt':
+      return price.imagePromptPico ?? price.promptPico;
+    case 'imageCompletion':
+      return price.imageCompletionPico ?? price.completionPico;
   }
 }
 
@@ -130,12 +137,17 @@ export const COST_DETAIL_KEYS: Record<Bucket, string> = {
   audioPrompt: 'audio_prompt',
   reasoning: 'reasoning',
   audioCompletion: 'audio_completion',
+  imagePrompt: 'image_prompt',
+  imageCompletion: 'image_completion',
   completion: 'completion',
 };
 
+/** The buckets `usage.cost_details` always names; the image buckets only when they have tokens. */
+const ALWAYS_DETAILED = BUCKETS.filter((b) => !IMAGE_BUCKETS.includes(b));
+
 /** `usage.cost_details` of an answer charged nothing (a blocked reply, an empty answer). */
 export const ZERO_COST_DETAILS: Readonly<Record<string, string>> = Object.freeze(
-  Object.fromEntries(['request', ...BUCKETS.map((b) => COST_DETAIL_KEYS[b])].map((k) => [k, '0'])),
+  Object.fromEntries(['request', ...ALWAYS_DETAILED.map((b) => COST_DETAIL_KEYS[b])].map((k) => [k, '0'])),
 );
 
 /** pico-USDC x ppm → USDC decimal with at most 12 fraction digits, rounded up where it needs more. */
@@ -152,7 +164,9 @@ export function costDetails(
   usage: UsageBuckets,
 ): Record<string, string> {
   const out: Record<string, string> = { request: formatDecimal(price.requestPico, PRICE_DECIMALS) };
-  for (const b of BUCKETS) out[COST_DETAIL_KEYS[b]] = bucketCharge(bucketPico(price, b), markupPpm, usage[b]);
+  for (const b of BUCKETS)
+    if (usage[b] > 0 || !IMAGE_BUCKETS.includes(b))
+      out[COST_DETAIL_KEYS[b]] = bucketCharge(bucketPico(price, b), markupPpm, usage[b]);
   return out;
 }
 

@@ -74,8 +74,10 @@ export async function startTestApp(
   const rest: TestApp['rest'] = async (method, path, opts = {}) => {
     const headers: Record<string, string> = { ...(opts.headers ?? {}) };
     if (opts.token) headers.authorization = `Bearer ${opts.token}`;
-    let body: string | undefined;
-    if (opts.body !== undefined) {
+    let body: string | FormData | undefined;
+    if (opts.body instanceof FormData)
+      body = opts.body; // multipart: fetch sets the type and boundary
+    else if (opts.body !== undefined) {
       headers['content-type'] = 'application/json';
       body = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
     }

@@ -3,7 +3,8 @@ import { FakeUpstream } from './fake-upstream.js';
 /**
  * `npm run fake-providers`: the model providers the tests use, on http://127.0.0.1:12112/v1
  * (FAKE_PROVIDERS_PORT), for trying the service without provider accounts. One server answers both kinds:
- * OpenAI-compatible (POST /v1/chat/completions, /v1/responses, /v1/embeddings) and Anthropic (POST
+ * OpenAI-compatible (POST /v1/chat/completions, /v1/responses, /v1/embeddings, and the image and audio
+ * routes /v1/images/generations, /edits, /v1/audio/transcriptions, /translations, /speech) and Anthropic (POST
  * /v1/messages, /v1/messages/count_tokens), in JSON or SSE, with realistic usage. Any key is accepted.
  * Connect it with PROVIDER_ALLOW_PRIVATE_NETWORKS=true (it is on loopback). Development only.
  */
@@ -15,6 +16,8 @@ async function main(): Promise<void> {
   console.log(`fake providers on ${fake.baseUrl}`);
   console.log(`  OpenAI-compatible: POST ${fake.baseUrl}/chat/completions, /responses, /embeddings`);
   console.log(`  Anthropic:         POST ${fake.baseUrl}/messages, /messages/count_tokens`);
+  console.log(`  Images and audio:  POST ${fake.baseUrl}/images/generations, /images/edits,`);
+  console.log(`                     /audio/transcriptions, /audio/translations, /audio/speech`);
   const stop = () => void fake.close().then(() => process.exit(0));
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);

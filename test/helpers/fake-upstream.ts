@@ -2,6 +2,7 @@ import { createServer, type IncomingHttpHeaders, type Server, type ServerRespons
 import type { AddressInfo } from 'node:net';
 import { base64Embedding, OPENAI_EMBEDDINGS_RESPONSE } from './embeddings-fixture.js';
 import { anthropicErrorBody, ANTHROPIC_STREAM_ERROR_EVENT } from './anthropic-fixture.js';
+import { parseBuffer } from 'music-metadata';
 
 /** How the fake answers one request. Every field is optional; see `DEFAULT_BEHAVIOR`. */
 export interface FakeBehavior {
@@ -85,6 +86,34 @@ export interface RecordedRequest {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The image and audio routes (OpenAI's API reference; docs/reference.md §22 of the service). */
+const MEDIA_PATH = /\/(images\/(generations|edits)|audio\/(transcriptions|translations|speech))$/;
+
+/** gpt-image-1's output tokens per image by quality and size (OpenAI's pricing guide). */
+export const FAKE_IMAGE_TOKENS: Record<string, Record<string, number>> = {
+  low: { '1024x1024': 272, '1024x1536': 408, '1536x1024': 400 },
+  medium: { '1024x1024': 1056, '1024x1536': 1584, '1536x1024': 1568 },
+  high: { '1024x1024': 4160, '1024x1536': 6240, '1536x1024': 6208 },
+};
+/** Image input tokens the fake bills per input image of an edit. */
+export const FAKE_INPUT_IMAGE_TOKENS = 323;
+/** The fake's speech: this many bytes of audio per input character, sent in chunks of SPEECH_CHUNK. */
+export const FAKE_SPEECH_BYTES_PER_CHARACTER = 200;
+export const FAKE_SPEECH_CHUNK = 4096;
+/** What the fake transcribes every file to. */
+export const FAKE_TRANSCRIPT = 'The beach was a popular spot on a hot summer day.';
+/** The smallest PNG (1x1, transparent): the fake's generated image. */
+export const FAKE_PNG_BASE64 =
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=';
+const AUDIO_TYPES: Record<string, string> = {
+  mp3: 'audio/mpeg',
+  opus: 'audio/ogg',
+  aac: 'audio/aac',
+  flac: 'audio/flac',
+  wav: 'audio/wav',
+  pcm: 'audio/pcm',
+};
+
 /**
  * A real OpenAI-compatible server on 127.0.0.1 for tests and the bench: POST /v1/chat/completions and
  * POST /v1/responses in JSON or SSE (per the request's `stream`), POST /v1/embeddings (the shape of
@@ -119,9 +148,12 @@ export class FakeUpstream {
         } catch {
           body = null;
         }
-        self
-          .fake!.handle(req.method ?? 'GET', req.url ?? '/', req.headers, body, res)
-          .catch(() => res.destroy());
+        const url = req.url ?? '/';
+        if (req.method === 'POST' && MEDIA_PATH.test(url.split('?')[0]))
+          return void self
+            .fake!.media(url, req.headers, Buffer.concat(parts), body, res)
+            .catch(() => res.destroy());
+        self.fake!.handle(req.method ?? 'GET', url, req.headers, body, res).catch(() => res.destroy());
       });
     });
     server.keepAliveTimeout = 60_000;
@@ -154,6 +186,209 @@ export class FakeUpstream {
   /** Messages count_tokens requests received so far. */
   get countTokensRequests(): RecordedRequest[] {
     return this.requests.filter((r) => r.url.endsWith('/messages/count_tokens'));
+  }
+
+  /** Image and audio requests received so far (multipart ones recorded as their fields and files). */
+  get mediaRequests(): RecordedRequest[] {
+    return this.requests.filter((r) => MEDIA_PATH.test(r.url.split('?')[0]));
+  }
+
+  /**
+   * POST /v1/images/generations and /edits, /v1/audio/transcriptions and /translations, /v1/audio/speech,
+   * in the shapes of OpenAI's API reference (test/fixtures/openai/): gpt-image models answer `b64_json`
+   * with `size`, `quality` and token `usage` (text and image input, image output per FAKE_IMAGE_TOKENS);
+   * other image models a `url` (or `b64_json`) per image, no usage. Transcription reads the file's length
+   * with music-metadata (5 s when it cannot): whisper-style models report `usage: {type: "duration"}`,
+   * gpt-… models token usage (10 audio tokens per second); text formats answer plain text. Speech sends
+   * FAKE_SPEECH_BYTES_PER_CHARACTER bytes per input character, chunked (no length), or with
+   * `stream_format: "sse"` `speech.audio.delta` events and a `speech.audio.done` with usage.
+   */
+  async media(
+    url: string,
+    headers: IncomingHttpHeaders,
+    raw: Buffer,
+    json: any,
+    res: ServerResponse,
+  ): Promise<void> {
+    const path = url.split('?')[0];
+    let fields: Record<string, any> = json ?? {};
+    const files: { field: string; name: string; type: string; bytes: Buffer }[] = [];
+    const type = headers['content-type'] ?? '';
+    if (type.startsWith('multipart/form-data')) {
+      const form = await new Response(new Uint8Array(raw), { headers: { 'content-type': type } }).formData();
+      fields = {};
+      for (const [name, value] of form as unknown as Iterable<[string, string | File]>) {
+        if (typeof value === 'string') fields[name] = value;
+        else
+          files.push({
+            field: name,
+            name: value.name,
+            type: value.type,
+            bytes: Buffer.from(await value.arrayBuffer()),
+          });
+      }
+    }
+    const body = {
+      ...fields,
+      files: files.map((f) => ({ field: f.field, name: f.name, size: f.bytes.length })),
+    };
+    const rec: RecordedRequest = { method: 'POST', url, headers, body, aborted: false, chunksSent: 0 };
+    this.onRequest?.(url, body);
+    if (this.record) this.requests.push(rec);
+    res.on('close', () => {
+      if (!res.writableFinished) rec.aborted = true;
+    });
+    const b: FakeBehavior = { ...this.behavior, ...(this.queue.shift() ?? {}) };
+    if (b.delayMs) await sleep(b.delayMs);
+    if (b.status && b.status >= 400) {
+      res.writeHead(b.status, { 'content-type': 'application/json', ...b.errorHeaders });
+      res.end(
+        JSON.stringify(
+          b.errorBody ?? {
+            error: {
+              message: `fake upstream error ${b.status}`,
+              type: 'server_error',
+              param: null,
+              code: null,
+            },
+          },
+        ),
+      );
+      return;
+    }
+    const send = (answer: unknown) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(answer));
+    };
+    if (b.answer !== undefined) return send(b.answer);
+    const model = String(fields.model ?? '');
+    // Text tokens: one per word (a tokenizer counts at least that many for plain English).
+    const words = (text: string) => text.split(/\s+/).filter(Boolean).length;
+    if (path.endsWith('/images/generations') || path.endsWith('/images/edits')) {
+      const n = Number(fields.n ?? 1);
+      const prompt = String(fields.prompt ?? '');
+      if (model.startsWith('gpt-image')) {
+        const quality = !fields.quality || fields.quality === 'auto' ? 'high' : String(fields.quality);
+        const size = !fields.size || fields.size === 'auto' ? '1024x1024' : String(fields.size);
+        const imageIn = files.filter((f) => f.field !== 'mask').length * FAKE_INPUT_IMAGE_TOKENS;
+        const textIn = words(prompt);
+        const out = n * (FAKE_IMAGE_TOKENS[quality]?.[size] ?? 4160);
+        return send({
+          created: Math.floor(Date.now() / 1000),
+          data: Array.from({ length: n }, () => ({ b64_json: FAKE_PNG_BASE64 })),
+          background: 'opaque',
+          output_format: 'png',
+          size,
+          quality,
+          usage: {
+            total_tokens: textIn + imageIn + out,
+            input_tokens: textIn + imageIn,
+            output_tokens: out,
+            input_tokens_details: { text_tokens: textIn, image_tokens: imageIn },
+          },
+        });
+      }
+      const byUrl = fields.response_format !== 'b64_json';
+      return send({
+        created: Math.floor(Date.now() / 1000),
+        data: Array.from({ length: n }, (_, i) =>
+          byUrl
+            ? { url: `https://images.example.com/fake-${++this.seq}-${i}.png`, revised_prompt: prompt }
+            : { b64_json: FAKE_PNG_BASE64, revised_prompt: prompt },
+        ),
+      });
+    }
+    if (path.endsWith('/audio/transcriptions') || path.endsWith('/audio/translations')) {
+      const file = files.find((f) => f.field === 'file');
+      let duration = 5;
+      try {
+        const meta = await parseBuffer(file!.bytes, { size: file!.bytes.length }, { duration: true });
+        if (typeof meta.format.duration === 'number' && meta.format.duration > 0)
+          duration = meta.format.duration;
+      } catch {
+        /* 5 s */
+      }
+      const format = String(fields.response_format ?? 'json');
+      const translate = path.endsWith('/translations');
+      if (format === 'text' || format === 'srt' || format === 'vtt') {
+        res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
+        res.end(
+          format === 'text'
+            ? `${FAKE_TRANSCRIPT}\n`
+            : `1\n00:00:00,000 --> 00:00:0${Math.min(9, Math.ceil(duration))},000\n${FAKE_TRANSCRIPT}\n\n`,
+        );
+        return;
+      }
+      const seconds = { type: 'duration', seconds: Math.ceil(duration) };
+      if (format === 'verbose_json')
+        return send({
+          task: translate ? 'translate' : 'transcribe',
+          language: 'english',
+          duration,
+          text: FAKE_TRANSCRIPT,
+          segments: [
+            {
+              id: 0,
+              seek: 0,
+              start: 0,
+              end: duration,
+              text: ` ${FAKE_TRANSCRIPT}`,
+              tokens: [50364, 440, 7534, 390, 257, 3743, 4008],
+              temperature: 0,
+              avg_logprob: -0.28,
+              compression_ratio: 1.23,
+              no_speech_prob: 0.0098,
+            },
+          ],
+          usage: seconds,
+        });
+      if (translate) return send({ text: FAKE_TRANSCRIPT });
+      if (model.startsWith('gpt-')) {
+        const audio = Math.ceil(duration * 10);
+        const text = words(String(fields.prompt ?? ''));
+        const out = words(FAKE_TRANSCRIPT);
+        return send({
+          text: FAKE_TRANSCRIPT,
+          usage: {
+            type: 'tokens',
+            input_tokens: audio + text,
+            input_token_details: { text_tokens: text, audio_tokens: audio },
+            output_tokens: out,
+            total_tokens: audio + text + out,
+          },
+        });
+      }
+      return send({ text: FAKE_TRANSCRIPT, usage: seconds });
+    }
+    // Speech: the audio bytes, chunked as they are made.
+    const input = String(fields.input ?? '');
+    const audio = Buffer.alloc([...input].length * FAKE_SPEECH_BYTES_PER_CHARACTER);
+    for (let i = 0; i < audio.length; i++) audio[i] = i % 251;
+    const sse = fields.stream_format === 'sse';
+    res.writeHead(200, {
+      'content-type': sse
+        ? 'text/event-stream'
+        : (AUDIO_TYPES[String(fields.response_format ?? 'mp3')] ?? 'audio/mpeg'),
+    });
+    for (let at = 0; at < audio.length; at += FAKE_SPEECH_CHUNK) {
+      if (res.destroyed) return;
+      const chunk = audio.subarray(at, at + FAKE_SPEECH_CHUNK);
+      res.write(
+        sse
+          ? `data: ${JSON.stringify({ type: 'speech.audio.delta', audio: chunk.toString('base64') })}\n\n`
+          : chunk,
+      );
+      rec.chunksSent++;
+      if (b.chunkDelayMs) await sleep(b.chunkDelayMs);
+    }
+    if (sse) {
+      const inputTokens = words(input);
+      const outputTokens = [...input].length * 5;
+      res.write(
+        `data: ${JSON.stringify({ type: 'speech.audio.done', usage: { input_tokens: inputTokens, output_tokens: outputTokens, total_tokens: inputTokens + outputTokens } })}\n\n`,
+      );
+    }
+    res.end();
   }
 
   /** Chat requests received so far. */

@@ -28,6 +28,15 @@ graphql(`
     audioPrompt
     reasoning
     audioCompletion
+    imagePrompt
+    imageCompletion
+    image {
+      size
+      quality
+      price
+    }
+    audioSecond
+    characters1k
   }
 `);
 graphql(`
@@ -96,7 +105,36 @@ const BUCKETS = [
   ['audioPrompt', 'Audio input', 'prompt', 'audio in'],
   ['reasoning', 'Reasoning', 'completion', 'reasoning'],
   ['audioCompletion', 'Audio output', 'completion', 'audio out'],
+  ['imagePrompt', 'Image input', 'prompt', 'image in'],
+  ['imageCompletion', 'Image output', 'completion', 'image out'],
 ] as const;
+
+/** Prices per image as the form edits them: "1024x1024 hd 0.08; * * 0.2" (size, quality, USDC). */
+const imagePricesText = (list: PriceListFragment['image']) =>
+  list.map((p) => `${p.size} ${p.quality} ${p.price}`).join('; ');
+/** The form's text back to the list; a malformed entry is sent as it is, for the API to name. */
+const imagePricesOf = (text: string) =>
+  text
+    .split(/[;\n]/)
+    .map((e) => e.trim())
+    .filter(Boolean)
+    .map((e) => {
+      const [size = '', quality = '', price = ''] = e.split(/\s+/);
+      return { size, quality, price };
+    });
+
+/**
+ * docs/reference.md §22: a model's prices per unit, end-user or cost: per image by size and quality,
+ * per second of audio, per 1,000 characters ("—" when none).
+ */
+const unitPrices = (p: PriceListFragment) => {
+  const parts = [
+    ...p.image.map((i) => `${i.size} ${i.quality}: ${i.price}/image`),
+    ...(p.audioSecond !== null && p.audioSecond !== undefined ? [`${p.audioSecond}/s of audio`] : []),
+    ...(p.characters1k !== null && p.characters1k !== undefined ? [`${p.characters1k}/1k chars`] : []),
+  ];
+  return parts.length ? parts.map((t) => <div key={t}>{t}</div>) : <span className="muted">—</span>;
+};
 type BucketField = (typeof BUCKETS)[number][0];
 type Side = 'prompt' | 'completion';
 
@@ -151,6 +189,11 @@ const blank = {
   audioPrompt: '',
   reasoning: '',
   audioCompletion: '',
+  imagePrompt: '',
+  imageCompletion: '',
+  imagePrices: '',
+  audioSecond: '',
+  characters1k: '',
   provider: 'default',
   upstreamModel: '',
   fallbacks: '',
@@ -243,6 +286,11 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
       audioPrompt: ownPrice(m.costPricing, 'audioPrompt', 'prompt'),
       reasoning: ownPrice(m.costPricing, 'reasoning', 'completion'),
       audioCompletion: ownPrice(m.costPricing, 'audioCompletion', 'completion'),
+      imagePrompt: ownPrice(m.costPricing, 'imagePrompt', 'prompt'),
+      imageCompletion: ownPrice(m.costPricing, 'imageCompletion', 'completion'),
+      imagePrices: imagePricesText(m.costPricing.image),
+      audioSecond: m.costPricing.audioSecond ?? '',
+      characters1k: m.costPricing.characters1k ?? '',
       provider: m.provider,
       upstreamModel: m.upstreamModel === m.id ? '' : m.upstreamModel,
       fallbacks: m.fallbacks.join(', '),
@@ -267,6 +315,12 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
         audioPrompt: f.audioPrompt.trim() || null,
         reasoning: f.reasoning.trim() || null,
         audioCompletion: f.audioCompletion.trim() || null,
+        imagePrompt: f.imagePrompt.trim() || null,
+        imageCompletion: f.imageCompletion.trim() || null,
+        // docs/reference.md §22: prices per unit; empty: none.
+        imagePrices: imagePricesOf(f.imagePrices),
+        audioSecond: f.audioSecond.trim() || null,
+        characters1k: f.characters1k.trim() || null,
         // A model the built-in provider serves without a provider of its own keeps following `default`
         // (which a provider connected later takes over): its provider is sent only when changed.
         ...(existing?.builtinProvider && existing.provider === f.provider ? {} : { provider: f.provider }),
@@ -316,6 +370,7 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
             perToken('Completion cost', 'completion', (m) => m.costPricing),
             perToken('Completion price', 'completion', (m) => m.pricing, true),
             { head: 'Per request', num: true, cell: (m) => m.pricing.request },
+            { head: 'Per unit (price)', num: true, cell: (m) => unitPrices(m.pricing) },
             {
               className: 'actions',
               cell: (m) => (
@@ -343,8 +398,10 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
           <p className="legend-note">
             Token prices in USDC per million tokens (hover for the per-token price); bold: what end users pay.
             Below a price: the usage buckets priced apart (the others cost what prompt or completion costs).
-            Below a model: the provider that serves it, then its fallbacks in order (&ldquo;via claude →
-            default&rdquo;), and the model id sent to the provider when it is not the model&apos;s own.
+            Per unit: what end users pay per image (by size and quality), per second of audio and per 1,000
+            characters. Below a model: the provider that serves it, then its fallbacks in order (&ldquo;via
+            claude → default&rdquo;), and the model id sent to the provider when it is not the model&apos;s
+            own.
           </p>
         </DataTable>
       </Card>
@@ -415,8 +472,8 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
           <div className="bucket-costs" role="group" aria-labelledby={bucketsId}>
             <h3 id={bucketsId}>Usage bucket costs per token (USDC)</h3>
             <p className="hint">
-              Optional: an empty field follows the prompt cost (cached input, cache write, audio input) or the
-              completion cost (reasoning, audio output).
+              Optional: an empty field follows the prompt cost (cached input, cache write, audio input, image
+              input) or the completion cost (reasoning, audio output, image output).
             </p>
             <FormFields
               values={f}
@@ -429,6 +486,39 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
                   // The price it follows: what the prompt or completion field holds.
                   placeholder: f[follows].trim() || `${follows} cost`,
                 })),
+              ]}
+            />
+          </div>
+          <div className="bucket-costs" role="group" aria-labelledby={`${bucketsId}-units`}>
+            <h3 id={`${bucketsId}-units`}>Images and audio: costs per unit (USDC)</h3>
+            <p className="hint">
+              Optional. Per image by size and quality, e.g.{' '}
+              <code>1024x1024 standard 0.04; 1024x1024 hd 0.08</code> (<code>*</code> matches any); per second
+              of input audio (transcription); per 1,000 input characters (speech). Empty: not priced so.
+            </p>
+            <FormFields
+              values={f}
+              set={set}
+              layout={[
+                [
+                  {
+                    name: 'imagePrices',
+                    label: 'Per image (size quality price; …)',
+                    placeholder: '1024x1024 standard 0.04',
+                  },
+                  {
+                    name: 'audioSecond',
+                    label: 'Per second of audio',
+                    inputMode: 'decimal',
+                    placeholder: '0.0001',
+                  },
+                  {
+                    name: 'characters1k',
+                    label: 'Per 1,000 characters',
+                    inputMode: 'decimal',
+                    placeholder: '0.015',
+                  },
+                ],
               ]}
             />
           </div>

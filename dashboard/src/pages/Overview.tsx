@@ -23,6 +23,11 @@ graphql(`
     audioPromptTokens
     reasoningTokens
     audioCompletionTokens
+    imagePromptTokens
+    imageCompletionTokens
+    images
+    audioSeconds
+    characters
   }
 `);
 const USAGE = graphql(`
@@ -190,6 +195,7 @@ export function OverviewPage({ paywall }: { paywall: PaywallSummary }) {
             )}
           </Card>
           <TokensByBucket totals={totals!} models={u.byModel.buckets} />
+          <UnitsByModel totals={totals!} models={u.byModel.buckets} />
           <div className="grid-2 stack-below-wide">
             <Card title="Requests and tokens per model">
               {models.length === 0 ? (
@@ -281,17 +287,55 @@ const INPUT_PARTS = [
   [
     'prompt',
     'Input',
-    (b: Bucket) => b.promptTokens - b.cacheReadTokens - b.cacheWriteTokens - b.audioPromptTokens,
+    (b: Bucket) =>
+      b.promptTokens - b.cacheReadTokens - b.cacheWriteTokens - b.audioPromptTokens - b.imagePromptTokens,
   ],
   ['cacheRead', 'Cached input', (b: Bucket) => b.cacheReadTokens],
   ['cacheWrite', 'Cache write', (b: Bucket) => b.cacheWriteTokens],
   ['audioPrompt', 'Audio input', (b: Bucket) => b.audioPromptTokens],
+  ['imagePrompt', 'Image input', (b: Bucket) => b.imagePromptTokens],
 ] as const;
 const OUTPUT_PARTS = [
-  ['completion', 'Output', (b: Bucket) => b.completionTokens - b.reasoningTokens - b.audioCompletionTokens],
+  [
+    'completion',
+    'Output',
+    (b: Bucket) => b.completionTokens - b.reasoningTokens - b.audioCompletionTokens - b.imageCompletionTokens,
+  ],
   ['reasoning', 'Reasoning', (b: Bucket) => b.reasoningTokens],
   ['audioCompletion', 'Audio output', (b: Bucket) => b.audioCompletionTokens],
+  ['imageCompletion', 'Image output', (b: Bucket) => b.imageCompletionTokens],
 ] as const;
+
+/**
+ * docs/reference.md §22: what was charged besides tokens, per model ("3 images · 94 s of audio · 1,820
+ * characters"); shown only when the range has some.
+ */
+function UnitsByModel(props: { totals: Bucket; models: Bucket[] }) {
+  const units = (b: Bucket) =>
+    [
+      b.images > 0 && `${integer(b.images)} ${b.images === 1 ? 'image' : 'images'}`,
+      b.audioSeconds > 0 && `${integer(b.audioSeconds)} s of audio`,
+      b.characters > 0 && `${integer(b.characters)} characters`,
+    ]
+      .filter(Boolean)
+      .join(' · ');
+  if (!units(props.totals)) return null;
+  return (
+    <Card title="Images and audio" actions={<span className="legend-note">{units(props.totals)}</span>}>
+      <DataTable
+        label="Units by model"
+        rows={props.models.filter((m) => units(m))}
+        rowKey={(b) => b.key}
+        columns={[
+          { head: 'Model', className: 'mono', cell: (b) => b.key },
+          { head: 'Images', num: true, cell: (b: Bucket) => integer(b.images) },
+          { head: 'Seconds of audio', num: true, cell: (b: Bucket) => integer(b.audioSeconds) },
+          { head: 'Characters', num: true, cell: (b: Bucket) => integer(b.characters) },
+        ]}
+      />
+    </Card>
+  );
+}
 type Part = (typeof INPUT_PARTS)[number] | (typeof OUTPUT_PARTS)[number];
 
 /** Tokens of the range by usage bucket: a stacked bar per side, then the same per model. */

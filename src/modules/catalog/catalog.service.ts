@@ -17,6 +17,7 @@ import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
 import type { PaywallRef } from '../paywalls/provider.service.js';
 import { KeyedLoader } from '../../shared/keyed-loader.js';
 import { checkProviderName } from '../paywalls/provider-name.js';
+import type { ImagePrice, UnitPrices } from '../../shared/media-units.js';
 import { BUILTIN_PROVIDER, DEFAULT_PROVIDER } from '../proxy/provider-client.js';
 import { maxOutputOf, reasonsOf, type MaxOutputSource } from './known-models.js';
 
@@ -54,6 +55,12 @@ export interface ModelPriceInfo {
   upstreamModel: string | null;
   /** Provider names tried in order when the provider fails before answering. */
   fallbacks: readonly string[];
+  /** docs/reference.md §22: image token prices (null = prompt / completion) and prices per unit. */
+  imagePromptPico?: bigint | null;
+  imageCompletionPico?: bigint | null;
+  imagePrices?: readonly ImagePrice[];
+  audioSecondPico?: bigint | null;
+  characters1kPico?: bigint | null;
 }
 
 /** A catalogue row: the prices plus what the listing shows. */
@@ -78,6 +85,12 @@ export interface PricingStrings {
   audioPrompt: string;
   reasoning: string;
   audioCompletion: string;
+  /** docs/reference.md §22: per image input / output token; per image (by size and quality); per unit. */
+  imagePrompt: string;
+  imageCompletion: string;
+  image: { size: string; quality: string; price: string }[];
+  audioSecond: string | null;
+  characters1k: string | null;
 }
 
 /** A model as the API shows it. */
@@ -129,6 +142,12 @@ export interface SetModelPricingInput {
   upstreamModel?: string | null;
   /** Omitted: unchanged (new: none); null or []: none. */
   fallbacks?: readonly string[] | null;
+  /** docs/reference.md §22. Omitted: unchanged; null: follows prompt / completion (buckets), none (units). */
+  imagePrompt?: string | null;
+  imageCompletion?: string | null;
+  imagePrices?: readonly { size: string; quality: string; price: string }[] | null;
+  audioSecond?: string | null;
+  characters1k?: string | null;
 }
 
 /** The per-bucket prices setModelPricing takes, and their columns. */
@@ -193,14 +212,39 @@ interface Row {
   fallbacks: string[];
   created_at: string | Date;
   updated_at: string | Date;
+  image_prompt_pico: string | bigint | null;
+  image_completion_pico: string | bigint | null;
+  image_prices: { size: string; quality: string; pico: string }[] | string | null;
+  audio_second_pico: string | bigint | null;
+  characters_1k_pico: string | bigint | null;
 }
+
+/** docs/reference.md §22: the image buckets' and the units' prices. */
+const UNIT_COLUMNS =
+  'image_prompt_pico, image_completion_pico, image_prices, audio_second_pico, characters_1k_pico';
 
 const COLUMNS = `model_id, display_name, description, prompt_pico, completion_pico, request_pico,
   cache_read_pico, cache_write_pico, audio_prompt_pico, reasoning_pico, audio_completion_pico,
   max_completion_tokens, reasoning_model, daily_request_limit, provider, upstream_model, fallbacks, created_at,
-  updated_at`;
+  updated_at, ${UNIT_COLUMNS}`;
 
 const picoOrNull = (v: string | bigint | null): bigint | null => (v === null ? null : BigInt(v));
+
+/** A row's image-bucket and unit prices (docs/reference.md §22). */
+function unitPricesOf(r: Row) {
+  const list = typeof r.image_prices === 'string' ? JSON.parse(r.image_prices) : (r.image_prices ?? []);
+  return {
+    imagePromptPico: picoOrNull(r.image_prompt_pico ?? null),
+    imageCompletionPico: picoOrNull(r.image_completion_pico ?? null),
+    imagePrices: Object.freeze(
+      (list as { size: string; quality: string; pico: string }[]).map((p) =>
+        Object.freeze({ size: p.size, quality: p.quality, pico: BigInt(p.pico) }),
+      ),
+    ),
+    audioSecondPico: picoOrNull(r.audio_second_pico ?? null),
+    characters1kPico: picoOrNull(r.characters_1k_pico ?? null),
+  };
+}
 
 /** A built-in model's cost prices, every bucket included (null: follows prompt / completion). */
 const pricesOf = (b: BuiltinModel) => ({
@@ -255,6 +299,7 @@ const toModel = (r: Row): CatalogModel =>
     provider: r.provider,
     upstreamModel: r.upstream_model,
     fallbacks: Object.freeze([...(r.fallbacks ?? [])]),
+    ...unitPricesOf(r),
     displayName: r.display_name,
     description: r.description,
     createdAt: new Date(r.created_at),
@@ -472,6 +517,7 @@ export class CatalogService {
         ? input.upstreamModel
         : checkModelId(input.upstreamModel, 'upstreamModel');
     const fallbacks = input.fallbacks === undefined ? undefined : checkFallbacks(input.fallbacks, provider);
+    const units = unitPriceInput(input);
     // Known before the transaction (a provider lookup must not wait inside it, see getPrice).
     const servedByBuiltin = await this.usesBuiltin(paywall);
 
@@ -552,8 +598,9 @@ export class CatalogService {
         const refusal = builtinRefusal(stored, this.builtinCost.get(modelId), paywall.markupPpm);
         if (refusal) throw invalid(refusal.message, refusal.param, refusal.code);
       }
+      const withUnits = units ? await setUnitPrices(tx, paywall.id, modelId, units) : rows[0];
       await tx.query('select pg_notify($1, $2)', [CHANGED_CHANNEL, paywall.id]);
-      return rows[0];
+      return withUnits;
     });
     this.evict(paywall.id);
     const model = toModel(row);
@@ -593,7 +640,96 @@ function pricingOf(m: ModelPrice, markupPpm: bigint): PricingStrings {
     audioPrompt: token('audioPrompt'),
     reasoning: token('reasoning'),
     audioCompletion: token('audioCompletion'),
+    ...unitPricing(m, markupPpm),
   };
+}
+
+/**
+ * docs/reference.md §22: the image buckets per token, and the prices per unit (cost x `markupPpm`,
+ * exact): per image, per second of audio, per 1,000 characters (null: the model is not priced so).
+ */
+function unitPricing(m: ModelPrice & UnitPrices, markupPpm: bigint) {
+  const marked = (pico: bigint) => endUserTokenPrice(pico, markupPpm);
+  return {
+    imagePrompt: marked(bucketPico(m, 'imagePrompt')),
+    imageCompletion: marked(bucketPico(m, 'imageCompletion')),
+    image: (m.imagePrices ?? []).map((p) => ({ size: p.size, quality: p.quality, price: marked(p.pico) })),
+    audioSecond: m.audioSecondPico == null ? null : marked(m.audioSecondPico),
+    characters1k: m.characters1kPico == null ? null : marked(m.characters1kPico),
+  };
+}
+
+interface UnitPriceInput {
+  imagePrompt?: bigint | null;
+  imageCompletion?: bigint | null;
+  imagePrices?: { size: string; quality: string; pico: string }[];
+  audioSecond?: bigint | null;
+  characters1k?: bigint | null;
+}
+
+const MAX_IMAGE_PRICES = 50;
+const IMAGE_SIZE = /^(\*|\d{1,5}x\d{1,5}|[a-z]{1,20})$/;
+const IMAGE_QUALITY = /^(\*|[a-z]{1,20})$/;
+
+/** The §22 fields of setModelPricing, checked; null when none was given (nothing to write). */
+function unitPriceInput(input: SetModelPricingInput): UnitPriceInput | null {
+  const out: UnitPriceInput = {};
+  const nullable = (field: 'imagePrompt' | 'imageCompletion' | 'audioSecond' | 'characters1k') => {
+    const v = input[field];
+    if (v === undefined) return;
+    out[field] = v === null ? null : parsePrice(v, field)!;
+  };
+  nullable('imagePrompt');
+  nullable('imageCompletion');
+  nullable('audioSecond');
+  nullable('characters1k');
+  if (input.imagePrices !== undefined) {
+    const list = input.imagePrices ?? [];
+    if (!Array.isArray(list) || list.length > MAX_IMAGE_PRICES)
+      throw invalid(`imagePrices must be a list of at most ${MAX_IMAGE_PRICES} prices`, 'imagePrices');
+    const seen = new Set<string>();
+    out.imagePrices = list.map((p, i) => {
+      const at = `imagePrices[${i}]`;
+      if (typeof p?.size !== 'string' || !IMAGE_SIZE.test(p.size))
+        throw invalid(`${at}.size must be a size such as "1024x1024", or "*" for any`, `${at}.size`);
+      if (typeof p.quality !== 'string' || !IMAGE_QUALITY.test(p.quality))
+        throw invalid(
+          `${at}.quality must be a quality such as "high" or "hd", or "*" for any`,
+          `${at}.quality`,
+        );
+      const key = `${p.size} ${p.quality}`;
+      if (seen.has(key)) throw invalid(`${at} repeats size ${p.size} and quality ${p.quality}`, at);
+      seen.add(key);
+      return { size: p.size, quality: p.quality, pico: parsePrice(p.price ?? '', `${at}.price`)!.toString() };
+    });
+  }
+  return Object.keys(out).length > 0 ? out : null;
+}
+
+/** Writes the §22 prices that were given (one statement after the upsert, in its transaction). */
+async function setUnitPrices(
+  tx: Pick<Database, 'query'>,
+  paywallId: string,
+  modelId: string,
+  u: UnitPriceInput,
+): Promise<Row> {
+  const set: string[] = [];
+  const params: unknown[] = [paywallId, modelId];
+  const put = (column: string, value: unknown, cast: string) => {
+    params.push(value);
+    set.push(`${column} = $${params.length}::${cast}`);
+  };
+  if (u.imagePrompt !== undefined) put('image_prompt_pico', u.imagePrompt?.toString() ?? null, 'bigint');
+  if (u.imageCompletion !== undefined)
+    put('image_completion_pico', u.imageCompletion?.toString() ?? null, 'bigint');
+  if (u.imagePrices !== undefined) put('image_prices', JSON.stringify(u.imagePrices), 'jsonb');
+  if (u.audioSecond !== undefined) put('audio_second_pico', u.audioSecond?.toString() ?? null, 'bigint');
+  if (u.characters1k !== undefined) put('characters_1k_pico', u.characters1k?.toString() ?? null, 'bigint');
+  const rows = await tx.query<Row>(
+    `update model_price set ${set.join(', ')} where paywall_id = $1 and model_id = $2 returning ${COLUMNS}`,
+    params,
+  );
+  return rows[0];
 }
 
 const ONE_PPM = 1_000_000n;

@@ -14,6 +14,22 @@ registerEnumType(MaxCompletionTokensSource, {
     "(the service's catalogue of known models), DEFAULT (4096).",
 });
 
+@ObjectType('ImagePrice', {
+  description: 'A price per image (docs/reference.md §22): for a size and a quality ("*" matches any).',
+})
+export class ImagePriceType {
+  @Field({ description: 'e.g. "1024x1024", or "*".' }) size!: string;
+  @Field({ description: 'e.g. "standard", "hd", "low", "medium", "high", or "*".' }) quality!: string;
+  @Field({ description: 'USDC per image.' }) price!: string;
+}
+
+@InputType('ImagePriceInput', { description: 'A cost price per image for a size and a quality ("*": any).' })
+export class ImagePriceInput {
+  @Field() size!: string;
+  @Field() quality!: string;
+  @Field({ description: 'USDC per image, e.g. "0.04".' }) price!: string;
+}
+
 @ObjectType('ModelPricing', {
   description:
     'USDC decimal strings: prompt, completion and each usage bucket per token, request per request ' +
@@ -28,9 +44,22 @@ export class ModelPricingType {
   @Field({ description: 'Per audio input token (default: prompt).' }) audioPrompt!: string;
   @Field({ description: 'Per reasoning token (default: completion).' }) reasoning!: string;
   @Field({ description: 'Per audio output token (default: completion).' }) audioCompletion!: string;
+  @Field({ description: 'Per image input token (default: prompt).' }) imagePrompt!: string;
+  @Field({ description: 'Per image output token (default: completion).' }) imageCompletion!: string;
+  @Field(() => [ImagePriceType], {
+    description: 'Per image, by size and quality (empty: not priced per image).',
+  })
+  image!: ImagePriceType[];
+  @Field(() => String, { nullable: true, description: 'Per second of input audio; null: not priced so.' })
+  audioSecond!: string | null;
+  @Field(() => String, { nullable: true, description: 'Per 1,000 input characters; null: not priced so.' })
+  characters1k!: string | null;
 
   static from(p: PricingStrings): ModelPricingType {
-    return Object.assign(new ModelPricingType(), p);
+    return Object.assign(new ModelPricingType(), {
+      ...p,
+      image: p.image.map((i) => Object.assign(new ImagePriceType(), i)),
+    });
   }
 }
 
@@ -194,4 +223,30 @@ export class SetModelPricingInput {
       'answering, or answers 429 or 5xx; null or []: none.',
   })
   fallbacks?: string[] | null;
+  @Field(() => String, {
+    nullable: true,
+    description: 'Cost per image input token (gpt-image-1); null: the prompt price applies.',
+  })
+  imagePrompt?: string | null;
+  @Field(() => String, {
+    nullable: true,
+    description: 'Cost per image output token (gpt-image-1); null: the completion price applies.',
+  })
+  imageCompletion?: string | null;
+  @Field(() => [ImagePriceInput], {
+    nullable: true,
+    description:
+      'Cost prices per image by size and quality (docs/reference.md §22), replacing the list; null or []: none.',
+  })
+  imagePrices?: ImagePriceInput[] | null;
+  @Field(() => String, {
+    nullable: true,
+    description: 'Cost per second of input audio (transcription, translation); null: not priced so.',
+  })
+  audioSecond?: string | null;
+  @Field(() => String, {
+    nullable: true,
+    description: 'Cost per 1,000 input characters (speech); null: not priced so.',
+  })
+  characters1k?: string | null;
 }

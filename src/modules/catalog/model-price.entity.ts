@@ -19,6 +19,18 @@ export const ModelPriceSchema = defineEntity({
     audioPromptPico: p.bigint('bigint').nullable().check('audio_prompt_pico >= 0'),
     reasoningPico: p.bigint('bigint').nullable().check('reasoning_pico >= 0'),
     audioCompletionPico: p.bigint('bigint').nullable().check('audio_completion_pico >= 0'),
+    /** docs/reference.md §22: image input / output token prices; null = the prompt / completion price. */
+    imagePromptPico: p.bigint('bigint').nullable().check('image_prompt_pico >= 0'),
+    imageCompletionPico: p.bigint('bigint').nullable().check('image_completion_pico >= 0'),
+    /** Prices per image: `[{size, quality, pico}]` (pico-USDC as a decimal string; "*" matches any). */
+    imagePrices: p.json<{ size: string; quality: string; pico: string }[]>().defaultRaw(`'[]'`),
+    /** Per second of input audio, per 1,000 input characters; null = not priced so. */
+    audioSecondPico: p.bigint('bigint').nullable().check('audio_second_pico >= 0'),
+    characters1kPico: p
+      .bigint('bigint')
+      .nullable()
+      .fieldName('characters_1k_pico')
+      .check('characters_1k_pico >= 0'),
     maxCompletionTokens: p.integer().nullable(),
     /** docs/reference.md §21: the owner says the model reasons (null: the catalogue of known models decides). */
     reasoningModel: p.boolean().nullable(),

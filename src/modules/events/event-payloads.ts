@@ -94,6 +94,14 @@ export interface EventDataMap {
     audioPromptTokens: number;
     reasoningTokens: number;
     audioCompletionTokens: number;
+    /** Image input and output tokens (gpt-image-1, docs/reference.md §22); present when there are some. */
+    imagePromptTokens?: number;
+    imageCompletionTokens?: number;
+    /**
+     * docs/reference.md §22: what was charged besides tokens (images with their size, quality and price
+     * per image; seconds of audio; characters), and the same in words (`label`: "3 images 1024x1024 high").
+     */
+    units?: Record<string, unknown> & { label: string };
     cost: Usdc;
     /** The charge per bucket before rounding (the `usage.cost_details` of the answer). */
     costDetails: Record<string, string>;

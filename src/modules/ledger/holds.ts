@@ -882,7 +882,7 @@ export interface HoldProgress {
   promptTokens: number;
   completionTokens: number;
   /** The usage per bucket, its cost details and the prices it was charged at (the receipt's record). */
-  buckets: UsageBuckets;
+  buckets: Partial<UsageBuckets>;
   costDetails: Record<string, string>;
   pricing: Record<string, string>;
   capturedRaw: bigint;

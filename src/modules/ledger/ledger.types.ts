@@ -76,7 +76,33 @@ export class ChargeUsageType {
   @Field(() => Int) audioPromptTokens!: number;
   @Field(() => Int) reasoningTokens!: number;
   @Field(() => Int) audioCompletionTokens!: number;
+  @Field(() => Int, { description: 'Image input tokens (gpt-image-1).' }) imagePromptTokens!: number;
+  @Field(() => Int, { description: 'Image output tokens (gpt-image-1).' }) imageCompletionTokens!: number;
   @Field(() => Int, { description: 'Output not billed in another bucket.' }) completionTokens!: number;
+  @Field(() => Int, { nullable: true, description: 'Images charged (docs/reference.md §22).' })
+  images!: number | null;
+  @Field(() => String, { nullable: true, description: 'Their size, e.g. "1024x1024".' }) imageSize!:
+    string | null;
+  @Field(() => String, { nullable: true, description: 'Their quality, e.g. "high".' }) imageQuality!:
+    string | null;
+  @Field(() => Int, { nullable: true, description: 'Seconds of input audio charged.' })
+  audioSeconds!: number | null;
+  @Field(() => Int, { nullable: true, description: 'Characters of speech input charged.' })
+  characters!: number | null;
+}
+
+/** docs/reference.md §22: the units a charge kept (metadata.units), null where it has none. */
+function chargedUnits(v: unknown) {
+  const u = (typeof v === 'object' && v !== null ? v : {}) as Record<string, unknown>;
+  const int = (x: unknown) => (typeof x === 'number' && Number.isInteger(x) ? x : null);
+  const str = (x: unknown) => (typeof x === 'string' ? x : null);
+  return {
+    images: int(u.images),
+    imageSize: str(u.imageSize),
+    imageQuality: str(u.imageQuality),
+    audioSeconds: int(u.audioSeconds),
+    characters: int(u.characters),
+  };
 }
 
 @ObjectType('ReceiptLine', { description: 'One usage bucket of a receipt.' })
@@ -93,6 +119,17 @@ export class ReceiptLineType {
   @Field({ description: "tokens x unitPrice, as in the answer's usage.cost_details." }) amount!: string;
 }
 
+@ObjectType('ReceiptUnits', {
+  description:
+    'What a charge counted besides tokens (docs/reference.md §22): images, seconds of audio, characters.',
+})
+export class ReceiptUnitsType {
+  @Field({ description: '`images`, `audio_seconds` or `characters`.' }) kind!: string;
+  @Field({ description: 'In words, e.g. "3 images 1024x1024 high", "94 s of audio", "1,820 characters".' })
+  label!: string;
+  @Field({ description: 'Their part of the charge (markup included), USDC.' }) amount!: string;
+}
+
 @ObjectType('Receipt', {
   description:
     'An itemised usage charge: the model, the tokens per bucket at their end-user prices, and the total ' +
@@ -102,6 +139,8 @@ export class ReceiptType {
   @Field() model!: string;
   @Field({ description: 'Price per request (not marked up), USDC.' }) requestPrice!: string;
   @Field(() => [ReceiptLineType]) lines!: ReceiptLineType[];
+  @Field(() => [ReceiptUnitsType], { description: 'Units charged besides tokens (empty for chat).' })
+  units!: ReceiptUnitsType[];
   @Field({ description: 'The cost, USDC with 6 decimals (= amount + uncollected).' }) total!: string;
   @Field({
     description:
@@ -153,7 +192,10 @@ export class ChargeType {
       audioPromptTokens: b.audioPrompt,
       reasoningTokens: b.reasoning,
       audioCompletionTokens: b.audioCompletion,
+      imagePromptTokens: b.imagePrompt,
+      imageCompletionTokens: b.imageCompletion,
       completionTokens: b.completion,
+      ...chargedUnits(this.metadata.units),
     });
   }
 
@@ -172,6 +214,7 @@ export class ChargeType {
       chargeId: this.id,
       paidRaw: this.status === 'completed' ? this.amount + this.recovered : 0n,
       lines: r.lines.map((l) => Object.assign(new ReceiptLineType(), l)),
+      units: r.units.map((u) => Object.assign(new ReceiptUnitsType(), u)),
     });
   }
 

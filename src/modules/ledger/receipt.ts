@@ -9,6 +9,13 @@ import {
   type ModelPrice,
 } from '../../shared/money.js';
 import { BUCKETS, storedBuckets, textUsage, type Bucket } from '../../shared/usage-buckets.js';
+import {
+  meteredCost,
+  unitCostDetails,
+  unitsLabel,
+  type MediaUnits,
+  type UnitPrices,
+} from '../../shared/media-units.js';
 
 /** One line of a receipt: a usage bucket's tokens at its end-user unit price. */
 export interface ReceiptLine {
@@ -32,6 +39,11 @@ export interface Receipt {
   /** Per-request price (never marked up). */
   requestPrice: string;
   lines: ReceiptLine[];
+  /**
+   * docs/reference.md §22: what the charge counted besides tokens, each in words ("3 images 1024x1024
+   * high", "94 s of audio", "1,820 characters") with its amount (markup included, USDC).
+   */
+  units: { kind: string; label: string; amount: string }[];
   total: string;
   totalRaw: bigint;
 }
@@ -43,6 +55,8 @@ export const BUCKET_LABELS: Record<Bucket, string> = {
   audioPrompt: 'Audio input',
   reasoning: 'Reasoning',
   audioCompletion: 'Audio output',
+  imagePrompt: 'Image input',
+  imageCompletion: 'Image output',
   completion: 'Output',
 };
 
@@ -85,13 +99,57 @@ export function receiptOf(c: ReceiptSource): Receipt | null {
       amount: bucketCharge(pico, markupPpm, buckets[b]),
     });
   }
-  const totalRaw = usageCost(price, markupPpm, buckets);
+  const stored = unitsOf(c.metadata.units, pricing);
+  const totalRaw = stored
+    ? meteredCost({ ...price, ...stored.prices }, markupPpm, buckets, stored.units)
+    : usageCost(price, markupPpm, buckets);
+  const details = stored ? unitCostDetails(stored.prices, markupPpm, stored.units) : {};
+  const units = stored
+    ? (
+        [
+          ['images', { images: stored.units.images }],
+          ['audio_seconds', { audioSeconds: stored.units.audioSeconds }],
+          ['characters', { characters: stored.units.characters }],
+        ] as const
+      )
+        .filter(([kind]) => details[kind] !== undefined)
+        .map(([kind, u]) => ({ kind, label: unitsLabel(u as MediaUnits), amount: details[kind] }))
+    : [];
   return {
     model: c.model,
     requestPrice: pricing.request as string,
     lines,
+    units,
     total: formatUsdc(totalRaw),
     totalRaw,
+  };
+}
+
+/** The units a charge kept (metadata.units) and their cost prices (pricing), or null. */
+function unitsOf(
+  v: unknown,
+  pricing: Record<string, unknown>,
+): { units: MediaUnits; prices: UnitPrices } | null {
+  if (!isRecord(v)) return null;
+  const count = (x: unknown) => (typeof x === 'number' && Number.isInteger(x) && x > 0 ? x : undefined);
+  const units: MediaUnits = {};
+  const images = count(v.images);
+  const imagePico = parseDecimal(v.imagePrice, PRICE_DECIMALS);
+  if (images && imagePico !== null)
+    units.images = {
+      count: images,
+      size: String(v.imageSize),
+      quality: String(v.imageQuality),
+      pico: imagePico,
+    };
+  units.audioSeconds = count(v.audioSeconds);
+  units.characters = count(v.characters);
+  return {
+    units,
+    prices: {
+      audioSecondPico: parseDecimal(pricing.audioSecond, PRICE_DECIMALS),
+      characters1kPico: parseDecimal(pricing.characters1k, PRICE_DECIMALS),
+    },
   };
 }
 

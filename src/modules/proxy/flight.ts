@@ -3,6 +3,7 @@ import type { ModelPriceInfo } from '../catalog/catalog.service.js';
 import type { ReserveResult } from '../ledger/holds.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
 import type { MeteredRequest, WireFormat } from './wire-format.js';
+import type { MediaUnits } from '../../shared/media-units.js';
 import type { ProviderClient, UpstreamTarget } from './provider-client.js';
 
 /** One metered call (chat completion or Responses), from REST or GraphQL. */
@@ -26,6 +27,19 @@ export interface ChatCall {
   answeredBy?(provider: string): void;
   /** The end-user key the request came with (docs/reference.md §19): its limit applies, charges name it. */
   userKeyId?: string;
+  /** Where an audio answer (speech) is relayed as it arrives (docs/reference.md §22). */
+  mediaSink?: MediaSink;
+}
+
+/** Where a binary answer goes as it arrives (speech), its cost in trailers once it ended. */
+export interface MediaSink {
+  /** Status 200 and the headers, flushed at once; the cost headers are announced as trailers. */
+  open(headers: Record<string, string>): void;
+  /** Writes at once; false when the client is slow (wait for `drain()`). */
+  write(chunk: Uint8Array): boolean;
+  drain(): Promise<void>;
+  /** Ends the answer with these trailers (`x-paywall-cost`, `x-paywall-balance`). */
+  end(trailers: Record<string, string>): void;
 }
 
 /** A whole answer: the completion, a payment-blocked reply, or a provider's 4xx passed through. */
@@ -38,6 +52,8 @@ export interface ChatJson {
    * an embeddings payment block's `x-should-retry: false`.
    */
   headers?: Record<string, string>;
+  /** A text answer relayed as it came (a transcription's text, srt or vtt): written instead of `body`. */
+  raw?: { contentType: string; text: string };
 }
 
 /** Where a streamed answer goes (the REST layer adapts the HTTP response to it). */
@@ -92,6 +108,12 @@ export interface Flight {
   clientHeaders: Record<string, string>;
   controller: AbortController;
   reason: AbortReason | null;
+  /** docs/reference.md §22: the images, seconds of audio or characters the answer is charged for. */
+  units?: MediaUnits | null;
+  /** A relayed audio answer's client left: the rest is read (not relayed) to size what was relayed. */
+  clientGone?: boolean;
+  /** Bytes of a binary answer relayed to the client so far. */
+  relayedBytes?: number;
   settled: boolean;
   /** Resolves when the request has settled and answered. */
   done: Promise<void>;

@@ -1,7 +1,20 @@
 import { DomainError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { formatUsdc, usdcDecimal, ZERO_COST_DETAILS } from '../../shared/money.js';
-import { isTimeout, type ChatJson, type Flight, type Outcome, type StreamSink } from './flight.js';
+import {
+  abortFlight,
+  isTimeout,
+  type ChatJson,
+  type Flight,
+  type MediaSink,
+  type Outcome,
+  type StreamSink,
+} from './flight.js';
+import { createParser } from 'eventsource-parser';
+import { hasTokenPrices, hasUnits } from '../../shared/media-units.js';
+import { splitUsage, textUsage, type ReportedUsage, type UsageBuckets } from '../../shared/usage-buckets.js';
+import { speechSseUsage, speechUnits, type MediaRequest } from './media-format.js';
+import { countText } from './token-counter.js';
 import { BUILTIN_PROVIDER, type UpstreamResponse } from './provider-client.js';
 import type { RelayedResponses } from './relayed-responses.js';
 import { outputTokens } from '../../shared/usage-buckets.js';
@@ -57,6 +70,9 @@ export class Forwarder {
         // The client's body with the completion cap the hold affords (and never the end user's id).
         const payload = f.fmt.upstreamBody(f.req, f.sentCap, { capParameter: up.capParameter, model });
         res = await f.provider.post(up, f.fmt.upstreamPath, payload, {
+          // A multipart upload (image edits, transcription) goes as multipart (docs/reference.md §22).
+          form: f.fmt.upstreamForm?.(f.req, model),
+          accept: (f.req as Partial<MediaRequest>).answer ? '*/*' : undefined,
           stream: f.req.stream,
           signal: f.controller.signal,
           timeoutMs: this.d.limits.UPSTREAM_TIMEOUT_MS,
@@ -160,10 +176,13 @@ export class Forwarder {
       throw upstreamError(malformed ?? 'the answer was not a JSON object');
     }
     const answer = json;
-    const usage = usageOf(f, f.fmt.jsonUsage(answer), () => f.fmt.countJson(answer));
+    const reported = f.fmt.jsonUsage(answer);
+    const usage = usageOf(f, reported, () => f.fmt.countJson(answer));
+    // Images and audio: what the answer counts besides tokens (docs/reference.md §22).
+    f.units = f.fmt.units?.(f.req, answer, reported, f.price) ?? null;
     // An answer with no output that ended in an error or without a finish reason costs nothing, the
     // request price included (the client still gets it as the provider sent it).
-    const empty = outputTokens(usage) === 0 && !f.fmt.jsonFinished(answer);
+    const empty = outputTokens(usage) === 0 && !hasUnits(f.units) && !f.fmt.jsonFinished(answer);
     // Nothing produced because the provider failed: a failed request (docs/reference.md §5.4).
     const failed = empty && f.fmt.jsonEndedInError?.(answer) === true;
     const { captured, freeAfterRaw, costDetails } = await this.d.settlement.settle(
@@ -188,6 +207,155 @@ export class Forwarder {
       if (freeAfterRaw !== null) headers['x-paywall-balance'] = formatUsdc(freeAfterRaw);
     }
     return { status: 200, body: answer, headers };
+  }
+
+  /**
+   * An answer that is not JSON (docs/reference.md §22): a transcription's text, srt or vtt is read whole,
+   * settled and returned as text with its cost headers; speech is relayed to `sink` as it arrives and
+   * settled when it ends (cost and balance in trailers). A client that leaves mid-speech is charged
+   * pro rata for the bytes relayed of the bytes the provider sent: the rest is read, not relayed, to
+   * know how many that is (unless the provider announced its length).
+   */
+  async relayMedia(f: Flight, sink: MediaSink | undefined): Promise<ChatJson | null> {
+    const req = f.req as MediaRequest;
+    const res = await this.send(f);
+    const limit = this.d.limits.UPSTREAM_MAX_BYTES;
+    if (res.status < 200 || res.status >= 300) {
+      let text = '';
+      try {
+        text = await readLimited(res, Math.min(limit, 1024 * 1024));
+      } catch {
+        /* the status says enough */
+      }
+      return this.rejected(f, res.status, text, res.retryAfter);
+    }
+    if (req.answer === 'text' || !sink) {
+      let text: string;
+      try {
+        text = await readLimited(res, limit);
+      } catch (e) {
+        throw await this.failedBeforeOutput(f, e);
+      }
+      f.units = f.fmt.units?.(req, null, null, f.price) ?? null;
+      // A model priced per token only, answering text (no usage): the transcript counted here, the
+      // audio at its bound.
+      const usage =
+        !hasUnits(f.units) && hasTokenPrices(f.price)
+          ? splitUsage(
+              (req.media.tokens?.prompt ?? 0) + (req.media.tokens?.audioPrompt ?? 0),
+              countText(text),
+              { audioPrompt: req.media.tokens?.audioPrompt },
+            )
+          : textUsage(0, 0);
+      const { captured, freeAfterRaw } = await this.d.settlement.settle(f, 'completed', null, usage);
+      return {
+        status: 200,
+        body: {},
+        raw: { contentType: res.contentType || 'text/plain; charset=utf-8', text },
+        headers: this.costHeaders(f, captured, freeAfterRaw),
+      };
+    }
+
+    const announced = res.contentLength;
+    const sse = res.contentType.toLowerCase().startsWith('text/event-stream');
+    let sseUsage: ReportedUsage | null = null;
+    const parser = sse
+      ? createParser({
+          onEvent: (e) => {
+            try {
+              sseUsage = speechSseUsage(JSON.parse(e.data)) ?? sseUsage;
+            } catch {
+              /* not JSON: relayed, not metered */
+            }
+          },
+        })
+      : null;
+    const decoder = new TextDecoder();
+    sink.open({
+      'content-type': res.contentType || 'application/octet-stream',
+      'x-paywall-charge-id': f.chargeId,
+    });
+    let received = 0;
+    let relayed = 0;
+    let failure: unknown = null;
+    try {
+      for await (const chunk of res.body) {
+        const b = chunk as Buffer;
+        received += b.length;
+        if (received > limit) throw new TooLargeError(limit);
+        parser?.feed(decoder.decode(b, { stream: true }));
+        if (!f.clientGone) {
+          relayed += b.length;
+          f.relayedBytes = relayed;
+          if (!sink.write(b)) await sink.drain();
+        } else if (announced !== null) {
+          // The length is known: nothing more to read.
+          abortFlight(f, 'client');
+          break;
+        }
+      }
+    } catch (e) {
+      failure = e;
+      if (!f.reason) this.d.log.warn({ err: e, chargeId: f.chargeId }, 'upstream audio answer failed');
+    }
+    if (f.clientGone || failure instanceof TooLargeError) res.body.destroy();
+    const complete = failure === null && !f.clientGone;
+    const outcome: Outcome = complete ? 'completed' : f.clientGone ? 'canceled' : 'failed';
+    const total = f.clientGone && announced !== null ? announced : received;
+    const usage = relayed > 0 ? this.speechUsage(f, req, sseUsage, relayed, total) : null;
+    const { captured, freeAfterRaw } = await this.d.settlement.settle(
+      f,
+      outcome,
+      outcome === 'failed'
+        ? failure instanceof TooLargeError
+          ? 'upstream_too_large'
+          : 'upstream_error'
+        : null,
+      usage,
+    );
+    if (!f.clientGone) {
+      // The charge id went with the headers; the cost and the balance are known only now.
+      const { 'x-paywall-charge-id': _id, ...trailers } = this.costHeaders(f, captured, freeAfterRaw);
+      sink.end(trailers);
+    }
+    return null;
+  }
+
+  /**
+   * What relayed speech is charged for: the characters of `input` (pro rata when only part was
+   * relayed); a model priced per token, the provider's usage (`stream_format: "sse"`) or else the input
+   * counted here and the audio output at its bound, the output pro rata too.
+   */
+  private speechUsage(
+    f: Flight,
+    req: MediaRequest,
+    reported: ReportedUsage | null,
+    relayed: number,
+    total: number,
+  ): UsageBuckets {
+    const share = (n: number) =>
+      relayed >= total ? n : Number((BigInt(n) * BigInt(relayed) + BigInt(total) - 1n) / BigInt(total));
+    if (reported && hasTokenPrices(f.price)) {
+      f.units = null;
+      const output = share(reported.output ?? 0);
+      return splitUsage(reported.input ?? 0, output, { audioCompletion: output });
+    }
+    f.units = speechUnits(req, f.price, relayed, total);
+    if (hasUnits(f.units) || !hasTokenPrices(f.price)) return textUsage(0, 0);
+    const output = share(req.media.tokens?.audioCompletion ?? 0);
+    return splitUsage(req.media.tokens?.prompt ?? 0, output, { audioCompletion: output });
+  }
+
+  /** `x-paywall-cost`, `x-paywall-charge-id`, `x-paywall-balance` of an answer that charged. */
+  private costHeaders(f: Flight, captured: bigint, freeAfterRaw: bigint | null): Record<string, string> {
+    const headers: Record<string, string> = {};
+    if (captured > 0n) {
+      headers['x-paywall-cost'] = usdcDecimal(captured);
+      headers['x-paywall-charge-id'] = f.chargeId;
+      // A balance, so written as balances are (exactly 6 fraction digits).
+      if (freeAfterRaw !== null) headers['x-paywall-balance'] = formatUsdc(freeAfterRaw);
+    }
+    return headers;
   }
 
   /** A stream: relayed to `sink` as it comes, settled before its last event; null once written. */

@@ -23,6 +23,7 @@ import type { UpstreamTarget } from './provider-client.js';
 import { unservable, type ClientFor } from './provider-clients.js';
 import type { RelayedResponses } from './relayed-responses.js';
 import type { MeteredRequest, WireFormat } from './wire-format.js';
+import { mediaHoldScaled, type MediaRequest } from './media-format.js';
 import { MIN_THINKING_BUDGET, thinkingBudget } from './messages-format.js';
 
 /** A model neither its owner nor the catalogue gives a maximum output is held at this many tokens. */
@@ -123,6 +124,13 @@ export async function meteredCall<R extends MeteredRequest>(
     texts = recount.texts;
   }
   req.promptEstimate += await d.tokens.count(texts);
+  // Images and audio (docs/reference.md §22): their texts (an image prompt, speech input) bound the hold's
+  // text-input tokens, not a chat prompt estimate: a units-priced answer is charged no tokens for them.
+  const mediaTokens = (req as Partial<MediaRequest>).media?.tokens;
+  if (mediaTokens) {
+    mediaTokens.prompt = (mediaTokens.prompt ?? 0) + req.promptEstimate;
+    req.promptEstimate = 0;
+  }
 
   // Responses API: a continued response makes the provider bill the earlier context as input again.
   const context =
@@ -168,13 +176,18 @@ export async function meteredCall<R extends MeteredRequest>(
     );
 
   const markup = paywall.markupPpm;
+  // Images and audio (docs/reference.md §22): their units or token bound (a 400 when the model has no
+  // price for them, before anything is held).
+  const media = (req as Partial<MediaRequest>).media;
+  const mediaScaled = media ? mediaHoldScaled(price, markup, media) : 0n;
   const now = d.clock.now();
   const holdInput: ReserveInput = {
     chargeId,
     paywallId: paywall.id,
     externalUserId: call.externalUserId,
     requireConnected: paywall.mode === 'SHARED',
-    fixedScaled: price.requestPico * PPM + markup * BigInt(promptEstimate) * inputHoldPico(price),
+    fixedScaled:
+      price.requestPico * PPM + markup * BigInt(promptEstimate) * inputHoldPico(price) + mediaScaled,
     perTokenScaled: markup * outputHoldPico(price, req.body) * BigInt(req.n),
     maxCap,
     minCap,
@@ -259,9 +272,16 @@ export async function meteredCall<R extends MeteredRequest>(
   // The whole request is bounded (idle limits are undici's: UPSTREAM_TIMEOUT_MS), so the sweeper
   // (UPSTREAM_MAX_DURATION_MS + 5 min) never meets a live hold.
   const deadline = setTimeout(() => abortFlight(flight, 'deadline'), d.limits.UPSTREAM_MAX_DURATION_MS);
-  const onClientGone = () => abortFlight(flight, 'client');
+  // Relayed audio whose client leaves mid-way is charged for what was relayed: the rest is read to
+  // know how much that was (forward.ts relayMedia); before any byte was relayed it is simply aborted.
+  const relaysBytes = (req as Partial<MediaRequest>).answer === 'bytes';
+  const onClientGone = () => {
+    if (relaysBytes && flight.relayedBytes) flight.clientGone = true;
+    else abortFlight(flight, 'client');
+  };
   call.signal?.addEventListener('abort', onClientGone);
   try {
+    if ((req as Partial<MediaRequest>).answer) return await d.forward.relayMedia(flight, call.mediaSink);
     return req.stream ? await d.forward.stream(flight, sink!) : await d.forward.json(flight);
   } finally {
     clearTimeout(deadline);

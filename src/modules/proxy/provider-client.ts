@@ -1,4 +1,4 @@
-import type { Dispatcher } from 'undici';
+import type { Dispatcher, FormData } from 'undici';
 
 /**
  * The field that carries the completion cap of a chat request whose client sent none (docs/reference.md
@@ -62,6 +62,10 @@ export interface UpstreamOptions {
    * `anthropic-beta`); each kind takes only the ones it knows, never the client's key.
    */
   clientHeaders?: Record<string, string>;
+  /** A multipart body sent instead of the JSON payload (image edits, transcription). */
+  form?: FormData;
+  /** The `accept` header (default: JSON, or SSE for a stream); audio answers take any type. */
+  accept?: string;
   /**
    * The completion cap the hold affords, for a translation that must send one when the client's body has
    * none (Anthropic requires `max_tokens`).

@@ -27,6 +27,9 @@ import { MinuteCounter, RateLimitError } from '../limits/rate-limit.js';
 import { PromptTokenizer } from './prompt-tokenizer.js';
 import { collectTexts } from './token-counter.js';
 import { isObject, type WireFormat } from './wire-format.js';
+import { isMultipart, MEDIA_FORMATS, type MediaKind } from './media-format.js';
+import { probeAudio } from './audio-probe.js';
+import { invalid } from '../../shared/errors.js';
 
 export type { ChatCall, ChatJson, StreamSink } from './flight.js';
 export { rejectionError } from './upstream-refusal.js';
@@ -285,6 +288,23 @@ export class ProxyService {
     }
     if (!isObject(json)) throw upstreamError('the answer was not a JSON object');
     return { status: 200, body: json };
+  }
+
+  /**
+   * Serves one image or audio call (docs/reference.md §22): the JSON answer, a transcription's text, or
+   * null when speech was relayed to `call.mediaSink`; a 402 when payment blocked it. An audio upload's
+   * length is read from its header first (the hold covers it).
+   */
+  async media(kind: MediaKind, call: ChatCall): Promise<ChatJson | null> {
+    if (kind === 'transcriptions' || kind === 'translations') {
+      const upload = call.body;
+      if (!isMultipart(upload))
+        throw invalid('an audio file is sent as multipart/form-data', null, 'invalid_body');
+      const file = upload.files.find((f) => f.field === 'file');
+      if (!file) throw invalid("missing required parameter: 'file'", 'file', 'missing_required_parameter');
+      call = { ...call, body: { ...upload, probe: await probeAudio(file) } };
+    }
+    return this.metered(MEDIA_FORMATS[kind], call);
   }
 
   /** Serves one call in the wire format `fmt` (a new client API plugs in here with its WireFormat). */

@@ -15,12 +15,14 @@ import {
 } from '../../shared/money.js';
 import {
   BUCKETS,
+  type Bucket,
   inputTokens,
   outputTokens,
   splitUsage,
   type ReportedUsage,
   type UsageBuckets,
 } from '../../shared/usage-buckets.js';
+import { hasUnits, meteredCost, storedUnits, unitCostDetails, unitsLabel } from '../../shared/media-units.js';
 import type { NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import { splitCharge } from '../ledger/accounts.js';
@@ -58,13 +60,33 @@ export const INPUT_FRAMING_TOKENS = 8192;
  * estimate uses stays within it) plus {@link INPUT_FRAMING_TOKENS}.
  */
 export function inputBound(f: Flight): number {
+  const media = mediaTokenBound(f);
   return (
-    f.promptEstimate + Buffer.byteLength(JSON.stringify(f.req.body) ?? '', 'utf8') + INPUT_FRAMING_TOKENS
+    f.promptEstimate +
+    Buffer.byteLength(JSON.stringify(f.req.body) ?? '', 'utf8') +
+    INPUT_FRAMING_TOKENS +
+    (media ? media.prompt + media.audioPrompt + media.imagePrompt : 0)
   );
 }
 
-/** The most output the request can produce: the completion cap sent upstream, for each choice. */
-export const outputBound = (f: Flight): number => f.hold.cap * f.req.n;
+/**
+ * The most output the request can produce: the completion cap sent upstream, for each choice; for an
+ * image or audio request, the token bound its hold was placed for (docs/reference.md §22).
+ */
+export const outputBound = (f: Flight): number => {
+  const media = mediaTokenBound(f);
+  return (
+    f.hold.cap * f.req.n +
+    (media ? media.completion + media.reasoning + media.audioCompletion + media.imageCompletion : 0)
+  );
+};
+
+/** An image or audio request's token bound per bucket (absent buckets 0), or null for other formats. */
+function mediaTokenBound(f: Flight): Record<Bucket, number> | null {
+  const tokens = (f.req as { media?: { tokens?: Partial<UsageBuckets> } }).media?.tokens;
+  if (!tokens) return null;
+  return Object.fromEntries(BUCKETS.map((b) => [b, tokens[b] ?? 0])) as Record<Bucket, number>;
+}
 
 /**
  * The usage a request is charged for, per bucket: the upstream's totals and their itemised parts, else
@@ -101,7 +123,10 @@ const appBearsShortfall = (f: Flight): boolean =>
 
 /** The exact cost and what the hold can capture of it. */
 function charge(f: Flight, usage: UsageBuckets): { cost: bigint; captured: bigint } {
-  const cost = usageCost(f.price, f.paywall.markupPpm, usage);
+  // docs/reference.md §22: images, seconds of audio and characters are charged besides the tokens.
+  const cost = hasUnits(f.units)
+    ? meteredCost(f.price, f.paywall.markupPpm, usage, f.units)
+    : usageCost(f.price, f.paywall.markupPpm, usage);
   return { cost, captured: cost < f.hold.holdRaw ? cost : f.hold.holdRaw };
 }
 
@@ -116,8 +141,10 @@ function providerCost(f: Flight, usage: UsageBuckets): bigint {
 }
 
 /** `usage.cost_details` of a settled answer (docs/reference.md §13). */
-export const costDetailsOf = (f: Flight, usage: UsageBuckets): Record<string, string> =>
-  costDetails(f.price, f.paywall.markupPpm, usage);
+export const costDetailsOf = (f: Flight, usage: UsageBuckets): Record<string, string> => ({
+  ...costDetails(f.price, f.paywall.markupPpm, usage),
+  ...unitCostDetails(f.price, f.paywall.markupPpm, f.units),
+});
 
 /**
  * What a receipt needs kept with the charge (docs/reference.md §13): the buckets, and the markup and
@@ -130,7 +157,19 @@ function pricingOf(f: Flight, usage: UsageBuckets): Record<string, string> {
   };
   for (const b of BUCKETS)
     if (usage[b] > 0) pricing[b] = formatDecimal(bucketPico(f.price, b), PRICE_DECIMALS);
+  // The units' prices (the image price is kept with the units, as it depends on size and quality).
+  if (f.units?.audioSeconds && f.price.audioSecondPico != null)
+    pricing.audioSecond = formatDecimal(f.price.audioSecondPico, PRICE_DECIMALS);
+  if (f.units?.characters && f.price.characters1kPico != null)
+    pricing.characters1k = formatDecimal(f.price.characters1kPico, PRICE_DECIMALS);
   return pricing;
+}
+
+/** The buckets a charge keeps: the image buckets only when they have tokens (storedBuckets reads 0). */
+function keptBuckets(usage: UsageBuckets): Partial<UsageBuckets> {
+  if (usage.imagePrompt || usage.imageCompletion) return usage;
+  const { imagePrompt: _p, imageCompletion: _c, ...rest } = usage;
+  return rest;
 }
 
 export interface SettlementDeps {
@@ -171,7 +210,7 @@ export class Settlement {
       await recordHoldProgress(this.d.db, f.chargeId, {
         promptTokens: inputTokens(usage),
         completionTokens: outputTokens(usage),
-        buckets: usage,
+        buckets: keptBuckets(usage),
         costDetails: costDetailsOf(f, usage),
         pricing: pricingOf(f, usage),
         capturedRaw: captured,
@@ -260,6 +299,13 @@ export class Settlement {
               audioPromptTokens: usage!.audioPrompt,
               reasoningTokens: usage!.reasoning,
               audioCompletionTokens: usage!.audioCompletion,
+              ...(usage!.imagePrompt || usage!.imageCompletion
+                ? { imagePromptTokens: usage!.imagePrompt, imageCompletionTokens: usage!.imageCompletion }
+                : {}),
+              // docs/reference.md §22: the units, and the same in words ("3 images 1024x1024 high").
+              ...(hasUnits(f.units)
+                ? { units: { ...storedUnits(f.units), label: unitsLabel(f.units) } }
+                : {}),
               cost: usdcDecimal(captured),
               costDetails: details!,
               ...(uncollected > 0n ? { uncollected: usdcDecimal(uncollected) } : {}),
@@ -285,7 +331,8 @@ export class Settlement {
         metadata: {
           model,
           outcome,
-          ...(usage && cost > 0n ? { buckets: usage, pricing: pricingOf(f, usage) } : {}),
+          ...(usage && cost > 0n ? { buckets: keptBuckets(usage), pricing: pricingOf(f, usage) } : {}),
+          ...(usage && cost > 0n && hasUnits(f.units) ? { units: storedUnits(f.units) } : {}),
           ...(builtinAnswered
             ? { provider: BUILTIN_PROVIDER, providerCost: providerCostRaw.toString() }
             : {}),

@@ -71,11 +71,12 @@ export async function postJson(
     path,
     headers: {
       ...auth,
-      'content-type': 'application/json',
-      accept: opts.stream ? 'text/event-stream' : 'application/json',
+      // A multipart body's type (with its boundary) is set from the form.
+      ...(opts.form ? {} : { 'content-type': 'application/json' }),
+      accept: opts.accept ?? (opts.stream ? 'text/event-stream' : 'application/json'),
       [VIA_HEADER]: [...(opts.via ?? []), INSTANCE_ID].join(', '),
     },
-    body: payload,
+    body: opts.form ?? payload,
     signal: opts.signal,
     // Idle limits: time to the response headers, and between two body chunks.
     headersTimeout: opts.timeoutMs,

@@ -1,6 +1,9 @@
 import type { ReportedUsage, UsageBuckets } from '../../shared/usage-buckets.js';
 import type { BlockedReply } from './blocked-reply.js';
+import type { FormData } from 'undici';
 import type { UpstreamTarget } from './provider-client.js';
+import type { MediaUnits } from '../../shared/media-units.js';
+import type { ModelPriceInfo } from '../catalog/catalog.service.js';
 import type { ImageBiller } from './token-counter.js';
 
 import type { Charged } from './sse-relay.js';
@@ -56,7 +59,16 @@ export interface StreamRelay {
  * its requests, answers, streams and payment-blocked replies look.
  */
 export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
-  readonly name: 'chat' | 'responses' | 'embeddings' | 'messages';
+  readonly name:
+    | 'chat'
+    | 'responses'
+    | 'embeddings'
+    | 'messages'
+    | 'image_generations'
+    | 'image_edits'
+    | 'transcriptions'
+    | 'translations'
+    | 'speech';
   /** Path under the provider's base URL, e.g. `/chat/completions`. */
   readonly upstreamPath: string;
   /** Validates the client's body (400s name the field). */
@@ -72,6 +84,19 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
    * field when the client sent none. `cap` null: the client sent none and none is added (§20).
    */
   upstreamBody(req: R, cap: number | null, up: UpstreamBodyOptions): string;
+  /** A multipart body to send instead (image edits, transcription; docs/reference.md §22). Optional. */
+  upstreamForm?(req: R, model: string): FormData;
+  /**
+   * What a whole answer (null: a non-JSON one) is charged for besides tokens (docs/reference.md §22:
+   * images, seconds of audio, characters), given the usage it reported; null when charged by tokens
+   * only. Optional: chat-like formats charge tokens.
+   */
+  units?(
+    req: R,
+    json: Record<string, any> | null,
+    reported: ReportedUsage | null,
+    price: ModelPriceInfo,
+  ): MediaUnits | null;
   /** The usage a whole answer reports (absent fields when the provider did not send them). */
   jsonUsage(json: Record<string, any>): ReportedUsage | null;
   /**

@@ -11,6 +11,12 @@ const bucketTokens = () => ({
   audioPromptTokens: p.bigint('bigint'),
   reasoningTokens: p.bigint('bigint'),
   audioCompletionTokens: p.bigint('bigint'),
+  /** docs/reference.md §22: image input and output tokens, and the units charged besides tokens. */
+  imagePromptTokens: p.bigint('bigint'),
+  imageCompletionTokens: p.bigint('bigint'),
+  images: p.bigint('bigint'),
+  audioSeconds: p.bigint('bigint'),
+  characters: p.bigint('bigint'),
 });
 
 /**

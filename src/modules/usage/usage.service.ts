@@ -22,6 +22,12 @@ export interface UsageRow {
   audioPromptTokens: number;
   reasoningTokens: number;
   audioCompletionTokens: number;
+  /** docs/reference.md §22: image input / output tokens (parts of the totals), and the units charged. */
+  imagePromptTokens: number;
+  imageCompletionTokens: number;
+  images: number;
+  audioSeconds: number;
+  characters: number;
 }
 
 export interface UsageReport {
@@ -65,6 +71,12 @@ const TOKENS = [
   ['ap', 'audio_prompt_tokens', 'audioPrompt'],
   ['rt', 'reasoning_tokens', 'reasoning'],
   ['ac', 'audio_completion_tokens', 'audioCompletion'],
+  ['ip', 'image_prompt_tokens', 'imagePrompt'],
+  ['ic', 'image_completion_tokens', 'imageCompletion'],
+  // docs/reference.md §22: the units of a charge (`metadata.units`), not tokens but summed alike.
+  ['im', 'images', 'units.images'],
+  ['au', 'audio_seconds', 'units.audioSeconds'],
+  ['ch', 'characters', 'units.characters'],
 ] as const;
 type TokenAlias = (typeof TOKENS)[number][0];
 /** `each(alias, column)` for every token sum, comma-separated, in TOKENS order. */
@@ -76,12 +88,17 @@ const TOKEN_COLUMNS = tokens((_, col) => col);
  * Per charge `c`: the token sums of its rows. Bucket counts are read only from usage charges (their
  * metadata is the settlement's; a manual charge's is the caller's own JSON) and only where they are numbers.
  */
-const RAW_TOKENS = TOKENS.map(([a, col, key]) =>
-  key === null
-    ? `sum(coalesce(c.${col}, 0)) as ${a}`
-    : `sum(case when c.kind = 'usage' and jsonb_typeof(c.metadata->'buckets'->'${key}') = 'number'
-                then (c.metadata->'buckets'->>'${key}')::bigint else 0 end) as ${a}`,
-).join(', ');
+const RAW_TOKENS =
+  TOKENS.map(([a, col, key]) => {
+    if (key === null) return `sum(coalesce(c.${col}, 0)) as ${a}`;
+    const [obj, field] = key.startsWith('units.') ? ['units', key.slice(6)] : ['buckets', key];
+    return `sum(case when c.kind = 'usage' and jsonb_typeof(c.metadata->'${obj}'->'${field}') = 'number'
+                then (c.metadata->'${obj}'->>'${field}')::bigint else 0 end) as ${a}`;
+  }).join(', ') +
+  // The images' cost, per charge at the price per image it kept (pico-USDC x 10^6, for TOKEN_COST).
+  `, sum(case when c.kind = 'usage' and jsonb_typeof(c.metadata->'units'->'images') = 'number'
+              then (c.metadata->'units'->>'images')::numeric * (c.metadata->'units'->>'imagePrice')::numeric
+                   * 1000000000000000000 else 0 end) as imc`;
 
 /**
  * Token-cost of a group `g` at the model's configured cost prices (pico-USDC per token), rounded up to raw
@@ -90,11 +107,16 @@ const RAW_TOKENS = TOKENS.map(([a, col, key]) =>
  */
 const TOKEN_COST = (g: string) =>
   `ceil((
-     (${g}.pt - ${g}.cr - ${g}.cw - ${g}.ap)::numeric * coalesce(mp.prompt_pico, 0)
+     (${g}.pt - ${g}.cr - ${g}.cw - ${g}.ap - ${g}.ip)::numeric * coalesce(mp.prompt_pico, 0)
+     + ${g}.ip::numeric * coalesce(mp.image_prompt_pico, mp.prompt_pico, 0)
+     + ${g}.ic::numeric * coalesce(mp.image_completion_pico, mp.completion_pico, 0)
+     + ${g}.au::numeric * coalesce(mp.audio_second_pico, 0)
+     + ${g}.ch::numeric * coalesce(mp.characters_1k_pico, 0) / 1000
+     + ${g}.imc / 1000000
      + ${g}.cr::numeric * coalesce(mp.cache_read_pico, mp.prompt_pico, 0)
      + ${g}.cw::numeric * coalesce(mp.cache_write_pico, mp.prompt_pico, 0)
      + ${g}.ap::numeric * coalesce(mp.audio_prompt_pico, mp.prompt_pico, 0)
-     + (${g}.ct - ${g}.rt - ${g}.ac)::numeric * coalesce(mp.completion_pico, 0)
+     + (${g}.ct - ${g}.rt - ${g}.ac - ${g}.ic)::numeric * coalesce(mp.completion_pico, 0)
      + ${g}.rt::numeric * coalesce(mp.reasoning_pico, mp.completion_pico, 0)
      + ${g}.ac::numeric * coalesce(mp.audio_completion_pico, mp.completion_pico, 0)
    ) / 1000000)::bigint`;
@@ -257,6 +279,11 @@ export class UsageService {
       audioPromptTokens: Number(r.ap),
       reasoningTokens: Number(r.rt),
       audioCompletionTokens: Number(r.ac),
+      imagePromptTokens: Number(r.ip),
+      imageCompletionTokens: Number(r.ic),
+      images: Number(r.im),
+      audioSeconds: Number(r.au),
+      characters: Number(r.ch),
     });
     const totals = toRow(rows.find((r) => r.total));
     let buckets = rows.filter((r) => !r.total).map(toRow);
@@ -365,4 +392,9 @@ const zero = (): UsageRow => ({
   audioPromptTokens: 0,
   reasoningTokens: 0,
   audioCompletionTokens: 0,
+  imagePromptTokens: 0,
+  imageCompletionTokens: 0,
+  images: 0,
+  audioSeconds: 0,
+  characters: 0,
 });

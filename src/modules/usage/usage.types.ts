@@ -52,6 +52,16 @@ export class UsageBucketType {
   reasoningTokens!: number;
   @Field(() => Float, { description: 'Audio output tokens (part of completionTokens).' })
   audioCompletionTokens!: number;
+  @Field(() => Float, { description: 'Image input tokens (part of promptTokens; docs/reference.md §22).' })
+  imagePromptTokens!: number;
+  @Field(() => Float, { description: 'Image output tokens (part of completionTokens).' })
+  imageCompletionTokens!: number;
+  @Field(() => Float, { description: 'Images charged per image (docs/reference.md §22).' })
+  images!: number;
+  @Field(() => Float, { description: 'Seconds of input audio charged per second.' })
+  audioSeconds!: number;
+  @Field(() => Float, { description: 'Characters of speech input charged per 1,000 characters.' })
+  characters!: number;
 
   static from(r: UsageRow): UsageBucketType {
     return Object.assign(new UsageBucketType(), {
@@ -68,6 +78,11 @@ export class UsageBucketType {
       audioPromptTokens: r.audioPromptTokens,
       reasoningTokens: r.reasoningTokens,
       audioCompletionTokens: r.audioCompletionTokens,
+      imagePromptTokens: r.imagePromptTokens,
+      imageCompletionTokens: r.imageCompletionTokens,
+      images: r.images,
+      audioSeconds: r.audioSeconds,
+      characters: r.characters,
     });
   }
 }
