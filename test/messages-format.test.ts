@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { DomainError } from '../src/shared/errors.js';
 import { ERROR_KINDS } from '../src/shared/error-codes.js';
 import { blockedReply } from '../src/modules/proxy/blocked-reply.js';
@@ -368,6 +369,21 @@ describe('Messages blocked replies', () => {
       paywall: { reason: 'insufficient_balance', url: 'https://pay.example/top-up' },
     });
     expect(m.id).toMatch(/^msg_/);
+  });
+
+  it('JSON and streamed: every field of a message Anthropic sends is there (null where a blocked reply has none)', () => {
+    // A message as Anthropic's API answers it (recorded): the fields its SDK's types declare.
+    const real = JSON.parse(
+      readFileSync(new URL('./fixtures/anthropic/message-text-cache.json', import.meta.url), 'utf8'),
+    );
+    const m = messagesFormat.blockedJson(reply) as Record<string, any>;
+    const start = events(messagesFormat.blockedStream(reply, parseMessagesRequest(base)))[0][1].message;
+    for (const message of [m, start]) {
+      expect(Object.keys(message)).toEqual(expect.arrayContaining(Object.keys(real)));
+      expect(Object.keys(message.usage)).toEqual(expect.arrayContaining(Object.keys(real.usage)));
+    }
+    expect(m).toMatchObject({ container: null, stop_details: null });
+    expect(m.usage).toMatchObject({ cache_creation: null, server_tool_use: null, service_tier: null });
   });
 
   it('streamed: message_start (with the paywall field) … message_stop, as Anthropic orders them', () => {

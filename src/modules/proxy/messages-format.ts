@@ -15,7 +15,7 @@ import {
   UNKNOWN_INPUT_BOUND,
 } from './token-counter.js';
 import { isObject, type MeteredRequest, type StreamRelay, type WireFormat } from './wire-format.js';
-import { SseTransformer } from './translate/common.js';
+import { MESSAGE_NULLS, MESSAGES_USAGE_NULLS, SseTransformer } from './translate/common.js';
 
 /**
  * Anthropic's Messages API (`POST /v1/messages`), docs/reference.md §15: the money rules of chat; the
@@ -203,7 +203,10 @@ const meteredUsage = (u: UsageBuckets) => ({
   output_tokens: outputTokens(u),
 });
 
+/** A blocked reply's usage: every field Anthropic's SDK types declare (null where there is no value). */
 const ZERO_USAGE = {
+  ...MESSAGES_USAGE_NULLS,
+  output_tokens_details: null,
   input_tokens: 0,
   cache_creation_input_tokens: 0,
   cache_read_input_tokens: 0,
@@ -345,6 +348,7 @@ const messageId = (r: BlockedReply): string => `msg_${r.id.replace(/^chatcmpl-/,
 /** A payment-blocked reply as an ordinary `message` holding the link, plus `paywall` (§15 "Messages blocked"). */
 function blockedMessage(r: BlockedReply): Record<string, unknown> {
   return {
+    ...MESSAGE_NULLS,
     id: messageId(r),
     type: 'message',
     role: 'assistant',
