@@ -118,17 +118,6 @@ describe('route labels of the dashboard and static files', () => {
       ).exec(text);
       return m ? Number(m[1]) : 0;
     };
-    const unmatched404 = await count('unmatched', 404);
-    const page = await count('/dashboard', 200);
-    expect((await t.rest('GET', '/dashboard')).status).toBe(200);
-    expect((await t.rest('GET', '/dashboard/paywalls/1f1e/users')).status).toBe(200);
-    expect(await count('/dashboard', 200)).toBe(page + 2);
-    const html = await (await fetch(`${t.url}/dashboard`)).text();
-    const asset = /src="(\/dashboard\/assets\/[^"]+\.js)"/.exec(html)![1];
-    const served = await count('static', 200);
-    const missing = await count('static', 404);
-    expect((await fetch(`${t.url}${asset}`)).status).toBe(200);
-    expect((await fetch(`${t.url}/dashboard/assets/gone-0000.js`)).status).toBe(404);
     // A request is counted when its answer has finished on the server, which can be just after the client
     // read it (a file is streamed): wait for the count, under a generous deadline.
     const counted = async (route: string, status: number, want: number) => {
@@ -138,6 +127,17 @@ describe('route labels of the dashboard and static files', () => {
       }
       return count(route, status);
     };
+    const unmatched404 = await count('unmatched', 404);
+    const page = await count('/dashboard', 200);
+    expect((await t.rest('GET', '/dashboard')).status).toBe(200);
+    expect((await t.rest('GET', '/dashboard/paywalls/1f1e/users')).status).toBe(200);
+    expect(await counted('/dashboard', 200, page + 2)).toBe(page + 2);
+    const html = await (await fetch(`${t.url}/dashboard`)).text();
+    const asset = /src="(\/dashboard\/assets\/[^"]+\.js)"/.exec(html)![1];
+    const served = await count('static', 200);
+    const missing = await count('static', 404);
+    expect((await fetch(`${t.url}${asset}`)).status).toBe(200);
+    expect((await fetch(`${t.url}/dashboard/assets/gone-0000.js`)).status).toBe(404);
     expect(await counted('static', 200, served + 1)).toBe(served + 1);
     expect(await counted('static', 404, missing + 1)).toBe(missing + 1);
     expect(await count('unmatched', 404)).toBe(unmatched404);
