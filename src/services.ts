@@ -29,7 +29,13 @@ import { StripeIntegrationService } from './modules/payments/stripe/stripe-integ
 import { StripeCheckoutService } from './modules/payments/stripe/stripe-checkout.service.js';
 import { StripeWebhookIngestService } from './modules/payments/stripe/stripe-webhook-ingest.service.js';
 import { TopupLimiter } from './modules/payments/stripe/topup-limits.js';
-import { AutoTopupService } from './modules/payments/auto-topup.service.js';
+import { AutoTopupAttempts } from './modules/payments/auto-topup/attempt-runner.js';
+import { InFlight } from './modules/payments/auto-topup/auto-topup-rows.js';
+import { AutoTopupStates } from './modules/payments/auto-topup/auto-topup-state.js';
+import { AutoTopupFailures } from './modules/payments/auto-topup/failure-policy.js';
+import { AutoTopupIngest } from './modules/payments/auto-topup/ingest-port.js';
+import { AutoTopupCustomers } from './modules/payments/auto-topup/stripe-customers.js';
+import { AutoTopupThresholds } from './modules/payments/auto-topup/threshold-cache.js';
 import { UserKeyService } from './modules/keys/user-key.service.js';
 
 /**
@@ -77,8 +83,12 @@ export interface Services {
   stripeIntegration: StripeIntegrationService;
   stripeCheckout: StripeCheckoutService;
   stripeEvents: StripeWebhookIngestService;
-  /** Auto top-up with a saved card (docs/reference.md §16). */
-  autoTopup: AutoTopupService;
+  /** Auto top-up with a saved card (docs/reference.md §16): what the pages and GraphQL show, turning off. */
+  autoTopup: AutoTopupStates;
+  /** The thresholds of accounts whose auto top-up is on (kept fresh by NOTIFY). */
+  autoTopupThresholds: AutoTopupThresholds;
+  /** The payments auto top-up starts after a charge, and their retries. */
+  autoTopupAttempts: AutoTopupAttempts;
   /** End-user keys (docs/reference.md §19). */
   userKeys: UserKeyService;
 }
@@ -119,7 +129,7 @@ export function createServices(config: Config, db: Database, log: Logger, metric
   // Auto top-up hears of every charge (a port: it is built with the Stripe services below).
   const afterCharge = {
     afterCharge: (endUserId: string, accountId: string | null, freeAfterRaw: bigint) =>
-      s.autoTopup.afterCharge(endUserId, accountId, freeAfterRaw),
+      s.autoTopupAttempts.afterCharge(endUserId, accountId, freeAfterRaw),
   };
   s.ledger = new LedgerService({
     db,
@@ -183,15 +193,25 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     secrets: new StripeSecrets(config, log),
   };
   s.stripeIntegration = new StripeIntegrationService(stripe);
-  s.autoTopup = new AutoTopupService({ ...stripe, mailer: s.mailer });
+  // Auto top-up, one part per job; the e-mails and payments it starts are waited for together.
+  const inFlight = new InFlight();
+  const failures = new AutoTopupFailures({ db, config, log, mailer: s.mailer, inFlight });
+  s.autoTopup = new AutoTopupStates({ db, clock });
+  s.autoTopupThresholds = new AutoTopupThresholds({ db, log });
+  s.autoTopupAttempts = new AutoTopupAttempts({
+    ...stripe,
+    thresholds: s.autoTopupThresholds,
+    failures,
+    inFlight,
+  });
   s.stripeCheckout = new StripeCheckoutService({
     ...stripe,
     limits: new TopupLimiter(config, s.clock),
-    autoTopup: s.autoTopup,
+    autoTopup: new AutoTopupCustomers(stripe),
   });
   s.stripeEvents = new StripeWebhookIngestService({
     ...stripe,
-    autoTopup: s.autoTopup,
+    autoTopup: new AutoTopupIngest({ log, failures }),
     retireReplacedEndpoints: (paywallId) => s.stripeIntegration.retireReplacedEndpoints(paywallId),
   });
   return s;
@@ -211,7 +231,8 @@ const lifecycles = (s: Services): Lifecycle[] =>
     s.webhooks,
     s.signIn,
     s.stripeIntegration,
-    s.autoTopup,
+    s.autoTopupThresholds,
+    s.autoTopupAttempts,
   ] as Lifecycle[];
 
 /** Starts background parts (cache-invalidation listeners, the webhook worker) of every service that has them. */

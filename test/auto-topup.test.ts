@@ -55,11 +55,11 @@ const services = () => t.app.services;
 /** Everything started in the background (the trigger, Stripe's events) has finished. */
 async function settle() {
   for (let i = 0; i < 3; i++) {
-    await services().autoTopup.idle();
+    await services().autoTopupAttempts.idle();
     await fake.settled();
   }
   // Auto top-up turned on or off by a webhook is announced by NOTIFY; read it now rather than wait.
-  await services().autoTopup.refresh();
+  await services().autoTopupThresholds.refresh();
 }
 
 const eventsOf = (paywallId: string, type: string) =>

@@ -19,7 +19,7 @@ import {
   StripeEventSchema,
   StripeIntegrationSchema,
 } from '../modules/payments/stripe/stripe.entity.js';
-import { AutoTopupAttemptSchema, AutoTopupSchema } from '../modules/payments/auto-topup.entity.js';
+import { AutoTopupAttemptSchema, AutoTopupSchema } from '../modules/payments/auto-topup/auto-topup.entity.js';
 import { UsageDayModelSchema, UsageDayUserSchema, UsageRollupSchema } from '../modules/usage/usage.entity.js';
 import { EventSchema } from '../modules/events/event.entity.js';
 import { RefundSchema } from '../modules/ledger/refund.entity.js';

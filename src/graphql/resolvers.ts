@@ -13,7 +13,7 @@ import { CatalogResolver } from '../modules/catalog/catalog.resolver.js';
 import { ProxyResolver } from '../modules/proxy/proxy.resolver.js';
 import { WebhookResolver } from '../modules/webhooks/webhook.resolver.js';
 import { StripeResolver } from '../modules/payments/stripe/stripe.resolver.js';
-import { AutoTopupResolver } from '../modules/payments/auto-topup.resolver.js';
+import { AutoTopupResolver } from '../modules/payments/auto-topup/auto-topup.resolver.js';
 import { UsageResolver } from '../modules/usage/usage.resolver.js';
 import { LiveEventsResolver } from '../modules/events/live-events.resolver.js';
 import { UserKeyResolver } from '../modules/keys/user-key.resolver.js';

@@ -28,7 +28,7 @@ import { WALLET_TOPUP_AMOUNTS } from '../modules/payments/stripe/stripe-amounts.
 import { TopupRateLimited } from '../modules/payments/stripe/topup-limits.js';
 import { parseAllowance } from '../modules/wallet/allowance.js';
 import { perPeriod } from './allowance.js';
-import { AUTO_TOPUP_FIELDS } from '../modules/payments/auto-topup-settings.js';
+import { AUTO_TOPUP_FIELDS } from '../modules/payments/auto-topup/auto-topup-settings.js';
 
 type View = ReturnType<typeof html>;
 

@@ -4,7 +4,10 @@ import { Layout } from './layout.js';
 import { Alert, Card, CsrfField, Field } from './components.js';
 import type { PageContext } from './security.js';
 import { formatUsdc, parseDecimal } from '../shared/money.js';
-import { AUTO_TOPUP_FIELDS, DEFAULT_CAP_MULTIPLE } from '../modules/payments/auto-topup-settings.js';
+import {
+  AUTO_TOPUP_FIELDS,
+  DEFAULT_CAP_MULTIPLE,
+} from '../modules/payments/auto-topup/auto-topup-settings.js';
 
 /** What paying `usd` (a USD decimal string, as offered) adds, in USDC with 6 decimals: 1 USD = 1 USDC. */
 export const usdcForUsd = (usd: string): string => formatUsdc((parseDecimal(usd, 2) ?? 0n) * 10_000n);

@@ -7,7 +7,7 @@ import type { WalletOverview } from '../modules/wallet/wallet.service.js';
 import { TopupForm, type TopupOptions } from './topup.page.js';
 import { ReceiptDetails } from './receipt.js';
 import { AllowanceFields, AllowanceSummary, amountValue } from './allowance.js';
-import type { AutoTopupState } from '../modules/payments/auto-topup.service.js';
+import type { AutoTopupState } from '../modules/payments/auto-topup/auto-topup-state.js';
 import { formatDecimal } from '../shared/money.js';
 
 /** Fixed notices after a redirect (`?done=…`): the query picks one, it never supplies text. */

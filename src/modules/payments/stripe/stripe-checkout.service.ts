@@ -16,8 +16,8 @@ import {
   type StripeSecrets,
 } from './stripe-integration.store.js';
 import type { TopupLimiter } from './topup-limits.js';
-import { parseAutoTopup, settingsJson, type AutoTopupSettings } from '../auto-topup-settings.js';
-import type { AutoTopupScope } from '../auto-topup.service.js';
+import { parseAutoTopup, settingsJson, type AutoTopupSettings } from '../auto-topup/auto-topup-settings.js';
+import type { AutoTopupScope } from '../auto-topup/auto-topup-rows.js';
 
 /** What checkout needs of paywalls and end users: look-ups only (it creates no user). */
 export interface CheckoutPaywalls {
@@ -27,7 +27,7 @@ export interface CheckoutUsers {
   findUser(paywallId: string, externalId: string): Promise<{ id: string } | null>;
 }
 
-/** Auto top-up's part of a Checkout: the one Stripe customer of a user (auto-topup.service.ts). */
+/** Auto top-up's part of a Checkout: the one Stripe customer of a user (auto-topup/stripe-customers.ts). */
 export interface CheckoutAutoTopup {
   customerFor(scope: AutoTopupScope, secretKey: string, description: string): Promise<string>;
 }

@@ -16,7 +16,7 @@ import {
   paymentIntentAction,
   type PaymentIntentAction,
   type PaymentIntentOwnership,
-} from '../auto-topup-event-action.js';
+} from '../auto-topup/auto-topup-event-action.js';
 
 /** What ingest needs of paywalls and end users: find a paywall; create the end user a paid session names. */
 export interface IngestPaywalls {
@@ -32,7 +32,7 @@ export interface IngestUsers {
 }
 
 /**
- * What ingest needs of auto top-up (auto-topup.service.ts), in the event's transaction: whether the
+ * What ingest needs of auto top-up (auto-topup/ingest-port.ts), in the event's transaction: whether the
  * endpoint owns a PaymentIntent, applying its action, and turning auto top-up on when a Checkout that
  * saved the card is paid. `applyPaymentIntent` returns work to do after the commit (an e-mail), or null.
  */

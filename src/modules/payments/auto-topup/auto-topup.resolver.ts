@@ -1,9 +1,9 @@
 import DataLoader from 'dataloader';
 import { Ctx, Field, FieldResolver, Int, ObjectType, Resolver, Root } from 'type-graphql';
-import type { AppContext } from '../../graphql/context.js';
-import { formatDecimal, usdcDecimal } from '../../shared/money.js';
-import { EndUserType } from '../users/user.types.js';
-import type { AutoTopupState } from './auto-topup.service.js';
+import type { AppContext } from '../../../graphql/context.js';
+import { formatDecimal, usdcDecimal } from '../../../shared/money.js';
+import { EndUserType } from '../../users/user.types.js';
+import type { AutoTopupState } from './auto-topup-state.js';
 
 const usd = (cents: number) => formatDecimal(BigInt(cents), 2);
 

@@ -1,5 +1,5 @@
-import { invalid } from '../../shared/errors.js';
-import { formatDecimal, parseDecimal, usdcDecimal } from '../../shared/money.js';
+import { invalid } from '../../../shared/errors.js';
+import { formatDecimal, parseDecimal, usdcDecimal } from '../../../shared/money.js';
 
 /**
  * What a user chose with "Top up automatically" (docs/reference.md §16 "Auto top-up"): below

@@ -1,5 +1,5 @@
-import type { VerifiedStripeEvent } from './stripe/stripe-gateway.js';
-import { RAW_PER_CENT } from './stripe/stripe-amounts.js';
+import type { VerifiedStripeEvent } from '../stripe/stripe-gateway.js';
+import { RAW_PER_CENT } from '../stripe/stripe-amounts.js';
 
 /**
  * Whether the endpoint that received a `payment_intent.*` event owns its PaymentIntent: an auto top-up

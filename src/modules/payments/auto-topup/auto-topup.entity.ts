@@ -1,8 +1,8 @@
 import { defineEntity, p } from '@mikro-orm/core';
-import { LedgerAccount } from '../ledger/account.entity.js';
-import { Paywall } from '../paywalls/paywall.entity.js';
-import { EndUser } from '../users/end-user.entity.js';
-import { WalletUser } from '../wallet/wallet.entity.js';
+import { LedgerAccount } from '../../ledger/account.entity.js';
+import { Paywall } from '../../paywalls/paywall.entity.js';
+import { EndUser } from '../../users/end-user.entity.js';
+import { WalletUser } from '../../wallet/wallet.entity.js';
 
 /**
  * Auto top-up of one end user of a DEFAULT paywall (`paywall` + `external_id`, `end_user` once the user
