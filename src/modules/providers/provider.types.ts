@@ -5,7 +5,7 @@ import {
   PROVIDER_KINDS,
   type CapParameter,
   type ProviderKind,
-} from '../proxy/provider-client.js';
+} from './provider-client.js';
 import type { ProviderInfo } from './provider.service.js';
 
 export const CapParameterEnum = Object.fromEntries(CAP_PARAMETERS.map((c) => [c, c])) as {

@@ -3,12 +3,12 @@ import { assertPublicHost, createGuardedConnector, UrlGuardError } from '../../s
 import type { Config } from '../../config.js';
 import type { Database } from '../../db/database.js';
 import type { Logger } from '../../shared/logger.js';
-import type { PaywallService } from './paywall.service.js';
+import type { PaywallService } from '../paywalls/paywall.service.js';
 import { loadSecretBox, type SecretBox } from '../../shared/crypto.js';
 import { DomainError, invalid } from '../../shared/errors.js';
 import { recordEvents, type EventTrigger } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
-import type { Auth, PaywallInfo } from './paywall-info.js';
+import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
 import { KeyedLoader } from '../../shared/keyed-loader.js';
 import { checkProviderName } from './provider-name.js';
 import {
@@ -19,7 +19,7 @@ import {
   DEFAULT_PROVIDER,
   type CapParameter,
   type ProviderKind,
-} from '../proxy/provider-client.js';
+} from './provider-client.js';
 
 type ProviderRow = {
   name: string;
