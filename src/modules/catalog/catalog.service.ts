@@ -1,7 +1,7 @@
 import type { Config } from '../../config.js';
 import type { Database } from '../../db/database.js';
 import type { PaywallService } from '../paywalls/paywall.service.js';
-import type { ProviderService } from '../providers/provider.service.js';
+import type { ProviderService } from '../providers/provider-routes.js';
 import { DomainError, invalid } from '../../shared/errors.js';
 import type { BuiltinModel } from '../../config.js';
 import type { Bucket } from '../../shared/usage-buckets.js';
@@ -14,7 +14,7 @@ import {
   type ModelPrice,
 } from '../../shared/money.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
-import type { PaywallRef } from '../providers/provider.service.js';
+import type { PaywallRef } from '../providers/provider-routes.js';
 import { KeyedLoader } from '../../shared/keyed-loader.js';
 import { checkProviderName } from '../providers/provider-name.js';
 import type { ImagePrice, UnitPrices } from '../../shared/media-units.js';

@@ -5,7 +5,7 @@ import { utcDay } from '../../shared/clock.js';
 import { invalid } from '../../shared/errors.js';
 import { bucketPico, type ModelPrice } from '../../shared/money.js';
 import type { ModelPriceInfo } from '../catalog/catalog.service.js';
-import type { ModelRoute, PaywallRef } from '../providers/provider.service.js';
+import type { ModelRoute, PaywallRef } from '../providers/provider-routes.js';
 import { modelNotFound } from '../catalog/catalog.service.js';
 import { DEFAULT_MAX_OUTPUT, maxOutputOf } from '../catalog/known-models.js';
 import type { EventTrigger, NewEvent } from '../events/event.service.js';
