@@ -1,7 +1,7 @@
 import type { Config } from '../../config.js';
 import type { Database } from '../../db/database.js';
 import type { PaywallService } from '../paywalls/paywall.service.js';
-import type { ProviderService } from '../providers/provider-routes.js';
+import type { ProviderService } from '../providers/provider.service.js';
 import { DomainError, invalid } from '../../shared/errors.js';
 import type { BuiltinModel } from '../../config.js';
 import type { Bucket } from '../../shared/usage-buckets.js';

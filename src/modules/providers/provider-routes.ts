@@ -1,25 +1,19 @@
 import { Pool, type Dispatcher } from 'undici';
-import { assertPublicHost, createGuardedConnector, UrlGuardError } from '../../shared/url-guard.js';
+import { createGuardedConnector } from '../../shared/url-guard.js';
 import type { Config } from '../../config.js';
 import type { Database } from '../../db/database.js';
 import type { Logger } from '../../shared/logger.js';
-import type { PaywallService } from '../paywalls/paywall.service.js';
-import { loadSecretBox, type SecretBox } from '../../shared/crypto.js';
-import { DomainError, invalid } from '../../shared/errors.js';
-import { recordEvents, type EventTrigger } from '../events/event.service.js';
-import { buildEvent } from '../events/event-payloads.js';
-import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
+import type { SecretBox } from '../../shared/crypto.js';
+import { DomainError } from '../../shared/errors.js';
+import type { PaywallInfo } from '../paywalls/paywall-info.js';
 import { KeyedLoader } from '../../shared/keyed-loader.js';
-import { checkProviderName } from './provider-name.js';
 import {
-  CAP_PARAMETERS,
-  DEFAULT_CAP_PARAMETER,
-  PROVIDER_KINDS,
   BUILTIN_PROVIDER,
   DEFAULT_PROVIDER,
   type CapParameter,
   type ProviderKind,
 } from './provider-client.js';
+import { builtinApplies } from './builtin-provider.js';
 
 type ProviderRow = {
   name: string;
@@ -28,9 +22,6 @@ type ProviderRow = {
   api_key_ciphertext: string;
   cap_parameter: CapParameter;
 };
-
-export { BUILTIN_PROVIDER, DEFAULT_PROVIDER };
-export const MAX_PROVIDERS_PER_PAYWALL = 20;
 
 /** Where and how the proxy forwards a paywall's requests to one of its providers. */
 export interface Upstream {
@@ -50,35 +41,6 @@ export interface Upstream {
 /** What the provider and catalogue rules need to know of a paywall (a PaywallInfo will do). */
 export type PaywallRef = Pick<PaywallInfo, 'id' | 'mode' | 'markupPpm'>;
 
-/** markup 1 in millionths: the built-in provider never sells below its cost. */
-const MIN_BUILTIN_MARKUP_PPM = 1_000_000n;
-
-/** What the API shows about a connected provider: never the key itself. */
-export interface ProviderInfo {
-  paywallId: string;
-  name: string;
-  kind: ProviderKind;
-  /** The platform's built-in provider (no key of the paywall's). */
-  builtin: boolean;
-  baseUrl: string;
-  apiKeyLastFour: string;
-  capParameter: CapParameter;
-  connectedAt: Date;
-  updatedAt: Date;
-}
-
-export interface ConnectProviderInput {
-  paywallId?: string | null;
-  baseUrl: string;
-  apiKey: string;
-  /** Omitted or null: `default` (the provider replaced by a connect that names none). */
-  name?: string | null;
-  /** Omitted or null: OPENAI. */
-  kind?: ProviderKind | null;
-  /** Omitted or null: MAX_COMPLETION_TOKENS (a connect states the whole provider, this field included). */
-  capParameter?: CapParameter | null;
-}
-
 /** What routes a model (docs/reference.md §15 "Routing"): a ModelPriceInfo will do. */
 export interface ModelRoute {
   /** The provider's name; null = `default`, then the built-in provider. */
@@ -87,7 +49,7 @@ export interface ModelRoute {
   fallbacks: readonly string[];
 }
 
-const CHANGED_CHANNEL = 'provider_changed';
+export const CHANGED_CHANNEL = 'provider_changed';
 /** Safety net only: changes evict at once (locally, and through NOTIFY on other instances). */
 const POSITIVE_TTL_MS = 5 * 60_000;
 /** "No provider" and "cannot decrypt" answers are re-checked soon, so a fix shows up quickly. */
@@ -99,9 +61,6 @@ const NEGATIVE_TTL_MS = 5_000;
  */
 const RETIRE_DELAY_MS = 10_000;
 const STOP_CLOSE_TIMEOUT_MS = 5_000;
-const MAX_BASE_URL_LENGTH = 2048;
-const MAX_API_KEY_LENGTH = 4096;
-const INTEGRATION_KEY = 'provider';
 
 /** One provider as cached: what it was built from (a reload with the same keeps its pool), and the result. */
 interface Built {
@@ -121,39 +80,29 @@ const fingerprintOf = (r: ProviderRow) =>
 const poolOf = (b: Built): Dispatcher | null =>
   b.upstream instanceof DomainError ? null : b.upstream.dispatcher;
 
-/** What the provider service needs (it reaches paywalls to check the caller may manage one). */
-export interface ProviderServiceDeps {
+/** What the routes need: the provider rows, the settings their pools follow, and the key box. */
+export interface ProviderRoutesDeps {
   db: Database;
-  config: Pick<
-    Config,
-    | 'BUILTIN_PROVIDER'
-    | 'UPSTREAM_TIMEOUT_MS'
-    | 'PROVIDER_ALLOW_PRIVATE_NETWORKS'
-    | 'ENCRYPTION_KEY'
-    | 'DATA_DIR'
-  >;
+  config: Pick<Config, 'BUILTIN_PROVIDER' | 'UPSTREAM_TIMEOUT_MS' | 'PROVIDER_ALLOW_PRIVATE_NETWORKS'>;
   log: Logger;
-  paywalls: Pick<PaywallService, 'resolve'>;
+  /** Decrypts a stored key bound to its paywall. */
+  box: () => SecretBox;
 }
 
 /**
- * The model provider of a paywall: any OpenAI-compatible base URL and its key, the key encrypted at rest
- * (AES-256-GCM, see shared/crypto.ts), never returned and never logged.
+ * Where a paywall's requests go (docs/reference.md §15 "Routing", "Fallbacks"): each provider as an
+ * Upstream with its decrypted key and its keep-alive undici Pool, cached per paywall.
  *
  * The request path calls {@link getUpstream} on every chat request: a Map lookup after the first call.
- * Each paywall's upstream owns one keep-alive undici Pool. Connecting or disconnecting evicts the entry at
- * once on this instance and through NOTIFY `provider_changed` on the others; the entry is then reloaded
- * in the background and a pool whose configuration changed is retired (closed gracefully).
+ * A change evicts the entry at once on this instance ({@link evict}) and through NOTIFY
+ * `provider_changed` on the others; the entry is then reloaded in the background and a pool whose
+ * configuration changed is retired (closed gracefully).
  *
  * Base URLs may be http or https and may point at loopback or private addresses: self-hosted models
  * (vLLM, Ollama, LM Studio) usually live there. The URL is chosen by an authenticated paywall owner.
- *
- * Built-in provider (docs/reference.md §8): the operator's `BUILTIN_PROVIDER_BASE_URL` / `_API_KEY` serve a
- * SHARED paywall that has no provider of its own (see {@link servedByBuiltin}). Its URL is set by the
- * operator, not by a paywall owner, so it is not subject to the rules for provider URLs; one pool
- * serves every paywall.
+ * The built-in provider (see builtin-provider.ts) is served from one pool for every paywall.
  */
-export class ProviderService {
+export class ProviderRoutes {
   private readonly cache = new Map<string, Entry>();
   private readonly loader = new KeyedLoader<ProviderRow[], Entry>(
     (paywallId) =>
@@ -167,15 +116,13 @@ export class ProviderService {
   private readonly retiring = new Map<Dispatcher, NodeJS.Timeout>();
   /** The built-in provider's upstream, built on first use. */
   private builtinUpstream?: Upstream;
-  private secretBox?: SecretBox;
   private unlisten?: () => void;
   private unReconnect?: () => void;
   private stopped = false;
 
-  constructor(private readonly deps: ProviderServiceDeps) {}
+  constructor(private readonly deps: ProviderRoutesDeps) {}
 
   async start(): Promise<void> {
-    this.box(); // fail at start, not on the first request, when the key file cannot be read or written
     this.unlisten = await this.deps.db.listen(CHANGED_CHANNEL, (paywallId) => this.evict(paywallId));
     // Changes notified while the LISTEN connection was down were missed: every entry is read again on
     // its next use (a pool whose provider did not change is kept; see remember).
@@ -207,19 +154,6 @@ export class ProviderService {
     this.cache.clear();
     this.retiring.clear();
     await Promise.all([...pools].map(closeWithin));
-  }
-
-  private box(): SecretBox {
-    if (!this.secretBox) {
-      const loaded = loadSecretBox(this.deps.config);
-      if (loaded.generated)
-        this.deps.log.warn(
-          { path: loaded.path },
-          'ENCRYPTION_KEY is not set: generated a key file for provider keys. Production must set ENCRYPTION_KEY (the same on every instance).',
-        );
-      this.secretBox = loaded.box;
-    }
-    return this.secretBox;
   }
 
   /**
@@ -371,7 +305,7 @@ export class ProviderService {
   private build(paywallId: string, row: ProviderRow, fingerprint: string): Built {
     let apiKey: string;
     try {
-      apiKey = this.box().decrypt(row.api_key_ciphertext, paywallId);
+      apiKey = this.deps.box().decrypt(row.api_key_ciphertext, paywallId);
     } catch (e) {
       this.deps.log.error(
         { paywallId, provider: row.name, reason: (e as any)?.reason },
@@ -412,7 +346,7 @@ export class ProviderService {
    * Forgets the cached upstream at once (the next request reads the database) and, when the paywall was
    * in use here, reloads it in the background so a replaced pool is retired without waiting for traffic.
    */
-  private evict(paywallId: string): void {
+  evict(paywallId: string): void {
     this.loader.invalidate(paywallId);
     const entry = this.cache.get(paywallId);
     if (!entry) return;
@@ -422,252 +356,6 @@ export class ProviderService {
         .load(paywallId)
         .catch((err) => this.deps.log.warn({ err, paywallId }, 'provider reload failed'));
   }
-
-  /**
-   * Connects (or replaces) a named provider of a paywall (docs/reference.md §15 "Providers"); records
-   * `paywall.integration.connected` naming it.
-   */
-  async connect(auth: Auth, input: ConnectProviderInput): Promise<PaywallInfo> {
-    const paywall = await this.deps.paywalls.resolve(auth, input.paywallId);
-    const name = checkProviderName(input.name);
-    const kind = checkKind(input.kind);
-    const baseUrl = normalizeBaseUrl(input.baseUrl);
-    const apiKey = checkApiKey(input.apiKey);
-    const capParameter = checkCapParameter(input.capParameter);
-    if (!this.deps.config.PROVIDER_ALLOW_PRIVATE_NETWORKS) await checkPublicBaseUrl(baseUrl);
-    // Bound to the paywall id: a ciphertext copied to another paywall's row does not decrypt there.
-    const ciphertext = this.box().encrypt(apiKey, paywall.id);
-    const lastFour = apiKey.length >= 12 ? apiKey.slice(-4) : '';
-    const trigger = actorOf(auth);
-    await this.deps.db.transaction(async (tx) => {
-      // One statement: a new name is not inserted when the paywall already has the maximum.
-      const rows = await tx.query<{ inserted: boolean }>(
-        `insert into provider (paywall_id, name, kind, base_url, api_key_ciphertext, api_key_last_four, cap_parameter, created_at, updated_at)
-         select $1::uuid, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, now(), now()
-          where (select count(*) from provider where paywall_id = $1::uuid) < $8::int
-             or exists (select 1 from provider where paywall_id = $1::uuid and name = $2::text)
-         on conflict (paywall_id, name) do update
-           set kind = excluded.kind, base_url = excluded.base_url,
-               api_key_ciphertext = excluded.api_key_ciphertext,
-               api_key_last_four = excluded.api_key_last_four, cap_parameter = excluded.cap_parameter,
-               updated_at = now()
-         returning (xmax = 0) as inserted`,
-        [paywall.id, name, kind, baseUrl, ciphertext, lastFour, capParameter, MAX_PROVIDERS_PER_PAYWALL],
-      );
-      if (rows.length === 0)
-        throw invalid(
-          `a paywall has at most ${MAX_PROVIDERS_PER_PAYWALL} providers; disconnect one first`,
-          'name',
-          'too_many_providers',
-        );
-      await recordEvents(tx, [
-        buildEvent(
-          'paywall.integration.connected',
-          {
-            paywall,
-            trigger,
-            subject: { type: 'paywall', id: paywall.id },
-            metadata: { baseUrl, replaced: !rows[0].inserted },
-          },
-          { integrationKey: INTEGRATION_KEY, enabledBy: trigger.actorId, provider: name, kind },
-        ),
-      ]);
-      await tx.query('select pg_notify($1, $2)', [CHANGED_CHANNEL, paywall.id]);
-    });
-    this.evict(paywall.id);
-    this.deps.log.info(
-      { paywallId: paywall.id, provider: name, kind, baseUrl, capParameter },
-      'provider connected',
-    );
-    return paywall;
-  }
-
-  /**
-   * Removes a named provider of a paywall (`default` when none is named); records
-   * `paywall.integration.disconnected` naming it. Idempotent: with no such provider nothing changes and
-   * no event is recorded. Allowed on an archived paywall, so an owner can always withdraw a key.
-   */
-  async disconnect(
-    auth: Auth,
-    paywallId?: string | null,
-    providerName?: string | null,
-  ): Promise<PaywallInfo> {
-    const paywall = await this.deps.paywalls.resolve(auth, paywallId, { allowArchived: true });
-    const name = checkProviderName(providerName);
-    const trigger = actorOf(auth);
-    const removed = await this.deps.db.transaction(async (tx) => {
-      const rows = await tx.query<{ base_url: string; kind: ProviderKind }>(
-        'delete from provider where paywall_id = $1 and name = $2 returning base_url, kind',
-        [paywall.id, name],
-      );
-      if (rows.length === 0) return false;
-      await recordEvents(tx, [
-        buildEvent(
-          'paywall.integration.disconnected',
-          {
-            paywall,
-            trigger,
-            subject: { type: 'paywall', id: paywall.id },
-            metadata: { baseUrl: rows[0].base_url },
-          },
-          {
-            integrationKey: INTEGRATION_KEY,
-            disabledBy: trigger.actorId,
-            provider: name,
-            kind: rows[0].kind,
-          },
-        ),
-      ]);
-      await tx.query('select pg_notify($1, $2)', [CHANGED_CHANNEL, paywall.id]);
-      return true;
-    });
-    if (removed) {
-      this.evict(paywall.id);
-      this.deps.log.info({ paywallId: paywall.id, provider: name }, 'provider disconnected');
-    }
-    return paywall;
-  }
-
-  /** The providers of several paywalls (in the order asked, each by name), for a DataLoader. */
-  async infoMany(paywallIds: readonly string[]): Promise<ProviderInfo[][]> {
-    const rows = await this.deps.db.query<{
-      paywall_id: string;
-      name: string;
-      kind: ProviderKind;
-      base_url: string;
-      api_key_last_four: string;
-      cap_parameter: CapParameter;
-      created_at: string | Date;
-      updated_at: string | Date;
-    }>(
-      `select paywall_id, name, kind, base_url, api_key_last_four, cap_parameter, created_at, updated_at
-         from provider where paywall_id = any($1::uuid[]) order by paywall_id, name`,
-      [paywallIds],
-    );
-    const byId = new Map<string, ProviderInfo[]>(paywallIds.map((id) => [id, []]));
-    for (const r of rows)
-      byId.get(r.paywall_id)?.push({
-        paywallId: r.paywall_id,
-        name: r.name,
-        kind: r.kind,
-        builtin: false,
-        baseUrl: r.base_url,
-        apiKeyLastFour: r.api_key_last_four,
-        capParameter: r.cap_parameter,
-        connectedAt: new Date(r.created_at),
-        updatedAt: new Date(r.updated_at),
-      });
-    return paywallIds.map((id) => byId.get(id)!);
-  }
-
-  /** The built-in provider as a SHARED paywall's providers list shows it (no key of the paywall's), or null. */
-  builtinInfo(paywall: PaywallRef): ProviderInfo | null {
-    const b = this.deps.config.BUILTIN_PROVIDER;
-    if (!b || !builtinApplies(this.deps.config, paywall, false)) return null;
-    const since = new Date(0);
-    return {
-      paywallId: paywall.id,
-      name: BUILTIN_PROVIDER,
-      kind: 'OPENAI',
-      builtin: true,
-      baseUrl: b.baseUrl,
-      apiKeyLastFour: '',
-      capParameter: b.capParameter,
-      connectedAt: since,
-      updatedAt: since,
-    };
-  }
-}
-
-/** The paywall-independent part of the built-in rule: configured, SHARED, (optionally) markup ≥ 1. */
-function builtinApplies(
-  config: Pick<Config, 'BUILTIN_PROVIDER'>,
-  paywall: PaywallRef,
-  checkMarkup: boolean,
-): boolean {
-  return (
-    config.BUILTIN_PROVIDER !== null &&
-    paywall.mode === 'SHARED' &&
-    (!checkMarkup || paywall.markupPpm >= MIN_BUILTIN_MARKUP_PPM)
-  );
-}
-
-const actorOf = (auth: Auth): EventTrigger =>
-  auth.kind === 'owner'
-    ? { source: 'graphql', actorType: 'owner', actorId: auth.ownerId }
-    : { source: 'api', actorType: 'api_key', actorId: auth.paywall.id };
-
-/**
- * An absolute http(s) URL with no credentials, query or fragment; returned as origin + path without a
- * trailing slash (`https://api.openai.com/v1/` → `https://api.openai.com/v1`), so the proxy appends
- * `/chat/completions`.
- */
-export function normalizeBaseUrl(input: unknown): string {
-  const fail = (why: string) => invalid(`baseUrl ${why}`, 'baseUrl', 'invalid_base_url');
-  if (typeof input !== 'string' || input.trim() === '') throw fail('is required');
-  const raw = input.trim();
-  if (raw.length > MAX_BASE_URL_LENGTH) throw fail(`must be at most ${MAX_BASE_URL_LENGTH} characters`);
-  let u: URL;
-  try {
-    u = new URL(raw);
-  } catch {
-    throw fail('must be an absolute http(s) URL, e.g. https://api.openai.com/v1');
-  }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw fail('must use http or https');
-  if (u.username || u.password) throw fail('must not contain credentials; pass the key as apiKey');
-  if (!u.hostname) throw fail('must name a host');
-  if (raw.includes('?') || raw.includes('#')) throw fail('must not have a query or fragment');
-  return `${u.origin}${u.pathname.replace(/\/+$/, '')}`;
-}
-
-/**
- * docs/reference.md §1 "Provider targets": a provider's host must resolve to public addresses only (checked here
- * at connect time, and again by the pool's guarded connector for every connection).
- */
-async function checkPublicBaseUrl(baseUrl: string): Promise<void> {
-  try {
-    await assertPublicHost(new URL(baseUrl), 'baseUrl');
-  } catch (e) {
-    if (!(e instanceof UrlGuardError)) throw e;
-    throw invalid(
-      `${e.message}. Provider base URLs must be public; for a self-hosted model on a private network ` +
-        '(Ollama, vLLM) start the service with PROVIDER_ALLOW_PRIVATE_NETWORKS=true.',
-      'baseUrl',
-      'forbidden_base_url',
-    );
-  }
-}
-
-function checkKind(input: unknown): ProviderKind {
-  if (input === undefined || input === null) return 'OPENAI';
-  if (typeof input !== 'string' || !(PROVIDER_KINDS as readonly string[]).includes(input))
-    throw invalid(`kind must be one of ${PROVIDER_KINDS.join(', ')}`, 'kind', 'invalid_value');
-  return input as ProviderKind;
-}
-
-/** A provider key is sent as a header value: printable ASCII without spaces, 1 to 4096 characters. */
-function checkApiKey(input: unknown): string {
-  const key = typeof input === 'string' ? input.trim() : '';
-  if (!key || key.length > MAX_API_KEY_LENGTH || !/^[\x21-\x7e]+$/.test(key))
-    // The message never echoes the value: it is a secret.
-    throw invalid(
-      `apiKey must be 1 to ${MAX_API_KEY_LENGTH} printable ASCII characters without spaces`,
-      'apiKey',
-      'invalid_provider_key',
-    );
-  return key;
-}
-
-/** docs/reference.md §13 "Cap sent upstream": one of CAP_PARAMETERS; omitted means MAX_COMPLETION_TOKENS. */
-function checkCapParameter(input: unknown): CapParameter {
-  if (input === undefined || input === null) return DEFAULT_CAP_PARAMETER;
-  if (typeof input !== 'string' || !(CAP_PARAMETERS as readonly string[]).includes(input))
-    throw invalid(
-      `capParameter must be one of ${CAP_PARAMETERS.join(', ')}`,
-      'capParameter',
-      'invalid_value',
-    );
-  return input as CapParameter;
 }
 
 async function closeWithin(pool: Dispatcher): Promise<void> {

@@ -6,7 +6,7 @@ import {
   type CapParameter,
   type ProviderKind,
 } from './provider-client.js';
-import type { ProviderInfo } from './provider-routes.js';
+import type { ProviderInfo } from './provider-records.js';
 
 export const CapParameterEnum = Object.fromEntries(CAP_PARAMETERS.map((c) => [c, c])) as {
   [K in CapParameter]: K;
