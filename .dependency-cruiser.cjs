@@ -8,6 +8,15 @@
  *     (src/app.ts, main.ts, worker.ts, admin.ts) or a transport (rest-compat/, src/pages/, and the GraphQL
  *     server set-up: src/graphql/schema.ts, resolvers.ts, emit-schema.ts, live-connections.ts). Resolvers
  *     may use the GraphQL helpers (context, connection, scalars, errors).
+ *  3. Nothing outside src/modules/proxy/ reaches into the proxy's internals. Its public entry is
+ *     proxy.service.ts (the ProxyService and the call/answer types its callers pass). Besides it:
+ *     - the composition root and registries may name its GraphQL resolver (src/graphql/resolvers.ts →
+ *       proxy.resolver.ts) and its entities (src/db/entities.ts → *.entity.ts);
+ *     - rest-compat/, the proxy's HTTP transport, may also use the wire vocabulary it speaks: flight.ts
+ *       (MediaSink), media-format.ts, audio-probe.ts (MAX_AUDIO_BYTES), messages-format.ts (the Anthropic
+ *       error shape), upstream-client.ts (the Via loop guard) and anthropic-client.ts (the headers relayed).
+ *     The provider concept (vocabulary, records, keys, routes, health) lives in src/modules/providers/,
+ *     which depends on neither proxy/ nor the transports; paywalls/ depends on neither proxy/ nor providers/.
  */
 module.exports = {
   forbidden: [
@@ -42,6 +51,56 @@ module.exports = {
       to: {
         path: '^(rest-compat/|src/pages/|src/graphql/(schema|resolvers|emit-schema|live-connections)\\.ts$)',
       },
+    },
+    {
+      name: 'proxy-internals',
+      severity: 'error',
+      comment:
+        'Outside src/modules/proxy/, only its public entry proxy.service.ts (rule 3 above); move a shared concept to the module that owns it (provider things: src/modules/providers/).',
+      from: {
+        path: '^(src|rest-compat)/',
+        pathNot: '^(src/modules/proxy/|rest-compat/|src/graphql/resolvers\\.ts$|src/db/entities\\.ts$)',
+      },
+      to: { path: '^src/modules/proxy/', pathNot: '^src/modules/proxy/proxy\\.service\\.ts$' },
+    },
+    {
+      name: 'proxy-internals-from-registries',
+      severity: 'error',
+      comment:
+        'The GraphQL resolver list and the entity list name the proxy resolver and entities, nothing else of the proxy.',
+      from: { path: '^src/(graphql/resolvers|db/entities)\\.ts$' },
+      to: {
+        path: '^src/modules/proxy/',
+        pathNot: '^src/modules/proxy/(proxy\\.service|proxy\\.resolver|[^/]+\\.entity)\\.ts$',
+      },
+    },
+    {
+      name: 'proxy-internals-from-transport',
+      severity: 'error',
+      comment:
+        "rest-compat/ is the proxy's HTTP transport: the public entry plus the wire vocabulary it speaks (rule 3 above lists it).",
+      from: { path: '^rest-compat/' },
+      to: {
+        path: '^src/modules/proxy/',
+        pathNot:
+          '^src/modules/proxy/(proxy\\.service|flight|media-format|audio-probe|messages-format|upstream-client|anthropic-client)\\.ts$',
+      },
+    },
+    {
+      name: 'paywalls-depends-on-neither-proxy-nor-providers',
+      severity: 'error',
+      comment:
+        'One way: providers/ and proxy/ use paywalls/, never the reverse (a paywall rule that needs a provider answer takes it as a port).',
+      from: { path: '^src/modules/paywalls/' },
+      to: { path: '^src/modules/(proxy|providers)/' },
+    },
+    {
+      name: 'providers-depends-not-on-proxy',
+      severity: 'error',
+      comment:
+        'One way: the proxy uses providers/ (routes, health, the ProviderClient contract), never the reverse.',
+      from: { path: '^src/modules/providers/' },
+      to: { path: '^src/modules/proxy/' },
     },
   ],
   options: {

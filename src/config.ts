@@ -1,7 +1,11 @@
 import { z } from 'zod';
 import { PRICE_DECIMALS, RAW_DECIMALS, parseAmount, parseDecimal } from './shared/money.js';
 import { parseTrustedProxies } from './shared/client-ip.js';
-import { CAP_PARAMETERS, DEFAULT_CAP_PARAMETER, type CapParameter } from './modules/proxy/provider-client.js';
+import {
+  CAP_PARAMETERS,
+  DEFAULT_CAP_PARAMETER,
+  type CapParameter,
+} from './modules/providers/provider-client.js';
 
 const bool = z
   .enum(['true', 'false', '1', '0', ''])

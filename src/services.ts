@@ -8,7 +8,7 @@ import type { Logger } from './shared/logger.js';
 import type { Metrics } from './shared/metrics.js';
 import { OwnerService } from './modules/owners/owner.service.js';
 import { PaywallService } from './modules/paywalls/paywall.service.js';
-import { ProviderService } from './modules/paywalls/provider.service.js';
+import { ProviderService } from './modules/providers/provider.service.js';
 import { UserService } from './modules/users/user.service.js';
 import { LedgerService } from './modules/ledger/ledger.service.js';
 import { EarningsService } from './modules/ledger/earnings.service.js';

@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import { chatFormat } from '../src/modules/proxy/chat-format.js';
 import { responsesFormat } from '../src/modules/proxy/responses-format.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
-import type { CapParameter } from '../src/modules/proxy/provider-client.js';
+import type { CapParameter } from '../src/modules/providers/provider-client.js';
 import { FakeUpstream, MAX_TOKENS_REFUSAL } from './helpers/fake-upstream.js';
 import { expectLedgerProven } from './helpers/ledger.js';
 import {

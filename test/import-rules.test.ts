@@ -83,3 +83,46 @@ test('a module importing services.ts, app.ts or a transport fails; a transport i
   expect(r.out).toContain('error module-imports-transport: src/modules/m/rest.ts → rest-compat/routes.ts');
   expect(r.out).not.toContain('src/pages/page.ts →');
 });
+
+test('outside proxy/ only its public entry is imported; paywalls/ and providers/ never import proxy/', () => {
+  const dir = fixture({
+    'src/modules/proxy/proxy.service.ts': 'export const proxy = 1;\n',
+    'src/modules/proxy/flight.ts': 'export const flight = 1;\n',
+    'src/modules/proxy/forward.ts': 'export const forward = 1;\n',
+    'src/modules/proxy/relayed-response.entity.ts': 'export const entity = 1;\n',
+    'src/modules/paywalls/paywall.service.ts':
+      "import { proxy } from '../proxy/proxy.service.js';\nexport const p = proxy;\n",
+    'src/modules/paywalls/rule.ts':
+      "import { routes } from '../providers/routes.js';\nexport const rule = routes;\n",
+    'src/modules/providers/routes.ts':
+      "import { proxy } from '../proxy/proxy.service.js';\nexport const routes = proxy;\n",
+    'src/modules/catalog/catalog.service.ts':
+      "import { proxy } from '../proxy/proxy.service.js';\nimport { flight } from '../proxy/flight.js';\nexport const c = proxy + flight;\n",
+    'src/db/entities.ts':
+      "import { entity } from '../modules/proxy/relayed-response.entity.js';\nimport { forward } from '../modules/proxy/forward.js';\nexport const e = entity + forward;\n",
+    'rest-compat/metered.ts':
+      "import { flight } from '../src/modules/proxy/flight.js';\nimport { forward } from '../src/modules/proxy/forward.js';\nexport const m = flight + forward;\n",
+  });
+  dirs.push(dir);
+  const r = run(dir);
+  expect(r.status).not.toBe(0);
+  expect(r.out).toContain('6 dependency violations (6 errors, 0 warnings)');
+  expect(r.out).toContain(
+    'error proxy-internals: src/modules/catalog/catalog.service.ts → src/modules/proxy/flight.ts',
+  );
+  expect(r.out).toContain(
+    'error proxy-internals-from-registries: src/db/entities.ts → src/modules/proxy/forward.ts',
+  );
+  expect(r.out).toContain(
+    'error proxy-internals-from-transport: rest-compat/metered.ts → src/modules/proxy/forward.ts',
+  );
+  expect(r.out).toContain(
+    'error paywalls-depends-on-neither-proxy-nor-providers: src/modules/paywalls/paywall.service.ts → src/modules/proxy/proxy.service.ts',
+  );
+  expect(r.out).toContain(
+    'error paywalls-depends-on-neither-proxy-nor-providers: src/modules/paywalls/rule.ts → src/modules/providers/routes.ts',
+  );
+  expect(r.out).toContain(
+    'error providers-depends-not-on-proxy: src/modules/providers/routes.ts → src/modules/proxy/proxy.service.ts',
+  );
+});

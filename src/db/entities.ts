@@ -1,6 +1,6 @@
 import { OwnerSchema } from '../modules/owners/owner.entity.js';
 import { PaywallSchema } from '../modules/paywalls/paywall.entity.js';
-import { ProviderSchema } from '../modules/paywalls/provider.entity.js';
+import { ProviderSchema } from '../modules/providers/provider.entity.js';
 import { ModelPriceSchema } from '../modules/catalog/model-price.entity.js';
 import { EndUserSchema } from '../modules/users/end-user.entity.js';
 import { ChargeSchema, IdempotencyKeySchema } from '../modules/ledger/ledger.entity.js';

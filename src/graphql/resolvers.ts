@@ -1,5 +1,5 @@
 import { PaywallResolver } from '../modules/paywalls/paywall.resolver.js';
-import { ProviderHealthResolver, ProviderResolver } from '../modules/paywalls/provider.resolver.js';
+import { ProviderHealthResolver, ProviderResolver } from '../modules/providers/provider.resolver.js';
 import { UserResolver } from '../modules/users/user.resolver.js';
 import { ConnectionResolver } from '../modules/users/connection.resolver.js';
 import { LedgerResolver } from '../modules/ledger/ledger.resolver.js';

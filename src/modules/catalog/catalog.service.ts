@@ -1,7 +1,7 @@
 import type { Config } from '../../config.js';
 import type { Database } from '../../db/database.js';
 import type { PaywallService } from '../paywalls/paywall.service.js';
-import type { ProviderService } from '../paywalls/provider.service.js';
+import type { ProviderService } from '../providers/provider.service.js';
 import { DomainError, invalid } from '../../shared/errors.js';
 import type { BuiltinModel } from '../../config.js';
 import type { Bucket } from '../../shared/usage-buckets.js';
@@ -14,11 +14,11 @@ import {
   type ModelPrice,
 } from '../../shared/money.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
-import type { PaywallRef } from '../paywalls/provider.service.js';
+import type { PaywallRef } from '../providers/provider-routes.js';
 import { KeyedLoader } from '../../shared/keyed-loader.js';
-import { checkProviderName } from '../paywalls/provider-name.js';
+import { checkProviderName } from '../providers/provider-name.js';
 import type { ImagePrice, UnitPrices } from '../../shared/media-units.js';
-import { BUILTIN_PROVIDER, DEFAULT_PROVIDER } from '../proxy/provider-client.js';
+import { BUILTIN_PROVIDER, DEFAULT_PROVIDER } from '../providers/provider-client.js';
 import { maxOutputOf, reasonsOf, type MaxOutputSource } from './known-models.js';
 
 /** The cost prices of one model of a paywall, as the request path needs them. */

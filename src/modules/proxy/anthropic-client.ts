@@ -1,4 +1,9 @@
-import type { ProviderClient, UpstreamOptions, UpstreamResponse, UpstreamTarget } from './provider-client.js';
+import type {
+  ProviderClient,
+  UpstreamOptions,
+  UpstreamResponse,
+  UpstreamTarget,
+} from '../providers/provider-client.js';
 import { postJson } from './upstream-client.js';
 
 /**

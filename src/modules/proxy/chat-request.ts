@@ -1,5 +1,5 @@
 import { invalid } from '../../shared/errors.js';
-import type { CapParameter } from './provider-client.js';
+import type { CapParameter } from '../providers/provider-client.js';
 
 /**
  * Roles a message may have. The spec names `system`, `user` and `assistant`; `tool` and `developer`

@@ -4,7 +4,7 @@ import type { ReserveResult } from '../ledger/holds.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
 import type { MeteredRequest, WireFormat } from './wire-format.js';
 import type { MediaUnits } from '../../shared/media-units.js';
-import type { ProviderClient, UpstreamTarget } from './provider-client.js';
+import type { ProviderClient, UpstreamTarget } from '../providers/provider-client.js';
 
 /** One metered call (chat completion or Responses), from REST or GraphQL. */
 export interface ChatCall {

@@ -15,7 +15,7 @@ import { hasTokenPrices, hasUnits } from '../../shared/media-units.js';
 import { splitUsage, textUsage, type ReportedUsage, type UsageBuckets } from '../../shared/usage-buckets.js';
 import { speechSseUsage, speechUnits, type MediaRequest } from './media-format.js';
 import { countText } from './token-counter.js';
-import { BUILTIN_PROVIDER, type UpstreamResponse } from './provider-client.js';
+import { BUILTIN_PROVIDER, type UpstreamResponse } from '../providers/provider-client.js';
 import type { RelayedResponses } from './relayed-responses.js';
 import { outputTokens } from '../../shared/usage-buckets.js';
 import { usageOf, type Settlement } from './settlement.js';
@@ -24,7 +24,7 @@ import { describeFailure, readLimited, TooLargeError, upstreamError } from './up
 import { isObject } from './wire-format.js';
 import { reasonsOf } from '../catalog/known-models.js';
 import type { ClientFor } from './provider-clients.js';
-import type { ProviderHealth } from './provider-health.js';
+import type { ProviderHealth } from '../providers/provider-health.js';
 
 export interface ForwardDeps {
   settlement: Settlement;

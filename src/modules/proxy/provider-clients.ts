@@ -1,5 +1,5 @@
 import { invalid } from '../../shared/errors.js';
-import type { ProviderClient, UpstreamTarget } from './provider-client.js';
+import type { ProviderClient, UpstreamTarget } from '../providers/provider-client.js';
 import { anthropicClient } from './anthropic-client.js';
 import {
   chatToMessages,

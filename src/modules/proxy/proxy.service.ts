@@ -21,7 +21,7 @@ import { checkBodyAndModel } from './chat-request.js';
 import { modelNotFound } from '../catalog/catalog.service.js';
 import { refusalAnswer } from './upstream-refusal.js';
 import { clientFor } from './provider-clients.js';
-import { ProviderHealth } from './provider-health.js';
+import { ProviderHealth } from '../providers/provider-health.js';
 import { DomainError } from '../../shared/errors.js';
 import { MinuteCounter, RateLimitError } from '../limits/rate-limit.js';
 import { PromptTokenizer } from './prompt-tokenizer.js';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '../../db/database.js';
-import { BUILTIN_PROVIDER } from './provider-client.js';
+import { BUILTIN_PROVIDER } from '../providers/provider-client.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Metrics } from '../../shared/metrics.js';
 import {
@@ -34,7 +34,7 @@ import {
 } from '../ledger/holds.js';
 import type { AccountAlerts, LowBalanceAlerts } from '../ledger/low-balance.js';
 import type { Flight, Outcome } from './flight.js';
-import type { ProviderHealth } from './provider-health.js';
+import type { ProviderHealth } from '../providers/provider-health.js';
 import type { LedgerBatch } from './ledger-batch.js';
 import type { StreamRelay } from './wire-format.js';
 

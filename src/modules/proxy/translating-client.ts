@@ -1,5 +1,10 @@
 import { Readable } from 'node:stream';
-import type { ProviderClient, UpstreamOptions, UpstreamResponse, UpstreamTarget } from './provider-client.js';
+import type {
+  ProviderClient,
+  UpstreamOptions,
+  UpstreamResponse,
+  UpstreamTarget,
+} from '../providers/provider-client.js';
 import {
   chatAnswerToMessages,
   chatRequestToMessages,

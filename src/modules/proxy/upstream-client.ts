@@ -1,9 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { request as undiciRequest } from 'undici';
 import { DomainError } from '../../shared/errors.js';
-import type { ProviderClient, UpstreamOptions, UpstreamResponse, UpstreamTarget } from './provider-client.js';
+import type {
+  ProviderClient,
+  UpstreamOptions,
+  UpstreamResponse,
+  UpstreamTarget,
+} from '../providers/provider-client.js';
 
-export type { UpstreamResponse, UpstreamTarget } from './provider-client.js';
+export type { UpstreamResponse, UpstreamTarget } from '../providers/provider-client.js';
 
 /**
  * Loop detection (a provider whose base URL is this service, or a chain of proxies): every upstream

@@ -1,7 +1,7 @@
 import type { ReportedUsage, UsageBuckets } from '../../shared/usage-buckets.js';
 import type { BlockedReply } from './blocked-reply.js';
 import type { FormData } from 'undici';
-import type { UpstreamTarget } from './provider-client.js';
+import type { UpstreamTarget } from '../providers/provider-client.js';
 import type { MediaUnits } from '../../shared/media-units.js';
 import type { ModelPriceInfo } from '../catalog/catalog.service.js';
 import type { ImageBiller } from './token-counter.js';

@@ -1,15 +1,15 @@
 import DataLoader from 'dataloader';
 import { Arg, Ctx, FieldResolver, ID, Mutation, Resolver, Root } from 'type-graphql';
 import { requireAuth, type AppContext } from '../../graphql/context.js';
-import { DEFAULT_PROVIDER } from '../proxy/provider-client.js';
-import { PaywallType } from './paywall.types.js';
+import { DEFAULT_PROVIDER } from './provider-client.js';
+import { PaywallType } from '../paywalls/paywall.types.js';
 import {
   ConnectProviderInput,
   DisconnectProviderInput,
   ProviderHealthType,
   ProviderInfoType,
 } from './provider.types.js';
-import { HEALTH_WINDOW_MINUTES } from '../proxy/provider-health.js';
+import { HEALTH_WINDOW_MINUTES } from './provider-health.js';
 
 @Resolver(() => PaywallType)
 export class ProviderResolver {

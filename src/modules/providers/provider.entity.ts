@@ -1,6 +1,6 @@
 import { defineEntity, p } from '@mikro-orm/core';
-import { Paywall } from './paywall.entity.js';
-import { CAP_PARAMETERS, DEFAULT_CAP_PARAMETER, PROVIDER_KINDS } from '../proxy/provider-client.js';
+import { Paywall } from '../paywalls/paywall.entity.js';
+import { CAP_PARAMETERS, DEFAULT_CAP_PARAMETER, PROVIDER_KINDS } from './provider-client.js';
 
 /**
  * A named model provider of a paywall (docs/reference.md §15). The key is AES-256-GCM ciphertext, never

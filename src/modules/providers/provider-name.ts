@@ -1,5 +1,5 @@
 import { invalid } from '../../shared/errors.js';
-import { BUILTIN_PROVIDER, DEFAULT_PROVIDER } from '../proxy/provider-client.js';
+import { BUILTIN_PROVIDER, DEFAULT_PROVIDER } from './provider-client.js';
 
 /** A provider name: lower-case letters, digits, `_` and `-`, 1 to 40 characters. */
 const PROVIDER_NAME = /^[a-z0-9][a-z0-9_-]{0,39}$/;

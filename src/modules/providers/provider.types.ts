@@ -5,8 +5,8 @@ import {
   PROVIDER_KINDS,
   type CapParameter,
   type ProviderKind,
-} from '../proxy/provider-client.js';
-import type { ProviderInfo } from './provider.service.js';
+} from './provider-client.js';
+import type { ProviderInfo } from './provider-records.js';
 
 export const CapParameterEnum = Object.fromEntries(CAP_PARAMETERS.map((c) => [c, c])) as {
   [K in CapParameter]: K;
