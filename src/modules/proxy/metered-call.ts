@@ -7,7 +7,7 @@ import { bucketPico, type ModelPrice } from '../../shared/money.js';
 import type { ModelPriceInfo } from '../catalog/catalog.service.js';
 import type { ModelRoute, PaywallRef } from '../providers/provider-routes.js';
 import { modelNotFound } from '../catalog/catalog.service.js';
-import { DEFAULT_MAX_OUTPUT, maxOutputOf } from '../catalog/known-models.js';
+import { maxOutputOf } from '../catalog/known-models.js';
 import type { EventTrigger, NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import { SCALE_PER_RAW, type ReserveInput } from '../ledger/holds.js';
@@ -26,8 +26,6 @@ import type { MeteredRequest, WireFormat } from './wire-format.js';
 import { mediaHoldScaled, type MediaRequest } from './media-format.js';
 import { MIN_THINKING_BUDGET, thinkingBudget } from './messages-format.js';
 
-/** A model neither its owner nor the catalogue gives a maximum output is held at this many tokens. */
-export const DEFAULT_MAX_COMPLETION_TOKENS = DEFAULT_MAX_OUTPUT;
 /** Below this affordable completion the user gets the top-up reply. */
 export const MIN_COMPLETION_TOKENS = 16;
 
@@ -96,6 +94,8 @@ export async function meteredCall<R extends MeteredRequest>(
 ): Promise<ChatJson | null> {
   // The texts of the prompt are set aside and counted below, once the request is known to be servable.
   const { value: req, texts: promptTexts } = collectTexts(() => fmt.parse(call.body));
+  // Images and audio (docs/reference.md §22) carry their hold and answer kind; other formats have neither.
+  const { media, answer: mediaAnswer } = req as Partial<MediaRequest>;
   if (req.stream && !sink)
     throw invalid(
       'streaming is served by POST /v1/chat/completions; this operation returns whole completions',
@@ -126,7 +126,7 @@ export async function meteredCall<R extends MeteredRequest>(
   req.promptEstimate += await d.tokens.count(texts);
   // Images and audio (docs/reference.md §22): their texts (an image prompt, speech input) bound the hold's
   // text-input tokens, not a chat prompt estimate: a units-priced answer is charged no tokens for them.
-  const mediaTokens = (req as Partial<MediaRequest>).media?.tokens;
+  const mediaTokens = media?.tokens;
   if (mediaTokens) {
     mediaTokens.prompt = (mediaTokens.prompt ?? 0) + req.promptEstimate;
     req.promptEstimate = 0;
@@ -178,7 +178,6 @@ export async function meteredCall<R extends MeteredRequest>(
   const markup = paywall.markupPpm;
   // Images and audio (docs/reference.md §22): their units or token bound (a 400 when the model has no
   // price for them, before anything is held).
-  const media = (req as Partial<MediaRequest>).media;
   const mediaScaled = media ? mediaHoldScaled(price, markup, media) : 0n;
   const now = d.clock.now();
   const holdInput: ReserveInput = {
@@ -274,14 +273,14 @@ export async function meteredCall<R extends MeteredRequest>(
   const deadline = setTimeout(() => abortFlight(flight, 'deadline'), d.limits.UPSTREAM_MAX_DURATION_MS);
   // Relayed audio whose client leaves mid-way is charged for what was relayed: the rest is read to
   // know how much that was (forward.ts relayMedia); before any byte was relayed it is simply aborted.
-  const relaysBytes = (req as Partial<MediaRequest>).answer === 'bytes';
+  const relaysBytes = mediaAnswer === 'bytes';
   const onClientGone = () => {
     if (relaysBytes && flight.relayedBytes) flight.clientGone = true;
     else abortFlight(flight, 'client');
   };
   call.signal?.addEventListener('abort', onClientGone);
   try {
-    if ((req as Partial<MediaRequest>).answer) return await d.forward.relayMedia(flight, call.mediaSink);
+    if (mediaAnswer) return await d.forward.relayMedia(flight, call.mediaSink);
     return req.stream ? await d.forward.stream(flight, sink!) : await d.forward.json(flight);
   } finally {
     clearTimeout(deadline);

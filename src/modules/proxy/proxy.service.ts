@@ -33,7 +33,7 @@ import { invalid } from '../../shared/errors.js';
 
 export type { ChatCall, ChatJson, StreamSink } from './flight.js';
 export { rejectionError } from './upstream-refusal.js';
-export { DEFAULT_MAX_COMPLETION_TOKENS, MIN_COMPLETION_TOKENS } from './metered-call.js';
+export { MIN_COMPLETION_TOKENS } from './metered-call.js';
 
 /** At shutdown, how long cut requests get to settle before their connections are closed. */
 const CUT_WAIT_MS = 2_000;

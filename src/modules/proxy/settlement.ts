@@ -121,6 +121,29 @@ export function usageOf(
 const appBearsShortfall = (f: Flight): boolean =>
   f.paywall.mode === 'SHARED' && f.upstream.name !== BUILTIN_PROVIDER;
 
+/**
+ * Who bears what a settlement of `cost` could not capture (docs/reference.md §5.7), and what the charge
+ * keeps of it: the wallet's debt (`uncollectedRaw`), or the app's loss (`appLoss`); and, for an answer
+ * of the built-in provider, what it cost the platform (a debt repaid later pays it first, and the ledger
+ * proof checks the charge covered it). One rule for the progress record and the settlement.
+ */
+function shortfallOf(
+  f: Flight,
+  cost: bigint,
+  captured: bigint,
+  builtinCost: bigint,
+): { uncollectedRaw: bigint; record: Record<string, string> } {
+  const rest = uncollectedOf(cost, captured);
+  if (f.upstream.name === BUILTIN_PROVIDER)
+    return {
+      uncollectedRaw: rest,
+      record: { provider: BUILTIN_PROVIDER, providerCost: builtinCost.toString() },
+    };
+  if (appBearsShortfall(f))
+    return { uncollectedRaw: 0n, record: rest > 0n ? { appLoss: rest.toString() } : {} };
+  return { uncollectedRaw: rest, record: {} };
+}
+
 /** The exact cost and what the hold can capture of it. */
 function charge(f: Flight, usage: UsageBuckets): { cost: bigint; captured: bigint } {
   // docs/reference.md §22: images, seconds of audio and characters are charged besides the tokens.
@@ -206,7 +229,7 @@ export class Settlement {
       const { cost, captured } = charge(f, usage);
       const builtinCost = providerCost(f, usage);
       const split = splitCharge(f.paywall.mode, captured, builtinCost, this.d.platformFeeBps);
-      const appLoss = appBearsShortfall(f) ? uncollectedOf(cost, captured) : 0n;
+      const shortfall = shortfallOf(f, cost, captured, builtinCost);
       await recordHoldProgress(this.d.db, f.chargeId, {
         promptTokens: inputTokens(usage),
         completionTokens: outputTokens(usage),
@@ -215,14 +238,9 @@ export class Settlement {
         pricing: pricingOf(f, usage),
         capturedRaw: captured,
         ...split,
-        uncollectedRaw: appBearsShortfall(f) ? 0n : uncollectedOf(cost, captured),
+        uncollectedRaw: shortfall.uncollectedRaw,
         // What the settlement records too, so a sweeper's settlement keeps it (the ledger proof reads it).
-        chargeMetadata:
-          f.upstream.name === BUILTIN_PROVIDER
-            ? { provider: BUILTIN_PROVIDER, providerCost: builtinCost.toString() }
-            : appLoss > 0n
-              ? { appLoss: appLoss.toString() }
-              : undefined,
+        chargeMetadata: Object.keys(shortfall.record).length > 0 ? shortfall.record : undefined,
       });
     } catch (err) {
       this.d.log.warn({ err, chargeId: f.chargeId }, 'recording stream progress failed');
@@ -258,7 +276,6 @@ export class Settlement {
     };
     const data = { requestId: f.chargeId, walletUserId, model };
     const appBears = appBearsShortfall(f);
-    const builtinAnswered = usage !== null && f.upstream.name === BUILTIN_PROVIDER;
     const overReported = usage ? (f.overReported ?? null) : null;
     if (overReported) {
       // Counted as the provider's error (it answered, but its usage cannot be right) and measured.
@@ -275,7 +292,11 @@ export class Settlement {
     }
     // The settlement for a captured amount (its split, uncollected rest and events depend on it).
     const build = (captured: bigint): SettleInput => {
-      const uncollected = uncollectedOf(cost, captured);
+      // What the wallet owes (its debt) or the app bears; the event reports the wallet's part only.
+      const shortfall = usage
+        ? shortfallOf(f, cost, captured, providerCostRaw)
+        : { uncollectedRaw: 0n, record: {} };
+      const uncollected = shortfall.uncollectedRaw;
       const events: NewEvent[] = [
         outcome === 'completed'
           ? buildEvent('paywall.proxy.request.completed', ctx, { ...data, provider: f.upstream.name })
@@ -320,23 +341,17 @@ export class Settlement {
         status: cost > 0n ? ('completed' as const) : ('released' as const),
         capturedRaw: captured,
         ...split,
-        // The app's own provider in SHARED mode: its loss, kept on the charge's record (metadata.appLoss).
-        uncollectedRaw: appBears ? 0n : uncollected,
+        uncollectedRaw: uncollected,
         promptTokens: usage ? inputTokens(usage) : null,
         completionTokens: usage ? outputTokens(usage) : null,
         errorCode: outcome === 'completed' ? null : (errorCode ?? outcome),
         ledgerEntryId: randomUUID(),
-        // Every built-in answer records what it cost the platform: a debt repaid later pays the unpaid
-        // part first (collectDebt), and the ledger proof checks the charge covered it.
         metadata: {
           model,
           outcome,
           ...(usage && cost > 0n ? { buckets: keptBuckets(usage), pricing: pricingOf(f, usage) } : {}),
           ...(usage && cost > 0n && hasUnits(f.units) ? { units: storedUnits(f.units) } : {}),
-          ...(builtinAnswered
-            ? { provider: BUILTIN_PROVIDER, providerCost: providerCostRaw.toString() }
-            : {}),
-          ...(appBears && uncollected > 0n ? { appLoss: uncollected.toString() } : {}),
+          ...shortfall.record,
           ...(overReported ? { overReported } : {}),
         },
         events,
