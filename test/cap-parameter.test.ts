@@ -474,6 +474,39 @@ describe("the client's cap is kept (§20)", () => {
     expect(r.headers.get('x-paywall-cap')).toBe(String(body.max_tokens));
   });
 
+  it("thinking on a model the owner caps at or below thinking's smallest budget: 400 before the hold, nothing forwarded or held", async () => {
+    await gql(`mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+      modelId: 'claude-3-5-haiku-20241022',
+      provider: 'claude',
+      prompt: '0.000001',
+      completion: '0.000005',
+      maxCompletionTokens: 1024,
+    });
+    await deposit(t, p, 'cap-gil', '1');
+    const thinking = {
+      model: 'claude-3-5-haiku-20241022',
+      max_tokens: 8000,
+      thinking: { type: 'enabled', budget_tokens: 2000 },
+      messages: [{ role: 'user', content: 'Think, then say hello' }],
+    };
+    const r = await post('/v1/messages', 'cap-gil', thinking);
+    expect(r.status).toBe(400);
+    const body = await r.json();
+    expect(body.type).toBe('error');
+    expect(body.error.type).toBe('invalid_request_error');
+    expect(body.error.message).toContain('caps claude-3-5-haiku-20241022');
+    expect(body.error.message).toContain('1024 tokens');
+    expect(older.messagesRequests).toHaveLength(0);
+    expect(await chargesOf(t, p, 'cap-gil')).toHaveLength(0);
+    expect((await money(t, p, 'cap-gil')).balance).toBe(1_000_000n);
+    // Without thinking the same request goes, capped at the owner's 1,024.
+    const { thinking: _dropped, ...plain } = thinking;
+    const ok = await post('/v1/messages', 'cap-gil', plain);
+    expect(ok.status).toBe(200);
+    expect(older.messagesRequests[0].body.max_tokens).toBe(1024);
+    expect(ok.headers.get('x-paywall-cap')).toBe('1024');
+  });
+
   it('thinking whose smallest budget the balance cannot afford: the top-up reply, nothing forwarded', async () => {
     await deposit(t, p, 'cap-fin', '0.01');
     const r = await post('/v1/messages', 'cap-fin', {

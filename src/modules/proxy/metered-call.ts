@@ -149,6 +149,13 @@ export async function meteredCall<R extends MeteredRequest>(
   // Extended thinking toward Anthropic needs a cap above its smallest budget: one the balance cannot
   // afford gets the top-up reply, never a request Anthropic refuses.
   const thinks = routed[0].kind === 'ANTHROPIC' && thinkingBudget(req.body) !== null;
+  // The app capped this model's answers at or below thinking's smallest budget: no cap could both keep
+  // the owner's limit and be accepted by Anthropic, so the request is refused before anything is held.
+  if (thinks && maxCap <= MIN_THINKING_BUDGET && maxCap < (req.clientMaxTokens ?? Infinity))
+    throw invalid(
+      `thinking: this app caps ${req.model}'s answers at ${maxCap} tokens; extended thinking needs max_tokens above its smallest budget of ${MIN_THINKING_BUDGET} tokens. Send the request without thinking.`,
+      'thinking',
+    );
   const minCap = thinks
     ? Math.min(maxCap, Math.max(MIN_COMPLETION_TOKENS, MIN_THINKING_BUDGET + 1))
     : MIN_COMPLETION_TOKENS;
