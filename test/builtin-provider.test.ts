@@ -8,7 +8,7 @@ import {
   FEES_ACCOUNT_ID,
   PROVIDER_ACCOUNT_ID,
   uncollectedByPaywall,
-} from '../src/modules/ledger/accounts.js';
+} from '../src/modules/accounts/accounts.js';
 import { fundWallet } from './helpers/wallet-fixtures.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { connectShared, money, type ProxyPaywall } from './helpers/proxy-setup.js';
