@@ -73,7 +73,7 @@ export interface BuiltinProvider {
 
 const MAX_BUILTIN_MODELS = 1000;
 const MAX_PRICE_PICO = 1000n * 10n ** BigInt(PRICE_DECIMALS);
-/** Same rules as setModelPricing (catalog.service.ts). */
+/** Same rules as setModelPricing (catalog/pricing-input.ts). */
 const MODEL_ID = /^[A-Za-z0-9._:/@-]{1,200}$/;
 const BUILTIN_MODEL_KEYS = new Set([
   'id',
