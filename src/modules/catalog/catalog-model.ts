@@ -1,22 +1,10 @@
 import { DomainError } from '../../shared/errors.js';
-import { PRICE_DECIMALS, formatDecimal, type ModelPrice } from '../../shared/money.js';
+import { PRICE_DECIMALS, formatDecimal, type CostPrices, type ModelPrice } from '../../shared/money.js';
 import type { ImagePrice } from '../../shared/media-units.js';
 
 /** The cost prices of one model of a paywall, as the request path needs them. */
-export interface ModelPriceInfo {
+export interface ModelPriceInfo extends CostPrices {
   modelId: string;
-  /** pico-USDC (10⁻¹² USDC) per prompt token, before markup */
-  promptPico: bigint;
-  /** pico-USDC per completion token, before markup */
-  completionPico: bigint;
-  /** pico-USDC per request (never marked up, docs/reference.md §5.2) */
-  requestPico: bigint;
-  /** pico-USDC per bucket token (docs/reference.md §13); null = the prompt / completion price. */
-  cacheReadPico: bigint | null;
-  cacheWritePico: bigint | null;
-  audioPromptPico: bigint | null;
-  reasoningPico: bigint | null;
-  audioCompletionPico: bigint | null;
   /** docs/reference.md §10: requests of this model per end user per UTC day; null = no limit. */
   dailyRequestLimit: number | null;
   /** the owner's cap on completion tokens; null = the catalogue's maximum, else 4096 (known-models.ts) */

@@ -55,22 +55,8 @@ export class CatalogService {
    */
   async setPrice(auth: Auth, input: SetModelPricingInput): Promise<ModelView> {
     const paywall = await this.deps.paywalls.resolve(auth, input.paywallId);
-    const {
-      modelId,
-      prompt,
-      completion,
-      request,
-      buckets,
-      displayName,
-      description,
-      maxTokens,
-      reasoningModel,
-      dailyLimit,
-      provider,
-      upstreamModel,
-      fallbacks,
-      units,
-    } = checkPricingInput(input);
+    const change = checkPricingInput(input);
+    const { modelId } = change;
     // Known before the transaction (a provider lookup must not wait inside it, see getPrice).
     const servedByBuiltin = await this.deps.prices.usesBuiltin(paywall);
 
@@ -108,28 +94,28 @@ export class CatalogService {
         [
           paywall.id,
           modelId,
-          displayName ?? null,
-          description ?? null,
-          prompt?.toString() ?? null,
-          completion?.toString() ?? null,
-          request?.toString() ?? null,
-          maxTokens ?? null,
-          displayName !== undefined,
-          description !== undefined,
-          maxTokens !== undefined,
+          change.displayName ?? null,
+          change.description ?? null,
+          change.prompt?.toString() ?? null,
+          change.completion?.toString() ?? null,
+          change.request?.toString() ?? null,
+          change.maxTokens ?? null,
+          change.displayName !== undefined,
+          change.description !== undefined,
+          change.maxTokens !== undefined,
           MAX_MODELS_PER_PAYWALL,
-          dailyLimit ?? null,
-          dailyLimit !== undefined,
-          ...buckets,
+          change.dailyLimit ?? null,
+          change.dailyLimit !== undefined,
+          ...change.buckets,
           ...BUCKET_PRICES.map(([field]) => input[field] !== undefined),
-          provider === DEFAULT_PROVIDER ? null : (provider ?? null),
-          provider !== undefined,
-          upstreamModel ?? null,
-          upstreamModel !== undefined,
-          fallbacks ?? null,
-          fallbacks !== undefined,
-          reasoningModel ?? null,
-          reasoningModel !== undefined,
+          change.provider === DEFAULT_PROVIDER ? null : (change.provider ?? null),
+          change.provider !== undefined,
+          change.upstreamModel ?? null,
+          change.upstreamModel !== undefined,
+          change.fallbacks ?? null,
+          change.fallbacks !== undefined,
+          change.reasoningModel ?? null,
+          change.reasoningModel !== undefined,
         ],
       );
       if (rows.length === 0)
@@ -151,7 +137,7 @@ export class CatalogService {
         const refusal = builtinRefusal(stored, this.deps.prices.builtinCost.get(modelId), paywall.markupPpm);
         if (refusal) throw invalid(refusal.message, refusal.param, refusal.code);
       }
-      const withUnits = units ? await setUnitPrices(tx, paywall.id, modelId, units) : rows[0];
+      const withUnits = change.units ? await setUnitPrices(tx, paywall.id, modelId, change.units) : rows[0];
       await this.deps.prices.changed(tx, paywall.id);
       return withUnits;
     });
