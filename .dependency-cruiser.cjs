@@ -17,7 +17,8 @@
  *       error shape), upstream-client.ts (the Via loop guard) and anthropic-client.ts (the headers relayed).
  *     The provider concept (vocabulary, records, keys, routes, health) lives in src/modules/providers/,
  *     which depends on neither proxy/ nor the transports; paywalls/ depends on neither proxy/ nor providers/.
- *  4. The money modules are layered, lowest first: accounts/ (the books: account and transfer entities,
+ *  4. events/ imports no other module (every module records events; live subscriptions are live-events/).
+ *  5. The money modules are layered, lowest first: accounts/ (the books: account and transfer entities,
  *     platform accounts, money entering from the world, receipts) ◄── wallet/ (hosted wallet users,
  *     sign-in, authorizations, allowances) ◄── users/ (end users, their connection to a wallet user) ◄──
  *     ledger/ (charges, holds, refunds, earnings). A module imports only those below it.
@@ -105,6 +106,14 @@ module.exports = {
         'One way: the proxy uses providers/ (routes, health, the ProviderClient contract), never the reverse.',
       from: { path: '^src/modules/providers/' },
       to: { path: '^src/modules/proxy/' },
+    },
+    {
+      name: 'events-depends-on-no-module',
+      severity: 'error',
+      comment:
+        'One way: every module records its events in its own transaction (paywalls/ too), so events/ (the catalogue, the payloads, the recording) imports no other module. Live subscriptions, which authorize their caller through paywalls/, are live-events/.',
+      from: { path: '^src/modules/events/' },
+      to: { path: '^src/modules/', pathNot: '^src/modules/events/' },
     },
     // The money modules, lowest first: accounts/ ◄── wallet/ ◄── users/ ◄── ledger/ (docs/architecture.md
     // "Layers of the money modules"). Each rule forbids one reverse direction.

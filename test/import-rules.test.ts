@@ -127,7 +127,7 @@ test('outside proxy/ only its public entry is imported; paywalls/ and providers/
   );
 });
 
-test('the money modules import only downwards: accounts/ ◄── wallet/ ◄── users/ ◄── ledger/', () => {
+test('events/ imports no module; the money modules import only downwards: accounts/ ◄── wallet/ ◄── users/ ◄── ledger/', () => {
   const dir = fixture({
     'src/modules/accounts/account.entity.ts':
       "import { hold } from '../ledger/holds.js';\nexport const account = hold;\n",
@@ -138,13 +138,18 @@ test('the money modules import only downwards: accounts/ ◄── wallet/ ◄�
     'src/modules/users/up.ts':
       "import { account } from '../accounts/account.entity.js';\nimport { wallet } from '../wallet/wallet.service.js';\nexport const up = account + wallet;\n",
     'src/modules/ledger/holds.ts': 'export const hold = 1;\n',
+    'src/modules/events/event.service.ts':
+      "import { hold } from '../ledger/holds.js';\nexport const recorded = hold;\n",
     'src/modules/ledger/up.ts':
       "import { up } from '../users/up.js';\nimport { wallet } from '../wallet/wallet.service.js';\nexport const l = up + wallet;\n",
   });
   dirs.push(dir);
   const r = run(dir);
   expect(r.status).not.toBe(0);
-  expect(r.out).toContain('4 dependency violations (4 errors, 0 warnings)');
+  expect(r.out).toContain('5 dependency violations (5 errors, 0 warnings)');
+  expect(r.out).toContain(
+    'error events-depends-on-no-module: src/modules/events/event.service.ts → src/modules/ledger/holds.ts',
+  );
   expect(r.out).toContain(
     'error accounts-is-the-bottom: src/modules/accounts/account.entity.ts → src/modules/ledger/holds.ts',
   );

@@ -4,7 +4,7 @@ import type { PaywallService } from '../paywalls/paywall.service.js';
 import { DomainError, invalid } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Auth } from '../paywalls/paywall-info.js';
-import { eventMatches, validateEventPatterns } from './event-catalog.js';
+import { eventMatches, validateEventPatterns } from '../events/event-catalog.js';
 
 /** A recorded event as live subscribers receive it. */
 export interface LiveEvent {
