@@ -11,6 +11,7 @@ export const BUCKET_PRICES = [
   ['audioCompletion', 'audio_completion_pico'],
 ] as const;
 
+/** A `model_price` row as the catalogue's queries return it (COLUMNS). */
 export interface Row {
   model_id: string;
   display_name: string | null;
