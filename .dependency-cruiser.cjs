@@ -17,6 +17,11 @@
  *       error shape), upstream-client.ts (the Via loop guard) and anthropic-client.ts (the headers relayed).
  *     The provider concept (vocabulary, records, keys, routes, health) lives in src/modules/providers/,
  *     which depends on neither proxy/ nor the transports; paywalls/ depends on neither proxy/ nor providers/.
+ *  4. events/ imports no other module (every module records events; live subscriptions are live-events/).
+ *  5. The money modules are layered, lowest first: accounts/ (the books: account and transfer entities,
+ *     platform accounts, money entering from the world, receipts) ◄── wallet/ (hosted wallet users,
+ *     sign-in, authorizations, allowances) ◄── users/ (end users, their connection to a wallet user) ◄──
+ *     ledger/ (charges, holds, refunds, earnings). A module imports only those below it.
  */
 module.exports = {
   forbidden: [
@@ -101,6 +106,48 @@ module.exports = {
         'One way: the proxy uses providers/ (routes, health, the ProviderClient contract), never the reverse.',
       from: { path: '^src/modules/providers/' },
       to: { path: '^src/modules/proxy/' },
+    },
+    {
+      name: 'events-depends-on-no-module',
+      severity: 'error',
+      comment:
+        'One way: every module records its events in its own transaction (paywalls/ too), so events/ (the catalogue, the payloads, the recording) imports no other module. Live subscriptions, which authorize their caller through paywalls/, are live-events/.',
+      from: { path: '^src/modules/events/' },
+      to: { path: '^src/modules/', pathNot: '^src/modules/events/' },
+    },
+    // The money modules, lowest first: accounts/ ◄── wallet/ ◄── users/ ◄── ledger/ (docs/architecture.md
+    // "Layers of the money modules"). Each rule forbids one reverse direction.
+    {
+      name: 'accounts-is-the-bottom',
+      severity: 'error',
+      comment:
+        'accounts/ holds the books every money module writes (the account and transfer entities, the platform accounts, money entering from the world, the receipt of a charge); it knows none of the modules that post to it.',
+      from: { path: '^src/modules/accounts/' },
+      to: { path: '^src/modules/(ledger|users|wallet|payments|proxy)/' },
+    },
+    {
+      name: 'wallet-depends-not-on-users',
+      severity: 'error',
+      comment:
+        "One way: users/ uses the hosted wallet (it revokes an end user's authorizations, shows a connection's allowance), never the reverse. A wallet user is not an end user; the connection between the two is users/connection.entity.ts.",
+      from: { path: '^src/modules/wallet/' },
+      to: { path: '^src/modules/users/' },
+    },
+    {
+      name: 'wallet-depends-not-on-ledger',
+      severity: 'error',
+      comment:
+        "One way: the ledger's holds and charges read a wallet connection's allowance (wallet/allowance.ts), never the reverse. What the wallet needs of the books (its account, crediting test funds, a charge's receipt) is in accounts/.",
+      from: { path: '^src/modules/wallet/' },
+      to: { path: '^src/modules/ledger/' },
+    },
+    {
+      name: 'users-depends-not-on-ledger',
+      severity: 'error',
+      comment:
+        'One way: the ledger charges, refunds and lists end users (it ensures them and names them in its records), never the reverse. What an end user needs of the books (its account, the trial credit) is in accounts/.',
+      from: { path: '^src/modules/users/' },
+      to: { path: '^src/modules/ledger/' },
     },
   ],
   options: {

@@ -498,7 +498,7 @@ async function runService(upstreamPort: number, sinkPort: number, withLimits: bo
   const { createApp } = await import('../src/app.js');
   const { loadConfig } = await import('../src/config.js');
   const { createLogger } = await import('../src/shared/logger.js');
-  const { proveLedger } = await import('../src/modules/ledger/accounts.js');
+  const { proveLedger } = await import('../src/modules/accounts/accounts.js');
   const { db, url, drop } = await openDatabase();
   const config = loadConfig({
     PORT: '0',

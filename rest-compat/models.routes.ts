@@ -1,4 +1,5 @@
 import { Router } from 'express';
+import type { PricingStrings } from '../src/modules/catalog/model-view.js';
 import type { Services } from '../src/services.js';
 import { Operation } from './graphql-bridge.js';
 import { restContext, route } from './http.js';
@@ -15,21 +16,8 @@ interface GqlModel {
   display_name: string;
   description: string;
   createdAt: string;
-  pricing: {
-    prompt: string;
-    completion: string;
-    request: string;
-    cacheRead: string;
-    cacheWrite: string;
-    audioPrompt: string;
-    reasoning: string;
-    audioCompletion: string;
-    imagePrompt: string;
-    imageCompletion: string;
-    image: { size: string; quality: string; price: string }[];
-    audioSecond: string | null;
-    characters1k: string | null;
-  };
+  /** The GraphQL ModelPricing, field for field the catalogue's PricingStrings. */
+  pricing: PricingStrings;
 }
 
 /** The spec's Model plus `created` and `owned_by`, so OpenAI SDKs' models.list() / retrieve() work. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PRICE_DECIMALS, RAW_DECIMALS, parseAmount, parseDecimal } from './shared/money.js';
+import { PRICE_DECIMALS, RAW_DECIMALS, parseAmount, parseDecimal, type CostPrices } from './shared/money.js';
 import { parseTrustedProxies } from './shared/client-ip.js';
 import {
   CAP_PARAMETERS,
@@ -40,22 +40,10 @@ function isPlainHttpUrl(v: string): boolean {
 }
 
 /** One model of the built-in provider, its cost prices parsed exactly into pico-USDC (10⁻¹² USDC). */
-export interface BuiltinModel {
+export interface BuiltinModel extends CostPrices {
   id: string;
   displayName: string | null;
   description: string | null;
-  /** pico-USDC per prompt token (cost) */
-  promptPico: bigint;
-  /** pico-USDC per completion token (cost) */
-  completionPico: bigint;
-  /** pico-USDC per request (cost) */
-  requestPico: bigint;
-  /** pico-USDC per bucket token (cost, docs/reference.md §13); null = the prompt / completion price. */
-  cacheReadPico: bigint | null;
-  cacheWritePico: bigint | null;
-  audioPromptPico: bigint | null;
-  reasoningPico: bigint | null;
-  audioCompletionPico: bigint | null;
   /** completion-token cap for a hold; null = the default (4096) */
   maxCompletionTokens: number | null;
 }
@@ -73,7 +61,7 @@ export interface BuiltinProvider {
 
 const MAX_BUILTIN_MODELS = 1000;
 const MAX_PRICE_PICO = 1000n * 10n ** BigInt(PRICE_DECIMALS);
-/** Same rules as setModelPricing (catalog.service.ts). */
+/** Same rules as setModelPricing (catalog/pricing-input.ts). */
 const MODEL_ID = /^[A-Za-z0-9._:/@-]{1,200}$/;
 const BUILTIN_MODEL_KEYS = new Set([
   'id',

@@ -16,6 +16,7 @@ import { LowBalanceAlerts } from './modules/ledger/low-balance.js';
 import { RefundService } from './modules/ledger/refund.service.js';
 import { UsageService } from './modules/usage/usage.service.js';
 import { CatalogService } from './modules/catalog/catalog.service.js';
+import { ModelPrices } from './modules/catalog/model-prices.js';
 import { ProxyService } from './modules/proxy/proxy.service.js';
 import { WebhookService } from './modules/webhooks/webhook.service.js';
 import { createMailer, type Mailer } from './shared/mailer.js';
@@ -69,6 +70,8 @@ export interface Services {
   refunds: RefundService;
   usage: UsageService;
   catalog: CatalogService;
+  /** The prices each paywall's models sell at, cached for the request path (docs/catalog.md). */
+  modelPrices: ModelPrices;
   proxy: ProxyService;
   webhooks: WebhookService;
   // Hosted wallet (SHARED mode).
@@ -160,10 +163,11 @@ export function createServices(config: Config, db: Database, log: Logger, metric
     clock: s.clock,
     ensureUser: (sql, paywall, externalId, trigger) => s.users.ensureUser(sql, paywall, externalId, trigger),
   });
-  s.catalog = new CatalogService({ db, config, paywalls: s.paywalls, providers: s.providers });
+  s.modelPrices = new ModelPrices({ db, config, providers: s.providers });
+  s.catalog = new CatalogService({ db, paywalls: s.paywalls, prices: s.modelPrices });
   s.proxy = new ProxyService({
     db,
-    catalog: s.catalog,
+    catalog: s.modelPrices,
     providers: s.providers,
     users: s.users,
     clock: s.clock,
@@ -226,7 +230,7 @@ const lifecycles = (s: Services): Lifecycle[] =>
     s.providers,
     s.users,
     s.ledger,
-    s.catalog,
+    s.modelPrices,
     s.proxy,
     s.webhooks,
     s.signIn,

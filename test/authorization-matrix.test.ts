@@ -3,7 +3,7 @@ import { startTestApp, type TestApp } from './helpers/app.js';
 import { FakeStripe } from './helpers/fake-stripe.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { eventually, liveClient, LiveSubscription } from './helpers/live-client.js';
-import { LiveEventHub } from '../src/modules/events/live-event-hub.js';
+import { LiveEventHub } from '../src/modules/live-events/live-event-hub.js';
 import { enumerateOperations, enumerateRoutes, routeKey } from './helpers/routes.js';
 import { getSchema } from '../src/graphql/schema.js';
 

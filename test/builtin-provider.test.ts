@@ -8,7 +8,7 @@ import {
   FEES_ACCOUNT_ID,
   PROVIDER_ACCOUNT_ID,
   uncollectedByPaywall,
-} from '../src/modules/ledger/accounts.js';
+} from '../src/modules/accounts/accounts.js';
 import { fundWallet } from './helpers/wallet-fixtures.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { connectShared, money, type ProxyPaywall } from './helpers/proxy-setup.js';
@@ -218,7 +218,7 @@ describe('built-in provider: catalogue', () => {
     });
 
     // The request path's price carries the provider's cost, exactly, in pico-USDC.
-    expect(await t.app.services.catalog.getPrice(await info(pw), 'builtin-large')).toEqual({
+    expect(await t.app.services.modelPrices.getPrice(await info(pw), 'builtin-large')).toEqual({
       modelId: 'builtin-large',
       promptPico: 2_000_000n,
       completionPico: 8_000_000n,
@@ -249,7 +249,7 @@ describe('built-in provider: catalogue', () => {
       createdAt: null,
       updatedAt: null,
     });
-    expect(await t.app.services.catalog.getPrice(await info(pw), 'gpt-4o')).toBeNull();
+    expect(await t.app.services.modelPrices.getPrice(await info(pw), 'gpt-4o')).toBeNull();
   });
 
   it("the paywall's own price wins for a built-in model; its other rows are neither listed nor served", async () => {
@@ -304,7 +304,7 @@ describe('built-in provider: catalogue', () => {
         },
       ],
     ]);
-    const price = await t.app.services.catalog.getPrice(await info(pw), 'builtin-small');
+    const price = await t.app.services.modelPrices.getPrice(await info(pw), 'builtin-small');
     expect(price).toMatchObject({
       promptPico: 1_000_000n,
       completionPico: 2_000_000n,
@@ -312,7 +312,7 @@ describe('built-in provider: catalogue', () => {
       providerCost: { promptPico: 100_000n, completionPico: 400_000n, requestPico: 0n },
     });
     // A model the built-in provider does not have cannot be served by it.
-    expect(await t.app.services.catalog.getPrice(await info(pw), 'my-own-model')).toBeNull();
+    expect(await t.app.services.modelPrices.getPrice(await info(pw), 'my-own-model')).toBeNull();
     const missing = await t.rest('GET', '/v1/models/my-own-model', { token: pw.apiKey });
     expect(missing.status).toBe(404);
     expect(missing.body.error.code).toBe('model_not_found');
@@ -322,7 +322,7 @@ describe('built-in provider: catalogue', () => {
 
     // Removing its own price brings back the built-in one.
     await gqlOk(pw.apiKey, `mutation { removeModelPricing(modelId: "builtin-small") }`);
-    expect((await t.app.services.catalog.getPrice(await info(pw), 'builtin-small'))!.promptPico).toBe(
+    expect((await t.app.services.modelPrices.getPrice(await info(pw), 'builtin-small'))!.promptPico).toBe(
       100_000n,
     );
   });
@@ -331,14 +331,14 @@ describe('built-in provider: catalogue', () => {
     const pw = await t.createPaywall('DEFAULT');
     expect(await listIds(pw)).toEqual([]);
     expect((await paywallView(pw)).builtinProvider).toBe(false);
-    expect(await t.app.services.catalog.getPrice(await info(pw), 'builtin-large')).toBeNull();
+    expect(await t.app.services.modelPrices.getPrice(await info(pw), 'builtin-large')).toBeNull();
     expect(await t.app.services.providers.getUpstream(await info(pw))).toBeNull();
     const r = await chat(pw, 'bob', 'builtin-large');
     expect(r.status).toBe(404);
     expect(r.body.error.code).toBe('model_not_found');
     // A DEFAULT paywall's own price for a built-in id is its own business: no provider cost.
     await setPrice(pw, { modelId: 'builtin-large', prompt: '0.000001' });
-    expect(await t.app.services.catalog.getPrice(await info(pw), 'builtin-large')).toMatchObject({
+    expect(await t.app.services.modelPrices.getPrice(await info(pw), 'builtin-large')).toMatchObject({
       promptPico: 1_000_000n,
       providerCost: null,
     });
@@ -358,8 +358,8 @@ describe('built-in provider: catalogue', () => {
       builtinProvider: false,
       provider: { baseUrl: own.baseUrl },
     });
-    expect(await t.app.services.catalog.getPrice(await info(pw), 'builtin-large')).toBeNull();
-    expect(await t.app.services.catalog.getPrice(await info(pw), 'builtin-small')).toMatchObject({
+    expect(await t.app.services.modelPrices.getPrice(await info(pw), 'builtin-large')).toBeNull();
+    expect(await t.app.services.modelPrices.getPrice(await info(pw), 'builtin-small')).toMatchObject({
       promptPico: 3_000_000n,
       providerCost: null,
     });

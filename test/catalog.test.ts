@@ -142,7 +142,7 @@ describe('model catalogue and prices', () => {
 
   it('getPrice returns exact pico values and sees every change at once', async () => {
     const pw = await t.createPaywall();
-    const catalog = t.app.services.catalog;
+    const catalog = t.app.services.modelPrices;
     // Warm the cache with a negative answer first: it must not hide the model set next.
     expect(await catalog.getPrice(ref(pw.id), 'm1')).toBeNull();
     await t.gql(pw.apiKey, SET, {
@@ -215,11 +215,11 @@ describe('model catalogue and prices', () => {
   it('picks up price changes announced by another instance (NOTIFY catalog_changed)', async () => {
     const pw = await t.createPaywall();
     await t.gql(pw.apiKey, SET, { input: { modelId: 'shared', prompt: '0.000001' } });
-    expect((await t.app.services.catalog.getPrice(ref(pw.id), 'shared'))!.promptPico).toBe(1_000_000n);
+    expect((await t.app.services.modelPrices.getPrice(ref(pw.id), 'shared'))!.promptPico).toBe(1_000_000n);
     await t.db.query(`update model_price set prompt_pico = 7 where paywall_id = $1`, [pw.id]);
     await t.db.query(`select pg_notify('catalog_changed', $1)`, [pw.id]);
     await eventually(async () => {
-      expect((await t.app.services.catalog.getPrice(ref(pw.id), 'shared'))!.promptPico).toBe(7n);
+      expect((await t.app.services.modelPrices.getPrice(ref(pw.id), 'shared'))!.promptPico).toBe(7n);
     });
   });
 
@@ -292,7 +292,7 @@ describe('model catalogue and prices', () => {
       `mutation { setModelPricing(input: {modelId: "keep", prompt: 0.1}) { id } }`,
     );
     expect(num.status).toBe(400);
-    expect(await t.app.services.catalog.getPrice(ref(pw.id), 'keep')).toMatchObject({
+    expect(await t.app.services.modelPrices.getPrice(ref(pw.id), 'keep')).toMatchObject({
       promptPico: 2_000_000n,
       completionPico: 0n,
       requestPico: 0n,
@@ -365,10 +365,10 @@ describe('model catalogue and prices', () => {
       const rm = await t.gql(token, REMOVE, { id: 'secret-model', pw: theirId });
       expect(rm.errors?.[0].extensions.code).toBe('NOT_FOUND');
     }
-    expect(await t.app.services.catalog.getPrice(ref(theirId), 'secret-model')).toMatchObject({
+    expect(await t.app.services.modelPrices.getPrice(ref(theirId), 'secret-model')).toMatchObject({
       promptPico: 500_000_000_000n,
     });
-    expect(await t.app.services.catalog.getPrice(ref(mine.id), 'secret-model')).toBeNull();
+    expect(await t.app.services.modelPrices.getPrice(ref(mine.id), 'secret-model')).toBeNull();
     // An owner token must name the paywall.
     const noId = await t.gql(t.ownerToken, `{ models { id } }`);
     expect(noId.errors?.[0].extensions).toMatchObject({ code: 'BAD_USER_INPUT', param: 'paywallId' });

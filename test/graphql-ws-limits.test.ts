@@ -1,6 +1,6 @@
 import type { Client } from 'graphql-ws';
 import WebSocket from 'ws';
-import { LiveEventHub } from '../src/modules/events/live-event-hub.js';
+import { LiveEventHub } from '../src/modules/live-events/live-event-hub.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { eventually, liveClient, LiveSubscription } from './helpers/live-client.js';
 

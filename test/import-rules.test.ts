@@ -126,3 +126,40 @@ test('outside proxy/ only its public entry is imported; paywalls/ and providers/
     'error providers-depends-not-on-proxy: src/modules/providers/routes.ts → src/modules/proxy/proxy.service.ts',
   );
 });
+
+test('events/ imports no module; the money modules import only downwards: accounts/ ◄── wallet/ ◄── users/ ◄── ledger/', () => {
+  const dir = fixture({
+    'src/modules/accounts/account.entity.ts':
+      "import { hold } from '../ledger/holds.js';\nexport const account = hold;\n",
+    'src/modules/wallet/wallet.service.ts':
+      "import { user } from '../users/user.service.js';\nimport { hold } from '../ledger/holds.js';\nexport const wallet = user + hold;\n",
+    'src/modules/users/user.service.ts':
+      "import { hold } from '../ledger/holds.js';\nexport const user = hold;\n",
+    'src/modules/users/up.ts':
+      "import { account } from '../accounts/account.entity.js';\nimport { wallet } from '../wallet/wallet.service.js';\nexport const up = account + wallet;\n",
+    'src/modules/ledger/holds.ts': 'export const hold = 1;\n',
+    'src/modules/events/event.service.ts':
+      "import { hold } from '../ledger/holds.js';\nexport const recorded = hold;\n",
+    'src/modules/ledger/up.ts':
+      "import { up } from '../users/up.js';\nimport { wallet } from '../wallet/wallet.service.js';\nexport const l = up + wallet;\n",
+  });
+  dirs.push(dir);
+  const r = run(dir);
+  expect(r.status).not.toBe(0);
+  expect(r.out).toContain('5 dependency violations (5 errors, 0 warnings)');
+  expect(r.out).toContain(
+    'error events-depends-on-no-module: src/modules/events/event.service.ts → src/modules/ledger/holds.ts',
+  );
+  expect(r.out).toContain(
+    'error accounts-is-the-bottom: src/modules/accounts/account.entity.ts → src/modules/ledger/holds.ts',
+  );
+  expect(r.out).toContain(
+    'error wallet-depends-not-on-users: src/modules/wallet/wallet.service.ts → src/modules/users/user.service.ts',
+  );
+  expect(r.out).toContain(
+    'error wallet-depends-not-on-ledger: src/modules/wallet/wallet.service.ts → src/modules/ledger/holds.ts',
+  );
+  expect(r.out).toContain(
+    'error users-depends-not-on-ledger: src/modules/users/user.service.ts → src/modules/ledger/holds.ts',
+  );
+});

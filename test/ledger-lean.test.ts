@@ -5,7 +5,7 @@ import { connectEndUser, createWallet } from './helpers/wallet-fixtures.js';
 import { holdOutcome } from '../src/modules/proxy/ledger-batch.js';
 import { ledgerTick, type ReserveInput, type SettleInput } from '../src/modules/ledger/holds.js';
 import { buildEvent } from '../src/modules/events/event-payloads.js';
-import { FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from '../src/modules/ledger/accounts.js';
+import { FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from '../src/modules/accounts/accounts.js';
 
 /**
  * The lean path (ledger_hold_one / ledger_settle_one: one operation with nothing to batch with) and the

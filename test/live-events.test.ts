@@ -1,7 +1,11 @@
 import type { Client } from 'graphql-ws';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { eventually, LiveSubscription, liveClient } from './helpers/live-client.js';
-import { LiveEventHub, MAX_QUEUED_EVENTS, type LiveEvent } from '../src/modules/events/live-event-hub.js';
+import {
+  LiveEventHub,
+  MAX_QUEUED_EVENTS,
+  type LiveEvent,
+} from '../src/modules/live-events/live-event-hub.js';
 import { recordEvents, type NewEvent } from '../src/modules/events/event.service.js';
 
 let t: TestApp;

@@ -1,7 +1,7 @@
 import OpenAI, { APIError, toFile } from 'openai';
 import { request as httpRequest } from 'node:http';
 import { render } from 'preact-render-to-string';
-import { receiptOf } from '../src/modules/ledger/receipt.js';
+import { receiptOf } from '../src/modules/accounts/receipt.js';
 import { ReceiptDetails } from '../src/pages/receipt.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '../src/db/database.js';
-import { proveLedger, WORLD_ACCOUNT_ID } from '../src/modules/ledger/accounts.js';
+import { proveLedger, WORLD_ACCOUNT_ID } from '../src/modules/accounts/accounts.js';
 import { createTestDatabase } from './helpers/database.js';
 
 /**

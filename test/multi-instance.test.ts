@@ -2,7 +2,7 @@ import type { Client } from 'graphql-ws';
 import { startInstances, OWNER_TOKEN, type Instance } from './helpers/instances.js';
 import { eventually, LiveSubscription, liveClient } from './helpers/live-client.js';
 import { createSubscription, WebhookReceiver } from './helpers/webhook-receiver.js';
-import { LiveEventHub } from '../src/modules/events/live-event-hub.js';
+import { LiveEventHub } from '../src/modules/live-events/live-event-hub.js';
 
 const EVENTS = 200;
 

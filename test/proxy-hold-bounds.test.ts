@@ -24,7 +24,7 @@ import {
   pdfPages,
   UNKNOWN_INPUT_BOUND,
 } from '../src/modules/proxy/token-counter.js';
-import { uncollectedByPaywall } from '../src/modules/ledger/accounts.js';
+import { uncollectedByPaywall } from '../src/modules/accounts/accounts.js';
 import { loadConfig } from '../src/config.js';
 
 /**

@@ -10,7 +10,7 @@ import {
   MODEL,
   type ProxyPaywall,
 } from './helpers/proxy-setup.js';
-import { FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from '../src/modules/ledger/accounts.js';
+import { FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from '../src/modules/accounts/accounts.js';
 import { reserveHolds, settleHolds } from '../src/modules/ledger/holds.js';
 import { refundFeePart } from '../src/modules/ledger/refund.service.js';
 

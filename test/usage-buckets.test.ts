@@ -21,7 +21,7 @@ import {
 } from './helpers/proxy-setup.js';
 import { chatUsage, messagesUsage, responsesUsage } from '../src/modules/proxy/provider-usage.js';
 import { splitUsage } from '../src/shared/usage-buckets.js';
-import { PROVIDER_ACCOUNT_ID } from '../src/modules/ledger/accounts.js';
+import { PROVIDER_ACCOUNT_ID } from '../src/modules/accounts/accounts.js';
 
 /**
  * docs/reference.md §13: each provider's usage is split into buckets, every token counted once, and

@@ -4,10 +4,9 @@ import { ProviderSchema } from '../modules/providers/provider.entity.js';
 import { ModelPriceSchema } from '../modules/catalog/model-price.entity.js';
 import { EndUserSchema } from '../modules/users/end-user.entity.js';
 import { ChargeSchema, IdempotencyKeySchema } from '../modules/ledger/ledger.entity.js';
-import { LedgerAccountSchema, TransferSchema, WithdrawalSchema } from '../modules/ledger/account.entity.js';
+import { LedgerAccountSchema, TransferSchema, WithdrawalSchema } from '../modules/accounts/account.entity.js';
+import { ConnectRequestSchema, WalletConnectionSchema } from '../modules/users/connection.entity.js';
 import {
-  ConnectRequestSchema,
-  WalletConnectionSchema,
   WalletSessionSchema,
   WalletKnownBrowserSchema,
   WalletSignInSchema,

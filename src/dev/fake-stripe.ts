@@ -1,109 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import Stripe from 'stripe';
-
-/** One request the fake received: method, path, the parsed form body (and query) and the bearer key. */
-export interface FakeStripeRequest {
-  method: string;
-  path: string;
-  body: Record<string, any>;
-  apiKey: string | null;
-  /** The `Idempotency-Key` header, when sent. */
-  idempotencyKey: string | null;
-}
-
-export interface FakeEndpoint {
-  id: string;
-  url: string;
-  enabled_events: string[];
-  secret: string;
-  deleted: boolean;
-  /** The key that created it: Stripe sends an account's events to every endpoint of that account. */
-  apiKey: string;
-}
-
-export interface FakeSession {
-  id: string;
-  url: string;
-  amount_total: number;
-  currency: string;
-  mode: string;
-  client_reference_id: string | null;
-  metadata: Record<string, string>;
-  success_url: string;
-  cancel_url: string;
-  /** Stripe's session status: `open` until paid (`complete`) or expired. */
-  status: 'open' | 'complete' | 'expired';
-  /** The customer the session pays as (`customer`), null without one. */
-  customer: string | null;
-  /** `payment_intent_data` as sent (`setup_future_usage`, `metadata`). */
-  payment_intent_data: { setup_future_usage?: string; metadata?: Record<string, string> } | null;
-  /** The session's PaymentIntent, once paid. */
-  payment_intent: string | null;
-  apiKey: string;
-}
-
-/** A Stripe customer (`POST /v1/customers`). */
-export interface FakeCustomer {
-  id: string;
-  object: 'customer';
-  email: string | null;
-  name: string | null;
-  description: string | null;
-  metadata: Record<string, string>;
-  created: number;
-  livemode: false;
-  apiKey: string;
-}
-
-/** A saved card (`pm_…`), attached to a customer when a Checkout with `setup_future_usage` is paid. */
-export interface FakePaymentMethod {
-  id: string;
-  object: 'payment_method';
-  type: 'card';
-  card: {
-    brand: string;
-    last4: string;
-    exp_month: number;
-    exp_year: number;
-    funding: string;
-    country: string;
-  };
-  billing_details: { email: string | null; name: string | null };
-  customer: string | null;
-  created: number;
-  livemode: false;
-  metadata: Record<string, string>;
-  apiKey: string;
-}
-
-/** A PaymentIntent (Checkout's, or one `POST /v1/payment_intents` created). */
-export interface FakePaymentIntent {
-  id: string;
-  object: 'payment_intent';
-  amount: number;
-  amount_received: number;
-  currency: string;
-  customer: string | null;
-  payment_method: string | null;
-  status: 'succeeded' | 'requires_payment_method' | 'processing';
-  metadata: Record<string, string>;
-  setup_future_usage: string | null;
-  off_session: boolean;
-  last_payment_error: Record<string, unknown> | null;
-  latest_charge: string | null;
-  created: number;
-  livemode: false;
-  apiKey: string;
-}
-
-/** One event the fake sent (or holds, see {@link FakeStripe.holdEvents}). */
-export interface FakeSentEvent {
-  apiKey: string;
-  type: string;
-  payload: string;
-}
+import {
+  withoutKey,
+  type FakeCustomer,
+  type FakeEndpoint,
+  type FakePaymentIntent,
+  type FakePaymentMethod,
+  type FakeSentEvent,
+  type FakeSession,
+  type FakeStripeRequest,
+} from './fake-stripe-objects.js';
+import { checkoutEvent, paymentIntentEvent, signStripe } from './fake-stripe-events.js';
 
 /** Stripe's form encoding (`a[b][0]=x`) back into nested objects and arrays. */
 export function parseStripeForm(text: string): Record<string, any> {
@@ -126,12 +34,6 @@ const escapeHtml = (s: string) => String(s).replace(/[&<>"']/g, (c) => `&#${c.ch
 const stripeError = (message: string, param?: string, code?: string) => ({
   error: { type: 'invalid_request_error', message, ...(param ? { param } : {}), ...(code ? { code } : {}) },
 });
-
-/** The fake's bookkeeping (which key owns an object) is not part of Stripe's objects. */
-function withoutKey<T extends { apiKey: string }>(o: T): Omit<T, 'apiKey'> {
-  const { apiKey: _key, ...rest } = o;
-  return rest;
-}
 
 /** What Stripe says for each decline code the tests use (docs.stripe.com/declines/codes). */
 const DECLINE_MESSAGES: Record<string, string> = {
@@ -581,62 +483,3 @@ export class FakeStripe {
     return out;
   }
 }
-
-const signer = new Stripe('sk_test_signer');
-
-/** A Stripe event about a Checkout Session, as Stripe would POST it. */
-export function checkoutEvent(
-  type: string,
-  session: Partial<FakeSession> & { id: string },
-  paymentStatus: 'paid' | 'unpaid' | 'no_payment_required',
-  eventId = `evt_${randomBytes(12).toString('hex')}`,
-): string {
-  // The fake's own bookkeeping is not part of Stripe's session object.
-  const { apiKey: _key, status: _status, payment_intent_data: _data, ...fields } = session;
-  return JSON.stringify({
-    id: eventId,
-    object: 'event',
-    api_version: '2025-01-01',
-    created: Math.floor(Date.now() / 1000),
-    type,
-    livemode: false,
-    data: {
-      object: {
-        object: 'checkout.session',
-        status: paymentStatus === 'paid' ? 'complete' : 'open',
-        payment_status: paymentStatus,
-        ...fields,
-      },
-    },
-  });
-}
-
-/** A Stripe event about a PaymentIntent (`payment_intent.succeeded`, `…payment_failed`), as Stripe would POST it. */
-export function paymentIntentEvent(
-  type: string,
-  pi: Omit<FakePaymentIntent, 'apiKey' | 'off_session'> & { apiKey?: string; off_session?: boolean },
-  eventId = `evt_${randomBytes(12).toString('hex')}`,
-): string {
-  const { apiKey: _key, off_session: _off, ...fields } = pi;
-  return JSON.stringify({
-    id: eventId,
-    object: 'event',
-    api_version: '2025-01-01',
-    created: Math.floor(Date.now() / 1000),
-    type,
-    livemode: false,
-    data: {
-      object: {
-        ...fields,
-        client_secret: `${pi.id}_secret_${pi.id.slice(3, 11)}`,
-        capture_method: 'automatic_async',
-        confirmation_method: 'automatic',
-        payment_method_types: ['card'],
-      },
-    },
-  });
-}
-
-/** The `Stripe-Signature` header for `payload`, signed like Stripe does (the library's own helper). */
-export const signStripe = (payload: string, secret: string): string =>
-  signer.webhooks.generateTestHeaderString({ payload, secret });

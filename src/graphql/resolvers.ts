@@ -15,7 +15,7 @@ import { WebhookResolver } from '../modules/webhooks/webhook.resolver.js';
 import { StripeResolver } from '../modules/payments/stripe/stripe.resolver.js';
 import { AutoTopupResolver } from '../modules/payments/auto-topup/auto-topup.resolver.js';
 import { UsageResolver } from '../modules/usage/usage.resolver.js';
-import { LiveEventsResolver } from '../modules/events/live-events.resolver.js';
+import { LiveEventsResolver } from '../modules/live-events/live-events.resolver.js';
 import { UserKeyResolver } from '../modules/keys/user-key.resolver.js';
 
 /** Every resolver class of every module. */

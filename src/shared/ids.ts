@@ -2,6 +2,10 @@ import { randomBytes, randomUUID, createHash, timingSafeEqual } from 'node:crypt
 
 export const newId = (): string => randomUUID();
 
+/** A UUID in its text form (any version; either case): what an id parameter must look like before a query. */
+export const isUuid = (s: unknown): s is string =>
+  typeof s === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(s);
+
 /** A random secret with a readable prefix, e.g. `pk_live_…` (32 bytes of entropy, base62-ish). */
 export const newSecret = (prefix: string): string => `${prefix}${randomBytes(32).toString('base64url')}`;
 

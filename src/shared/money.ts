@@ -72,6 +72,25 @@ export interface ModelPrice {
   imageCompletionPico?: bigint | null;
 }
 
+/**
+ * A model's cost prices as stored (a pricing row, a built-in model): every text bucket present, null where
+ * it follows the prompt or completion price (docs/reference.md §13).
+ */
+export interface CostPrices {
+  /** pico-USDC (10⁻¹² USDC) per prompt token, before markup */
+  promptPico: bigint;
+  /** pico-USDC per completion token, before markup */
+  completionPico: bigint;
+  /** pico-USDC per request (never marked up, docs/reference.md §5.2) */
+  requestPico: bigint;
+  /** pico-USDC per bucket token (docs/reference.md §13); null = the prompt / completion price. */
+  cacheReadPico: bigint | null;
+  cacheWritePico: bigint | null;
+  audioPromptPico: bigint | null;
+  reasoningPico: bigint | null;
+  audioCompletionPico: bigint | null;
+}
+
 const PICO_PER_RAW = 10n ** BigInt(PRICE_DECIMALS - RAW_DECIMALS);
 const PPM = 10n ** BigInt(MARKUP_DECIMALS);
 

@@ -7,7 +7,7 @@ import { createLogger } from '../../src/shared/logger.js';
 import { FakeUpstream } from '../helpers/fake-upstream.js';
 import { expectLedgerProven } from '../helpers/ledger.js';
 import { LiveSubscription, eventually, liveClient } from '../helpers/live-client.js';
-import { LiveEventHub } from '../../src/modules/events/live-event-hub.js';
+import { LiveEventHub } from '../../src/modules/live-events/live-event-hub.js';
 import { startPrivatePostgres, type PrivatePostgres } from '../helpers/private-postgres.js';
 
 /**

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '../../src/db/database.js';
-import { proveLedger } from '../../src/modules/ledger/accounts.js';
+import { proveLedger } from '../../src/modules/accounts/accounts.js';
 import type { ReserveInput, SettleInput } from '../../src/modules/ledger/holds.js';
 
 /** A hold for tests that drive the ledger statement directly: 1000 raw per request, no per-token price, no limits. */

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '../../src/db/database.js';
-import { WORLD_ACCOUNT_ID } from '../../src/modules/ledger/accounts.js';
+import { WORLD_ACCOUNT_ID } from '../../src/modules/accounts/accounts.js';
 
 /**
  * A wallet user with a funded wallet account, written as the service writes them (a wallet account,

@@ -1,5 +1,5 @@
 import { Field, ID, InputType, Int, ObjectType, registerEnumType } from 'type-graphql';
-import type { ModelView, PricingStrings } from './catalog.service.js';
+import type { ModelView, PricingStrings } from './model-view.js';
 import type { MaxOutputSource } from './known-models.js';
 
 export enum MaxCompletionTokensSource {

@@ -3,8 +3,8 @@ import type { Database, Sql } from '../../db/database.js';
 import { DomainError, invalid, notFound } from '../../shared/errors.js';
 import { parseAmount, usdcDecimal } from '../../shared/money.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
-import { earningsAccountOf, PAYOUTS_ACCOUNT_ID, WORLD_ACCOUNT_ID } from './accounts.js';
-import type { WithdrawalStatus } from './account.entity.js';
+import { earningsAccountOf, PAYOUTS_ACCOUNT_ID, WORLD_ACCOUNT_ID } from '../accounts/accounts.js';
+import type { WithdrawalStatus } from '../accounts/account.entity.js';
 import { decodeCursor, decodeSeqCursor, encodeCursor, encodeSeqCursor } from '../../shared/cursor.js';
 
 export interface Earnings {

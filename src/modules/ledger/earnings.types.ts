@@ -1,7 +1,7 @@
 import { Field, ID, InputType, ObjectType, registerEnumType } from 'type-graphql';
 import { MoneyScalar } from '../../graphql/scalars.js';
 import { Connection } from '../../graphql/connection.js';
-import { WITHDRAWAL_STATUSES, type WithdrawalStatus } from './account.entity.js';
+import { WITHDRAWAL_STATUSES, type WithdrawalStatus } from '../accounts/account.entity.js';
 import type { Earnings, EarningsEntry, WithdrawalRow } from './earnings.service.js';
 
 export const WithdrawalStatusEnum = Object.fromEntries(WITHDRAWAL_STATUSES.map((s) => [s, s])) as {

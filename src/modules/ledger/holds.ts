@@ -6,7 +6,7 @@ import { EVENT_VERSION } from '../events/event-catalog.js';
 import { eventRows, recordEvents, type EventTrigger, type NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 
-import { earningsAccountOf, FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from './accounts.js';
+import { earningsAccountOf, FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from '../accounts/accounts.js';
 import { RATE_WINDOW_UPSERT } from '../limits/rate-limit.js';
 import { alertsOf, type AccountAlerts } from './low-balance.js';
 import { periodStartSql, type AllowancePeriod } from '../wallet/allowance.js';

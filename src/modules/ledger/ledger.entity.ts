@@ -1,7 +1,7 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import { Paywall } from '../paywalls/paywall.entity.js';
 import { EndUser } from '../users/end-user.entity.js';
-import { LedgerAccount } from './account.entity.js';
+import { LedgerAccount } from '../accounts/account.entity.js';
 
 export const CHARGE_KINDS = ['manual', 'usage'] as const;
 export const CHARGE_STATUSES = ['held', 'completed', 'released', 'failed'] as const;

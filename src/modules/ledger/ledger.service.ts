@@ -14,10 +14,10 @@ import { buildEvent } from '../events/event-payloads.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
 import { checkExternalId, triggerOf, walletUserIdOf, type EnsuredUser } from '../users/user.service.js';
 import { IdempotencyService, type Codec } from './idempotency.service.js';
-import { creditFromWorld } from './credit-from-world.js';
+import { creditFromWorld } from '../accounts/credit-from-world.js';
 import { alertsOf, type ChargedAccount, type LowBalanceAlerts } from './low-balance.js';
 import { decodeCursor, decodeSeqCursor, encodeCursor, encodeSeqCursor } from '../../shared/cursor.js';
-import { earningsAccountOf, FEES_ACCOUNT_ID, splitCharge } from './accounts.js';
+import { earningsAccountOf, FEES_ACCOUNT_ID, splitCharge } from '../accounts/accounts.js';
 import { systemClock, type Clock } from '../../shared/clock.js';
 import {
   periodEnd,

@@ -1,7 +1,7 @@
 import { GraphQLJSONObject } from 'graphql-scalars';
 import { Ctx, Field, ID, InputType, Int, ObjectType } from 'type-graphql';
 import { storedBuckets, textUsage } from '../../shared/usage-buckets.js';
-import { receiptOf } from './receipt.js';
+import { receiptOf } from '../accounts/receipt.js';
 import type { AppContext } from '../../graphql/context.js';
 import { MoneyScalar } from '../../graphql/scalars.js';
 import { formatUsdc } from '../../shared/money.js';

@@ -1,7 +1,7 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import { Paywall } from '../paywalls/paywall.entity.js';
 import { EndUser } from '../users/end-user.entity.js';
-import { LedgerAccount } from './account.entity.js';
+import { LedgerAccount } from '../accounts/account.entity.js';
 import { Charge } from './ledger.entity.js';
 
 /**

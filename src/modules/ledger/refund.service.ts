@@ -8,7 +8,7 @@ import { buildEvent } from '../events/event-payloads.js';
 import type { PaywallService } from '../paywalls/paywall.service.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
 import { triggerOf } from '../users/user.service.js';
-import { FEES_ACCOUNT_ID } from './accounts.js';
+import { FEES_ACCOUNT_ID } from '../accounts/accounts.js';
 import type { Codec, IdempotencyService } from './idempotency.service.js';
 import type { Metrics } from '../../shared/metrics.js';
 
@@ -337,7 +337,7 @@ export class RefundService {
       `with d as (
          update ledger_account a set balance_raw = a.balance_raw + v.delta,
                 -- Low-balance alerts start again for the payer's thresholds its refunded free balance
-                -- reaches (as credit-from-world.ts does for money entering).
+                -- reaches (as accounts/credit-from-world.ts does for money entering).
                 low_alerted = case when a.id <> $1::uuid then a.low_alerted
                   else a.low_alerted and a.balance_raw + v.delta - a.held_raw < coalesce(a.low_alert_raw, 0) end,
                 low_alerted_paywalls = case when a.id <> $1::uuid or cardinality(a.low_alerted_paywalls) = 0

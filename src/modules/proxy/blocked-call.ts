@@ -1,7 +1,7 @@
 import type { Database } from '../../db/database.js';
 import { nextUtcMidnight, utcDay } from '../../shared/clock.js';
 import { usdcDecimal } from '../../shared/money.js';
-import type { ModelPriceInfo } from '../catalog/catalog.service.js';
+import type { ModelPriceInfo } from '../catalog/catalog-model.js';
 import { recordEvents, type EventTrigger, type NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import type { DailyLimit, ReserveResult } from '../ledger/holds.js';

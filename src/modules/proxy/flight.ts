@@ -1,5 +1,5 @@
 import type { EventTrigger } from '../events/event.service.js';
-import type { ModelPriceInfo } from '../catalog/catalog.service.js';
+import type { ModelPriceInfo } from '../catalog/catalog-model.js';
 import type { ReserveResult } from '../ledger/holds.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
 import type { MeteredRequest, WireFormat } from './wire-format.js';

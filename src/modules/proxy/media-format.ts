@@ -8,7 +8,7 @@ import {
 } from '../../shared/media-units.js';
 import type { ReportedUsage, UsageBuckets } from '../../shared/usage-buckets.js';
 import { bucketPico } from '../../shared/money.js';
-import type { ModelPriceInfo } from '../catalog/catalog.service.js';
+import type { ModelPriceInfo } from '../catalog/catalog-model.js';
 import { checkBodyAndModel } from './chat-request.js';
 import { embeddingsFormat } from './embeddings-format.js';
 import { countText } from './token-counter.js';

@@ -4,9 +4,9 @@ import type { Clock } from '../../shared/clock.js';
 import { utcDay } from '../../shared/clock.js';
 import { invalid } from '../../shared/errors.js';
 import { bucketPico, type ModelPrice } from '../../shared/money.js';
-import type { ModelPriceInfo } from '../catalog/catalog.service.js';
+import type { ModelPriceInfo } from '../catalog/catalog-model.js';
 import type { ModelRoute, PaywallRef } from '../providers/provider-routes.js';
-import { modelNotFound } from '../catalog/catalog.service.js';
+import { modelNotFound } from '../catalog/catalog-model.js';
 import { maxOutputOf } from '../catalog/known-models.js';
 import type { EventTrigger, NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
@@ -42,7 +42,7 @@ export interface MeteredLimits {
 export interface MeteredCallDeps {
   db: Database;
   clock: Clock;
-  /** The model's price (CatalogService). */
+  /** The model's price (ModelPrices, catalog/model-prices.ts). */
   prices: { getPrice(paywall: PaywallRef, modelId: string): Promise<ModelPriceInfo | null> };
   /** The providers a model is tried on, in order (ProviderService). */
   upstreams: { route(paywall: PaywallRef, model: ModelRoute): Promise<UpstreamTarget[]> };

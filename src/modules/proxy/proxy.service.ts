@@ -18,7 +18,7 @@ import { Settlement, type SettlementDeps } from './settlement.js';
 import { describeFailure, readLimited, upstreamError } from './upstream-client.js';
 import { countMessagesPrompt, messagesFormat, withoutEndUser } from './messages-format.js';
 import { checkBodyAndModel } from './chat-request.js';
-import { modelNotFound } from '../catalog/catalog.service.js';
+import { modelNotFound } from '../catalog/catalog-model.js';
 import { refusalAnswer } from './upstream-refusal.js';
 import { clientFor } from './provider-clients.js';
 import { ProviderHealth } from '../providers/provider-health.js';

@@ -25,7 +25,7 @@ import {
 import { hasUnits, meteredCost, storedUnits, unitCostDetails, unitsLabel } from '../../shared/media-units.js';
 import type { NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
-import { splitCharge } from '../ledger/accounts.js';
+import { splitCharge } from '../accounts/accounts.js';
 import {
   recordHoldProgress,
   settleBeyondHold,

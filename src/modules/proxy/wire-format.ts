@@ -3,7 +3,7 @@ import type { BlockedReply } from './blocked-reply.js';
 import type { FormData } from 'undici';
 import type { UpstreamTarget } from '../providers/provider-client.js';
 import type { MediaUnits } from '../../shared/media-units.js';
-import type { ModelPriceInfo } from '../catalog/catalog.service.js';
+import type { ModelPriceInfo } from '../catalog/catalog-model.js';
 import type { ImageBiller } from './token-counter.js';
 
 import type { Charged } from './sse-relay.js';

@@ -11,7 +11,7 @@ import type { AuthorizationService } from '../wallet/authorization.service.js';
 import { recordEvents, type EventTrigger, type NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
-import { worldCreditCtes, worldCreditParams } from '../ledger/credit-from-world.js';
+import { worldCreditCtes, worldCreditParams } from '../accounts/credit-from-world.js';
 import { allowanceColumns } from '../wallet/allowance.js';
 
 export const MAX_EXTERNAL_ID_LENGTH = 256;

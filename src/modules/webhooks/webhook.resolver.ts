@@ -85,7 +85,7 @@ export class WebhookResolver {
     @Arg('first', () => Int, { nullable: true, description: '1 to 100, default 20.' }) first?: number,
     @Arg('after', () => String, { nullable: true }) after?: string,
   ): Promise<WebhookDeliveryConnection> {
-    const page = await ctx.services.webhooks.subscriptions.listDeliveries(requireAuth(ctx), paywallId, {
+    const page = await ctx.services.webhooks.deliveries.list(requireAuth(ctx), paywallId, {
       subscriptionId,
       status,
       eventType,
@@ -105,11 +105,7 @@ export class WebhookResolver {
     @Arg('eventId', () => ID) eventId: string,
     @Arg('subscriptionId', () => ID, { nullable: true }) subscriptionId?: string,
   ): Promise<WebhookDeliveryType[]> {
-    const rows = await ctx.services.webhooks.subscriptions.redeliver(
-      requireAuth(ctx),
-      eventId,
-      subscriptionId,
-    );
+    const rows = await ctx.services.webhooks.deliveries.redeliver(requireAuth(ctx), eventId, subscriptionId);
     return rows.map(WebhookDeliveryType.from);
   }
 }

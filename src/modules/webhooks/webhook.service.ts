@@ -4,9 +4,10 @@ import type { Metrics } from '../../shared/metrics.js';
 import { DeliveryWorker } from './delivery-worker.js';
 import { loadSecretBox } from '../../shared/crypto.js';
 import { SubscriptionService, type SubscriptionServiceDeps } from './subscription.service.js';
+import { DeliveryLog, type DeliveryLogDeps } from './delivery-log.js';
 
 /** What outgoing webhooks need (subscriptions and the in-process delivery worker). */
-export interface WebhookServiceDeps extends SubscriptionServiceDeps {
+export interface WebhookServiceDeps extends SubscriptionServiceDeps, DeliveryLogDeps {
   config: SubscriptionServiceDeps['config'] &
     Pick<
       Config,
@@ -22,11 +23,15 @@ export interface WebhookServiceDeps extends SubscriptionServiceDeps {
 
 /** Webhook subscriptions, delivery logs, redelivery. */
 export class WebhookService {
-  /** Management API: subscriptions, delivery logs, manual resend (subscription.service.ts). */
+  /** Management API: subscriptions (subscription.service.ts). */
   readonly subscriptions: SubscriptionService;
+  /** The delivery log and manual resend (delivery-log.ts). */
+  readonly deliveries: DeliveryLog;
 
   constructor(private readonly deps: WebhookServiceDeps) {
-    this.subscriptions = new SubscriptionService(deps);
+    const { db, reads, config, paywalls, clock } = deps;
+    this.subscriptions = new SubscriptionService({ db, config, paywalls, clock });
+    this.deliveries = new DeliveryLog({ db, reads, paywalls });
   }
 
   /** The outbox consumer running in this process (unset when WEBHOOK_WORKER=false or before start). */

@@ -1,6 +1,7 @@
 import { GraphQLJSONObject } from 'graphql-scalars';
 import { Field, ID, InputType, Int, ObjectType } from 'type-graphql';
-import type { DeliveryPage, DeliveryView, SubscriptionView } from './subscription.service.js';
+import type { DeliveryPage, DeliveryView } from './delivery-log.js';
+import type { SubscriptionView } from './subscription.service.js';
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Sql } from '../../../src/db/database.js';
-import { proveLedger } from '../../../src/modules/ledger/accounts.js';
+import { proveLedger } from '../../../src/modules/accounts/accounts.js';
 
 /**
  * The real service for the fault suite: `node dist/src/main.js` (what `npm start` runs; `npm run

@@ -1,5 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
-import { LedgerAccount } from '../../ledger/account.entity.js';
+import { LedgerAccount } from '../../accounts/account.entity.js';
 import { Paywall } from '../../paywalls/paywall.entity.js';
 import { EndUser } from '../../users/end-user.entity.js';
 import { WalletUser } from '../../wallet/wallet.entity.js';

@@ -3,7 +3,7 @@ import type { Sql } from '../../../db/database.js';
 import type { Logger } from '../../../shared/logger.js';
 import { usdcDecimal } from '../../../shared/money.js';
 import { buildEvent } from '../../events/event-payloads.js';
-import { creditFromWorld } from '../../ledger/credit-from-world.js';
+import { creditFromWorld } from '../../accounts/credit-from-world.js';
 import type { VerifiedStripeEvent } from '../stripe/stripe-gateway.js';
 import { WALLET_ENDPOINT } from '../stripe/stripe-integration.store.js';
 import type { PaymentIntentAction, PaymentIntentOwnership } from './auto-topup-event-action.js';

@@ -6,7 +6,7 @@ import type { Logger } from '../../../shared/logger.js';
 import { usdcDecimal } from '../../../shared/money.js';
 import type { EventTrigger, NewEvent } from '../../events/event.service.js';
 import { buildEvent } from '../../events/event-payloads.js';
-import { creditFromWorld } from '../../ledger/credit-from-world.js';
+import { creditFromWorld } from '../../accounts/credit-from-world.js';
 import type { PaywallInfo } from '../../paywalls/paywall-info.js';
 import { validExternalId, walletUserIdOf } from '../../users/user.service.js';
 import { stripeEventAction, type SessionOwnership, type StripeEventAction } from './stripe-event-action.js';

@@ -4,7 +4,7 @@ import type { PaywallService } from '../paywalls/paywall.service.js';
 import { DomainError, invalid } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Auth } from '../paywalls/paywall-info.js';
-import { eventMatches, validateEventPatterns } from './event-catalog.js';
+import { eventMatches, validateEventPatterns } from '../events/event-catalog.js';
 
 /** A recorded event as live subscribers receive it. */
 export interface LiveEvent {
@@ -231,25 +231,26 @@ export class LiveEventHub {
 
   /** The consumer is done: stop routing to it. */
   private close(sub: Subscriber): void {
-    if (sub.closed) return;
-    sub.closed = true;
-    sub.queue.length = 0;
-    this.remove(sub);
-    const waiting = sub.waiting;
-    sub.waiting = null;
-    waiting?.resolve({ value: undefined, done: true });
+    this.end(sub)?.resolve({ value: undefined, done: true });
   }
 
   /** End a subscriber with an error (delivered after nothing else: its queue is dropped). */
   private fail(sub: Subscriber, error: DomainError): void {
     if (sub.closed) return;
+    const waiting = this.end(sub);
+    if (waiting) waiting.reject(error);
+    else sub.error = error;
+  }
+
+  /** Marks a subscriber closed, drops its queue, stops routing to it; returns the read waiting on it, if any. */
+  private end(sub: Subscriber): Subscriber['waiting'] {
+    if (sub.closed) return null;
     sub.closed = true;
     sub.queue.length = 0;
     this.remove(sub);
     const waiting = sub.waiting;
     sub.waiting = null;
-    if (waiting) waiting.reject(error);
-    else sub.error = error;
+    return waiting;
   }
 
   private push(sub: Subscriber, event: LiveEvent): void {
