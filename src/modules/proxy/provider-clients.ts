@@ -1,13 +1,7 @@
 import { invalid } from '../../shared/errors.js';
 import type { ProviderClient, UpstreamTarget } from '../providers/provider-client.js';
-import { anthropicClient } from './anthropic-client.js';
-import {
-  chatToMessages,
-  messagesToChat,
-  responsesToMessages,
-  translatingClient,
-} from './translating-client.js';
-import { openAiCompatibleClient } from './upstream-client.js';
+import { CLIENT_ADAPTERS, PROVIDER_ADAPTERS } from './formats/registry.js';
+import { translatingClient } from './translating-client.js';
 import type { WireFormat } from './wire-format.js';
 
 /**
@@ -20,16 +14,22 @@ export type ClientFor = (
   up: Pick<UpstreamTarget, 'kind'>,
 ) => ProviderClient | null;
 
-const messagesOnOpenAi = translatingClient(openAiCompatibleClient, messagesToChat);
-const chatOnAnthropic = translatingClient(anthropicClient, chatToMessages);
-const responsesOnAnthropic = translatingClient(anthropicClient, responsesToMessages);
+/** Per provider kind, the translating client of each client format it does not speak (formats/registry.ts). */
+const TRANSLATED = Object.fromEntries(
+  Object.entries(PROVIDER_ADAPTERS).map(([kind, entry]) => [
+    kind,
+    Object.fromEntries(
+      Object.entries(CLIENT_ADAPTERS)
+        .filter(([format]) => !entry.native(format))
+        .map(([format, client]) => [format, translatingClient({ client, provider: entry.adapter })]),
+    ) as Partial<Record<string, ProviderClient>>,
+  ]),
+) as Record<string, Partial<Record<string, ProviderClient>>>;
 
 export const clientFor: ClientFor = (fmt, up) => {
-  if (fmt.name === 'messages') return up.kind === 'ANTHROPIC' ? anthropicClient : messagesOnOpenAi;
-  if (up.kind === 'OPENAI') return openAiCompatibleClient;
-  if (fmt.name === 'chat') return chatOnAnthropic;
-  if (fmt.name === 'responses') return responsesOnAnthropic;
-  return null;
+  const entry = PROVIDER_ADAPTERS[up.kind];
+  if (entry.native(fmt.name)) return entry.adapter.client;
+  return TRANSLATED[up.kind][fmt.name] ?? null;
 };
 
 /** The 400 for a model whose own provider cannot serve the client's API (before anything is held). */
