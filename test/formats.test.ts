@@ -324,7 +324,7 @@ describe('the hub and the registry', () => {
     expect(clientFor({ name: 'embeddings' }, { kind: 'ANTHROPIC' })).toBeNull();
     const translated = clientFor({ name: 'chat' }, { kind: 'ANTHROPIC' });
     expect(translated).not.toBe(anthropicClient);
-    expect(translated?.kind).toBe('anthropic');
+    expect(translated?.kind).toBe('ANTHROPIC');
     expect(clientFor({ name: 'messages' }, { kind: 'OPENAI' })?.validate).toBeDefined();
   });
 });
