@@ -37,7 +37,7 @@ export const dataEvent = (data: unknown): string => `data: ${JSON.stringify(data
 
 /**
  * Reads SSE text fed in pieces split anywhere (lines, events, JSON) and calls `onEvent` per complete event
- * (the stream relays of every wire format and the translators).
+ * (the stream relays of every wire format).
  * Returns what the handlers appended to the output since the last feed.
  */
 export abstract class SseTransformer {

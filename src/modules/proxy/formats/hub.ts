@@ -1,5 +1,5 @@
 import type { Json } from './common.js';
-import { sortFields, type Dropped } from './field-policy.js';
+import { sortFields } from './field-policy.js';
 import type {
   ClientAdapter,
   ClientAnswerContext,
@@ -131,5 +131,3 @@ export function translateStream(
     route.client.streamOut(ctx),
   );
 }
-
-export type { Dropped };
