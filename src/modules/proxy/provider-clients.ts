@@ -1,5 +1,11 @@
 import { invalid } from '../../shared/errors.js';
-import type { ProviderClient, UpstreamTarget } from '../providers/provider-client.js';
+import {
+  PROVIDER_KINDS,
+  type ProviderClient,
+  type ProviderKind,
+  type UpstreamTarget,
+} from '../providers/provider-client.js';
+import type { SourceFormat } from './formats/field-policy.js';
 import { CLIENT_ADAPTERS, PROVIDER_ADAPTERS } from './formats/registry.js';
 import { translatingClient } from './translating-client.js';
 import type { WireFormat } from './wire-format.js';
@@ -14,22 +20,24 @@ export type ClientFor = (
   up: Pick<UpstreamTarget, 'kind'>,
 ) => ProviderClient | null;
 
-/** Per provider kind, the translating client of each client format it does not speak (formats/registry.ts). */
-const TRANSLATED = Object.fromEntries(
-  Object.entries(PROVIDER_ADAPTERS).map(([kind, entry]) => [
-    kind,
-    Object.fromEntries(
-      Object.entries(CLIENT_ADAPTERS)
-        .filter(([format]) => !entry.native(format))
-        .map(([format, client]) => [format, translatingClient({ client, provider: entry.adapter })]),
-    ) as Partial<Record<string, ProviderClient>>,
-  ]),
-) as Record<string, Partial<Record<string, ProviderClient>>>;
+/** The client for a wire format on a kind: the kind's own (native), a translating one, or none. */
+function choose(format: string, kind: ProviderKind): ProviderClient | null {
+  const entry = PROVIDER_ADAPTERS[kind];
+  if (entry.native(format)) return entry.adapter.client;
+  const client = Object.hasOwn(CLIENT_ADAPTERS, format) ? CLIENT_ADAPTERS[format as SourceFormat] : null;
+  return client ? translatingClient({ client, provider: entry.adapter }) : null;
+}
+
+/** The choices made, per kind and wire format (a lookup per request on the hot path, not a decision). */
+const CHOSEN = new Map<ProviderKind, Map<string, ProviderClient | null>>(
+  PROVIDER_KINDS.map((kind) => [kind, new Map()]),
+);
 
 export const clientFor: ClientFor = (fmt, up) => {
-  const entry = PROVIDER_ADAPTERS[up.kind];
-  if (entry.native(fmt.name)) return entry.adapter.client;
-  return TRANSLATED[up.kind][fmt.name] ?? null;
+  const byFormat = CHOSEN.get(up.kind)!;
+  let client = byFormat.get(fmt.name);
+  if (client === undefined) byFormat.set(fmt.name, (client = choose(fmt.name, up.kind)));
+  return client;
 };
 
 /** The 400 for a model whose own provider cannot serve the client's API (before anything is held). */
