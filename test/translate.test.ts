@@ -16,8 +16,8 @@ import {
   MessagesToChatStream,
   MessagesToResponsesStream,
   responsesRequestToMessages,
-} from '../src/modules/proxy/translate/index.js';
-import { Dropped, FIELD_POLICY } from '../src/modules/proxy/translate/field-policy.js';
+} from './helpers/translation-pairs.js';
+import { Dropped, FIELD_POLICY } from '../src/modules/proxy/formats/field-policy.js';
 import { expectConforms, RESPONSES_EVENT_SCHEMAS, sseEvents } from './helpers/openai-schemas.js';
 
 /**

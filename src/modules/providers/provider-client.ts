@@ -83,10 +83,11 @@ export interface UpstreamOptions {
  * One kind of model provider, as the metered call sees it: how a request body reaches it. The
  * OpenAI-compatible kind (upstream-client.ts) takes each OpenAI wire format's body as it is; the
  * Anthropic kind (anthropic-client.ts) takes Messages bodies, with Anthropic's own auth and version
- * headers. A kind that speaks another dialect than the client's translates with pure functions.
+ * headers. A client format the kind does not speak goes through the proxy's translation hub
+ * (proxy/formats/: one adapter per client format and per provider kind, to and from a neutral model).
  */
 export interface ProviderClient {
-  readonly kind: 'openai-compatible' | 'anthropic';
+  readonly kind: ProviderKind;
   /**
    * Throws the 400 naming the field when the client's body cannot be sent to this provider (a
    * translation's limits), before anything is held. Absent: every body can.

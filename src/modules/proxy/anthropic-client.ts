@@ -38,7 +38,7 @@ export function anthropicHeaders(
 }
 
 export const anthropicClient: ProviderClient = {
-  kind: 'anthropic',
+  kind: 'ANTHROPIC',
   post: (
     up: UpstreamTarget,
     endpoint: string,

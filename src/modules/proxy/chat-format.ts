@@ -7,7 +7,7 @@ import {
   type UsageBuckets,
 } from '../../shared/usage-buckets.js';
 import { chatUsage } from './provider-usage.js';
-import { ERROR_FINISH } from './translate/common.js';
+import { ERROR_FINISH } from './formats/common.js';
 import { chargedFields, SseRelay, sseData } from './sse-relay.js';
 import { countPromptTokens, ProducedText } from './token-counter.js';
 import { isObject, type MeteredRequest, type StreamRelay, type WireFormat } from './wire-format.js';

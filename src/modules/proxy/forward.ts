@@ -4,6 +4,7 @@ import { formatUsdc, usdcDecimal, ZERO_COST_DETAILS } from '../../shared/money.j
 import {
   abortFlight,
   isTimeout,
+  type ChatCall,
   type ChatJson,
   type Flight,
   type MediaSink,
@@ -15,13 +16,17 @@ import { hasTokenPrices, hasUnits } from '../../shared/media-units.js';
 import { splitUsage, textUsage, type ReportedUsage, type UsageBuckets } from '../../shared/usage-buckets.js';
 import { speechSseUsage, speechUnits, type MediaRequest } from './media-format.js';
 import { countText } from './token-counter.js';
-import { BUILTIN_PROVIDER, type UpstreamResponse } from '../providers/provider-client.js';
+import {
+  BUILTIN_PROVIDER,
+  type UpstreamResponse,
+  type UpstreamTarget,
+} from '../providers/provider-client.js';
 import type { RelayedResponses } from './relayed-responses.js';
 import { outputTokens } from '../../shared/usage-buckets.js';
 import { usageOf, type Settlement } from './settlement.js';
 import { passedThrough, refusalAnswer } from './upstream-refusal.js';
 import { describeFailure, readLimited, TooLargeError, upstreamError } from './upstream-client.js';
-import { isObject } from './wire-format.js';
+import { isObject, type WireFormat } from './wire-format.js';
 import { reasonsOf } from '../catalog/known-models.js';
 import type { ClientFor } from './provider-clients.js';
 import type { ProviderHealth } from '../providers/provider-health.js';
@@ -461,5 +466,56 @@ export class Forwarder {
       sink.end();
     }
     return null;
+  }
+
+  /**
+   * One unmetered call to a provider (Messages `count_tokens`, docs/reference.md §15): the format's
+   * ProviderClient, the upstream limits and the loop detection of a metered attempt, within
+   * `maxDurationMs`; no hold, no fallback, no settlement. A refusal is passed on in the format's shape;
+   * a 2xx answer must be a JSON object.
+   */
+  async unmetered(
+    call: Pick<ChatCall, 'signal' | 'via' | 'clientHeaders'>,
+    fmt: WireFormat<any>,
+    up: UpstreamTarget,
+    endpoint: string,
+    payload: string,
+    maxDurationMs: number,
+  ): Promise<ChatJson> {
+    const provider = this.d.clients(fmt, up);
+    if (!provider) throw upstreamError('the provider cannot serve this API');
+    const controller = new AbortController();
+    const deadline = setTimeout(() => controller.abort(), maxDurationMs);
+    const onGone = () => controller.abort();
+    call.signal?.addEventListener('abort', onGone);
+    let status: number;
+    let text: string;
+    let retryAfter: string | null;
+    try {
+      const res = await provider.post(up, endpoint, payload, {
+        stream: false,
+        signal: controller.signal,
+        timeoutMs: this.d.limits.UPSTREAM_TIMEOUT_MS,
+        via: call.via,
+        clientHeaders: call.clientHeaders,
+      });
+      ({ status, retryAfter } = res);
+      text = await readLimited(res, this.d.limits.UPSTREAM_MAX_BYTES);
+    } catch (e) {
+      if (e instanceof DomainError) throw e;
+      throw upstreamError(controller.signal.aborted ? 'request canceled' : describeFailure(e));
+    } finally {
+      clearTimeout(deadline);
+      call.signal?.removeEventListener('abort', onGone);
+    }
+    if (status < 200 || status >= 300) return refusalAnswer(status, text, retryAfter, fmt.refusalBody);
+    let json: unknown = null;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      /* checked below */
+    }
+    if (!isObject(json)) throw upstreamError('the answer was not a JSON object');
+    return { status: 200, body: json };
   }
 }

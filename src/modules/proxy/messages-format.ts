@@ -15,7 +15,7 @@ import {
   UNKNOWN_INPUT_BOUND,
 } from './token-counter.js';
 import { isObject, type MeteredRequest, type StreamRelay, type WireFormat } from './wire-format.js';
-import { MESSAGE_NULLS, MESSAGES_USAGE_NULLS, SseTransformer } from './translate/common.js';
+import { MESSAGE_NULLS, MESSAGES_USAGE_NULLS, SseTransformer } from './formats/common.js';
 
 /**
  * Anthropic's Messages API (`POST /v1/messages`), docs/reference.md §15: the money rules of chat; the

@@ -1,13 +1,13 @@
 import { invalid } from '../../shared/errors.js';
-import type { ProviderClient, UpstreamTarget } from '../providers/provider-client.js';
-import { anthropicClient } from './anthropic-client.js';
 import {
-  chatToMessages,
-  messagesToChat,
-  responsesToMessages,
-  translatingClient,
-} from './translating-client.js';
-import { openAiCompatibleClient } from './upstream-client.js';
+  PROVIDER_KINDS,
+  type ProviderClient,
+  type ProviderKind,
+  type UpstreamTarget,
+} from '../providers/provider-client.js';
+import type { SourceFormat } from './formats/field-policy.js';
+import { CLIENT_ADAPTERS, PROVIDER_ADAPTERS } from './formats/registry.js';
+import { translatingClient } from './translating-client.js';
 import type { WireFormat } from './wire-format.js';
 
 /**
@@ -20,16 +20,24 @@ export type ClientFor = (
   up: Pick<UpstreamTarget, 'kind'>,
 ) => ProviderClient | null;
 
-const messagesOnOpenAi = translatingClient(openAiCompatibleClient, messagesToChat);
-const chatOnAnthropic = translatingClient(anthropicClient, chatToMessages);
-const responsesOnAnthropic = translatingClient(anthropicClient, responsesToMessages);
+/** The client for a wire format on a kind: the kind's own (native), a translating one, or none. */
+function choose(format: string, kind: ProviderKind): ProviderClient | null {
+  const entry = PROVIDER_ADAPTERS[kind];
+  if (entry.native(format)) return entry.adapter.client;
+  const client = Object.hasOwn(CLIENT_ADAPTERS, format) ? CLIENT_ADAPTERS[format as SourceFormat] : null;
+  return client ? translatingClient({ client, provider: entry.adapter }) : null;
+}
+
+/** The choices made, per kind and wire format (a lookup per request on the hot path, not a decision). */
+const CHOSEN = new Map<ProviderKind, Map<string, ProviderClient | null>>(
+  PROVIDER_KINDS.map((kind) => [kind, new Map()]),
+);
 
 export const clientFor: ClientFor = (fmt, up) => {
-  if (fmt.name === 'messages') return up.kind === 'ANTHROPIC' ? anthropicClient : messagesOnOpenAi;
-  if (up.kind === 'OPENAI') return openAiCompatibleClient;
-  if (fmt.name === 'chat') return chatOnAnthropic;
-  if (fmt.name === 'responses') return responsesOnAnthropic;
-  return null;
+  const byFormat = CHOSEN.get(up.kind)!;
+  let client = byFormat.get(fmt.name);
+  if (client === undefined) byFormat.set(fmt.name, (client = choose(fmt.name, up.kind)));
+  return client;
 };
 
 /** The 400 for a model whose own provider cannot serve the client's API (before anything is held). */

@@ -15,18 +15,16 @@ import type { EnsureUser } from './place-hold.js';
 import { RelayedResponses } from './relayed-responses.js';
 import { responsesFormat } from './responses-format.js';
 import { Settlement, type SettlementDeps } from './settlement.js';
-import { describeFailure, readLimited, upstreamError } from './upstream-client.js';
 import { countMessagesPrompt, messagesFormat, withoutEndUser } from './messages-format.js';
 import { checkBodyAndModel } from './chat-request.js';
 import { modelNotFound } from '../catalog/catalog-model.js';
-import { refusalAnswer } from './upstream-refusal.js';
 import { clientFor } from './provider-clients.js';
+import { PROVIDER_ADAPTERS } from './formats/registry.js';
 import { ProviderHealth } from '../providers/provider-health.js';
-import { DomainError } from '../../shared/errors.js';
 import { MinuteCounter, RateLimitError } from '../limits/rate-limit.js';
 import { PromptTokenizer } from './prompt-tokenizer.js';
 import { collectTexts } from './token-counter.js';
-import { isObject, type WireFormat } from './wire-format.js';
+import type { WireFormat } from './wire-format.js';
 import { isMultipart, MEDIA_FORMATS, type MediaKind } from './media-format.js';
 import { probeAudio } from './audio-probe.js';
 import { invalid } from '../../shared/errors.js';
@@ -88,6 +86,8 @@ export class ProxyService {
   private readonly ledger: LedgerBatch;
   private readonly sweeper: HoldSweeper;
   private readonly call: MeteredCallDeps;
+  /** Every call to a provider goes through it (metered ones, and `count_tokens`). */
+  private readonly forwarder: Forwarder;
   /** How each provider answered lately, as this instance forwarded (GraphQL `ProviderInfo.health`). */
   readonly health = new ProviderHealth();
   /** How often a stream records its progress on the hold (tests shorten it). */
@@ -118,6 +118,15 @@ export class ProxyService {
       autoTopup: d.autoTopup,
     });
     const relayed = new RelayedResponses(db);
+    this.forwarder = new Forwarder({
+      settlement,
+      clients: clientFor,
+      health: this.health,
+      relayed,
+      log,
+      limits,
+      progressIntervalMs: () => this.progressIntervalMs,
+    });
     this.call = {
       db,
       clock: d.clock,
@@ -130,15 +139,7 @@ export class ProxyService {
         d.users.ensureUser(sql, paywall, externalUserId, trigger),
       ledger: this.ledger,
       relayed,
-      forward: new Forwarder({
-        settlement,
-        clients: clientFor,
-        health: this.health,
-        relayed,
-        log,
-        limits,
-        progressIntervalMs: () => this.progressIntervalMs,
-      }),
+      forward: this.forwarder,
       limits,
       flights: this.flights,
     };
@@ -241,53 +242,20 @@ export class ProxyService {
     // The model's own provider (fallbacks are not tried: a count is not worth a second provider).
     const [upstream] = await this.d.providers.route(paywall, price);
     call.answeredBy?.(upstream.name);
-    // An OpenAI-compatible provider has no count endpoint: the count is this service's tokenizer's,
-    // the same one that sizes the hold (docs/reference.md §15 "Across formats").
-    if (upstream.kind === 'OPENAI') {
+    // A kind that does not speak the Messages API has no count endpoint: the count is this service's
+    // tokenizer's, the same one that sizes the hold (docs/reference.md §15 "Across formats").
+    if (!PROVIDER_ADAPTERS[upstream.kind].native(messagesFormat.name)) {
       const { value: fixed, texts } = collectTexts(() => countMessagesPrompt(body, 'OPENAI'));
       return { status: 200, body: { input_tokens: fixed + (await this.tokens.count(texts)) } };
     }
-    const provider = clientFor(messagesFormat, upstream)!; // every kind serves the Messages API
-    const { UPSTREAM_TIMEOUT_MS, UPSTREAM_MAX_DURATION_MS, UPSTREAM_MAX_BYTES } = this.d.limits;
-    const controller = new AbortController();
-    const deadline = setTimeout(() => controller.abort(), UPSTREAM_MAX_DURATION_MS);
-    const onGone = () => controller.abort();
-    call.signal?.addEventListener('abort', onGone);
-    let status: number;
-    let text: string;
-    let retryAfter: string | null;
-    try {
-      const res = await provider.post(
-        upstream,
-        `${messagesFormat.upstreamPath}/count_tokens`,
-        JSON.stringify({ ...withoutEndUser(body), model: price.upstreamModel ?? model }),
-        {
-          stream: false,
-          signal: controller.signal,
-          timeoutMs: UPSTREAM_TIMEOUT_MS,
-          via: call.via,
-          clientHeaders: call.clientHeaders,
-        },
-      );
-      ({ status, retryAfter } = res);
-      text = await readLimited(res, UPSTREAM_MAX_BYTES);
-    } catch (e) {
-      if (e instanceof DomainError) throw e;
-      throw upstreamError(controller.signal.aborted ? 'request canceled' : describeFailure(e));
-    } finally {
-      clearTimeout(deadline);
-      call.signal?.removeEventListener('abort', onGone);
-    }
-    if (status < 200 || status >= 300)
-      return refusalAnswer(status, text, retryAfter, messagesFormat.refusalBody);
-    let json: unknown = null;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      /* checked below */
-    }
-    if (!isObject(json)) throw upstreamError('the answer was not a JSON object');
-    return { status: 200, body: json };
+    return this.forwarder.unmetered(
+      call,
+      messagesFormat,
+      upstream,
+      `${messagesFormat.upstreamPath}/count_tokens`,
+      JSON.stringify({ ...withoutEndUser(body), model: price.upstreamModel ?? model }),
+      this.d.limits.UPSTREAM_MAX_DURATION_MS,
+    );
   }
 
   /**

@@ -14,7 +14,7 @@ import { responsesUsage } from './provider-usage.js';
 import { chargedFields } from './sse-relay.js';
 import { contentTokens, countText, ProducedText, type ImageBiller } from './token-counter.js';
 import { isObject, type Charged, type StreamRelay, type WireFormat } from './wire-format.js';
-import { SseTransformer } from './translate/common.js';
+import { SseTransformer } from './formats/common.js';
 
 /**
  * OpenAI's Responses API (`POST /v1/responses`), docs/reference.md §11: the same money rules as chat

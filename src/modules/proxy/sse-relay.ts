@@ -1,6 +1,6 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import { ProducedText } from './token-counter.js';
-import { ERROR_FINISH, SseTransformer } from './translate/common.js';
+import { ERROR_FINISH, SseTransformer } from './formats/common.js';
 
 export interface UpstreamUsage {
   prompt_tokens: number;

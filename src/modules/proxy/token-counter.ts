@@ -1,12 +1,13 @@
 import { imageSize } from 'image-size';
+import type { ProviderKind } from '../providers/provider-client.js';
 import type { ChatRequest } from './chat-request.js';
 import { countBounded } from './token-worker.js';
 
 /**
  * Whose formula bills an image (docs/reference.md §13 "The hold's input side"): the kind of the provider
- * the request goes to (OpenAI's tiles or patches; Anthropic's width x height / 750).
+ * the request goes to (Anthropic's width x height / 750; OpenAI's tiles or patches for any other kind).
  */
-export type ImageBiller = 'OPENAI' | 'ANTHROPIC';
+export type ImageBiller = ProviderKind;
 
 /**
  * Token counts with a real BPE tokenizer (o200k_base, the encoding of current OpenAI models). Used

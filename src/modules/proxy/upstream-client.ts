@@ -112,7 +112,7 @@ export const postUpstream = (
   postJson(up, endpoint, payload, opts, { authorization: `Bearer ${up.apiKey}` });
 
 /** The OpenAI-compatible provider kind: every wire format's body goes to it as it is. */
-export const openAiCompatibleClient: ProviderClient = { kind: 'openai-compatible', post: postUpstream };
+export const openAiCompatibleClient: ProviderClient = { kind: 'OPENAI', post: postUpstream };
 
 /** The provider's answer is larger than UPSTREAM_MAX_BYTES (it was not read further). */
 export class TooLargeError extends Error {

@@ -1,11 +1,12 @@
 import { isObject, unsupported, type Json } from './common.js';
 
 /**
- * What becomes of each top-level field of a client's body on its way to a provider of the other kind
- * (docs/reference.md §21, docs/translation.md): the one table the translators consult.
+ * What becomes of each top-level field of a client's body on its way to a provider of another kind
+ * (docs/reference.md §21, docs/translation.md): the one table, per client format, that the hub applies
+ * (hub.ts `translateRequest`) before the client format's adapter reads the body into the neutral model.
  *
  * - `translated`: carried over to the provider's own field of the same meaning.
- * - `mapped`: carried over to a field of another shape (the translator says how; thinking ↔ reasoning
+ * - `mapped`: carried over to a field of another shape (the adapters say how; thinking ↔ reasoning
  *   effort is mapped only for a model that reasons, else dropped and named).
  * - `dropped`: has no equivalent and steers only how the provider works: left out, and named in the
  *   answer's `x-paywall-dropped-fields`.
