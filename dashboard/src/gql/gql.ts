@@ -37,15 +37,15 @@ type Documents = {
     "\n  mutation CreatePaywall($input: CreatePaywallInput!) {\n    createPaywall(input: $input) {\n      apiKey\n      paywall {\n        ...PaywallSummary\n      }\n    }\n  }\n": typeof types.CreatePaywallDocument,
     "\n  mutation RotateKey($id: ID) {\n    rotatePaywallSecret(paywallId: $id) {\n      apiKey\n      paywall {\n        id\n        apiKeyLastFour\n      }\n    }\n  }\n": typeof types.RotateKeyDocument,
     "\n  mutation Archive($id: ID) {\n    archivePaywall(paywallId: $id) {\n      id\n      archivedAt\n    }\n  }\n": typeof types.ArchiveDocument,
-    "\n  fragment ProviderRow on ProviderInfo {\n    name\n    kind\n    builtin\n    baseUrl\n    apiKeyLastFour\n    capParameter\n    connectedAt\n    updatedAt\n    health {\n      windowMinutes\n      requests\n      errors\n      errorRate\n      lastError\n      lastErrorAt\n    }\n  }\n": typeof types.ProviderRowFragmentDoc,
     "\n  fragment PaywallSettings on Paywall {\n    id\n    name\n    description\n    mode\n    markup\n    topupUrl\n    trialCredits\n    dailyRequestLimit\n    dailySpendLimit\n    lowBalanceThreshold\n    connectMessageTemplate\n    topupMessageTemplate\n    builtinProvider\n    providers {\n      ...ProviderRow\n    }\n    stripe {\n      connected\n      webhookId\n      topupAmounts\n    }\n  }\n": typeof types.PaywallSettingsFragmentDoc,
     "\n  query Settings($id: ID) {\n    paywall(id: $id) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.SettingsDocument,
     "\n  mutation Update($input: UpdatePaywallInput!) {\n    updatePaywall(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.UpdateDocument,
-    "\n  mutation ConnectProvider($input: ConnectProviderInput!) {\n    connectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.ConnectProviderDocument,
-    "\n  mutation DisconnectProvider($input: DisconnectProviderInput!) {\n    disconnectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.DisconnectProviderDocument,
     "\n  mutation ConnectStripe($input: ConnectStripeInput!) {\n    connectStripe(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.ConnectStripeDocument,
     "\n  mutation RotateStripe($id: ID) {\n    rotateStripeWebhook(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.RotateStripeDocument,
     "\n  mutation DisconnectStripe($id: ID) {\n    disconnectStripe(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.DisconnectStripeDocument,
+    "\n  fragment ProviderRow on ProviderInfo {\n    name\n    kind\n    builtin\n    baseUrl\n    apiKeyLastFour\n    capParameter\n    connectedAt\n    updatedAt\n    health {\n      windowMinutes\n      requests\n      errors\n      errorRate\n      lastError\n      lastErrorAt\n    }\n  }\n": typeof types.ProviderRowFragmentDoc,
+    "\n  mutation ConnectProvider($input: ConnectProviderInput!) {\n    connectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.ConnectProviderDocument,
+    "\n  mutation DisconnectProvider($input: DisconnectProviderInput!) {\n    disconnectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": typeof types.DisconnectProviderDocument,
     "\n  fragment UserKeyRow on UserKey {\n    id\n    name\n    externalUserId\n    lastFour\n    createdAt\n    lastUsedAt\n    expiresAt\n    revokedAt\n    limit {\n      amount\n      period\n      spent\n      resetsAt\n    }\n  }\n": typeof types.UserKeyRowFragmentDoc,
     "\n  query UserKeys($id: ID, $user: String) {\n    paywall(id: $id) {\n      id\n      userKeys(externalUserId: $user) {\n        ...UserKeyRow\n      }\n    }\n  }\n": typeof types.UserKeysDocument,
     "\n  mutation CreateUserKey($input: CreateUserKeyInput!) {\n    createUserKey(input: $input) {\n      key\n      userKey {\n        ...UserKeyRow\n      }\n    }\n  }\n": typeof types.CreateUserKeyDocument,
@@ -93,15 +93,15 @@ const documents: Documents = {
     "\n  mutation CreatePaywall($input: CreatePaywallInput!) {\n    createPaywall(input: $input) {\n      apiKey\n      paywall {\n        ...PaywallSummary\n      }\n    }\n  }\n": types.CreatePaywallDocument,
     "\n  mutation RotateKey($id: ID) {\n    rotatePaywallSecret(paywallId: $id) {\n      apiKey\n      paywall {\n        id\n        apiKeyLastFour\n      }\n    }\n  }\n": types.RotateKeyDocument,
     "\n  mutation Archive($id: ID) {\n    archivePaywall(paywallId: $id) {\n      id\n      archivedAt\n    }\n  }\n": types.ArchiveDocument,
-    "\n  fragment ProviderRow on ProviderInfo {\n    name\n    kind\n    builtin\n    baseUrl\n    apiKeyLastFour\n    capParameter\n    connectedAt\n    updatedAt\n    health {\n      windowMinutes\n      requests\n      errors\n      errorRate\n      lastError\n      lastErrorAt\n    }\n  }\n": types.ProviderRowFragmentDoc,
     "\n  fragment PaywallSettings on Paywall {\n    id\n    name\n    description\n    mode\n    markup\n    topupUrl\n    trialCredits\n    dailyRequestLimit\n    dailySpendLimit\n    lowBalanceThreshold\n    connectMessageTemplate\n    topupMessageTemplate\n    builtinProvider\n    providers {\n      ...ProviderRow\n    }\n    stripe {\n      connected\n      webhookId\n      topupAmounts\n    }\n  }\n": types.PaywallSettingsFragmentDoc,
     "\n  query Settings($id: ID) {\n    paywall(id: $id) {\n      ...PaywallSettings\n    }\n  }\n": types.SettingsDocument,
     "\n  mutation Update($input: UpdatePaywallInput!) {\n    updatePaywall(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": types.UpdateDocument,
-    "\n  mutation ConnectProvider($input: ConnectProviderInput!) {\n    connectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": types.ConnectProviderDocument,
-    "\n  mutation DisconnectProvider($input: DisconnectProviderInput!) {\n    disconnectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": types.DisconnectProviderDocument,
     "\n  mutation ConnectStripe($input: ConnectStripeInput!) {\n    connectStripe(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": types.ConnectStripeDocument,
     "\n  mutation RotateStripe($id: ID) {\n    rotateStripeWebhook(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": types.RotateStripeDocument,
     "\n  mutation DisconnectStripe($id: ID) {\n    disconnectStripe(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n": types.DisconnectStripeDocument,
+    "\n  fragment ProviderRow on ProviderInfo {\n    name\n    kind\n    builtin\n    baseUrl\n    apiKeyLastFour\n    capParameter\n    connectedAt\n    updatedAt\n    health {\n      windowMinutes\n      requests\n      errors\n      errorRate\n      lastError\n      lastErrorAt\n    }\n  }\n": types.ProviderRowFragmentDoc,
+    "\n  mutation ConnectProvider($input: ConnectProviderInput!) {\n    connectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": types.ConnectProviderDocument,
+    "\n  mutation DisconnectProvider($input: DisconnectProviderInput!) {\n    disconnectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n": types.DisconnectProviderDocument,
     "\n  fragment UserKeyRow on UserKey {\n    id\n    name\n    externalUserId\n    lastFour\n    createdAt\n    lastUsedAt\n    expiresAt\n    revokedAt\n    limit {\n      amount\n      period\n      spent\n      resetsAt\n    }\n  }\n": types.UserKeyRowFragmentDoc,
     "\n  query UserKeys($id: ID, $user: String) {\n    paywall(id: $id) {\n      id\n      userKeys(externalUserId: $user) {\n        ...UserKeyRow\n      }\n    }\n  }\n": types.UserKeysDocument,
     "\n  mutation CreateUserKey($input: CreateUserKeyInput!) {\n    createUserKey(input: $input) {\n      key\n      userKey {\n        ...UserKeyRow\n      }\n    }\n  }\n": types.CreateUserKeyDocument,
@@ -235,10 +235,6 @@ export function graphql(source: "\n  mutation Archive($id: ID) {\n    archivePay
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  fragment ProviderRow on ProviderInfo {\n    name\n    kind\n    builtin\n    baseUrl\n    apiKeyLastFour\n    capParameter\n    connectedAt\n    updatedAt\n    health {\n      windowMinutes\n      requests\n      errors\n      errorRate\n      lastError\n      lastErrorAt\n    }\n  }\n"): (typeof documents)["\n  fragment ProviderRow on ProviderInfo {\n    name\n    kind\n    builtin\n    baseUrl\n    apiKeyLastFour\n    capParameter\n    connectedAt\n    updatedAt\n    health {\n      windowMinutes\n      requests\n      errors\n      errorRate\n      lastError\n      lastErrorAt\n    }\n  }\n"];
-/**
- * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
- */
 export function graphql(source: "\n  fragment PaywallSettings on Paywall {\n    id\n    name\n    description\n    mode\n    markup\n    topupUrl\n    trialCredits\n    dailyRequestLimit\n    dailySpendLimit\n    lowBalanceThreshold\n    connectMessageTemplate\n    topupMessageTemplate\n    builtinProvider\n    providers {\n      ...ProviderRow\n    }\n    stripe {\n      connected\n      webhookId\n      topupAmounts\n    }\n  }\n"): (typeof documents)["\n  fragment PaywallSettings on Paywall {\n    id\n    name\n    description\n    mode\n    markup\n    topupUrl\n    trialCredits\n    dailyRequestLimit\n    dailySpendLimit\n    lowBalanceThreshold\n    connectMessageTemplate\n    topupMessageTemplate\n    builtinProvider\n    providers {\n      ...ProviderRow\n    }\n    stripe {\n      connected\n      webhookId\n      topupAmounts\n    }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
@@ -251,14 +247,6 @@ export function graphql(source: "\n  mutation Update($input: UpdatePaywallInput!
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  mutation ConnectProvider($input: ConnectProviderInput!) {\n    connectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n"): (typeof documents)["\n  mutation ConnectProvider($input: ConnectProviderInput!) {\n    connectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n"];
-/**
- * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
- */
-export function graphql(source: "\n  mutation DisconnectProvider($input: DisconnectProviderInput!) {\n    disconnectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n"): (typeof documents)["\n  mutation DisconnectProvider($input: DisconnectProviderInput!) {\n    disconnectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n"];
-/**
- * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
- */
 export function graphql(source: "\n  mutation ConnectStripe($input: ConnectStripeInput!) {\n    connectStripe(input: $input) {\n      ...PaywallSettings\n    }\n  }\n"): (typeof documents)["\n  mutation ConnectStripe($input: ConnectStripeInput!) {\n    connectStripe(input: $input) {\n      ...PaywallSettings\n    }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
@@ -268,6 +256,18 @@ export function graphql(source: "\n  mutation RotateStripe($id: ID) {\n    rotat
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  mutation DisconnectStripe($id: ID) {\n    disconnectStripe(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n"): (typeof documents)["\n  mutation DisconnectStripe($id: ID) {\n    disconnectStripe(paywallId: $id) {\n      ...PaywallSettings\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment ProviderRow on ProviderInfo {\n    name\n    kind\n    builtin\n    baseUrl\n    apiKeyLastFour\n    capParameter\n    connectedAt\n    updatedAt\n    health {\n      windowMinutes\n      requests\n      errors\n      errorRate\n      lastError\n      lastErrorAt\n    }\n  }\n"): (typeof documents)["\n  fragment ProviderRow on ProviderInfo {\n    name\n    kind\n    builtin\n    baseUrl\n    apiKeyLastFour\n    capParameter\n    connectedAt\n    updatedAt\n    health {\n      windowMinutes\n      requests\n      errors\n      errorRate\n      lastError\n      lastErrorAt\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation ConnectProvider($input: ConnectProviderInput!) {\n    connectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n"): (typeof documents)["\n  mutation ConnectProvider($input: ConnectProviderInput!) {\n    connectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation DisconnectProvider($input: DisconnectProviderInput!) {\n    disconnectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n"): (typeof documents)["\n  mutation DisconnectProvider($input: DisconnectProviderInput!) {\n    disconnectProvider(input: $input) {\n      ...PaywallSettings\n    }\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
