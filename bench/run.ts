@@ -72,6 +72,9 @@
  *   BENCH_KEEP_DB        1: keep the service's scratch database (PostgreSQL) and print its URL
  *   BENCH_PROFILE        service | bare | portkey | upstream: a V8 CPU profile of that process, written under
  *                        $TMPDIR/paywall-proxy-bench when it exits (open it in Chrome DevTools)
+ *   BENCH_SERVICE_FLAGS  Node options of the service process only, space-separated
+ *                        (--experimental-async-context-frame, as `npm start` runs it; "" for none), to
+ *                        compare a runtime setting in one sitting
  */
 import 'reflect-metadata';
 import { execFileSync, fork, type ChildProcess } from 'node:child_process';
@@ -697,11 +700,18 @@ async function ledgerCheck(
 
 // ---------------------------------------------------------------- driver: processes, pinning, CPU
 
+/** The service's Node options: those `npm start` runs it with (package.json), unless BENCH_SERVICE_FLAGS says. */
+const SERVICE_FLAGS = (env.BENCH_SERVICE_FLAGS ?? '--experimental-async-context-frame')
+  .split(' ')
+  .filter(Boolean);
+
 function start(role: string, args: string[] = []): Promise<{ child: ChildProcess; msg: Ready }> {
-  const execArgv =
-    env.BENCH_PROFILE === role
+  const execArgv = [
+    ...(env.BENCH_PROFILE === role
       ? ['--cpu-prof', `--cpu-prof-dir=${join(os.tmpdir(), 'paywall-proxy-bench')}`]
-      : [];
+      : []),
+    ...(role === 'service' ? SERVICE_FLAGS : []),
+  ];
   const child = fork(fileURLToPath(import.meta.url), [role, ...args], {
     execArgv,
     // Portkey's start-up banner (a spinner and a console.clear) stays out of the bench's output.

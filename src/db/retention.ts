@@ -35,8 +35,8 @@ export interface RetentionRound {
  * to keep. Events are written in `seq` order with the time of their transaction, so the old ones are the
  * first ones: no index on `created_at` is needed, and no statement reads past the boundary. (An event
  * written with an earlier time than one before it — transactions overlapping — goes in a later round,
- * once the events before it are old too.) Deliveries are found by `event_id` (an index of
- * their own, migration 20261128000000). Each batch takes a transaction-level advisory lock without waiting:
+ * once the events before it are old too.) Deliveries are found by `event_id`, which leads their unique
+ * index `(event_id, subscription_id)` (migration 20261130200000). Each batch takes a transaction-level advisory lock without waiting:
  * when another instance is removing, this one stops its round.
  */
 export class EventRetention {

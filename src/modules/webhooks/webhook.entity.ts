@@ -43,10 +43,10 @@ export const WebhookDeliverySchema = defineEntity({
     { properties: ['status', 'nextAttemptAt'] },
     { properties: ['subscription', 'createdAt'] },
     { properties: ['paywallId', 'createdAt'] },
-    // Retention removes an event's deliveries with it (docs/reference.md §18 "Retention").
-    { properties: ['eventId'] },
   ],
-  uniques: [{ properties: ['subscription', 'eventId'] }],
+  // One delivery per event and subscription; `eventId` first, so retention (which removes an event's
+  // deliveries with it, docs/reference.md §18 "Retention") and a resend find an event's deliveries by it.
+  uniques: [{ properties: ['eventId', 'subscription'] }],
   properties: {
     id: p.uuid().primary(),
     // No foreign key: rows are written by the event_fanout trigger from a join with the subscription itself,

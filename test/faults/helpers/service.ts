@@ -8,9 +8,9 @@ import type { Sql } from '../../../src/db/database.js';
 import { proveLedger } from '../../../src/modules/accounts/accounts.js';
 
 /**
- * The real service for the fault suite: `node dist/src/main.js` (what `npm start` runs; `npm run
- * test:faults` builds it first) as a child process on a private PostgreSQL cluster, plus the small clients
- * and checks the fault tests share.
+ * The real service for the fault suite: `node --experimental-async-context-frame dist/src/main.js` (what
+ * `npm start` runs; `npm run test:faults` builds it first) as a child process on a private PostgreSQL
+ * cluster, plus the small clients and checks the fault tests share.
  */
 
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
@@ -92,7 +92,7 @@ export async function startService(
     WEBHOOK_POLL_MS: '100',
     ...env,
   });
-  const proc = spawn(process.execPath, [MAIN], {
+  const proc = spawn(process.execPath, ['--experimental-async-context-frame', MAIN], {
     cwd: ROOT,
     env: childEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
