@@ -99,6 +99,14 @@ export interface TickShape {
   r: boolean;
   /** Exactly one hold: it is the first of its account and its user, so no running sums (window functions). */
   o?: boolean;
+  /**
+   * Holds only, none of them SHARED (the only mode with allowances) or made with an end-user key (the only
+   * holds a key limit can apply to); or settlements only, none of whose charges counted on an allowance
+   * or a key limit (`metadata.allowance`, `metadata.keyLimitStart`, written by the hold and never
+   * changed): the statement leaves out the allowance and key-limit parts, which could find no row.
+   * Default: they are in.
+   */
+  n?: boolean;
 }
 
 /**
@@ -140,7 +148,9 @@ export interface TickShape {
  * only, or of settlements only, or with no rate-limited hold, runs a statement without the parts it has
  * no rows for (each shape is its own statement in ledger_tick). Same rules, same locks in the same order.
  */
-export function tickStatement({ h, s, r, o = false }: TickShape): string {
+export function tickStatement({ h, s, r, o = false, n = false }: TickShape): string {
+  // No allowance or key limit can apply (holds only, or settlements only): those parts are left out.
+  const nl = n && h !== s;
   const union = (...parts: (string | false)[]) => parts.filter(Boolean).join(' union all ');
   return `
 with ${
@@ -206,15 +216,19 @@ ${
     ? `hu as (
   select hi.*, e.id as user_id, e.account_id, e.wallet_user_id,
          (not hi.shared or (e.wallet_user_id is not null and e.account_id is not null)) as connected,
-         w.id as allow_key
+         ${nl ? 'null::uuid' : 'w.id'} as allow_key
     from hi cross join lateral (
            select e.id, e.account_id, e.wallet_user_id from end_user e
-            where e.paywall_id = hi.paywall_id and e.external_id = hi.external_id offset 0) e
+            where e.paywall_id = hi.paywall_id and e.external_id = hi.external_id offset 0) e${
+              nl
+                ? ''
+                : `
          -- SHARED: the connection's allowance (docs/reference.md §16), locked in ak.
          left join lateral (
            select w.id from wallet_connection w
             where hi.shared and w.end_user_id = e.id and w.revoked_at is null and w.allowance_raw is not null
-           offset 0) w on true
+           offset 0) w on true`
+            }
 ),`
     : ''
 }
@@ -234,7 +248,10 @@ uk as (
            select x.end_user_id, x.day, x.requests, x.spend_raw, x.model_requests from usage_counter x
             where x.end_user_id = k.id for no key update) x
 ),
-ak as (
+${
+  nl
+    ? ''
+    : `ak as (
   -- Allowances of the connections the statement counts on, locked after the accounts and counters (the
   -- subquery makes sure those are locked first), in id order.
   select w.id, w.allowance_raw, w.allowance_period, w.allowance_spent_raw, w.allowance_period_start
@@ -258,7 +275,8 @@ kl as (
              from user_key k
             where k.id = x.id and k.limit_raw is not null and (select count(*) from ak) >= 0
               for no key update) k
-),
+),`
+}
 ${
   h
     ? `pre as (
@@ -285,7 +303,13 @@ ${
          first_value(kq.key_start) over (partition by hu.user_id order by hu.i) as first_key_start`
          }
     from hu left join lk on lk.id = hu.account_id left join uk on uk.end_user_id = hu.user_id
-         left join lateral (
+         ${
+           nl
+             ? `cross join (select null::uuid as allow_id, null::bigint as allowance, null::text as allow_period,
+                            null::date as allow_start, null::bigint as allow_spent) al
+         cross join (select null::bigint as key_limit, null::text as key_period, null::date as key_start,
+                            null::bigint as key_spent) kq`
+             : `left join lateral (
            -- The allowance's period as of this request (never before the stored one: clocks differ),
            -- and what was spent in it.
            select ak.id as allow_id, ak.allowance_raw as allowance, ak.allowance_period as allow_period, v.start as allow_start,
@@ -298,7 +322,8 @@ ${
            select kl.limit_raw as key_limit, kl.limit_period as key_period, v.start as key_start,
                   case when kl.limit_period_start = v.start then kl.limit_spent_raw else 0 end as key_spent
              from kl, lateral (select greatest(kl.limit_period_start, ledger_period_start(kl.limit_period, hu.at)) as start) v
-            where kl.id = hu.key_id) kq on true
+            where kl.id = hu.key_id) kq on true`
+         }
 ),
 lim0 as (
   select pre.*, least(acct_free, coalesce(spend_limit - used_spend, acct_free),
@@ -417,7 +442,10 @@ magg as (
     from (select ok.id, ok.model, min(ok.used_model) + count(*)::int as n from ok group by ok.id, ok.model) m
    group by m.id
 ),
-aagg as (
+${
+  nl
+    ? ''
+    : `aagg as (
   -- Per allowance: what its placed holds reserve (all in one period: see lim).
   select ok.allow_id as id, min(ok.allow_start) as start, sum(ok.hold)::bigint as spend
     from ok where ok.allow_id is not null group by ok.allow_id
@@ -427,6 +455,7 @@ kagg as (
   select ok.key_id as id, min(ok.key_start) as start, sum(ok.hold)::bigint as spend
     from ok where ok.key_limit is not null group by ok.key_id
 ),`
+}`
     : ''
 }
 ${
@@ -436,7 +465,10 @@ ${
     from c join uk on uk.end_user_id = c.user_id and uk.day = c.usage_day
    group by c.user_id
 ),
-sallow as (
+${
+  nl
+    ? ''
+    : `sallow as (
   -- What settled holds counted on an allowance beyond what they captured, per allowance and period.
   select c.allow_id as id, c.allow_start as start, sum(c.captured - c.hold_raw)::bigint as adj
     from c where c.allow_id is not null group by c.allow_id, c.allow_start
@@ -446,6 +478,7 @@ skey as (
   select c.key_id as id, c.key_start as start, sum(c.captured - c.hold_raw)::bigint as adj
     from c where c.key_start is not null group by c.key_id, c.key_start
 ),`
+}`
     : ''
 }
 cnt as (
@@ -463,7 +496,10 @@ cnt as (
     ) v
    where x.end_user_id = v.id
 ),
-acnt as (
+${
+  nl
+    ? ''
+    : `acnt as (
   -- The allowances' spending: a later period starts from 0; holds add what they reserve; settlements
   -- correct it to what they captured, when they counted in the period it now holds.
   update wallet_connection w
@@ -485,7 +521,8 @@ kcnt as (
          cross join lateral (select ${h ? 'coalesce(ka.start, kl.limit_period_start)' : 'kl.limit_period_start'} as start) v
          ${s ? 'left join skey sk on sk.id = kl.id and sk.start = v.start' : ''}
    where k.id = kl.id and (${[h && 'ka.id is not null', s && 'sk.id is not null'].filter(Boolean).join(' or ')})
-),
+),`
+}
 delta as (
   select id, sum(held_delta)::bigint as held_delta, sum(balance_delta)::bigint as balance_delta,
          sum(debt_delta)::bigint as debt_delta
@@ -578,10 +615,15 @@ const SHAPES: [string, TickShape][] = [
   ['_nh > 0 and _ns > 0 and _r', { h: true, s: true, r: true }],
   ['_nh > 0 and _ns > 0 and _nh = 1', { h: true, s: true, r: false, o: true }],
   ['_nh > 0 and _ns > 0', { h: true, s: true, r: false }],
+  ['_nh > 0 and _r and _nh = 1 and _n', { h: true, s: false, r: true, o: true, n: true }],
   ['_nh > 0 and _r and _nh = 1', { h: true, s: false, r: true, o: true }],
+  ['_nh > 0 and _r and _n', { h: true, s: false, r: true, n: true }],
   ['_nh > 0 and _r', { h: true, s: false, r: true }],
+  ['_nh = 1 and _n', { h: true, s: false, r: false, o: true, n: true }],
   ['_nh = 1', { h: true, s: false, r: false, o: true }],
+  ['_nh > 0 and _n', { h: true, s: false, r: false, n: true }],
   ['_nh > 0', { h: true, s: false, r: false }],
+  ['_ns > 0 and _n', { h: false, s: true, r: false, n: true }],
   ['_ns > 0', { h: false, s: true, r: false }],
 ];
 
@@ -609,6 +651,14 @@ declare
   _nh int := coalesce(jsonb_array_length(holds), 0);
   _ns int := coalesce(jsonb_array_length(settlements), 0);
   _r boolean := _nh > 0 and holds @? '$[*] ? (@.rate_limit != null)';
+  -- No hold is SHARED or made with an end-user key: no allowance or key limit can apply.
+  _n boolean := case when _nh > 0 then not holds @? '$[*] ? (@.shared == true || @.key_id != null)'
+                     -- No charge settled counted on an allowance or a key limit (fixed when it was held).
+                     when _ns > 0 then not exists (
+                       select 1 from charge ch
+                        where ch.id in (select (e->>'charge_id')::uuid from jsonb_array_elements(settlements) e)
+                          and (ch.metadata ? 'allowance' or ch.metadata ? 'keyLimitStart'))
+                     else false end;
 begin
 ${SHAPES.map(([cond, shape], n) => `  ${n === 0 ? 'if' : 'elsif'} ${cond} then\n    return query ${tickStatement(shape)};`).join('\n')}
   end if;
