@@ -107,6 +107,8 @@ export interface TickShape {
    * Default: they are in.
    */
   n?: boolean;
+  /** Settlements only, none of which relays a Responses answer: no relayed_response upsert. */
+  q?: boolean;
 }
 
 /**
@@ -148,7 +150,9 @@ export interface TickShape {
  * only, or of settlements only, or with no rate-limited hold, runs a statement without the parts it has
  * no rows for (each shape is its own statement in ledger_tick). Same rules, same locks in the same order.
  */
-export function tickStatement({ h, s, r, o = false, n = false }: TickShape): string {
+export function tickStatement({ h, s, r, o = false, n = false, q = false }: TickShape): string {
+  // No settlement relays an answer (settlements only): the relayed_response upsert is left out.
+  const nq = q && s && !h;
   // No allowance or key limit can apply (holds only, or settlements only): those parts are left out.
   const nl = n && h !== s;
   const union = (...parts: (string | false)[]) => parts.filter(Boolean).join(' union all ');
@@ -200,7 +204,10 @@ legs as (
                             (3, 'provider_cost', '${PROVIDER_ACCOUNT_ID}'::uuid, c.provider)) v(n, kind, account, amount)
    where v.amount > 0
 ),
-rr as (
+${
+  nq
+    ? ''
+    : `rr as (
   -- Responses API: the context size of a relayed answer (RelayedResponses), in the settlement's commit.
   -- Whatever became of the charge (a sweeper may have settled it): the answer was relayed. One row per id.
   insert into relayed_response (paywall_id, id, tokens)
@@ -209,6 +216,7 @@ rr as (
    order by x.paywall_id, x.relayed_id, x.i desc
   on conflict (paywall_id, id) do update set tokens = excluded.tokens
 ),`
+}`
     : ''
 }
 ${
@@ -623,7 +631,9 @@ const SHAPES: [string, TickShape][] = [
   ['_nh = 1', { h: true, s: false, r: false, o: true }],
   ['_nh > 0 and _n', { h: true, s: false, r: false, n: true }],
   ['_nh > 0', { h: true, s: false, r: false }],
+  ['_ns > 0 and _n and _q', { h: false, s: true, r: false, n: true, q: true }],
   ['_ns > 0 and _n', { h: false, s: true, r: false, n: true }],
+  ['_ns > 0 and _q', { h: false, s: true, r: false, q: true }],
   ['_ns > 0', { h: false, s: true, r: false }],
 ];
 
@@ -659,6 +669,8 @@ declare
                         where ch.id in (select (e->>'charge_id')::uuid from jsonb_array_elements(settlements) e)
                           and (ch.metadata ? 'allowance' or ch.metadata ? 'keyLimitStart'))
                      else false end;
+  -- No settlement relays a Responses answer.
+  _q boolean := _ns > 0 and not settlements @? '$[*] ? (@.relayed_id != null)';
 begin
 ${SHAPES.map(([cond, shape], n) => `  ${n === 0 ? 'if' : 'elsif'} ${cond} then\n    return query ${tickStatement(shape)};`).join('\n')}
   end if;
