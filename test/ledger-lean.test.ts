@@ -11,12 +11,16 @@ import {
 } from '../src/modules/ledger/holds.js';
 import { buildEvent } from '../src/modules/events/event-payloads.js';
 import { FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from '../src/modules/ledger/accounts.js';
+import { ALLOWANCE_PERIODS, dateOnly, periodStart } from '../src/modules/wallet/allowance.js';
 
 /**
- * The lean path (ledger_hold_one / ledger_settle_one: one operation with nothing to batch with) and the
- * batch statement must be the same ledger: every case below runs twice, on twin end users of one paywall,
- * once through each, and the answers and every row written (accounts, counters, allowances, charges,
- * transfers, events) must be equal, to the raw unit.
+ * The ledger's rule tests. The hold and settlement rules have one implementation, `ledger_tick` in the
+ * database (migrations/sql/ledger-functions-v1.ts; docs/ledger.md, "Where the rules live"). Every case
+ * below runs through both ways it is called, on twin end users of one paywall: one item per statement
+ * (a request alone) and, with every other case, the same operation of all cases in one statement (a batch
+ * of the group commit). The answers and every row written (accounts, counters, allowances, keys, charges,
+ * transfers, events) must be equal, to the raw unit, and each case's outcomes must be what it claims
+ * (CLAIMS: what each hold held or why it was refused, each settlement, the account at the end).
  */
 let t: TestApp;
 beforeAll(async () => {
@@ -442,6 +446,130 @@ async function state(paywallId: string, user: string, holds: ReserveInput[]) {
   return { account, counter, allowance, key, charges, transfers, events, relayed };
 }
 
+/**
+ * What each operation of a case came to, in the terms the case's name claims: a hold placed (and what it
+ * holds, to the raw unit) or the reason it was refused; a settlement applied or refused (already settled).
+ */
+function outcomes(answers: unknown[], c: Case): string[] {
+  return c.ops.map((op, n) => {
+    if (!('hold' in op))
+      return (answers[n] as { settlements: boolean[] }).settlements[0] ? 'settled' : 'not settled';
+    const h = (answers[n] as (ReturnType<typeof holdAnswer> | null)[])[0];
+    if (!h) return 'no such user';
+    if (h.held) return `held ${h.holdRaw} (cap ${h.cap})`;
+    const why = h.limit
+      ? h.limit
+      : h.indebted
+        ? `indebted (${h.debtRaw})`
+        : // The key's limit before the allowance, as holdOutcome decides (both flag when the key's rest is smaller).
+          h.keyLimitExceeded
+          ? `key limit (${h.keyLimit?.spentRaw} of ${h.keyLimit?.amountRaw} spent)`
+          : h.allowanceExceeded
+            ? `allowance (${h.allowance?.spentRaw} of ${h.allowance?.amountRaw} spent)`
+            : !h.connected
+              ? 'not connected'
+              : h.ratePosition !== null && (op.hold.rateLimit ?? 0) < h.ratePosition
+                ? `rate limit (position ${h.ratePosition})`
+                : `balance (${h.freeRaw} free)`;
+    return `refused: ${why}`;
+  });
+}
+
+/** What each case claims, operation by operation, and the spending account at its end (raw units). */
+const CLAIMS: Record<string, { outcomes: string[]; account: unknown }> = {
+  'holds at the full cap and settles below it': {
+    outcomes: ['held 1000 (cap 10)', 'settled', 'not settled'],
+    account: { balance_raw: '999600', held_raw: '0', debt_raw: '0' },
+  },
+  'lowers the cap to what the balance affords (per-token price)': {
+    outcomes: ['held 4100 (cap 4)', 'settled'],
+    account: { balance_raw: '900', held_raw: '0', debt_raw: '0' },
+  },
+  'refuses what the balance cannot afford, and a user it does not know': {
+    outcomes: ['refused: balance (500 free)', 'no such user'],
+    account: { balance_raw: '500', held_raw: '0', debt_raw: '0' },
+  },
+  'a settlement beyond the hold records what it could not collect as debt': {
+    outcomes: ['held 1000 (cap 10)', 'settled', 'refused: indebted (700)', 'held 1000 (cap 10)'],
+    account: { balance_raw: '2000', held_raw: '1000', debt_raw: '700' },
+  },
+  'daily request, model and spend limits (today counted; another day starts over)': {
+    outcomes: [
+      'held 1000 (cap 10)',
+      'refused: dailyRequestLimit',
+      'refused: modelDailyRequestLimit',
+      'held 1000 (cap 10)',
+      'refused: dailySpendLimit',
+      'held 1000 (cap 10)',
+      'settled',
+      'settled',
+      'held 1000 (cap 10)',
+      'held 1000 (cap 10)',
+    ],
+    account: { balance_raw: '999990', held_raw: '3000', debt_raw: '0' },
+  },
+  'the API rate limit counts every request of its minute': {
+    outcomes: [
+      'held 1000 (cap 10)',
+      'held 1000 (cap 10)',
+      'refused: rate limit (position 3)',
+      'held 1000 (cap 10)',
+    ],
+    account: { balance_raw: '1000000', held_raw: '3000', debt_raw: '0' },
+  },
+  'SHARED: fee and provider legs; not connected is refused': {
+    outcomes: ['held 1000 (cap 10)', 'settled'],
+    account: { balance_raw: '999100', held_raw: '0', debt_raw: '0' },
+  },
+  'SHARED: an end user not connected': {
+    outcomes: ['refused: not connected'],
+    account: undefined,
+  },
+  'SHARED: an allowance counts holds, gives back what settlements did not capture, and refuses': {
+    outcomes: [
+      'held 1000 (cap 10)',
+      'held 1000 (cap 10)',
+      'settled',
+      'held 1000 (cap 10)',
+      'refused: allowance (2300 of 2500 spent)',
+      'settled',
+    ],
+    account: { balance_raw: '998700', held_raw: '1000', debt_raw: '0' },
+  },
+  'SHARED: an allowance used up in an earlier period starts over': {
+    outcomes: ['held 1000 (cap 10)', 'refused: allowance (1000 of 1500 spent)', 'settled'],
+    account: { balance_raw: '999000', held_raw: '0', debt_raw: '0' },
+  },
+  "an end-user key's limit counts holds, gives back what settlements did not capture, and refuses": {
+    outcomes: [
+      'held 1000 (cap 10)',
+      'held 1000 (cap 10)',
+      'settled',
+      'held 1000 (cap 10)',
+      'refused: key limit (2300 of 2500 spent)',
+      'settled',
+    ],
+    account: { balance_raw: '998700', held_raw: '1000', debt_raw: '0' },
+  },
+  "an end-user key's limit used up in an earlier period starts over": {
+    outcomes: ['held 1000 (cap 10)', 'refused: key limit (1000 of 1500 spent)', 'settled'],
+    account: { balance_raw: '999000', held_raw: '0', debt_raw: '0' },
+  },
+  "SHARED: the key's limit below the allowance is the bound that refuses; both count": {
+    outcomes: [
+      'held 1000 (cap 10)',
+      'refused: key limit (1000 of 1500 spent)',
+      'settled',
+      'held 1000 (cap 10)',
+    ],
+    account: { balance_raw: '999800', held_raw: '1000', debt_raw: '0' },
+  },
+  'a key without a limit is written on the charge and counts nothing of its own': {
+    outcomes: ['held 1000 (cap 10)', 'settled'],
+    account: { balance_raw: '999500', held_raw: '0', debt_raw: '0' },
+  },
+};
+
 describe('every case through both paths of the one implementation', () => {
   type Result = { answers: unknown[]; state: Awaited<ReturnType<typeof state>> };
   const single = new Map<string, Result>();
@@ -472,6 +600,11 @@ describe('every case through both paths of the one implementation', () => {
         expect(one.state.relayed).toEqual([{ id: 'resp-1', tokens: '50' }]);
     },
   );
+
+  it.each(CASES.map((c) => [c.name, c] as const))('each case does what it claims: %s', async (_, c) => {
+    const one = single.get(c.name)!;
+    expect({ outcomes: outcomes(one.answers, c), account: one.state.account[0] }).toEqual(CLAIMS[c.name]);
+  });
 
   it('the ledger proof holds after both paths', async () => {
     await expectLedgerProven(t.db);
@@ -599,4 +732,29 @@ it('concurrent holds of one key in one statement never reserve past its limit (b
   const [k] = await t.db.query<any>(`select limit_spent_raw::text as s from user_key where id = $1`, [keyId]);
   expect(k.s).toBe('3000');
   await expectLedgerProven(t.db);
+});
+
+it("the period's first day is one rule: ledger_period_start in SQL, and periodStart (display) agrees with it", async () => {
+  const instants = [
+    '2026-11-24T10:00:00Z', // a Tuesday
+    '2026-11-23T00:00:00Z', // a Monday, at midnight UTC
+    '2026-11-22T23:59:59.999Z', // a Sunday, the last instant of its week
+    '2026-03-01T00:30:00+01:00', // still February in UTC
+    '2024-02-29T12:00:00Z',
+    '2027-01-01T00:00:00Z',
+  ];
+  for (const at of instants)
+    for (const period of ALLOWANCE_PERIODS) {
+      const [{ d }] = await t.db.query<any>(`select ledger_period_start($1, $2::timestamptz)::text as d`, [
+        period,
+        at,
+      ]);
+      expect({ period, at, d }).toEqual({ period, at, d: dateOnly(periodStart(period, new Date(at))) });
+    }
+  // Spot checks of the rule itself.
+  const start = async (period: string, at: string) =>
+    (await t.db.query<any>(`select ledger_period_start($1, $2::timestamptz)::text as d`, [period, at]))[0].d;
+  expect(await start('week', '2026-11-22T23:59:59.999Z')).toBe('2026-11-16');
+  expect(await start('month', '2026-03-01T00:30:00+01:00')).toBe('2026-02-01');
+  expect(await start('total', '2026-11-24T10:00:00Z')).toBe('1970-01-01');
 });
