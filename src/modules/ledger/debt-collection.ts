@@ -6,6 +6,9 @@ import { FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from './accounts.js';
 import { bigintOr0 } from './holds.js';
 import { lockSettlementAccounts } from './settle-beyond-hold.js';
 
+// Debt collection (one job): what settlements could not collect is repaid from the free balance before
+// the next hold (collectDebt).
+
 /**
  * Repays an account's debt (uncollected usage of its settled charges, oldest first) from its free
  * balance, as far as it goes: per charge, the amount moves to the paywall's earnings (and, in SHARED

@@ -21,6 +21,10 @@ import type { AllowancePeriod } from '../wallet/allowance.js';
  * its wallet's in SHARED mode). Free balance = balance_raw − held_raw; the CHECK
  * `held_raw <= balance_raw` backs the rule up. Settlement is transfers from that account to the
  * paywall's earnings (and the platform's fees and provider accounts) and the release of the hold.
+ *
+ * The rules themselves are not here: they are `ledger_tick` in the database (migrations/sql/
+ * ledger-functions-v1.ts; docs/ledger.md, "Where the rules live"). This file encodes a batch's items for
+ * it and decodes its answers; no hold or settlement SQL is written in TypeScript.
  */
 
 /** pico-USDC x ppm per raw unit: the scale of `fixedScaled` / `perTokenScaled` (see money.chatCost). */

@@ -3,6 +3,12 @@ import { FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from './accounts.js';
 import { ledgerTick, type SettleInput } from './holds.js';
 import type { AccountAlerts } from './low-balance.js';
 
+/**
+ * Settlement beyond the hold (one job): how much more than its hold a finished request may take from the
+ * free balance and the app's allowance, under the locks a settlement takes; the settlement itself is the
+ * ordinary `ledger_tick` with that captured amount. The account locks are shared with debt collection.
+ */
+
 /** Locks, in id order, a spending account and the accounts a charge of these paywalls credits. */
 export async function lockSettlementAccounts(
   tx: Sql,
