@@ -21,10 +21,13 @@
  *   settled a held charge (`kind` 's'), with `i` its place in its array and amounts as text.
  *
  * `ledger_tick` is PL/pgSQL only to pick the statement of the batch's shape (holds, settlements or both;
- * with or without an API rate limit; one hold or several): PostgreSQL initialises every plan node of a
- * statement on each execution, so a batch runs a statement without the parts it has no rows for. Each
- * shape is one static statement below (`tickStatement`), whose plan PL/pgSQL keeps for the session, as a
- * prepared statement would. Same rules, same locks in the same order in every shape.
+ * with or without an API rate limit; one hold or several; holds that cannot meet an allowance or a key
+ * limit, settlements whose charges counted on none; settlements relaying no Responses answer): PostgreSQL
+ * initialises every plan node of a statement on each execution, so a batch runs a statement without the
+ * parts it has no rows for. Each shape is one static statement below (`tickStatement`), whose plan
+ * PL/pgSQL keeps for the session. The function sets `plan_cache_mode = force_generic_plan` for its own
+ * statements: planning a shape anew per call (custom plans) cost more than running it (docs/performance.md,
+ * round 7). Same rules, same locks in the same order in every shape.
  */
 
 /** pico-USDC x ppm per raw unit: the scale of `fixed` / `per_token` (see money.chatCost). */
@@ -662,16 +665,17 @@ declare
   _ns int := coalesce(jsonb_array_length(settlements), 0);
   _r boolean := _nh > 0 and holds @? '$[*] ? (@.rate_limit != null)';
   -- No hold is SHARED or made with an end-user key: no allowance or key limit can apply.
-  _n boolean := case when _nh > 0 then not holds @? '$[*] ? (@.shared == true || @.key_id != null)'
-                     -- No charge settled counted on an allowance or a key limit (fixed when it was held).
-                     when _ns > 0 then not exists (
-                       select 1 from charge ch
-                        where ch.id in (select (e->>'charge_id')::uuid from jsonb_array_elements(settlements) e)
-                          and (ch.metadata ? 'allowance' or ch.metadata ? 'keyLimitStart'))
-                     else false end;
+  _n boolean := _nh > 0 and not holds @? '$[*] ? (@.shared == true || @.key_id != null)';
   -- No settlement relays a Responses answer.
   _q boolean := _ns > 0 and not settlements @? '$[*] ? (@.relayed_id != null)';
 begin
+  if _nh = 0 and _ns > 0 then
+    -- Settlements only: no charge settled counted on an allowance or a key limit (fixed when it was held).
+    _n := not exists (
+      select 1 from charge ch
+       where ch.id in (select (e->>'charge_id')::uuid from jsonb_array_elements(settlements) e)
+         and (ch.metadata ? 'allowance' or ch.metadata ? 'keyLimitStart'));
+  end if;
 ${SHAPES.map(([cond, shape], n) => `  ${n === 0 ? 'if' : 'elsif'} ${cond} then\n    return query ${tickStatement(shape)};`).join('\n')}
   end if;
 end
