@@ -10,7 +10,7 @@ import {
   unsupported,
   type Json,
 } from './common.js';
-import { SseDecoder } from './sse-decoder.js';
+import { neutralError, SseDecoder } from './sse-decoder.js';
 import { JSON_TOOL, thinkingFor, type Dropped } from './field-policy.js';
 import type {
   NeutralError,
@@ -300,11 +300,7 @@ export class AnthropicStreamDecoder extends SseDecoder {
 function errorIn(text: string): NeutralError | null {
   const json = jsonOr(text);
   if (!json || !isObject(json.error)) return null;
-  const { type, message } = json.error;
-  return {
-    type: type === undefined || type === null ? null : String(type),
-    message: message === undefined || message === null ? null : String(message),
-  };
+  return neutralError(json.error);
 }
 
 export const anthropicProvider: ProviderAdapter = {

@@ -19,6 +19,7 @@ import {
   openAiToolChoice,
   stopList,
 } from './openai-shared.js';
+import { ClientStreamEncoder } from './stream-encoder.js';
 import type {
   ClientAdapter,
   ClientAnswerContext,
@@ -28,7 +29,6 @@ import type {
   Part,
   RequestInContext,
   StopReason,
-  StreamEncoder,
   StreamEvent,
   Usage,
 } from './neutral.js';
@@ -244,20 +244,16 @@ function answerOut(answer: NeutralAnswer, ctx: ClientAnswerContext): Json {
  * (`data: {...}\n\n`). The usage chunk (`choices: []`) comes at the end when `includeUsage` (the proxy always
  * asks its providers for it; the chat relay removes it when the client did not). The tail is `[DONE]`.
  */
-export class ChatStreamEncoder implements StreamEncoder {
-  done = false;
-  finished = false;
-  upstreamError = false;
-  usage: Usage | null = null;
+export class ChatStreamEncoder extends ClientStreamEncoder {
   private stop: StopReason | null = 'end';
   private id: string;
   private readonly created: number;
   /** Part index → chat tool call index. */
   private readonly toolIndex = new Map<number, number>();
   private started = false;
-  private out = '';
 
   constructor(private readonly ctx: ClientAnswerContext & { includeUsage: boolean }) {
+    super();
     this.id = ctx.id ?? 'chatcmpl-translated';
     this.created = ctx.created ?? nowSeconds();
   }
@@ -278,15 +274,7 @@ export class ChatStreamEncoder implements StreamEncoder {
     this.chunk({ role: 'assistant', content: '' });
   }
 
-  write(e: StreamEvent): string {
-    if (this.done) return '';
-    this.on(e);
-    const out = this.out;
-    this.out = '';
-    return out;
-  }
-
-  private on(e: StreamEvent): void {
+  protected on(e: StreamEvent): void {
     switch (e.type) {
       case 'start':
         if (this.ctx.id === undefined) this.id = withPrefix(e.id, 'chatcmpl-', this.id);

@@ -11,6 +11,7 @@ import {
 } from './common.js';
 import { effortOfThinking, hasCacheControl } from './field-policy.js';
 import { booleanField, stopList } from './openai-shared.js';
+import { ClientStreamEncoder } from './stream-encoder.js';
 import type {
   ClientAdapter,
   ClientAnswerContext,
@@ -23,7 +24,6 @@ import type {
   Reasoning,
   RequestInContext,
   StopReason,
-  StreamEncoder,
   StreamEvent,
   ToolChoice,
   Usage,
@@ -255,31 +255,20 @@ function answerOut(answer: NeutralAnswer, ctx: ClientAnswerContext): Json {
  * `content_block_start` / `_delta` / `_stop` run per part, then at `finish` a `message_delta` with the stop
  * reason and the whole usage, and `message_stop`.
  */
-export class MessagesStreamEncoder implements StreamEncoder {
-  done = false;
-  finished = false;
-  upstreamError = false;
-  usage: Usage | null = null;
+export class MessagesStreamEncoder extends ClientStreamEncoder {
   /** undefined: no stop seen (a cut stream ends as `end_turn`); null: ended in the provider's error. */
   private stop: StopReason | null | undefined;
   private started = false;
-  private out = '';
 
-  constructor(private readonly ctx: ClientAnswerContext) {}
+  constructor(private readonly ctx: ClientAnswerContext) {
+    super();
+  }
 
   private emit(type: string, data: Json): void {
     this.out += namedEvent(type, { type, ...data });
   }
 
-  write(e: StreamEvent): string {
-    if (this.done) return '';
-    this.on(e);
-    const out = this.out;
-    this.out = '';
-    return out;
-  }
-
-  private on(e: StreamEvent): void {
+  protected on(e: StreamEvent): void {
     switch (e.type) {
       case 'start':
         if (this.started) return;

@@ -10,7 +10,7 @@ import {
   unsupported,
   type Json,
 } from './common.js';
-import { SseDecoder } from './sse-decoder.js';
+import { neutralError, SseDecoder } from './sse-decoder.js';
 import type {
   AnswerPart,
   NeutralAnswer,
@@ -318,11 +318,7 @@ export class ChatStreamDecoder extends SseDecoder {
 function errorIn(text: string): NeutralError | null {
   const json = jsonOr(text);
   if (!json || !isObject(json.error) || json.type === 'error') return null;
-  const { type, message } = json.error;
-  return {
-    type: type === undefined || type === null ? null : String(type),
-    message: message === undefined || message === null ? null : String(message),
-  };
+  return neutralError(json.error);
 }
 
 export const openAiProvider: ProviderAdapter = {

@@ -1,13 +1,7 @@
 import { isObject, namedEvent, withPrefix, type Json } from './common.js';
 import { JSON_TOOL, NAMESPACE_SEPARATOR, noToolNames, type ToolNames } from './field-policy.js';
-import type {
-  ClientAnswerContext,
-  NeutralAnswer,
-  StopReason,
-  StreamEncoder,
-  StreamEvent,
-  Usage,
-} from './neutral.js';
+import { ClientStreamEncoder } from './stream-encoder.js';
+import type { ClientAnswerContext, NeutralAnswer, StopReason, StreamEvent, Usage } from './neutral.js';
 
 /**
  * The neutral answer, whole or streamed, as the Responses API's `response` object and event stream
@@ -163,12 +157,7 @@ interface OpenItem {
  * `sequence_number`). `finish` becomes `response.completed` (or `response.incomplete` when the cap was
  * reached) with the usage; the Responses relay holds that event back to add the charge.
  */
-export class ResponsesStreamEncoder implements StreamEncoder {
-  done = false;
-  /** Same as done: a Responses stream ends with its terminal event. */
-  finished = false;
-  upstreamError = false;
-  usage: Usage | null = null;
+export class ResponsesStreamEncoder extends ClientStreamEncoder {
   private stop: StopReason | null = 'end';
   private seq = 0;
   private id: string;
@@ -178,9 +167,9 @@ export class ResponsesStreamEncoder implements StreamEncoder {
   private readonly open = new Map<number, OpenItem>();
   private started = false;
   private readonly names: ToolNames;
-  private out = '';
 
   constructor(private readonly ctx: ClientAnswerContext) {
+    super();
     this.names = responsesToolNames(ctx.body);
     this.id = ctx.id ?? 'resp_translated';
     this.createdAt = ctx.created ?? nowSeconds();
@@ -294,15 +283,7 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     this.emit('response.output_item.done', { output_index: outputIndex, item: done });
   }
 
-  write(e: StreamEvent): string {
-    if (this.done) return '';
-    this.on(e);
-    const out = this.out;
-    this.out = '';
-    return out;
-  }
-
-  private on(e: StreamEvent): void {
+  protected on(e: StreamEvent): void {
     switch (e.type) {
       case 'start':
         if (this.ctx.id === undefined) this.id = withPrefix(e.id, 'resp_', this.id);

@@ -1,5 +1,5 @@
 import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
-import type { StreamDecoder, StreamEvent } from './neutral.js';
+import type { NeutralError, StreamDecoder, StreamEvent } from './neutral.js';
 
 /** Reads SSE text fed in pieces split anywhere as a provider adapter's neutral events. */
 export abstract class SseDecoder implements StreamDecoder {
@@ -19,4 +19,10 @@ export abstract class SseDecoder implements StreamDecoder {
   end(_emit: (e: StreamEvent) => void): void {}
 
   protected abstract onEvent(e: EventSourceMessage, emit: (e: StreamEvent) => void): void;
+}
+
+/** A provider's `{error: {type, message}}` object as the neutral error (both kinds send this pair). */
+export function neutralError(error: Record<string, unknown>): NeutralError {
+  const text = (v: unknown) => (v === undefined || v === null ? null : String(v));
+  return { type: text(error.type), message: text(error.message) };
 }
