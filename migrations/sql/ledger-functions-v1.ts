@@ -169,11 +169,15 @@ with ${
     shared boolean, fixed numeric, per_token numeric, max_cap bigint, min_cap bigint, model text,
     stream boolean, metadata jsonb, events jsonb, ev_owner uuid, ev_trigger jsonb, ev_version text, day date, req_limit int, spend_limit bigint, model_limit int,
     rate_limit int, rate_window timestamptz, max_debt bigint, at timestamptz, key_id uuid)
-   -- Always true, as si's: the holds are estimated at one row, so the steps that join them to the
-   -- accounts and counters they locked are nested loops (a hash table per join cost more to set up,
-   -- on each execution, than the few rows of a batch cost to compare).
+${
+  o
+    ? `   -- One hold. Always true, as si's: it is estimated at one row, so the steps that join it to the
+   -- account and counter it locked are nested loops (a hash table per join cost more to set up, on each
+   -- execution, than one row costs to compare; a batch keeps its hash joins).
    where x.i >= 0 and x.i <= 2147483647
-),`
+`
+    : ''
+}),`
       : ''
   }
 ${
