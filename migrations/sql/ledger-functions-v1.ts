@@ -100,7 +100,7 @@ export interface TickShape {
   s: boolean;
   /** Some hold counts against an API rate limit (the rate_window upsert). */
   r: boolean;
-  /** Exactly one hold: it is the first of its account and its user, so no running sums (window functions) or per-user sums. */
+  /** Exactly one hold: it is the first of its account and its user, so no running sums (window functions). */
   o?: boolean;
   /**
    * Holds only, none of them SHARED (the only mode with allowances) or made with an end-user key (the only
@@ -158,8 +158,6 @@ export function tickStatement({ h, s, r, o = false, n = false, q = false }: Tick
   const nq = q && s && !h;
   // No allowance or key limit can apply (holds only, or settlements only): those parts are left out.
   const nl = n && h !== s;
-  // One hold and no settlement: the accounts and counters to lock are that hold's (at most one of each).
-  const lone = o && h && !s;
   const union = (...parts: (string | false)[]) => parts.filter(Boolean).join(' union all ');
   return `
 with ${
@@ -169,15 +167,7 @@ with ${
     shared boolean, fixed numeric, per_token numeric, max_cap bigint, min_cap bigint, model text,
     stream boolean, metadata jsonb, events jsonb, ev_owner uuid, ev_trigger jsonb, ev_version text, day date, req_limit int, spend_limit bigint, model_limit int,
     rate_limit int, rate_window timestamptz, max_debt bigint, at timestamptz, key_id uuid)
-${
-  o
-    ? `   -- One hold. Always true, as si's: it is estimated at one row, so the steps that join it to the
-   -- account and counter it locked are nested loops (a hash table per join cost more to set up, on each
-   -- execution, than one row costs to compare; a batch keeps its hash joins).
-   where x.i >= 0 and x.i <= 2147483647
-`
-    : ''
-}),`
+),`
       : ''
   }
 ${
@@ -255,24 +245,16 @@ ${
 }
 lk as (
   select a.id, a.balance_raw, a.held_raw, a.debt_raw
-    from ${
-      lone
-        ? '(select account_id from hu where connected) k(id)'
-        : `(select distinct k.id from (${union(s && 'select account_id from c union all select account from legs', h && 'select account_id from hu where connected')}) k(id)
-           order by k.id) k`
-    }
+    from (select distinct k.id from (${union(s && 'select account_id from c union all select account from legs', h && 'select account_id from hu where connected')}) k(id)
+           order by k.id) k
          cross join lateral (
            select a.id, a.balance_raw, a.held_raw, a.debt_raw from ledger_account a
             where a.id = k.id for no key update) a
 ),
 uk as (
   select x.end_user_id, x.day, x.requests, x.spend_raw, x.model_requests
-    from ${
-      lone
-        ? '(select user_id as id from hu) k'
-        : `(select distinct k.id from (${union(h && 'select user_id as id from hu', s && 'select user_id as id from c')}) k
-           order by k.id) k`
-    }
+    from (select distinct k.id from (${union(h && 'select user_id as id from hu', s && 'select user_id as id from c')}) k
+           order by k.id) k
          cross join lateral (
            select x.end_user_id, x.day, x.requests, x.spend_raw, x.model_requests from usage_counter x
             where x.end_user_id = k.id for no key update) x
@@ -416,10 +398,8 @@ rate as (
 ),`
     : ''
 }
-calc0 as (
+calc as (
   select lim.i, lim.user_id as id, lim.account_id, lim.day, lim.model, lim.day_models,
-         -- What the charge row and the events are written from (ch, hev): no join back to the items.
-         lim.charge_id, lim.paywall_id, lim.stream, lim.metadata, lim.events, lim.ev_owner, lim.ev_trigger, lim.ev_version,
          lim.used_requests, lim.used_spend, lim.used_model, ${r ? 'rate.position' : 'null::int'} as rate_position,
          ${r ? 'coalesce(rate.over, false)' : 'false'} as rate_over,
          case when lim.shared then lim.wallet_user_id else lim.user_id end as wallet_id,
@@ -455,29 +435,14 @@ calc0 as (
                       false) as hit
     ) kh
 ),
-calc as (
-  -- Whether the hold is placed (computed once: ok and the answer row read it).
-  select calc0.*, coalesce(connected and not retry and not rate_over and limit_hit is null and affords_min
-                           and hold <= free and not indebted, false) as held
-    from calc0
-),
 ok as (
-  -- i's range is always true: it keeps the planner's estimate of the placed holds at about one row (as
-  -- si's), so the updates below find their rows by primary key instead of scanning the tables.
-  select * from calc where held and i >= 0 and i <= 2147483647
+  select * from calc
+   where connected and not retry and not rate_over and limit_hit is null and affords_min and hold <= free
+     and not indebted
 ),
 -- Per end user: its holds of this statement (all on one day: see lim) count once each; its settlements
 -- give back what their holds reserved beyond what they captured, on the day they were counted.
-${
-  o
-    ? `hagg as (
-  -- One hold: its own row is its user's sums.
-  select ok.id, ok.day, 1 as n, ok.hold as spend, ok.used_requests, ok.used_spend, ok.day_models from ok
-),
-magg as (
-  select ok.id, jsonb_build_object(ok.model, ok.used_model + 1) as models from ok
-),`
-    : `hagg as (
+hagg as (
   select ok.id, min(ok.day) as day, count(*)::int as n, sum(ok.hold)::bigint as spend,
          min(ok.used_requests) as used_requests, min(ok.used_spend) as used_spend,
          (array_agg(ok.day_models))[1] as day_models
@@ -487,8 +452,7 @@ magg as (
   select m.id, jsonb_object_agg(m.model, m.n) as models
     from (select ok.id, ok.model, min(ok.used_model) + count(*)::int as n from ok group by ok.id, ok.model) m
    group by m.id
-),`
-}
+),
 ${
   nl
     ? ''
@@ -570,19 +534,13 @@ kcnt as (
    where k.id = kl.id and (${[h && 'ka.id is not null', s && 'sk.id is not null'].filter(Boolean).join(' or ')})
 ),`
 }
-delta as (${
-    lone
-      ? `
-  -- One hold: its account's change.
-  select ok.account_id as id, ok.hold as held_delta, 0::bigint as balance_delta, 0::bigint as debt_delta from ok`
-      : `
+delta as (
   select id, sum(held_delta)::bigint as held_delta, sum(balance_delta)::bigint as balance_delta,
          sum(debt_delta)::bigint as debt_delta
     from (
       ${union(h && 'select ok.account_id as id, ok.hold as held_delta, 0::bigint as balance_delta, 0::bigint as debt_delta from ok', s && 'select c.account_id as id, -c.hold_raw as held_delta, -c.captured as balance_delta, c.uncollected as debt_delta from c union all select legs.account, 0, legs.amount, 0 from legs')}
     ) d
-   group by id`
-  }
+   group by id
 ),
 u as (
   -- What a settlement could not collect becomes the spending account's debt (repaid first, see collectDebt).
@@ -598,18 +556,19 @@ u as (
 ch as (
   insert into charge (id, paywall_id, user_id, account_id, kind, status, hold_raw, model, max_completion_tokens,
                       stream, metadata, created_at, user_key_id)
-  select ok.charge_id, ok.paywall_id, ok.id, ok.account_id, 'usage', 'held', ok.hold, ok.model, ok.cap, ok.stream,
-         ok.metadata || case when ok.allow_id is null then '{}'::jsonb
+  select hi.charge_id, hi.paywall_id, ok.id, ok.account_id, 'usage', 'held', ok.hold, hi.model, ok.cap, hi.stream,
+         hi.metadata || case when ok.allow_id is null then '{}'::jsonb
                              else jsonb_build_object('allowance', jsonb_build_object('id', ok.allow_id, 'start', ok.allow_start)) end
                      || case when ok.key_limit is null then '{}'::jsonb
                              else jsonb_build_object('keyLimitStart', ok.key_start) end,
-         now(), ok.key_id
-    from ok
+         now(), hi.key_id
+    from ok join hi on hi.i = ok.i
 ),
 hev as (
   insert into event (id, paywall_id, owner_user_id, type, version, trigger, subject, data, metadata)
-  select ${EVENT_ROW('ok', 'ok.charge_id', "jsonb_build_object('walletUserId', ok.wallet_id)")}
-    from ok, jsonb_to_recordset(ok.events) as x(${EVENT_COLUMNS})
+  select ${EVENT_ROW('hi', 'hi.charge_id', "jsonb_build_object('walletUserId', ok.wallet_id)")}
+    from ok join hi on hi.i = ok.i,
+         jsonb_to_recordset(hi.events) as x(${EVENT_COLUMNS})
    order by ok.i, x.ord
 )`
       : ''
@@ -636,14 +595,14 @@ select ${ROW_CAST} from (
 ${union(
   h &&
     `select 'h' as kind, calc.i, calc.id, calc.wallet_id, calc.connected, calc.free::text as free,
-       calc.cap::text as cap, calc.hold::text as hold, calc.held, calc.retry, calc.limit_hit,
+       calc.cap::text as cap, calc.hold::text as hold, ok.i is not null as held, calc.retry, calc.limit_hit,
        calc.rate_position, calc.indebted, calc.account_id, calc.acct_debt::text as debt,
        null::text as low_alert, null::boolean as low_alerted, null::text[] as low_alerted_paywalls,
        calc.allowance_hit, calc.allow_id, calc.allowance::text as allowance, calc.allow_period,
        calc.allow_spent::text as allow_spent, calc.allow_start::text as allow_start,
        calc.key_hit, calc.key_limit::text as key_limit, calc.key_period, calc.key_spent::text as key_spent,
        calc.key_start::text as key_start
-  from calc`,
+  from calc left join ok on ok.i = calc.i`,
   s &&
     `select 's' as kind, c.i, null::uuid as id, null::uuid as wallet_id, null::boolean as connected,
        -- The account as updated by u (every settlement's account is in it: its hold is released).
