@@ -29,7 +29,6 @@ import { Migration20261129060000_webhook_secret_grace } from './Migration2026112
 import { Migration20261129061000_wallet_known_browser } from './Migration20261129061000_wallet_known_browser.js';
 import { Migration20261129100000_user_keys } from './Migration20261129100000_user_keys.js';
 import { Migration20261129200000_media_prices } from './Migration20261129200000_media_prices.js';
-import { Migration20261130100000_ledger_functions } from './Migration20261130100000_ledger_functions.js';
 import { Migration20261130200000_delivery_event_unique } from './Migration20261130200000_delivery_event_unique.js';
 import { Migration20261130210000_fanout_one_paywall } from './Migration20261130210000_fanout_one_paywall.js';
 
@@ -77,7 +76,6 @@ export const migrationsList: MigrationObject[] = [
   { name: 'Migration20261129100000_user_keys', class: Migration20261129100000_user_keys },
   { name: 'Migration20261129150000_reasoning_model', class: Migration20261129150000_reasoning_model },
   { name: 'Migration20261129200000_media_prices', class: Migration20261129200000_media_prices },
-  { name: 'Migration20261130100000_ledger_functions', class: Migration20261130100000_ledger_functions },
   {
     name: 'Migration20261130200000_delivery_event_unique',
     class: Migration20261130200000_delivery_event_unique,

@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { expectLedgerProven, testHold, testSettlement } from './helpers/ledger.js';
-import { ledgerTick, type ReserveInput } from '../src/modules/ledger/holds.js';
-import { tickStatement } from '../migrations/sql/ledger-functions-v1.js';
+import { ledgerTick, tickSql, type ReserveInput } from '../src/modules/ledger/holds.js';
 import { buildEvent } from '../src/modules/events/event-payloads.js';
 import { eventRows, type NewEvent } from '../src/modules/events/event.service.js';
 
@@ -38,9 +37,12 @@ const expected = (events: NewEvent[], extraData: Record<string, unknown> = {}) =
  * and settlements (however it ships them to PostgreSQL): every stored row must be exactly the row
  * `eventRows` builds from the events given, whatever they share or do not share.
  */
-it.each([['ledger_tick (one operation per call)']])(
+it.each([
+  ['the lean path (one operation alone)', true],
+  ['the batch statement', false],
+])(
   '%s stores exactly the events it is given (hold and settlement, shared and odd envelopes)',
-  async () => {
+  async (_, lean) => {
     const pw = await t.createPaywall();
     const [{ owner_id: ownerId }] = await t.db.query<any>('select owner_id from paywall where id = $1', [
       pw.id,
@@ -76,7 +78,7 @@ it.each([['ledger_tick (one operation per call)']])(
       },
     ];
     const hold = testHold(pw.id, 'ev', { chargeId, stream: true, events: holdEvents });
-    const r = await ledgerTick(t.db, [hold], []);
+    const r = await ledgerTick(t.db, [hold], [], { lean });
     expect(r.holds[0]?.held).toBe(true);
     expect(await stored(pw.id, since)).toEqual(expected(holdEvents, { walletUserId: user.id }));
 
@@ -108,7 +110,7 @@ it.each([['ledger_tick (one operation per call)']])(
       ),
     ];
     const settle = testSettlement(hold, 500n, { completionTokens: 2, events: settleEvents });
-    const s = await ledgerTick(t.db, [], [settle]);
+    const s = await ledgerTick(t.db, [], [settle], { lean });
     expect(s.settlements[0]).toBe(true);
     expect(await stored(pw.id, since2)).toEqual(expected(settleEvents));
     await expectLedgerProven(t.db);
@@ -136,17 +138,19 @@ it('every shape of the ledger statement (h, hr, s, hs, hsr; one hold or two) ans
       rate: x.ratePosition,
     }));
 
+  // One operation alone would take the lean path (ledger-lean.test.ts): these are the batch statement's shapes.
+  const batch = { lean: false };
   const [a, b, c, d] = [hold(null), hold(5), hold(null), hold(5)];
   // h: one hold, 1 USDC free.
-  expect(placed(await ledgerTick(t.db, [a], []))).toEqual([
+  expect(placed(await ledgerTick(t.db, [a], [], batch))).toEqual([
     { held: true, hold: 1000n, free: 1_000_000n, cap: 10, rate: null },
   ]);
   // hr: a rate-limited hold is the first request of its minute.
-  expect(placed(await ledgerTick(t.db, [b], []))).toEqual([
+  expect(placed(await ledgerTick(t.db, [b], [], batch))).toEqual([
     { held: true, hold: 1000n, free: 999_000n, cap: 10, rate: 1 },
   ]);
   // s: settling a for 400 leaves 1,000,000 − 400 − b's 1000 free.
-  expect(await ledgerTick(t.db, [], [settle(a, 400n)])).toEqual({
+  expect(await ledgerTick(t.db, [], [settle(a, 400n)], batch)).toEqual({
     holds: [],
     settlements: [true],
     freeAfter: [998_600n],
@@ -154,25 +158,25 @@ it('every shape of the ledger statement (h, hr, s, hs, hsr; one hold or two) ans
     alerts: [{ lowAlertRaw: null, lowAlerted: false, alertedPaywalls: [] }],
   });
   // hs: c is decided on the balance before b's settlement; b's answer counts c as held.
-  const hs = await ledgerTick(t.db, [c], [settle(b, 1000n)]);
+  const hs = await ledgerTick(t.db, [c], [settle(b, 1000n)], batch);
   expect(placed(hs)).toEqual([{ held: true, hold: 1000n, free: 998_600n, cap: 10, rate: null }]);
   expect(hs.settlements).toEqual([true]);
   expect(hs.freeAfter).toEqual([997_600n]);
   // hsr: d is the second request of the minute.
-  const hsr = await ledgerTick(t.db, [d], [settle(c, 0n)]);
+  const hsr = await ledgerTick(t.db, [d], [settle(c, 0n)], batch);
   expect(placed(hsr)).toEqual([{ held: true, hold: 1000n, free: 997_600n, cap: 10, rate: 2 }]);
   expect(hsr.freeAfter).toEqual([997_600n]);
   // Settling twice is refused; the last settlement leaves exactly 1 USDC − 400 − 1000 − 250.
-  expect((await ledgerTick(t.db, [], [settle(c, 0n)])).settlements).toEqual([false]);
-  expect((await ledgerTick(t.db, [], [settle(d, 250n)])).freeAfter).toEqual([998_350n]);
+  expect((await ledgerTick(t.db, [], [settle(c, 0n)], batch)).settlements).toEqual([false]);
+  expect((await ledgerTick(t.db, [], [settle(d, 250n)], batch)).freeAfter).toEqual([998_350n]);
   // Two holds of one user in one statement (the shape with running sums; the ones above hold one each):
   // both fit at their full cap, both see the free balance as locked, and the daily counter counts two.
   const [e, f] = [hold(null), hold(5)];
-  expect(placed(await ledgerTick(t.db, [e, f], []))).toEqual([
+  expect(placed(await ledgerTick(t.db, [e, f], [], batch))).toEqual([
     { held: true, hold: 1000n, free: 998_350n, cap: 10, rate: null },
     { held: true, hold: 1000n, free: 998_350n, cap: 10, rate: 3 },
   ]);
-  expect((await ledgerTick(t.db, [], [settle(e, 0n), settle(f, 0n)])).freeAfter).toEqual([
+  expect((await ledgerTick(t.db, [], [settle(e, 0n), settle(f, 0n)], batch)).freeAfter).toEqual([
     998_350n,
     998_350n,
   ]);
@@ -196,11 +200,9 @@ it('a settlement finds its charge by primary key, never by scanning the open hol
   const genericPlan = () =>
     t.db.transaction(async (tx) => {
       await tx.query(`set local plan_cache_mode = force_generic_plan`);
-      await tx.query(
-        `prepare settle_plan_probe(jsonb, jsonb) as ${tickStatement({ h: false, s: true, r: false })}`,
-      );
+      await tx.query(`prepare settle_plan_probe(jsonb) as ${tickSql({ h: false, s: true, r: false })}`);
       try {
-        const rows = await tx.query<Record<string, string>>(`explain execute settle_plan_probe(null, '[]')`);
+        const rows = await tx.query<Record<string, string>>(`explain execute settle_plan_probe('[]')`);
         return rows.map((r) => Object.values(r)[0]).join('\n');
       } finally {
         await tx.query(`deallocate settle_plan_probe`);
