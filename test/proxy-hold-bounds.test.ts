@@ -159,6 +159,12 @@ describe('upper bounds of media parts (one place: the token counter)', () => {
       Math.ceil((1568 * 1568) / 750),
     );
     expect(imagePartTokens('gpt-4o', 'high', 'data:image/png;base64,AAAA', 'OPENAI')).toBe(1445);
+    // Bytes that are no image are read alone, never with what Node's Buffer pool holds next to them
+    // (here a 1024x1024 PNG header decoded just before): still the family's largest bound.
+    for (let i = 0; i < 50; i++) {
+      expect(imagePartTokens('gpt-4o', 'high', png(1024, 1024), 'OPENAI')).toBe(765);
+      expect(imagePartTokens('gpt-4o', 'high', 'data:image/png;base64,AAAA', 'OPENAI')).toBe(1445);
+    }
   });
 
   it('bounds audio by its bytes (8 kbit/s at least, 20 tokens a second at most)', () => {

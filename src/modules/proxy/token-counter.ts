@@ -153,7 +153,10 @@ export function inlineImageSize(data: unknown): { width: number; height: number 
   for (const chars of [HEADER_CHARS, Infinity]) {
     const part = chars === Infinity ? b64 : b64.slice(0, chars - (chars % 4));
     try {
-      const size = imageSize(Buffer.from(part, 'base64'));
+      // A copy with an ArrayBuffer of its own: image-size reads through DataViews of `input.buffer`
+      // that are not bounded to the input, and a small Buffer is a slice of Node's shared pool, so
+      // a few undecodable bytes could be read as an earlier request's image header.
+      const size = imageSize(new Uint8Array(Buffer.from(part, 'base64')));
       if (size.width && size.height) return { width: size.width, height: size.height };
     } catch {
       /* not enough bytes yet, or not an image */
