@@ -118,9 +118,12 @@ export function meteredFastPath(
     // gets its 401 at once (and the connection closes), without the service buffering its body.
     const key = apiKeyOf(req.headers);
     const refuse = (e: unknown) => {
-      // The body is left unread: the connection cannot be reused for another request.
+      // The body is not kept: the connection cannot be reused for another request. What the client still
+      // sends is read and dropped, so the close is orderly: closing on unread bytes would send a reset
+      // that can destroy the 401 before the client reads it.
       res.setHeader('Connection', 'close');
       fail(e);
+      req.resume();
     };
     requestContext.run({ reqId }, () => {
       (key !== null ? authenticateRestKey(services, key) : Promise.resolve(null)).then((found) => {

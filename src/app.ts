@@ -365,6 +365,9 @@ export async function createApp(deps: AppDeps): Promise<App> {
       keyBeforeBody(req, res, (err?: unknown) => {
         if (err === undefined) res.removeHeader('Connection');
         next(err);
+        // Refused: the body is read and dropped, not kept, so the close after the answer is orderly
+        // (closing on unread bytes sends a reset that can destroy the answer before the client reads it).
+        if (err !== undefined) req.resume();
       });
     },
     jsonBody,
