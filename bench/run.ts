@@ -62,9 +62,8 @@
  *   BENCH_LIMITS         1: also a service with every daily and rate limit on (0)
  *   BENCH_ONE_STATEMENT  0: no naive-statement row (on with DATABASE_URL)
  *   BENCH_PORTKEY        0: no Portkey row (on; installed once into bench/.peer, skipped with a note if that fails)
- *   BENCH_WEBHOOK        stored: one active subscription to every event, its delivery rows written (expanded
- *                        on each NOTIFY, as the worker does) and sent by a worker apart (`npm run worker`:
- *                        not in this run) (default);
+ *   BENCH_WEBHOOK        stored: one active subscription to every event, its delivery rows written with each
+ *                        event, sent by a worker apart (`npm run worker`: not in this run) (default);
  *                        deliver: the service's in-process worker also sends them to the receiver;
  *                        none: no subscription
  *   BENCH_PIN            0: no pinning (1); BENCH_SERVER_CPU / BENCH_LOAD_CPU pick the CPUs (first / last allowed)
@@ -518,7 +517,6 @@ async function runService(upstreamPort: number, sinkPort: number, withLimits: bo
   const app = await createApp({ config, db, log: createLogger(config.LOG_LEVEL) });
   await app.services.owners.bootstrap(OWNER_TOKEN);
   await app.start();
-  if (WEBHOOK === 'stored') await expandOnNotify(db);
   await new Promise<void>((r) => app.server.listen(0, '127.0.0.1', r));
   const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 
@@ -1527,36 +1525,8 @@ function machine(database: string, pin: Pinning): string[] {
   ];
 }
 
-/**
- * BENCH_WEBHOOK=stored: the delivery rows are written as the delivery worker writes them (one expansion per
- * NOTIFY `webhook_deliveries`, wake-ups during one coalesced into one more), without sending them, so their
- * PostgreSQL cost is counted as before migration 20261201200000, when the event's statement wrote them.
- */
-async function expandOnNotify(db: import('../src/db/database.js').Database): Promise<void> {
-  const { expandDeliveries } = await import('../src/modules/webhooks/delivery-expansion.js');
-  const bg = await db.background();
-  let running = false;
-  let again = false;
-  const expand = (): void => {
-    if (running) {
-      again = true;
-      return;
-    }
-    running = true;
-    void (async () => {
-      do {
-        again = false;
-        await expandDeliveries(bg).catch((err) => console.error('delivery expansion failed', err));
-      } while (again);
-      running = false;
-    })();
-  };
-  await db.listen('webhook_deliveries', expand);
-}
-
 const WEBHOOK_TEXT: Record<string, string> = {
-  stored:
-    'one active subscription to every event (delivery rows written, not sent: no worker in the service)',
+  stored: 'one active subscription to every event (delivery rows written, no worker in the service)',
   deliver: 'one active subscription to every event, delivered by the in-process worker',
   none: 'no subscription',
 };

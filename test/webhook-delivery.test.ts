@@ -1,11 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { startTestApp, type TestApp } from './helpers/app.js';
-import {
-  createSubscription,
-  deliveriesExpanded,
-  WebhookReceiver,
-  type Received,
-} from './helpers/webhook-receiver.js';
+import { createSubscription, WebhookReceiver, type Received } from './helpers/webhook-receiver.js';
 import {
   backoffDelay,
   decideOutcome,
@@ -372,8 +367,6 @@ describe('webhook delivery: guard and inactive subscriptions', () => {
     const pw = await g.createPaywall();
     const sub = await createSubscription(g, pw.apiKey, { url: rcv.url(), events: ['*'] });
     const eventId = await event(pw.apiKey);
-    // Its delivery row exists (expanded while the subscription was active), then it is deactivated.
-    await deliveriesExpanded(g.db);
     await g.db.query('update webhook_subscription set is_active = false where id = $1', [sub.id]);
     const w = worker(new WebhookSender({ allowPrivate: true, timeoutMs: 1000 }));
     await w.start();

@@ -1,5 +1,4 @@
 import { startTestApp, type TestApp } from './helpers/app.js';
-import { deliveriesExpanded } from './helpers/webhook-receiver.js';
 import { webhookSecretContext } from '../src/modules/webhooks/webhook-secrets.js';
 import { loadSecretBox } from '../src/shared/crypto.js';
 
@@ -275,7 +274,6 @@ describe('reading and deactivating subscriptions', () => {
     await t.rest('DELETE', `/v1/webhooks/subscriptions/${off.id}`, { token: pw.apiKey });
     const u = await t.gql(pw.apiKey, `mutation { updatePaywall(input: {name: "Renamed"}) { id } }`);
     expect(u.errors).toBeUndefined();
-    await deliveriesExpanded(t.db);
     const rows = await t.db.query<{ subscription_id: string }>(
       'select subscription_id from webhook_delivery where paywall_id = $1',
       [pw.id],
@@ -318,7 +316,6 @@ describe('GraphQL-only management: re-enable and rotate', () => {
     expect(rest.body.subscription).toMatchObject({ isActive: true, consecutiveFailures: 0 });
     // Active again: events are written for it.
     await t.gql(pw.apiKey, `mutation { updatePaywall(input: {name: "Again"}) { id } }`);
-    await deliveriesExpanded(t.db);
     const rows = await t.db.query('select 1 from webhook_delivery where subscription_id = $1', [sub.id]);
     expect(rows).toHaveLength(1);
   });

@@ -1,6 +1,5 @@
 import type { Logger } from '../shared/logger.js';
 import type { Database } from './database.js';
-import { expandDeliveries } from '../modules/webhooks/delivery-expansion.js';
 
 /** Events removed per statement (their deliveries go in the same statement). */
 export const RETENTION_BATCH = 2000;
@@ -78,8 +77,6 @@ export class EventRetention {
     const cutoff = new Date((opts.now ?? new Date()).getTime() - this.days * 86_400_000);
     const batch = opts.batch ?? RETENTION_BATCH;
     try {
-      // Deliveries of committed events are written before any count or removal (delivery-expansion.ts).
-      await expandDeliveries(await this.db.background());
       // Where the previous batch ended (seq starts at 1): the next one starts after it, not over the index entries of the
       // rows just removed.
       let after: string | null = null;

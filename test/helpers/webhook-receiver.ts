@@ -1,7 +1,5 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import type { Sql } from '../../src/db/database.js';
-import { expandDeliveries } from '../../src/modules/webhooks/delivery-expansion.js';
 
 /** One request the receiver got, with the body exactly as the bytes arrived. */
 export interface Received {
@@ -200,13 +198,4 @@ export async function createSubscription(
   const r = await t.rest('POST', '/v1/webhooks/subscriptions', { token: apiKey, body: input });
   if (r.status !== 201) throw new Error(`subscription not created: ${r.status} ${JSON.stringify(r.body)}`);
   return { id: r.body.subscription.id, secret: r.body.subscription.secret };
-}
-
-/**
- * Returns once every committed event has its delivery rows: the expansion the delivery worker runs when it
- * is woken, and every API read of delivery rows runs first (src/modules/webhooks/delivery-expansion.ts).
- * A test that reads `webhook_delivery` itself right after an event, without such an API call, waits on it.
- */
-export async function deliveriesExpanded(db: Sql): Promise<void> {
-  await expandDeliveries(db);
 }

@@ -11,7 +11,6 @@ import {
   type DeliveryPayload,
 } from './delivery-payload.js';
 import { WebhookSubscription } from './webhook.entity.js';
-import { expandDeliveries } from './delivery-expansion.js';
 
 export const LOGS_DEFAULT_LIMIT = 20;
 export const LOGS_MAX_LIMIT = 100;
@@ -72,9 +71,8 @@ export interface DeliveryLogDeps {
 
 /**
  * The delivery log of webhooks: reading it, and resetting deliveries for a manual resend. Deliveries
- * themselves are expanded from committed events (one row per matching active subscription,
- * delivery-expansion.ts) by the delivery worker and by every call here before it reads or acts, and sent
- * by the delivery worker.
+ * themselves are written by the `event_fanout` trigger (one outbox row per matching active subscription, in
+ * the transaction of the event) and sent by the delivery worker.
  *
  * Scope: an API key sees only its paywall; an owner sees the paywalls it owns. Anything else is "not found",
  * never "forbidden", so ids of other paywalls reveal nothing.
@@ -96,8 +94,6 @@ export class DeliveryLog {
     if (q.eventType != null && !(EVENT_TYPES as readonly string[]).includes(q.eventType))
       throw invalid(`unknown event name: ${q.eventType}`, 'eventType');
     const after = q.after == null ? null : decodeCursor(q.after);
-    // Committed events' deliveries first (on the primary), so the log shows them at once.
-    await expandDeliveries(this.deps.db);
 
     const params: unknown[] = [paywall.id];
     const where = ['d.paywall_id = $1'];
@@ -164,8 +160,6 @@ export class DeliveryLog {
       : undefined;
     if (!event || !(await this.mayAct(auth, event.paywall_id)))
       throw new DomainError('not_found', 'event not found', 'eventId');
-    // The event's own deliveries first: a resend resets them rather than racing their expansion.
-    await expandDeliveries(this.deps.db);
 
     let targets: string[];
     if (subscriptionId != null) {

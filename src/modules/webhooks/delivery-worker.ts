@@ -4,7 +4,6 @@ import type { Logger } from '../../shared/logger.js';
 import { buildDeliveryPayload, eventPayloadColumns, eventRowFrom } from './delivery-payload.js';
 import { serviceSignatureHeaders, standardWebhookHeaders } from './signing.js';
 import { webhookSecretContext } from './webhook-secrets.js';
-import { expandDeliveries } from './delivery-expansion.js';
 import type { SecretBox } from '../../shared/crypto.js';
 import type { Clock } from '../../shared/clock.js';
 import { USER_AGENT, WebhookSender, type SendResult } from './webhook-sender.js';
@@ -20,12 +19,6 @@ const MAX_BACKOFF_MS = 24 * 60 * 60 * 1000;
 
 const JITTER = 0.2;
 
-/**
- * While events keep coming, expansions run at most this often (ms): the wake-ups of a burst make one
- * expansion at its end. The first event after a quiet moment is expanded at once.
- */
-export const EXPAND_INTERVAL_MS = 50;
-
 export interface DeliveryWorkerOptions {
   db: Database;
   log: Logger;
@@ -35,7 +28,7 @@ export interface DeliveryWorkerOptions {
   backoffBaseMs: number;
   /** WEBHOOK_TIMEOUT_MS: one attempt, connect to last byte read. */
   timeoutMs: number;
-  /** WEBHOOK_POLL_MS: how often events are expanded and due retries and expired leases looked for without a NOTIFY. */
+  /** WEBHOOK_POLL_MS: how often due retries and expired leases are looked for without a NOTIFY. */
   pollMs: number;
   /** WEBHOOK_ALLOW_PRIVATE_NETWORKS */
   allowPrivate: boolean;
@@ -233,12 +226,9 @@ const RECORD_SQL = `
 /**
  * The webhook delivery worker: the consumer of the `webhook_delivery` outbox.
  *
- * Woken by NOTIFY `webhook_deliveries` (sent by the `event_fanout` trigger when a statement's events match an
- * active subscription) and by a poll every `pollMs` (retries falling due, leases expiring, a missed
- * notification). Such a wake-up first expands committed events into delivery rows (delivery-expansion.ts):
- * at once after a quiet moment, and at most once per EXPAND_INTERVAL_MS while notifications keep coming,
- * however many arrive. It then claims due rows in batches,
- * POSTs them with bounded concurrency, and records each outcome. Delivery is at least
+ * Woken by NOTIFY `webhook_deliveries` (sent by the `event_fanout` trigger when an event created deliveries)
+ * and by a poll every `pollMs` (retries falling due, leases expiring, a missed notification). It claims due
+ * rows in batches, POSTs them with bounded concurrency, and records each outcome. Delivery is at least
  * once: a crash between the POST and the record means the row is sent again after its lease, with the
  * same event id, which receivers use to deduplicate.
  */
@@ -252,10 +242,6 @@ export class DeliveryWorker {
   private running = false;
   private claiming = false;
   private claimAgain = false;
-  /** A wake-up that may have new events behind it (notification, poll, reconnect): expand before claiming. */
-  private expandWanted = false;
-  private lastExpandAt = -Infinity;
-  private expandTimer?: NodeJS.Timeout;
   /** A claim was cut short by the concurrency limit: more rows may be due. */
   private backlog = false;
   private unlisten?: () => void;
@@ -314,7 +300,6 @@ export class DeliveryWorker {
     this.unReconnect?.();
     clearInterval(this.pollTimer);
     clearTimeout(this.wakeTimer);
-    clearTimeout(this.expandTimer);
     if (this.inFlight.size > 0) {
       let timer: NodeJS.Timeout | undefined;
       const timedOut = new Promise<'timeout'>((resolve) => {
@@ -335,27 +320,9 @@ export class DeliveryWorker {
     return this.inFlight.size;
   }
 
-  /**
-   * Run a claim round now (or right after the current one), expanding events first when `expand`: any
-   * number of such wake-ups within EXPAND_INTERVAL_MS make one expansion (and one claim round).
-   */
-  wake(expand = true): void {
+  /** Run a claim round now (or right after the current one). */
+  wake(): void {
     if (!this.running) return;
-    if (expand) {
-      // Within EXPAND_INTERVAL_MS of the last expansion: one more when the interval ends, for the burst.
-      const wait = this.lastExpandAt + EXPAND_INTERVAL_MS - Date.now();
-      if (wait > 0) {
-        if (!this.expandTimer) {
-          this.expandTimer = setTimeout(() => {
-            this.expandTimer = undefined;
-            this.wake();
-          }, wait);
-          this.expandTimer.unref();
-        }
-        return;
-      }
-      this.expandWanted = true;
-    }
     if (this.claiming) {
       this.claimAgain = true;
       return;
@@ -378,7 +345,7 @@ export class DeliveryWorker {
     this.wakeTimer = setTimeout(
       () => {
         this.wakeAt = Infinity;
-        this.wake(false);
+        this.wake();
       },
       Math.max(0, ms) + 5,
     );
@@ -388,14 +355,6 @@ export class DeliveryWorker {
   private async claimLoop(): Promise<void> {
     do {
       this.claimAgain = false;
-      if (this.expandWanted) {
-        this.expandWanted = false;
-        this.lastExpandAt = Date.now();
-        // A failed expansion is retried at the next wake-up (it rolled back whole); claiming goes on.
-        await expandDeliveries(this.opts.db).catch((err) =>
-          this.opts.log.error({ err }, 'webhook delivery expansion failed'),
-        );
-      }
       while (this.running) {
         const room = this.concurrency - this.inFlight.size;
         if (room <= 0) {
@@ -419,7 +378,7 @@ export class DeliveryWorker {
         this.inFlight.delete(p);
         if (this.backlog) {
           this.backlog = false;
-          this.wake(false);
+          this.wake();
         }
       });
     this.inFlight.add(p);

@@ -9,7 +9,6 @@ import { generateWebhookSecret, SECRET_ROTATION_GRACE_MS, webhookSecretContext }
 import type { Clock } from '../../shared/clock.js';
 import { loadSecretBox, type SecretBox } from '../../shared/crypto.js';
 import { WebhookSubscription } from './webhook.entity.js';
-import { expandDeliveries } from './delivery-expansion.js';
 import {
   checkCustomHeaders,
   checkDescription,
@@ -99,10 +98,8 @@ export class SubscriptionService {
     const created = await this.deps.db.transaction(async (tx) => {
       // Lock the paywall row so two concurrent creations cannot both pass the cap.
       await tx.query(`select 1 from paywall where id = $1 for update`, [paywall.id]);
-      // The database's clock dates it, as it dates events: a subscription gets the events dated from its
-      // creation on (delivery-expansion.ts), whatever the service host's clock says.
-      const [{ n, now }] = await tx.query<{ n: number; now: Date }>(
-        `select count(*)::int as n, now() as now from webhook_subscription where paywall_id = $1 and is_active`,
+      const [{ n }] = await tx.query<{ n: number }>(
+        `select count(*)::int as n from webhook_subscription where paywall_id = $1 and is_active`,
         [paywall.id],
       );
       if (n >= MAX_ACTIVE_SUBSCRIPTIONS)
@@ -111,6 +108,7 @@ export class SubscriptionService {
           null,
           'too_many_subscriptions',
         );
+      const now = new Date();
       const id = newId();
       return tx.em.create(WebhookSubscription, {
         id,
@@ -125,8 +123,8 @@ export class SubscriptionService {
         createdBy,
         consecutiveFailures: 0,
         lastDeliveredAt: null,
-        createdAt: new Date(now),
-        updatedAt: new Date(now),
+        createdAt: now,
+        updatedAt: now,
       } as any);
     });
     return view(created, secret);
@@ -154,12 +152,8 @@ export class SubscriptionService {
     return view(sub);
   }
 
-  /**
-   * Soft deactivation: the record stays readable and no new deliveries are written for it. Idempotent.
-   * Events committed before it are expanded first, so they keep their deliveries (sent as "not sent").
-   */
+  /** Soft deactivation: the record stays readable and no new deliveries are written for it. Idempotent. */
   async deactivate(auth: Auth, id: string): Promise<SubscriptionView> {
-    await expandDeliveries(this.deps.db);
     return this.change(auth, id, (sub) => {
       if (!sub.isActive) return false;
       sub.isActive = false;
@@ -169,8 +163,6 @@ export class SubscriptionService {
 
   /** Re-enables a subscription and clears its failure streak, so it starts again from a clean slate. */
   async reactivate(auth: Auth, id: string): Promise<SubscriptionView> {
-    // Events committed while it was inactive are expanded first: they do not go to it.
-    await expandDeliveries(this.deps.db);
     return this.change(auth, id, (sub) => {
       if (sub.isActive && sub.consecutiveFailures === 0) return false;
       sub.isActive = true;
