@@ -209,6 +209,17 @@ describe('using a key', () => {
     expect(viaPath.status).toBe(403);
     const query = await t.rest('GET', '/v1/user/balance?user=bob', { token: key });
     expect([query.status, query.body.error.type]).toEqual([403, 'permission_error']);
+    // GET /v1/models is a proxy route too: another user named there is refused the same way.
+    for (const path of ['/v1/models?user=bob', '/v1/u/bob/models', `/u/bob/v1/models/${MODEL}`]) {
+      const models = await t.rest('GET', path, { token: key });
+      expect([path, models.status, models.body.error?.code]).toEqual([path, 403, 'user_key_user_mismatch']);
+    }
+    const bobHeader = await openai(key)
+      .models.list({ headers: { 'X-Paywall-User': 'bob' } })
+      .catch((e) => e);
+    expect(bobHeader.status).toBe(403);
+    const ownModels = await openai(key, `${t.url}/v1/u/p-alice`).models.list();
+    expect(ownModels.data.map((m) => m.id)).toContain(MODEL);
     const msg = await new Anthropic({ apiKey: key, baseURL: t.url, maxRetries: 0 }).messages
       .create(
         { model: MODEL, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }] },
