@@ -77,6 +77,11 @@ export interface UpstreamOptions {
   reasoning?: boolean;
   /** The service's count of the input (a translated Messages stream's `message_start` carries it). */
   inputTokens?: number;
+  /**
+   * Top-level fields of the client's body the format took out before the payload was built (the end
+   * user's `user`): a translation names them in `x-paywall-dropped-fields` (docs/reference.md §21).
+   */
+  clientDropped?: readonly string[];
 }
 
 /**

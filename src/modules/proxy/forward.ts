@@ -88,6 +88,7 @@ export class Forwarder {
           clientModel: f.req.model,
           reasoning: reasonsOf(f.price),
           inputTokens: f.req.promptEstimate,
+          clientDropped: f.req.body.user != null ? ['user'] : undefined,
         });
       } catch (e) {
         // A DomainError is a refusal of the client's request, not the provider's failure.

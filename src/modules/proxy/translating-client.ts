@@ -47,6 +47,8 @@ export function translatingClient(route: Route): ProviderClient {
         capParameter: up.capParameter,
         dropped,
       });
+      // `user` names the end user and is never forwarded; toward the other API it is dropped and named.
+      for (const name of opts.clientDropped ?? []) dropped.add(name);
       const ctx: ClientAnswerContext = {
         model: opts.clientModel ?? String(body.model ?? ''),
         body,
