@@ -505,8 +505,8 @@ describe('agent tools across formats (§21)', () => {
       },
     });
     expect(r.status).toBe(200);
-    // metadata.user_id is the end user's: never sent upstream anyway (nothing else was in metadata)
-    expect(r.headers.get('x-paywall-dropped-fields')).toBe('context_management,cache_control');
+    // metadata (Claude Code's holds only user_id, the end user's) is not sent: dropped and named (§21)
+    expect(r.headers.get('x-paywall-dropped-fields')).toBe('metadata,context_management,cache_control');
     const sent = openai.chatRequests[0].body;
     expect(sent).toEqual({
       model: 'o3',
