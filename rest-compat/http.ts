@@ -122,14 +122,16 @@ export function keyUserFrom(
 }
 
 /**
- * The routes an end-user key may call (docs/reference.md §19): the proxy routes and its own balance, with
- * or without `/u/{user}`. Paths are those under `/v1`.
+ * The routes an end-user key may call (docs/reference.md §19, §22): the proxy routes (images and audio
+ * included) and its own balance, with or without `/u/{user}`. Paths are those under `/v1`.
  */
 export function userKeyMayCall(method: string, path: string): boolean {
   const m = /^(?:\/u\/[^/]*)?(\/.*?)\/?$/.exec(path);
   const route = m ? m[1] : path;
   if (method === 'POST')
-    return /^\/(chat\/completions|responses|embeddings|messages|messages\/count_tokens)$/.test(route);
+    return /^\/(chat\/completions|responses|embeddings|messages|messages\/count_tokens|images\/(generations|edits)|audio\/(transcriptions|translations|speech))$/.test(
+      route,
+    );
   if (method === 'GET' || method === 'HEAD') return /^\/(models(\/.+)?|user\/balance)$/.test(route);
   return false;
 }

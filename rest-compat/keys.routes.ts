@@ -18,6 +18,20 @@ const REVOKE = new Operation(
 
 const PERIODS = ['day', 'week', 'month', 'total'];
 
+/** createUserKey's input fields under their REST names: a 400 names the field the client sent. */
+const REST_NAMES: Record<string, string> = {
+  limitPeriod: 'limit_period',
+  expiresAt: 'expires_at',
+  externalUserId: 'user',
+};
+
+function inRestNames(e: unknown): unknown {
+  if (!(e instanceof DomainError) || e.param === null || !(e.param in REST_NAMES)) return e;
+  let message = e.message;
+  for (const [gql, rest] of Object.entries(REST_NAMES)) message = message.split(gql).join(rest);
+  return new DomainError(e.code, message, REST_NAMES[e.param], e.publicCode as never);
+}
+
 /** A key's record in REST's snake case (docs/reference.md §19); never the key itself. */
 function keyJson(k: Record<string, any>) {
   return {
@@ -53,15 +67,26 @@ export function keysRoutes(services: Services): Router {
     route(async (req, res) => {
       const body = jsonObject(req);
       const period = body.limit_period;
+      if (
+        period !== undefined &&
+        period !== null &&
+        !(typeof period === 'string' && PERIODS.includes(period.toLowerCase()))
+      )
+        throw new DomainError(
+          'invalid_request',
+          `limit_period must be one of ${PERIODS.join(', ')}`,
+          'limit_period',
+        );
       const { createUserKey } = await CREATE.run(restContext(req, services), {
         input: {
           externalUserId: userOf(req, body.user),
           name: body.name ?? null,
           limit: body.limit ?? null,
-          limitPeriod:
-            typeof period === 'string' && PERIODS.includes(period) ? period.toUpperCase() : (period ?? null),
+          limitPeriod: typeof period === 'string' ? period.toUpperCase() : null,
           expiresAt: body.expires_at ?? null,
         },
+      }).catch((e) => {
+        throw inRestNames(e);
       });
       const k = keyJson(createUserKey.userKey);
       res.status(201).json({

@@ -130,6 +130,7 @@ export function mediaRoutes(services: Services): Router {
           queryUser: typeof q === 'string' ? q : undefined,
           pathUser: req.pathUser,
           body,
+          userKey: req.userKey,
         },
         res,
       );

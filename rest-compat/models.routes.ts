@@ -2,7 +2,7 @@ import { Router } from 'express';
 import type { PricingStrings } from '../src/modules/catalog/model-view.js';
 import type { Services } from '../src/services.js';
 import { Operation } from './graphql-bridge.js';
-import { restContext, route } from './http.js';
+import { restContext, route, userOf } from './http.js';
 
 const FIELDS =
   'id object name display_name description createdAt pricing { prompt completion request cacheRead cacheWrite audioPrompt reasoning audioCompletion imagePrompt imageCompletion image { size quality price } audioSecond characters1k }';
@@ -49,12 +49,17 @@ const openAiModel = ({ createdAt, ...m }: GqlModel, ownedBy: string) => ({
   },
 });
 
-/** `GET /v1/models` and `GET /v1/models/{id}` (ids may contain "/", e.g. "openai/gpt-4o"). */
+/**
+ * `GET /v1/models` and `GET /v1/models/{id}` (ids may contain "/", e.g. "openai/gpt-4o"). Prices do not
+ * depend on the user, so none is needed; but an end-user key naming another user (header, query, path)
+ * is refused here as on every proxy route (docs/reference.md §19).
+ */
 export function modelsRoutes(services: Services): Router {
   const r = Router();
   r.get(
     '/models',
     route(async (req, res) => {
+      if (req.userKey) userOf(req);
       const { models } = await LIST.run<{ models: GqlModel[] }>(restContext(req, services), {});
       res.json({ object: 'list', data: models.map((m) => openAiModel(m, req.paywall!.name)) });
     }),
@@ -62,6 +67,7 @@ export function modelsRoutes(services: Services): Router {
   r.get(
     '/models/*id',
     route(async (req, res) => {
+      if (req.userKey) userOf(req);
       const id = ([] as string[]).concat((req.params as any).id).join('/');
       const { model } = await ONE.run<{ model: GqlModel }>(restContext(req, services), { id });
       res.json(openAiModel(model, req.paywall!.name));

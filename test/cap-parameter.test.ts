@@ -425,6 +425,23 @@ describe("the client's cap is kept (§20)", () => {
     expect(charges.map((ch) => ch.max_completion_tokens)).toEqual([16384, 16384]);
   });
 
+  it('no client cap on a model the catalogue does not know: the 4,096 held is sent (chat and Responses), so the provider cannot answer past the hold', async () => {
+    await gql(`mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+      modelId: 'house-llm-7b',
+      prompt: '0.000001',
+      completion: '0.000002',
+    });
+    await deposit(t, p, 'cap-unk', '1');
+    const c = await post('/v1/chat/completions', 'cap-unk', { model: 'house-llm-7b', messages: hi });
+    expect(c.status).toBe(200);
+    expect(capsSent(older)).toEqual({ max_tokens: undefined, max_completion_tokens: 4096 });
+    const r = await post('/v1/responses', 'cap-unk', { model: 'house-llm-7b', input: 'Say hello' });
+    expect(r.status).toBe(200);
+    expect(older.responsesRequests[0].body.max_output_tokens).toBe(4096);
+    const charges = await chargesOf(t, p, 'cap-unk');
+    expect(charges.map((ch) => ch.max_completion_tokens)).toEqual([4096, 4096]);
+  });
+
   it("the owner's lower maxCompletionTokens lowers the client's cap, in its own field, and says so", async () => {
     await deposit(t, p, 'cap-cid', '1');
     const r = await post('/v1/chat/completions', 'cap-cid', { model: MODEL, messages: hi, max_tokens: 5000 });

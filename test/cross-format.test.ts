@@ -505,8 +505,8 @@ describe('agent tools across formats (§21)', () => {
       },
     });
     expect(r.status).toBe(200);
-    // metadata.user_id is the end user's: never sent upstream anyway (nothing else was in metadata)
-    expect(r.headers.get('x-paywall-dropped-fields')).toBe('context_management,cache_control');
+    // metadata (Claude Code's holds only user_id, the end user's) is not sent: dropped and named (§21)
+    expect(r.headers.get('x-paywall-dropped-fields')).toBe('metadata,context_management,cache_control');
     const sent = openai.chatRequests[0].body;
     expect(sent).toEqual({
       model: 'o3',
@@ -635,6 +635,33 @@ describe('agent tools across formats (§21)', () => {
     ]);
     const raw = rawOf(100, 20, 0);
     expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
+  });
+
+  it('the end user named in the body (`user`) toward an Anthropic provider: not sent, and named as dropped (chat and Responses)', async () => {
+    const user = await funded();
+    claude.next({ content: 'Hi' });
+    const chat = await t.rest('POST', '/v1/chat/completions', {
+      token: pw.apiKey,
+      body: { model: CLAUDE, max_tokens: 50, messages: [{ role: 'user', content: 'Hi' }], user, seed: 1 },
+    });
+    expect(chat.status).toBe(200);
+    expect(chat.headers.get('x-paywall-dropped-fields')?.split(',').sort()).toEqual(['seed', 'user']);
+    expect(claude.messagesRequests[0].body).not.toHaveProperty('user');
+    claude.next({ content: 'Hi' });
+    const responses = await t.rest('POST', '/v1/responses', {
+      token: pw.apiKey,
+      body: { model: CLAUDE, max_output_tokens: 50, input: 'Hi', user },
+    });
+    expect(responses.status).toBe(200);
+    expect(responses.headers.get('x-paywall-dropped-fields')).toBe('user');
+    expect(claude.messagesRequests[1].body).not.toHaveProperty('user');
+    // Natively (an OpenAI provider) `user` is the paywall's, taken out as always, and not named.
+    const native = await t.rest('POST', '/v1/chat/completions', {
+      token: pw.apiKey,
+      body: { model: GPT, max_tokens: 50, messages: [{ role: 'user', content: 'Hi' }], user },
+    });
+    expect(native.status).toBe(200);
+    expect(native.headers.get('x-paywall-dropped-fields')).toBeNull();
   });
 
   it('a json_schema response format becomes a forced tool; the answer’s text is its input as JSON', async () => {

@@ -643,6 +643,80 @@ describe('POST /v1/audio/speech', () => {
   });
 });
 
+describe('with an end-user key (§19, §22: "the user identified as for chat (user key, …)")', () => {
+  async function userKey(body: Record<string, unknown>) {
+    const r = await t.rest('POST', '/v1/user/keys', { token: pw.apiKey, body });
+    expect(r.status).toBe(201);
+    return r.body as { id: string; key: string };
+  }
+  const keyClient = (key: string, base = '/v1') =>
+    new OpenAI({ apiKey: key, baseURL: `${t.url}${base}`, maxRetries: 0 });
+
+  it("images, transcription and speech with only the key: charged to the key's user, the charge names the key", async () => {
+    await deposit(t, pw, 'uk-media', '1');
+    const { id, key } = await userKey({ user: 'uk-media', name: 'media' });
+    const img = await keyClient(key)
+      .images.generate({ model: DALLE, prompt: 'an otter', n: 1, size: '1024x1024', quality: 'standard' })
+      .withResponse();
+    const imgCost = charged([1, '0.04']);
+    expect(img.response.headers.get('x-paywall-cost')).toBe(usdc(imgCost));
+    const tr = await keyClient(key, '/v1/u/uk-media')
+      .audio.transcriptions.create({
+        model: WHISPER,
+        file: await toFile(wav(10), 'note.wav', { type: 'audio/wav' }),
+        // a body `user` is not looked at with a key (as for chat)
+        user: 'someone-else',
+      } as any)
+      .withResponse();
+    const trCost = charged([10, '0.0001']);
+    expect(tr.response.headers.get('x-paywall-cost')).toBe(usdc(trCost));
+    const speech = await keyClient(key).audio.speech.create({
+      model: TTS,
+      voice: 'alloy',
+      input: 'Hello there',
+    });
+    await speech.arrayBuffer();
+    const spCost = chargedCharacters(11, '0.015');
+    const charges = await eventually(
+      () => chargesOf(t, pw, 'uk-media'),
+      (cs) => cs.length === 3 && cs.every((c: any) => c.status === 'completed'),
+    );
+    expect(charges.map((c: any) => BigInt(c.amount)).reduce((a: bigint, b: bigint) => a + b, 0n)).toBe(
+      imgCost + trCost + spCost,
+    );
+    const ev = await chargeEvent(img.response.headers.get('x-paywall-charge-id')!);
+    expect(ev.data.userKeyId).toBe(id);
+    expect(await money(t, pw, 'uk-media')).toMatchObject({ balance: 1_000_000n - imgCost - trCost - spCost });
+    expect(await money(t, pw, 'someone-else')).toMatchObject({ balance: 0n });
+  });
+
+  it('another user in the path or header: 403; over the key’s limit: 402 key_limit_exceeded, nothing forwarded', async () => {
+    await deposit(t, pw, 'uk-media-2', '1');
+    const { key } = await userKey({ user: 'uk-media-2', name: 'm2', limit: '0.05', limit_period: 'day' });
+    const other = await keyClient(key, '/v1/u/bob')
+      .images.generate({ model: DALLE, prompt: 'x', size: '1024x1024', quality: 'standard' })
+      .catch((e) => e);
+    expect([other.status, other.error?.code]).toEqual([403, 'user_key_user_mismatch']);
+    const header = await keyClient(key)
+      .audio.speech.create(
+        { model: TTS, voice: 'alloy', input: 'hi' },
+        { headers: { 'X-Paywall-User': 'bob' } },
+      )
+      .catch((e) => e);
+    expect(header.status).toBe(403);
+    const over = await keyClient(key)
+      .images.generate({ model: DALLE, prompt: 'x', n: 2, size: '1024x1024', quality: 'standard' })
+      .catch((e) => e);
+    expect(over).toBeInstanceOf(APIError);
+    expect([over.status, over.error?.type, over.error?.code]).toEqual([
+      402,
+      'payment_required',
+      'key_limit_exceeded',
+    ]);
+    expect(fake.mediaRequests).toHaveLength(0);
+  });
+});
+
 describe('usage reports (the roll-ups of the dashboard)', () => {
   it('name the images, seconds and characters per model, with their cost at cost prices, today and rolled up', async () => {
     const p = await mediaPaywall();

@@ -105,12 +105,19 @@ describe('create, list, revoke', () => {
   it('REST: bad input is a 400 naming the field, and creates nothing', async () => {
     for (const [body, param] of [
       [{ user: 'bad-u', limit: '-1' }, 'limit'],
-      [{ user: 'bad-u', limit: '1', limit_period: 'year' }, 'limitPeriod'],
-      [{ user: 'bad-u', expires_at: '2000-01-01T00:00:00Z' }, 'expiresAt'],
+      [{ user: 'bad-u', limit: '1', limit_period: 'year' }, 'limit_period'],
+      [{ user: 'bad-u', limit_period: 'day' }, 'limit_period'],
+      [{ user: 'bad-u', expires_at: '2000-01-01T00:00:00Z' }, 'expires_at'],
+      [{ user: 'bad-u', expires_at: 'soon' }, 'expires_at'],
     ] as const) {
+      // The field under the name the REST client sent (snake case), never GraphQL's input name.
       const r = await t.rest('POST', '/v1/user/keys', { token: pw.apiKey, body });
-      expect(r.status).toBe(400);
-      expect(r.body.error.param).toContain(param);
+      expect([r.status, r.body.error.type, r.body.error.param]).toEqual([
+        400,
+        'invalid_request_error',
+        param,
+      ]);
+      expect(r.body.error.message).not.toMatch(/limitPeriod|expiresAt/);
     }
     const none = await t.rest('POST', '/v1/user/keys', { token: pw.apiKey, body: {} });
     expect([none.status, none.body.error.code]).toEqual([400, 'missing_user']);
@@ -209,6 +216,17 @@ describe('using a key', () => {
     expect(viaPath.status).toBe(403);
     const query = await t.rest('GET', '/v1/user/balance?user=bob', { token: key });
     expect([query.status, query.body.error.type]).toEqual([403, 'permission_error']);
+    // GET /v1/models is a proxy route too: another user named there is refused the same way.
+    for (const path of ['/v1/models?user=bob', '/v1/u/bob/models', `/u/bob/v1/models/${MODEL}`]) {
+      const models = await t.rest('GET', path, { token: key });
+      expect([path, models.status, models.body.error?.code]).toEqual([path, 403, 'user_key_user_mismatch']);
+    }
+    const bobHeader = await openai(key)
+      .models.list({ headers: { 'X-Paywall-User': 'bob' } })
+      .catch((e) => e);
+    expect(bobHeader.status).toBe(403);
+    const ownModels = await openai(key, `${t.url}/v1/u/p-alice`).models.list();
+    expect(ownModels.data.map((m) => m.id)).toContain(MODEL);
     const msg = await new Anthropic({ apiKey: key, baseURL: t.url, maxRetries: 0 }).messages
       .create(
         { model: MODEL, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }] },

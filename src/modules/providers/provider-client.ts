@@ -77,6 +77,12 @@ export interface UpstreamOptions {
   reasoning?: boolean;
   /** The service's count of the input (a translated Messages stream's `message_start` carries it). */
   inputTokens?: number;
+  /**
+   * Top-level fields of the client's body that hold the end user's id (`user`, `metadata`) and so may be
+   * missing from the payload: a translation names them in `x-paywall-dropped-fields` (docs/reference.md
+   * §21).
+   */
+  clientDropped?: readonly string[];
 }
 
 /**

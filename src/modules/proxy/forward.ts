@@ -53,6 +53,16 @@ const MAX_LOGGED_REFUSAL = 4096;
  * ProviderClient), the answer comes back whole (JSON) or relayed chunk by chunk (a stream), is metered
  * in the flight's WireFormat, and the hold is settled before the answer's end reaches the client.
  */
+/**
+ * The client's top-level fields a format takes out of every payload, the end user's id being in them:
+ * `user`, and a `metadata` that held only `metadata.user_id` (docs/reference.md §21: named as dropped
+ * when the request is translated).
+ */
+const takenOut = (body: Record<string, unknown>): string[] | undefined => {
+  const names = ['user', 'metadata'].filter((k) => body[k] != null);
+  return names.length > 0 ? names : undefined;
+};
+
 export class Forwarder {
   constructor(private readonly d: ForwardDeps) {}
 
@@ -88,6 +98,7 @@ export class Forwarder {
           clientModel: f.req.model,
           reasoning: reasonsOf(f.price),
           inputTokens: f.req.promptEstimate,
+          clientDropped: takenOut(f.req.body),
         });
       } catch (e) {
         // A DomainError is a refusal of the client's request, not the provider's failure.

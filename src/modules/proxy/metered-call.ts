@@ -238,11 +238,12 @@ export async function meteredCall<R extends MeteredRequest>(
   }
 
   // The cap sent upstream: the client's own field with the hold's cap. A client that sent none gets a cap
-  // field only when the service bounds it below the model's own maximum (the owner's maxCompletionTokens,
-  // or the balance): a provider already stops at its documented maximum.
+  // field unless the hold is the catalogue's documented maximum (a provider already stops there): the
+  // owner's maxCompletionTokens, the balance, or the 4,096 default for a model the catalogue does not
+  // know (its real maximum may be larger than what was held) are sent.
   const cap = held.hold.cap;
   const sentCap =
-    req.clientMaxTokens !== null || modelMax.source === 'PRICING' || cap < modelMax.tokens ? cap : null;
+    req.clientMaxTokens !== null || modelMax.source !== 'CATALOGUE' || cap < modelMax.tokens ? cap : null;
   const answerHeaders: Record<string, string> = {};
   // (Embeddings complete nothing: no cap to name.)
   if (req.n > 0 && sentCap !== null && sentCap !== req.clientMaxTokens)

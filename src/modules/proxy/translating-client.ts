@@ -41,6 +41,9 @@ export function translatingClient(route: Route): ProviderClient {
     async post(up, _endpoint, payload, opts: UpstreamOptions) {
       const body = JSON.parse(payload) as Json;
       const dropped = new Dropped();
+      // `user` and `metadata` (the end user's id is in them) are never forwarded, and left out of
+      // `payload` already: toward the other API they are dropped, and named (docs/reference.md §21).
+      for (const name of opts.clientDropped ?? []) dropped.add(name);
       const { neutral, request } = translateRequest(route, body, {
         holdCap: opts.holdCap ?? 4096,
         reasoning: opts.reasoning ?? false,
