@@ -373,6 +373,41 @@ describe('POST /v1/images/generations and /edits', () => {
     expect(await money(t, pw, 'img-dave')).toEqual({ balance: 0n, held: 0n, ledgerSum: 0n });
   });
 
+  it('dall-e-3 without size or quality is held at the dearest price and charged at what OpenAI makes and bills: 1024x1024 standard', async () => {
+    await deposit(t, pw, 'img-dflt', '1');
+    const c = client(t, pw, 'img-dflt');
+    // No quality: held at the dearest 1024x1024 price (hd, 0.08), charged standard (0.04).
+    const { response: r1 } = await c.images
+      .generate({ model: DALLE, prompt: 'an otter', size: '1024x1024' })
+      .withResponse();
+    const standard = charged([1, '0.04']);
+    expect(standard).toBe(60_000n);
+    expect(r1.headers.get('x-paywall-cost')).toBe(usdc(standard));
+    // Neither: held at the dearest of all (1792x1024 hd, 0.12), charged 1024x1024 standard.
+    const { response: r2 } = await c.images.generate({ model: DALLE, prompt: 'an otter' }).withResponse();
+    expect(r2.headers.get('x-paywall-cost')).toBe(usdc(standard));
+    expect(r2.headers.get('x-paywall-balance')).toBe(balance6(1_000_000n - 2n * standard));
+    const charges = await chargesOf(t, pw, 'img-dflt');
+    expect(charges.map((ch: any) => [ch.hold, ch.amount]).sort()).toEqual(
+      [
+        [charged([1, '0.08']).toString(), standard.toString()],
+        [charged([1, '0.12']).toString(), standard.toString()],
+      ].sort(),
+    );
+    for (const ch of charges)
+      expect(ch.metadata.units).toEqual({
+        images: 1,
+        imageSize: '1024x1024',
+        imageQuality: 'standard',
+        imagePrice: '0.04',
+      });
+    expect(await money(t, pw, 'img-dflt')).toEqual({
+      balance: 1_000_000n - 2n * standard,
+      held: 0n,
+      ledgerSum: 1_000_000n - 2n * standard,
+    });
+  });
+
   it('a size no price matches is a 400 naming `size`, nothing held or forwarded', async () => {
     await deposit(t, pw, 'img-erin', '1');
     const err = await client(t, pw, 'img-erin')

@@ -186,13 +186,26 @@ function imagesUsage(json: Record<string, any>): ReportedUsage | null {
   };
 }
 
-/** The images an answer is charged for, at the size and quality it says (else the request's). */
+/**
+ * What OpenAI makes and bills when a DALL·E request leaves the size or quality out (its answers do not
+ * name them): `1024x1024`, `standard`. gpt-image-1 names both in its answer.
+ */
+const IMAGE_DEFAULTS: Record<string, { size: string; quality: string }> = {
+  'dall-e-2': { size: '1024x1024', quality: 'standard' },
+  'dall-e-3': { size: '1024x1024', quality: 'standard' },
+};
+
+/**
+ * The images an answer is charged for, at the size and quality it says, else the request's, else the
+ * model's documented default (what the provider billed); only where all leave it open, the dearest.
+ */
 function imageUnits(req: MediaRequest, json: Record<string, any>, price: ModelPriceInfo): MediaUnits | null {
   const count = Array.isArray(json.data) ? json.data.length : 0;
   if (count === 0 || !req.media.images) return null;
   const asked = req.media.images;
-  const size = typeof json.size === 'string' ? json.size : asked.size;
-  const quality = typeof json.quality === 'string' ? json.quality : asked.quality;
+  const byDefault = IMAGE_DEFAULTS[price.upstreamModel ?? req.model];
+  const size = typeof json.size === 'string' ? json.size : (asked.size ?? byDefault?.size);
+  const quality = typeof json.quality === 'string' ? json.quality : (asked.quality ?? byDefault?.quality);
   const pico =
     imagePriceFor(price.imagePrices, size, quality) ??
     highestImagePrice(price.imagePrices, asked.size, asked.quality);
