@@ -57,7 +57,8 @@ const isMediaKind = (kind: MeteredKind): kind is MediaKind => MEDIA_KINDS.has(ki
 
 /**
  * The HTTP response as the sink of a relayed audio answer: the provider's content type and the charge
- * id flushed at once, the audio chunked as it arrives, and the cost and balance as trailers at its end.
+ * id (and the whole answer's cost and balance) flushed at once, the audio chunked as it arrives, and the
+ * settled cost and balance again as trailers at its end.
  */
 export function mediaSink(res: ServerResponse): MediaSink {
   return {

@@ -593,6 +593,9 @@ describe('POST /v1/audio/speech', () => {
     expect(response.headers.get('content-type')).toBe('audio/mpeg');
     const chargeId = response.headers.get('x-paywall-charge-id');
     const cost = chargedCharacters(CHARS, '0.015');
+    // §22: the whole answer's cost and the balance after it, in its headers as on every other route.
+    expect(response.headers.get('x-paywall-cost')).toBe(usdc(cost));
+    expect(response.headers.get('x-paywall-balance')).toBe(balance6(1_000_000n - cost));
     const [c] = await eventually(
       () => chargesOf(t, pw, 'sp-alice'),
       (cs) => cs[0]?.status === 'completed',
@@ -603,26 +606,32 @@ describe('POST /v1/audio/speech', () => {
     expect(fake.mediaRequests[0].body).toEqual({ model: TTS, voice: 'alloy', input: INPUT, files: [] });
   });
 
-  it('sends the cost and balance as trailers of the chunked answer', async () => {
+  it('sends the cost and balance in the headers and again as trailers of the chunked answer', async () => {
     await deposit(t, pw, 'sp-trailers', '1');
-    const { trailers, bytes } = await new Promise<{ trailers: Record<string, string>; bytes: number }>(
-      (resolve, reject) => {
-        const body = JSON.stringify({ model: TTS, voice: 'alloy', input: INPUT, user: 'sp-trailers' });
-        const req = httpRequest(`${t.url}/v1/audio/speech`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${pw.apiKey}`, 'content-type': 'application/json' },
-        });
-        req.on('response', (res) => {
-          let n = 0;
-          res.on('data', (d: Buffer) => (n += d.length));
-          res.on('end', () => resolve({ trailers: res.trailers as Record<string, string>, bytes: n }));
-        });
-        req.on('error', reject);
-        req.end(body);
-      },
-    );
+    const { headers, trailers, bytes } = await new Promise<{
+      headers: Record<string, unknown>;
+      trailers: Record<string, string>;
+      bytes: number;
+    }>((resolve, reject) => {
+      const body = JSON.stringify({ model: TTS, voice: 'alloy', input: INPUT, user: 'sp-trailers' });
+      const req = httpRequest(`${t.url}/v1/audio/speech`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${pw.apiKey}`, 'content-type': 'application/json' },
+      });
+      req.on('response', (res) => {
+        let n = 0;
+        res.on('data', (d: Buffer) => (n += d.length));
+        res.on('end', () =>
+          resolve({ headers: res.headers, trailers: res.trailers as Record<string, string>, bytes: n }),
+        );
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
     expect(bytes).toBe(CHARS * FAKE_SPEECH_BYTES_PER_CHARACTER);
     const cost = chargedCharacters(CHARS, '0.015');
+    expect(headers['x-paywall-cost']).toBe(usdc(cost));
+    expect(headers['x-paywall-balance']).toBe(balance6(1_000_000n - cost));
     expect(trailers['x-paywall-cost']).toBe(usdc(cost));
     expect(trailers['x-paywall-balance']).toBe(balance6(1_000_000n - cost));
   });

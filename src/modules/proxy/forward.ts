@@ -228,7 +228,8 @@ export class Forwarder {
   /**
    * An answer that is not JSON (docs/reference.md §22): a transcription's text, srt or vtt is read whole,
    * settled and returned as text with its cost headers; speech is relayed to `sink` as it arrives and
-   * settled when it ends (cost and balance in trailers). A client that leaves mid-speech is charged
+   * settled when it ends (the whole answer's cost and balance in its headers when the request decides
+   * them, and in trailers). A client that leaves mid-speech is charged
    * pro rata for the bytes relayed of the bytes the provider sent: the rest is read, not relayed, to
    * know how many that is (unless the provider announced its length).
    */
@@ -287,8 +288,14 @@ export class Forwarder {
         })
       : null;
     const decoder = new TextDecoder();
+    // docs/reference.md §22: a whole answer names its cost and the balance after it. Binary speech is
+    // charged what the request decides (its characters, or its tokens at their bound): known now, so
+    // the headers carry them; the trailers confirm them, and a client that leaves early is charged pro
+    // rata instead. An SSE answer's usage comes at its end: its cost is in the trailers only.
+    const whole = sse ? null : await this.d.settlement.foretell(f, this.speechUsage(f, req, null, 1, 1));
     sink.open({
       'content-type': res.contentType || 'application/octet-stream',
+      ...(whole ? this.costHeaders(f, whole.captured, whole.freeAfterRaw) : {}),
       'x-paywall-charge-id': f.chargeId,
     });
     let received = 0;

@@ -215,6 +215,42 @@ export class Settlement {
   constructor(private readonly d: SettlementDeps) {}
 
   /**
+   * What settling `usage` in full would capture, and the spending account's free balance after it: the
+   * free balance now (this hold already taken from it) plus what the hold gives back. For an answer whose
+   * charge is decided before it is relayed (binary speech: its characters, or its tokens at their bound),
+   * so its headers can name the cost and balance of the whole answer (docs/reference.md §22). Null when
+   * nothing would be charged or the account cannot be read; the settlement itself is unchanged.
+   */
+  async foretell(f: Flight, usage: UsageBuckets): Promise<{ captured: bigint; freeAfterRaw: bigint } | null> {
+    const { cost } = charge(f, usage);
+    if (cost <= 0n || !f.hold.accountId) return null;
+    try {
+      const [row] = await this.d.db.query<{ free: string }>(
+        `select (balance_raw - held_raw)::text as free from ledger_account where id = $1`,
+        [f.hold.accountId],
+      );
+      if (!row) return null;
+      const free = BigInt(row.free) + f.hold.holdRaw;
+      // Beyond the hold, the rest comes from the free balance, and only as far as it goes.
+      const captured =
+        cost <= f.hold.holdRaw || appBearsShortfall(f)
+          ? cost < f.hold.holdRaw
+            ? cost
+            : f.hold.holdRaw
+          : cost < free
+            ? cost
+            : free;
+      return { captured, freeAfterRaw: free - captured };
+    } catch (err) {
+      this.d.log.warn(
+        { err, chargeId: f.chargeId },
+        'reading the free balance for the answer headers failed',
+      );
+      return null;
+    }
+  }
+
+  /**
    * Records on the hold what the stream produced so far, as the settlement it would be (tokens, the
    * amount min(cost, hold) and its split): if this instance dies, the sweeper settles the hold for it
    * instead of releasing it with nothing charged (output already delivered is paid for). Best effort:
