@@ -105,7 +105,7 @@ export async function applyManualCharge(
        select account_id as id from end_user where id = $2::uuid and ($7::boolean or wallet_user_id is not null)
      ), lk as (
        -- Every account of the statement locked first, in id order, as the chat ledger statement does
-       -- (holds.ts): a charge and a settlement touching the same accounts can never deadlock.
+       -- (batch-statement.ts): a charge and a settlement touching the same accounts can never deadlock.
        select a.id from ledger_account a
         where a.id in (select id from sp) or a.id = ${earningsAccountOf('$8::uuid')}
            or (a.id = '${FEES_ACCOUNT_ID}' and $10::bigint > 0)
