@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { expectLedgerProven, testHold, testSettlement } from './helpers/ledger.js';
-import { ledgerTick, tickSql, type ReserveInput } from '../src/modules/ledger/holds.js';
+import { tickSql } from '../src/modules/ledger/batch-statement.js';
+import { ledgerTick, type ReserveInput } from '../src/modules/ledger/holds.js';
 import { buildEvent } from '../src/modules/events/event-payloads.js';
 import { eventRows, type NewEvent } from '../src/modules/events/event.service.js';
 

@@ -17,7 +17,7 @@ import { chatCost, usdcDecimal } from '../src/shared/money.js';
 import { countText } from '../src/modules/proxy/token-counter.js';
 import { INSTANCE_ID, VIA_HEADER } from '../src/modules/proxy/upstream-client.js';
 import { MAX_TOKEN_COUNT } from '../src/modules/proxy/wire-format.js';
-import { sweepAbandonedHolds } from '../src/modules/ledger/holds.js';
+import { sweepAbandonedHolds } from '../src/modules/ledger/abandoned-holds.js';
 
 /**
  * Issue 10, upstream findings: answer size limit (UPSTREAM_MAX_BYTES), huge usage numbers, idle vs

@@ -2,7 +2,7 @@ import { startTestApp, type TestApp } from './helpers/app.js';
 import { expectLedgerProven } from './helpers/ledger.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { createProxyPaywall, eventually, MODEL, type ProxyPaywall } from './helpers/proxy-setup.js';
-import { sweepAbandonedHolds } from '../src/modules/ledger/holds.js';
+import { sweepAbandonedHolds } from '../src/modules/ledger/abandoned-holds.js';
 import { connectEndUser, createWallet, fundWallet } from './helpers/wallet-fixtures.js';
 import { FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID, proveLedger } from '../src/modules/accounts/accounts.js';
 import { usdcDecimal } from '../src/shared/money.js';

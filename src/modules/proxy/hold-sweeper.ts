@@ -1,6 +1,6 @@
 import type { Database } from '../../db/database.js';
 import type { Logger } from '../../shared/logger.js';
-import { sweepAbandonedHolds } from '../ledger/holds.js';
+import { sweepAbandonedHolds } from '../ledger/abandoned-holds.js';
 
 const SWEEP_INTERVAL_MS = 60_000;
 const SWEEP_MARGIN_MS = 5 * 60_000;

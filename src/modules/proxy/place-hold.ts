@@ -1,7 +1,8 @@
 import type { Database } from '../../db/database.js';
 import { DomainError } from '../../shared/errors.js';
 import type { EventTrigger } from '../events/event.service.js';
-import { collectDebt, type ReserveInput } from '../ledger/holds.js';
+import { collectDebt } from '../ledger/debt-collection.js';
+import type { ReserveInput } from '../ledger/holds.js';
 import { RateLimitError, rateState } from '../limits/rate-limit.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
 import { holdOutcome, type HoldOutcome, type LedgerBatch } from './ledger-batch.js';

@@ -26,12 +26,8 @@ import { hasUnits, meteredCost, storedUnits, unitCostDetails, unitsLabel } from 
 import type { NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import { splitCharge } from '../accounts/accounts.js';
-import {
-  recordHoldProgress,
-  settleBeyondHold,
-  type RelayedRecord,
-  type SettleInput,
-} from '../ledger/holds.js';
+import { recordHoldProgress, type RelayedRecord, type SettleInput } from '../ledger/holds.js';
+import { settleBeyondHold } from '../ledger/settle-beyond-hold.js';
 import type { AccountAlerts, LowBalanceAlerts } from '../ledger/low-balance.js';
 import type { Flight, Outcome } from './flight.js';
 import type { ProviderHealth } from '../providers/provider-health.js';
