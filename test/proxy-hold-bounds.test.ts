@@ -332,6 +332,44 @@ describe('settlement beyond the hold', () => {
   });
 });
 
+describe('settlement beyond the hold, with an end-user key', () => {
+  it("stops at the key's spending limit: the rest is the app's loss, never the wallet's debt", async () => {
+    await deposit(t, pw, 'keyed', '1');
+    // 0.005 USDC a day through this key: enough for the hold (about 1,310 raw), not for the 9,028 billed.
+    const created = await t.rest('POST', '/v1/user/keys', {
+      token: pw.apiKey,
+      body: { user: 'keyed', name: 'agent', limit: '0.005', limit_period: 'day' },
+    });
+    expect(created.status).toBe(201);
+    fake.behavior = OVER_BILLED;
+    const r = await t.rest('POST', '/v1/chat/completions', {
+      token: created.body.key,
+      body: { model: MODEL, messages: [{ role: 'user', content: LONG }], max_tokens: 16 },
+    });
+    expect(r.status).toBe(200);
+    const [charge] = await chargesOf(t, pw, 'keyed');
+    const hold = BigInt(charge.hold);
+    expect(hold).toBeLessThan(5000n);
+    // Captured: exactly the key's limit (the hold plus the 5,000 − hold left on the key).
+    expect(charge.amount).toBe('5000');
+    expect(charge.uncollected).toBe('0');
+    expect(charge.metadata.appLoss).toBe((9028n - 5000n).toString());
+    expect(r.headers.get('x-paywall-cost')).toBe('0.005');
+    expect(await money(t, pw, 'keyed')).toEqual({ balance: ONE - 5000n, held: 0n, ledgerSum: ONE - 5000n });
+    const [k] = await t.db.query<any>(`select limit_spent_raw::text as spent from user_key where id = $1`, [
+      created.body.id,
+    ]);
+    expect(k.spent).toBe('5000');
+    const [{ debt }] = await t.db.query<any>(
+      `select a.debt_raw::text as debt from end_user u join ledger_account a on a.id = u.account_id
+        where u.paywall_id = $1 and u.external_id = 'keyed'`,
+      [pw.id],
+    );
+    expect(debt).toBe('0');
+    await expectLedgerProven(t.db);
+  });
+});
+
 describe('settlement beyond the hold, concurrently', () => {
   it('never takes more than the balance, nor what another request holds: the totals are exact', async () => {
     // A paywall of its own: the debt tests below count uncollected amounts per paywall.

@@ -30,7 +30,8 @@ export async function lockSettlementAccounts(
 /**
  * Settles a hold whose real cost is above it: the hold is captured, and the rest is taken from the
  * account's free balance as far as it goes (never below zero, never into other holds); only what the
- * free balance cannot pay is recorded as uncollected (and becomes the account's debt). One transaction:
+ * free balance cannot pay is recorded as uncollected (and becomes the account's debt); a SHARED
+ * allowance and an end-user key's limit bound the extra as the free balance does. One transaction:
  * the charge is locked, then the accounts in id order (the order of the tick statement), and the
  * settlement is the ordinary tick with the larger captured amount. `build` makes the settlement for a
  * captured amount (its split and events depend on it). Returns the captured amount, whether it settled
@@ -41,7 +42,7 @@ export async function settleBeyondHold(
   chargeId: string,
   paywallId: string,
   costRaw: bigint,
-  build: (capturedRaw: bigint) => SettleInput,
+  build: (capturedRaw: bigint, limitBound: boolean) => SettleInput,
 ): Promise<{
   settled: boolean;
   capturedRaw: bigint;
@@ -51,7 +52,8 @@ export async function settleBeyondHold(
   return db.transaction(async (tx) => {
     const rows = await tx.query(
       `select hold_raw::text as hold, account_id, metadata->'allowance'->>'id' as allow_id,
-              metadata->'allowance'->>'start' as allow_start
+              metadata->'allowance'->>'start' as allow_start, user_key_id as key_id,
+              metadata->>'keyLimitStart' as key_start
          from charge where id = $1 and status = 'held' for update`,
       [chargeId],
     );
@@ -71,10 +73,22 @@ export async function settleBeyondHold(
       );
       if (w && BigInt(w.rest) < free) free = BigInt(w.rest);
     }
+    // So does the end-user key's spending limit (docs/reference.md §19), locked after the allowance: what
+    // the key's owner agreed to spend through it is a bound no provider's report moves. What a limit (not
+    // the balance) leaves uncovered is the app's, never the wallet's debt (`limitBound`).
+    let limitBound = false;
+    if (rows[0].key_id && rows[0].key_start) {
+      const [k] = await tx.query(
+        `select (limit_raw - limit_spent_raw)::text as rest from user_key
+          where id = $1 and limit_raw is not null and limit_period_start = $2::date for no key update`,
+        [rows[0].key_id, rows[0].key_start],
+      );
+      if (k && BigInt(k.rest) < free) [free, limitBound] = [BigInt(k.rest), true];
+    }
     const beyond = costRaw > hold ? costRaw - hold : 0n;
     const extra = free <= 0n ? 0n : beyond < free ? beyond : free;
     const capturedRaw = (costRaw < hold ? costRaw : hold) + extra;
-    const r = await ledgerTick(tx, [], [build(capturedRaw)]);
+    const r = await ledgerTick(tx, [], [build(capturedRaw, limitBound && extra < beyond)]);
     return { settled: r.settlements[0], capturedRaw, freeAfter: r.freeAfter[0], alerts: r.alerts[0] };
   });
 }

@@ -128,6 +128,7 @@ function shortfallOf(
   cost: bigint,
   captured: bigint,
   builtinCost: bigint,
+  limitBound = false,
 ): { uncollectedRaw: bigint; record: Record<string, string> } {
   const rest = uncollectedOf(cost, captured);
   if (f.upstream.name === BUILTIN_PROVIDER)
@@ -135,7 +136,9 @@ function shortfallOf(
       uncollectedRaw: rest,
       record: { provider: BUILTIN_PROVIDER, providerCost: builtinCost.toString() },
     };
-  if (appBearsShortfall(f))
+  // An end-user key's limit stopped the capture (settleBeyondHold): the key's owner never agreed to more,
+  // so the rest is the app's, as it is for SHARED.
+  if (appBearsShortfall(f) || limitBound)
     return { uncollectedRaw: 0n, record: rest > 0n ? { appLoss: rest.toString() } : {} };
   return { uncollectedRaw: rest, record: {} };
 }
@@ -323,10 +326,10 @@ export class Settlement {
       );
     }
     // The settlement for a captured amount (its split, uncollected rest and events depend on it).
-    const build = (captured: bigint): SettleInput => {
+    const build = (captured: bigint, limitBound = false): SettleInput => {
       // What the wallet owes (its debt) or the app bears; the event reports the wallet's part only.
       const shortfall = usage
-        ? shortfallOf(f, cost, captured, providerCostRaw)
+        ? shortfallOf(f, cost, captured, providerCostRaw, limitBound)
         : { uncollectedRaw: 0n, record: {} };
       const uncollected = shortfall.uncollectedRaw;
       const events: NewEvent[] = [
