@@ -407,16 +407,24 @@ describe("finding 2: an app never takes past the wallet owner's limit", () => {
 
     // 1 USDC arrives; the honest app's request repays what the built-in app's allowance has room for:
     // 3,000 in total, 1,000 spent, so 2,000 (the provider's unpaid 1,180, the fee floor(820 x 10 %) = 82,
-    // the app 738). Before: all 3,260, whatever the allowance. The rest still owed refuses the request.
+    // the app 738). Before: all 3,260, whatever the allowance. The rest (1,260) is owed to the built-in
+    // app alone, which can collect nothing more: it does not refuse the honest app's request.
     await fundWallet(t.db, wallet.accountId, 1_000_000n);
-    const refused = await chat(honest, 'debtor', MODEL);
-    expect(refused.body.paywall?.reason).toBe('insufficient_balance');
-    expect(good.chatRequests).toHaveLength(0);
+    const first = await chat(honest, 'debtor', MODEL);
+    expect(first.body.paywall).toBeUndefined();
+    expect(first.headers.get('x-paywall-cost')).toBe('0.001086');
+    expect(good.chatRequests).toHaveLength(1);
     const [repaid] = await charges(owed);
     expect(repaid).toMatchObject({ uncollected: '3260', recovered: '2000' });
-    expect(await account(wallet.accountId)).toEqual({ balance: 1_000_000n - 2_000n, debt: 1_260n });
+    expect(await account(wallet.accountId)).toEqual({ balance: 1_000_000n - 2_000n - 1_086n, debt: 1_260n });
+    // The built-in app itself, its allowance spent, is refused and sends nothing.
+    const opSent = op.chatRequests.length;
+    const owedRefused = await chat(owed, 'debtor', 'builtin-large');
+    expect(owedRefused.body.paywall?.reason).toBe('allowance_exceeded');
+    expect(op.chatRequests).toHaveLength(opSent);
     expect((await account(PROVIDER_ACCOUNT_ID)).balance - providerBefore).toBe(1_000n + 1_180n);
-    expect((await account(FEES_ACCOUNT_ID)).balance - feesBefore).toBe(82n);
+    // The fee of the repayment, and floor(1,086 x 10 %) of the honest app's charge.
+    expect((await account(FEES_ACCOUNT_ID)).balance - feesBefore).toBe(82n + 108n);
     expect(await earnings(owed)).toBe(738n);
     const [allow] = await t.db.query(
       `select allowance_spent_raw::text as spent from wallet_connection where id = $1`,
@@ -436,7 +444,7 @@ describe("finding 2: an app never takes past the wallet owner's limit", () => {
     const served = await chat(honest, 'debtor', MODEL);
     expect(served.body.paywall).toBeUndefined();
     expect(served.headers.get('x-paywall-cost')).toBe('0.001086');
-    expect(await account(wallet.accountId)).toEqual({ balance: 1_000_000n - 2_000n - 1_086n, debt: 0n });
+    expect(await account(wallet.accountId)).toEqual({ balance: 1_000_000n - 2_000n - 2n * 1_086n, debt: 0n });
     expect(await earnings(owed)).toBe(738n);
     expect(await eventTypes(owed, 'paywall.usage.charge.recovered')).toHaveLength(1);
     await expectLedgerProven(t.db);

@@ -147,3 +147,17 @@ export async function collectDebt(db: Database, accountId: string, feeBps: numbe
 }
 
 const DEBT_COLLECTOR: EventTrigger = { source: 'system', actorType: 'system', actorId: 'debt-collector' };
+
+/**
+ * What an account (a SHARED wallet) still owes to paywalls other than `paywallId`: only those apps
+ * collect it (connected, within their allowances), so it does not refuse this app's requests
+ * (docs/reference.md §5.7). Read only when a hold was refused for debt.
+ */
+export async function debtOwedElsewhere(db: Database, accountId: string, paywallId: string): Promise<bigint> {
+  const [r] = await db.query(
+    `select coalesce(sum(uncollected_raw - recovered_raw), 0)::text as owed from charge
+      where account_id = $1 and paywall_id <> $2 and kind = 'usage' and uncollected_raw > recovered_raw`,
+    [accountId, paywallId],
+  );
+  return BigInt(r.owed);
+}

@@ -1,7 +1,7 @@
 import type { Database } from '../../db/database.js';
 import { DomainError } from '../../shared/errors.js';
 import type { EventTrigger } from '../events/event.service.js';
-import { collectDebt } from '../ledger/debt-collection.js';
+import { collectDebt, debtOwedElsewhere } from '../ledger/debt-collection.js';
 import type { ReserveInput } from '../ledger/holds.js';
 import { RateLimitError, rateState } from '../limits/rate-limit.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
@@ -59,6 +59,15 @@ export async function placeHold(
   if (hold.debtRaw > 0n && hold.accountId && hold.connected && freeBesides > 0n) {
     const repaid = await collectDebt(d.db, hold.accountId, d.limits.PLATFORM_FEE_BPS);
     if (repaid > 0n && hold.indebted) hold = (await reserve({ ...holdInput, rateLimit: null })) ?? hold;
+  }
+  // A SHARED wallet's debt is owed to the apps whose built-in answers left it, and only each of them
+  // collects it: what other apps are owed (an allowance full, say) does not refuse this app's requests.
+  if (hold.indebted && paywall.mode === 'SHARED' && hold.accountId) {
+    const elsewhere = await debtOwedElsewhere(d.db, hold.accountId, paywall.id);
+    if (elsewhere > 0n) {
+      const maxDebtRaw = (holdInput.maxDebtRaw ?? 0n) + elsewhere;
+      hold = (await reserve({ ...holdInput, rateLimit: null, maxDebtRaw })) ?? hold;
+    }
   }
   const outcome = holdOutcome(hold);
   if (outcome.kind === 'retry') throw new DomainError('internal', 'the hold was left undecided');
