@@ -27,5 +27,6 @@ export class Migration20261201110000_ledger_tick extends Migration {
     this.addSql(`drop function if exists ledger_period_start(text, timestamptz);`);
     this.addSql(`drop type if exists ledger_hold_in;`);
     this.addSql(`drop type if exists ledger_settled;`);
+    this.addSql(`drop type if exists ledger_placed;`);
   }
 }
