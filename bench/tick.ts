@@ -14,6 +14,7 @@
  *   TICK_PAIRS    hold + settlement pairs per measured round (2000)
  *   TICK_BATCH    operations per statement (1)
  *   TICK_ROUNDS   measured rounds, after one warm-up round (3)
+ *   TICK_LEAN     0: one operation runs the batch statement, not the lean functions (1)
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -28,6 +29,7 @@ if (!url) throw new Error('TICK_DB: the URL of a database kept by BENCH_KEEP_DB=
 const PAIRS = Number(env.TICK_PAIRS ?? 2000);
 const BATCH = Number(env.TICK_BATCH ?? 1);
 const ROUNDS = Number(env.TICK_ROUNDS ?? 3);
+const LEAN = env.TICK_LEAN !== '0';
 
 const db = await Database.open({ url, poolMax: 1 });
 const [pw] = await db.query(
@@ -134,14 +136,14 @@ async function round(pairs: number): Promise<{ ns: number; statements: number; w
   let statements = 0;
   for (let done = 0; done < pairs; done += BATCH) {
     const holds = Array.from({ length: BATCH }, () => hold(users[next++ % users.length]));
-    const placed = await ledgerTick(db, holds, []);
+    const placed = await ledgerTick(db, holds, [], { lean: LEAN });
     statements++;
     const settle = holds.map((h, i) => {
       const r = placed.holds[i];
       if (!r?.held) throw new Error(`hold not placed: ${JSON.stringify(r)}`);
       return settlement(h, r.walletUserId);
     });
-    const settled = await ledgerTick(db, [], settle);
+    const settled = await ledgerTick(db, [], settle, { lean: LEAN });
     if (!settled.settlements.every(Boolean)) throw new Error('settlement refused');
     statements++;
   }

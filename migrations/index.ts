@@ -31,7 +31,6 @@ import { Migration20261129100000_user_keys } from './Migration20261129100000_use
 import { Migration20261129200000_media_prices } from './Migration20261129200000_media_prices.js';
 import { Migration20261130200000_delivery_event_unique } from './Migration20261130200000_delivery_event_unique.js';
 import { Migration20261130210000_fanout_one_paywall } from './Migration20261130210000_fanout_one_paywall.js';
-import { Migration20261201110000_ledger_tick } from './Migration20261201110000_ledger_tick.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -84,9 +83,5 @@ export const migrationsList: MigrationObject[] = [
   {
     name: 'Migration20261130210000_fanout_one_paywall',
     class: Migration20261130210000_fanout_one_paywall,
-  },
-  {
-    name: 'Migration20261201110000_ledger_tick',
-    class: Migration20261201110000_ledger_tick,
   },
 ];

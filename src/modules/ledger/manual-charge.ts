@@ -10,7 +10,12 @@ import { walletUserIdOf, type EnsuredUser } from '../users/user.service.js';
 import { alertsOf, type ChargedAccount } from './low-balance.js';
 import { earningsAccountOf, FEES_ACCOUNT_ID, splitCharge } from '../accounts/accounts.js';
 import { systemClock, type Clock } from '../../shared/clock.js';
-import { periodEnd, recordAllowanceReached, type AllowancePeriod } from '../wallet/allowance.js';
+import {
+  periodEnd,
+  periodStartSql,
+  recordAllowanceReached,
+  type AllowancePeriod,
+} from '../wallet/allowance.js';
 
 /**
  * Manual charges (one job): a charge of an amount from the free balance (LedgerService.charge), or its
@@ -113,7 +118,7 @@ export async function applyManualCharge(
               case when w.allowance_period_start = v.start then w.allowance_spent_raw else 0 end as spent
          from wallet_connection w,
               lateral (select greatest(w.allowance_period_start,
-                                       ledger_period_start(w.allowance_period, $11::timestamptz)) as start) v
+                                       ${periodStartSql('w.allowance_period', '$11::timestamptz')}) as start) v
         where not $7::boolean and w.end_user_id = $2::uuid and w.revoked_at is null
           and w.allowance_raw is not null and (select count(*) from lk) >= 0
           for no key update of w
