@@ -110,12 +110,14 @@ function anthropicClientHeaders(headers: IncomingHttpHeaders): Record<string, st
 
 /**
  * The end user a body names: chat's `user`; a Messages body's `metadata.user_id` (Anthropic's own field),
- * else its `user`.
+ * else its `user`. `metadata.user_id` comes last in the Messages order (header, path, query, then it):
+ * with a user given elsewhere (`outranked`) it is not looked at, so a client on `/v1/u/{user}` whose
+ * SDK fills `metadata.user_id` with its own id (Claude Code does) is not refused as a mismatch.
  */
-function bodyUserOf(kind: MeteredKind, b: Record<string, unknown>): unknown {
+function bodyUserOf(kind: MeteredKind, b: Record<string, unknown>, outranked: boolean): unknown {
   // A multipart upload names the user in its `user` field.
   if (isMultipart(b)) return b.fields.find(([name]) => name === 'user')?.[1];
-  if (!isMessagesKind(kind)) return b.user;
+  if (!isMessagesKind(kind) || outranked) return b.user;
   const meta = b.metadata;
   if (meta !== null && typeof meta === 'object' && !Array.isArray(meta)) {
     const id = (meta as Record<string, unknown>).user_id;
@@ -172,7 +174,11 @@ export async function serveMetered(
           typeof header === 'string' ? header : undefined,
           r.queryUser,
           r.pathUser,
-          bodyUserOf(r.kind, b),
+          bodyUserOf(
+            r.kind,
+            b,
+            typeof header === 'string' || r.pathUser !== undefined || r.queryUser !== undefined,
+          ),
         );
   // A client that leaves before the answer ended: abort the upstream, settle what was produced.
   const gone = new AbortController();

@@ -97,14 +97,17 @@ async function stored(c: Conn): Promise<{ spent: bigint; start: string | null }>
   return { spent: BigInt(r.spent), start: r.start };
 }
 
-/** The owner's view: `WalletConnection.allowance`. */
+/** The owner's view: `Connection.allowance` (CONTRACT's type name, so a fragment on it works). */
 async function ownerView(c: Conn): Promise<any> {
   const r = await t.gql(
     c.pw.apiKey,
-    `{ paywall { connections(first: 5) { edges { node { id allowance { amount period spent resetsAt } } } } } }`,
+    `{ paywall { connections(first: 5) { edges { node { __typename id ...Limit } } } } }
+     fragment Limit on Connection { allowance { amount period spent resetsAt } }`,
   );
   if (r.errors) throw new Error(JSON.stringify(r.errors));
-  return r.data.paywall.connections.edges.find((e: any) => e.node.id === c.connectionId).node.allowance;
+  const node = r.data.paywall.connections.edges.find((e: any) => e.node.id === c.connectionId).node;
+  expect(node.__typename).toBe('Connection');
+  return node.allowance;
 }
 
 const eventsOf = async (pw: ProxyPaywall, type: string) =>

@@ -323,6 +323,28 @@ describe('POST /v1/messages on an ANTHROPIC provider, charged from Anthropic’s
     expect((await chargesOf(t, pw, 'm-bob')).map((c) => c.max_completion_tokens)).toEqual([4, 1000]);
   });
 
+  it('metadata.user_id comes after the path: an SDK on /u/{user}/v1 that fills it with its own id is served as the path’s user', async () => {
+    await deposit(t, pw, 'm-dora', '1');
+    // Claude Code's kind of metadata.user_id: its own id, not the paywall's end user.
+    const client = new Anthropic({ baseURL: `${t.url}/u/m-dora`, apiKey: pw.apiKey, maxRetries: 0 });
+    const msg = await client.messages.create({
+      model: CLAUDE,
+      ...ask,
+      metadata: { user_id: 'user_4f1c_account__session_9b2e' },
+    });
+    expect(msg.content).toEqual([{ type: 'text', text: expect.any(String) }]);
+    expect(fake.messagesRequests[0].body.metadata).toBeUndefined();
+    expect(await chargesOf(t, pw, 'm-dora')).toHaveLength(1);
+    expect((await money(t, pw, 'm-dora')).balance).toBeLessThan(1_000_000n);
+    // The header outranks the path: naming another user there is still refused.
+    const other = await t.rest('POST', '/v1/u/m-dora/messages', {
+      headers: { 'x-api-key': pw.apiKey, 'x-paywall-user': 'm-erin' },
+      body: { model: CLAUDE, ...ask },
+    });
+    expect(other.status).toBe(400);
+    expect(other.body.error.type).toBe('invalid_request_error');
+  });
+
   it('messages.stream: events relayed, finalMessage() whole, charged the same; the final message_delta’s usage carries cost', async () => {
     await deposit(t, pw, 'm-carol', '1');
     fake.next({ rawUsage: CACHED_USAGE, deltaRepeatsInput: true });

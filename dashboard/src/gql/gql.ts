@@ -18,7 +18,7 @@ type Documents = {
     "\n  query SignInOwnPaywall {\n    paywall {\n      id\n    }\n  }\n": typeof types.SignInOwnPaywallDocument,
     "\n  query DashboardPaywalls {\n    paywalls(includeArchived: true, first: 100) {\n      ...PaywallSummary\n    }\n  }\n": typeof types.DashboardPaywallsDocument,
     "\n  query DashboardPaywall($id: ID) {\n    paywall(id: $id) {\n      ...PaywallSummary\n    }\n  }\n": typeof types.DashboardPaywallDocument,
-    "\n  fragment ConnectionRow on WalletConnection {\n    id\n    externalUserId\n    walletUserId\n    status\n    connectedAt\n    revokedAt\n  }\n": typeof types.ConnectionRowFragmentDoc,
+    "\n  fragment ConnectionRow on Connection {\n    id\n    externalUserId\n    walletUserId\n    status\n    connectedAt\n    revokedAt\n  }\n": typeof types.ConnectionRowFragmentDoc,
     "\n  query Connections($id: ID, $after: String) {\n    paywall(id: $id) {\n      id\n      connections(first: 20, after: $after) {\n        edges {\n          node {\n            ...ConnectionRow\n          }\n        }\n        pageInfo {\n          ...PageCursor\n        }\n      }\n    }\n  }\n": typeof types.ConnectionsDocument,
     "\n  fragment WithdrawalRow on Withdrawal {\n    id\n    amount\n    destination\n    status\n    failureReason\n    createdAt\n  }\n": typeof types.WithdrawalRowFragmentDoc,
     "\n  fragment EarningsMovement on EarningsEntry {\n    id\n    kind\n    amount\n    model\n    createdAt\n  }\n": typeof types.EarningsMovementFragmentDoc,
@@ -74,7 +74,7 @@ const documents: Documents = {
     "\n  query SignInOwnPaywall {\n    paywall {\n      id\n    }\n  }\n": types.SignInOwnPaywallDocument,
     "\n  query DashboardPaywalls {\n    paywalls(includeArchived: true, first: 100) {\n      ...PaywallSummary\n    }\n  }\n": types.DashboardPaywallsDocument,
     "\n  query DashboardPaywall($id: ID) {\n    paywall(id: $id) {\n      ...PaywallSummary\n    }\n  }\n": types.DashboardPaywallDocument,
-    "\n  fragment ConnectionRow on WalletConnection {\n    id\n    externalUserId\n    walletUserId\n    status\n    connectedAt\n    revokedAt\n  }\n": types.ConnectionRowFragmentDoc,
+    "\n  fragment ConnectionRow on Connection {\n    id\n    externalUserId\n    walletUserId\n    status\n    connectedAt\n    revokedAt\n  }\n": types.ConnectionRowFragmentDoc,
     "\n  query Connections($id: ID, $after: String) {\n    paywall(id: $id) {\n      id\n      connections(first: 20, after: $after) {\n        edges {\n          node {\n            ...ConnectionRow\n          }\n        }\n        pageInfo {\n          ...PageCursor\n        }\n      }\n    }\n  }\n": types.ConnectionsDocument,
     "\n  fragment WithdrawalRow on Withdrawal {\n    id\n    amount\n    destination\n    status\n    failureReason\n    createdAt\n  }\n": types.WithdrawalRowFragmentDoc,
     "\n  fragment EarningsMovement on EarningsEntry {\n    id\n    kind\n    amount\n    model\n    createdAt\n  }\n": types.EarningsMovementFragmentDoc,
@@ -159,7 +159,7 @@ export function graphql(source: "\n  query DashboardPaywall($id: ID) {\n    payw
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  fragment ConnectionRow on WalletConnection {\n    id\n    externalUserId\n    walletUserId\n    status\n    connectedAt\n    revokedAt\n  }\n"): (typeof documents)["\n  fragment ConnectionRow on WalletConnection {\n    id\n    externalUserId\n    walletUserId\n    status\n    connectedAt\n    revokedAt\n  }\n"];
+export function graphql(source: "\n  fragment ConnectionRow on Connection {\n    id\n    externalUserId\n    walletUserId\n    status\n    connectedAt\n    revokedAt\n  }\n"): (typeof documents)["\n  fragment ConnectionRow on Connection {\n    id\n    externalUserId\n    walletUserId\n    status\n    connectedAt\n    revokedAt\n  }\n"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

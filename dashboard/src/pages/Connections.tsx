@@ -7,7 +7,7 @@ import { Badge, Card, DataTable, ErrorBanner, Pager, timeColumn, usePages } from
 
 type Connection = ConnectionRowFragment;
 graphql(`
-  fragment ConnectionRow on WalletConnection {
+  fragment ConnectionRow on Connection {
     id
     externalUserId
     walletUserId

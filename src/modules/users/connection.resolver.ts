@@ -22,7 +22,7 @@ export class AllowanceType {
   resetsAt!: string | null;
 }
 
-@ObjectType('WalletConnection', {
+@ObjectType('Connection', {
   description: 'SHARED mode: an end user of this paywall authorized by a wallet user (approve → revoke).',
 })
 export class WalletConnectionType {
