@@ -201,13 +201,15 @@ function walk(
   return null;
 }
 
-const BUILT_IN = new Set(['String', 'Int', 'Float', 'Boolean']);
+/** Scalars a REST client is told about in words (`SCALAR_WORDS`), not in GraphQL's message. */
+const BUILT_IN = new Set(['String', 'Int', 'Float', 'Boolean', 'JSONObject']);
 
 const SCALAR_WORDS: Record<string, string> = {
   String: 'must be a string.',
   Int: 'must be an integer.',
   Float: 'must be a number.',
   Boolean: 'must be true or false.',
+  JSONObject: 'must be a JSON object.',
 };
 
 /** A REST client's words for the problem (no variable paths or GraphQL type names where avoidable). */

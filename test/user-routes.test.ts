@@ -137,6 +137,12 @@ describe('POST /v1/user/balance/deposit', () => {
       ['/v1/user/charge', { user: 'ann', amount: 1 }, 'amount must be a string.'],
       ['/v1/user/balance/deposit', { user: 'ann', amount: true }, 'amount must be a string.'],
       ['/v1/webhooks/subscriptions', { events: ['*'] }, 'url is required.'],
+      [
+        '/v1/user/balance/deposit',
+        { user: 'ann', amount: '1', metadata: 'x' },
+        'metadata must be a JSON object.',
+      ],
+      ['/v1/user/charge', { user: 'ann', amount: '1', metadata: [1, 2] }, 'metadata must be a JSON object.'],
     ];
     for (const [path, body, message] of cases) {
       const r = await t.rest('POST', path, { token: pw.apiKey, body });
@@ -145,7 +151,7 @@ describe('POST /v1/user/balance/deposit', () => {
         status: 400,
         message,
       });
-      expect(r.body.error.message).not.toMatch(/Variable|input\.|String!/);
+      expect(r.body.error.message).not.toMatch(/Variable|input\.|String!|JSONObject/);
     }
   });
 
