@@ -1,6 +1,6 @@
 import { Router } from 'express';
 import type { Services } from '../src/services.js';
-import { route } from './http.js';
+import { queryUserOf, route } from './http.js';
 import { serveMetered, type MeteredKind } from './metered.js';
 
 /**
@@ -25,7 +25,7 @@ export function chatRoutes(services: Services): Router {
           kind,
           paywall: req.paywall!,
           headers: req.headers,
-          queryUser: typeof q === 'string' ? q : undefined,
+          queryUser: queryUserOf(q),
           pathUser: req.pathUser,
           body: req.body,
           userKey: req.userKey,

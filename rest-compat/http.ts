@@ -94,8 +94,18 @@ export function restContext(req: Request, services: Services): AppContext {
  * The end user of a request (docs/reference.md §2, §4): header `X-Paywall-User` wins over body `user` and query
  * `user`; a `/v1/u/{user}/…` path names the user and anything else given must agree with it.
  */
+/**
+ * The `user` query parameter: a string, or undefined when absent. Given more than once
+ * (`?user=a&user=b`) it names no one user: a 400 saying so, on every route alike.
+ */
+export function queryUserOf(value: unknown): string | undefined {
+  if (Array.isArray(value))
+    throw new DomainError('invalid_request', 'user is given more than once in the query.', 'user');
+  return typeof value === 'string' ? value : undefined;
+}
+
 export function userOf(req: Request, bodyUser?: unknown): string {
-  const query = typeof req.query.user === 'string' ? req.query.user : undefined;
+  const query = queryUserOf(req.query.user);
   if (req.userKey) return keyUserFrom(req.userKey, req.header('x-paywall-user'), query, req.pathUser);
   return userFrom(req.header('x-paywall-user'), query, req.pathUser, bodyUser);
 }

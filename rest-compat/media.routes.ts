@@ -5,7 +5,7 @@ import type { Services } from '../src/services.js';
 import { DomainError, invalid } from '../src/shared/errors.js';
 import { MAX_AUDIO_BYTES } from '../src/modules/proxy/audio-probe.js';
 import type { MediaKind, MultipartBody, UploadedFile } from '../src/modules/proxy/media-format.js';
-import { route } from './http.js';
+import { queryUserOf, route } from './http.js';
 import { serveMetered } from './metered.js';
 
 /** What one multipart route reads at most (docs/reference.md §22, docs/proxy.md "Uploads"). */
@@ -127,7 +127,7 @@ export function mediaRoutes(services: Services): Router {
           kind,
           paywall: req.paywall!,
           headers: req.headers,
-          queryUser: typeof q === 'string' ? q : undefined,
+          queryUser: queryUserOf(q),
           pathUser: req.pathUser,
           body,
           userKey: req.userKey,

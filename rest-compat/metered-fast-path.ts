@@ -10,7 +10,7 @@ import { observe } from '../src/shared/observe.js';
 import { withoutPathUser } from '../src/shared/route-label.js';
 import { shapedErrorBody } from './errors.js';
 import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
-import { apiKeyOf, apiKeyRefused, authenticateRestKey } from './http.js';
+import { apiKeyOf, apiKeyRefused, authenticateRestKey, queryUserOf } from './http.js';
 import type { UserKeyAuth } from '../src/modules/keys/user-key.service.js';
 import { isMessagesKind, sendJson, serveMetered, type MeteredKind } from './metered.js';
 
@@ -161,8 +161,7 @@ export function meteredFastPath(
       route = `${m.pathUser === undefined ? '/v1' : '/v1/u/{user}'}/${m.kind === 'chat' ? 'chat/completions' : m.kind}`;
       let queryUser: string | undefined;
       if (m.query !== null) {
-        const v = parseQuery(m.query).user;
-        queryUser = typeof v === 'string' ? v : undefined;
+        queryUser = queryUserOf(parseQuery(m.query).user);
       }
       await serveMetered(
         services.proxy,

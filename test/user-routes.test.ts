@@ -130,6 +130,31 @@ describe('POST /v1/user/balance/deposit', () => {
     await expectLedgerProven(t.db);
   });
 
+  it('refuses a user given twice in the query (?user=a&user=b) with a 400 saying so, on every route', async () => {
+    const pw = await t.createPaywall();
+    for (const [method, path] of [
+      ['GET', '/v1/user/balance?user=a&user=b'],
+      ['POST', '/v1/chat/completions?user=a&user=b'],
+      ['POST', '/v1/responses?user=a&user=b'],
+      ['POST', '/v1/images/generations?user=a&user=b'],
+    ] as const) {
+      const r = await t.rest(method, path, {
+        token: pw.apiKey,
+        body: method === 'POST' ? { model: 'gpt-4o-mini', messages: [], input: 'x', prompt: 'x' } : undefined,
+      });
+      expect({ path, status: r.status, error: r.body.error }).toEqual({
+        path,
+        status: 400,
+        error: expect.objectContaining({
+          type: 'invalid_request_error',
+          param: 'user',
+          message: 'user is given more than once in the query.',
+        }),
+      });
+    }
+    expect((await snapshot(pw, 'a')).user).toBeNull();
+  });
+
   it("says what is wrong with a field in the REST client's words, not GraphQL's", async () => {
     const pw = await t.createPaywall();
     const cases: [string, unknown, string][] = [
