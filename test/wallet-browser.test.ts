@@ -156,29 +156,22 @@ describe('the hosted wallet in Chromium', () => {
     await page.reload();
   });
 
-  it('Disconnect asks first (Cancel keeps the app), then revokes: the API hands out a connect link again', async () => {
+  it('"Disconnect" next to the app revokes at once (CONTRACT §8): the API hands out a connect link again', async () => {
     // Named exactly "Disconnect" (docs/reference.md §8); the app's name is its description.
     const disconnect = page.getByRole('button', { name: 'Disconnect', exact: true });
     expect(await disconnect.getAttribute('aria-describedby')).toBeTruthy();
     await disconnect.click();
-    await page.getByRole('heading', { name: 'Disconnect Inkwell Writer?' }).waitFor();
-    expect(await page.locator('main').innerText()).toContain(
-      'It will no longer be able to charge your wallet.',
-    );
-    await screenshot(page, 'disconnect-confirm');
-    await page.getByRole('link', { name: 'Cancel' }).click();
-    await page.getByRole('heading', { name: 'Your wallet' }).waitFor();
-    expect(await page.locator('ul.apps').innerText()).toContain('Inkwell Writer');
-    expect((await connectStatus()).connected).toBe(true);
-
-    await page.getByRole('button', { name: 'Disconnect', exact: true }).click();
-    await page.getByRole('heading', { name: 'Disconnect Inkwell Writer?' }).waitFor();
-    await page.getByRole('button', { name: 'Disconnect', exact: true }).click();
     await page.getByText('The app was disconnected').waitFor();
     expect(await page.locator('main').innerText()).toContain('No apps are connected');
+    const revoked = await t.db.query(`select data from event where paywall_id = $1 and type = $2`, [
+      pw.id,
+      'paywall.authorization.revoked',
+    ]);
+    expect(revoked.map((e) => e.data.externalUserId)).toEqual([USER]);
     const after = await connectStatus();
     expect(after.connected).toBe(false);
     expect(after.url).toContain(`/connect/${pw.id}?`);
+    await screenshot(page, 'wallet-disconnected');
   });
 
   it('Decline leaves the user unconnected and records the refusal', async () => {

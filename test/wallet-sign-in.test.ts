@@ -526,7 +526,7 @@ describe('consent, wallet page and revocation', () => {
       [pw.id],
     );
     await c.get('/wallet');
-    // The wallet page's Disconnect asks first: a confirmation page, nothing revoked yet.
+    // A Disconnect POST without confirm=yes (the wallet page's form sends it) asks: nothing revoked yet.
     const ask = await c.post(`/wallet/connections/${g1.id}/disconnect`, {});
     expect(ask.status).toBe(200);
     expect(ask.html).toContain('Disconnect <span class="app-name">Revocable</span>?');

@@ -316,7 +316,8 @@ export function createPagesRouter(s: Services): Router {
       if (!req.page.session) return signInRedirect(req, res);
       const walletUserId = req.page.session.user.id;
       const connectionId = String(req.params.connectionId);
-      // The wallet page's button asks first; only the confirmation page's button (confirm=yes) revokes.
+      // The wallet page's button and the confirmation page's both send confirm=yes and revoke; a POST
+      // without it is answered with the confirmation page.
       if (body(req, 'confirm') !== 'yes') {
         const c = await s.authorizations.connectionOf(walletUserId, connectionId);
         if (!c.active) return res.redirect(303, '/wallet?done=disconnected');

@@ -47,6 +47,7 @@ label.check input{width:1.2rem;height:1.2rem;margin:0}
 select{font:inherit;color:var(--text);background:#fff;border:1px solid #8b95a1;border-radius:8px;padding:.55rem .6rem;min-height:2.75rem;width:100%}
 form.autotopup-off{margin-top:.5rem}
 .inline.pay-buttons > button{margin-top:0}
+form.pay + form{margin-top:1.25rem}
 .field{margin:0 0 1rem}
 label{display:block;font-weight:600;margin:0 0 .35rem}
 .hint{display:block;color:var(--muted);font-size:.9rem;margin-top:.3rem}

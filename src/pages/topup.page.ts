@@ -101,7 +101,7 @@ export function TopupForm(props: {
     html`<p class="muted">
         Pay by card with Stripe, in US dollars: every 1 USD you pay adds 1.000000 USDC to your wallet balance.
       </p>
-      <form method="post" action="/wallet/topup/checkout">
+      <form method="post" action="/wallet/topup/checkout" class="pay">
         <${CsrfField} page=${props.page} />
         ${!props.compact && html`<${AutoTopupFields} amounts=${cards} idPrefix="wallet-auto" values=${props.autoTopup} />`}
         <div class="inline pay-buttons">

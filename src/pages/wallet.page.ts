@@ -204,6 +204,7 @@ export function WalletPage(props: {
                     </div>
                     <form method="post" action=${`/wallet/connections/${a.connectionId}/disconnect`}>
                       <${CsrfField} page=${props.page} />
+                      <input type="hidden" name="confirm" value="yes" />
                       <button type="submit" class="danger" aria-describedby=${`app-${a.connectionId}`}>
                         Disconnect
                       </button>
@@ -287,8 +288,10 @@ export function WalletPage(props: {
 }
 
 /**
- * "Disconnect <app>?": the wallet page's Disconnect leads here, and only this page's button revokes.
- * A plain form (no script): Disconnect posts the confirmation, Cancel goes back to the wallet.
+ * "Disconnect <app>?": the wallet page's Disconnect revokes at once (CONTRACT §8: "Disconnect" next to
+ * the app revokes); a Disconnect POST without `confirm=yes` (a wallet page served before this rule, a
+ * hand-made request) lands here and revokes nothing. A plain form (no script): Disconnect posts the confirmation,
+ * Cancel goes back to the wallet.
  */
 export function DisconnectConfirmPage(props: {
   page: PageContext;
