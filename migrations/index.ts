@@ -31,6 +31,7 @@ import { Migration20261129100000_user_keys } from './Migration20261129100000_use
 import { Migration20261129200000_media_prices } from './Migration20261129200000_media_prices.js';
 import { Migration20261130200000_delivery_event_unique } from './Migration20261130200000_delivery_event_unique.js';
 import { Migration20261130210000_fanout_one_paywall } from './Migration20261130210000_fanout_one_paywall.js';
+import { Migration20261201300000_lean_ledger_restored } from './Migration20261201300000_lean_ledger_restored.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -83,5 +84,9 @@ export const migrationsList: MigrationObject[] = [
   {
     name: 'Migration20261130210000_fanout_one_paywall',
     class: Migration20261130210000_fanout_one_paywall,
+  },
+  {
+    name: 'Migration20261201300000_lean_ledger_restored',
+    class: Migration20261201300000_lean_ledger_restored,
   },
 ];

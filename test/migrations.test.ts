@@ -120,6 +120,35 @@ describe('migrations (same list on PostgreSQL and PGlite; generated, reviewed, r
     expect(await drift(db)).toEqual([]);
   });
 
+  it('a database that ran the removed ledger_tick migration gets the lean ledger functions back', async () => {
+    // As Migration20261130100000_ledger_functions left a database: recorded as executed, the lean
+    // functions dropped, its own function in their place; the repair not yet run.
+    await db.query(`drop function ledger_hold_one(jsonb)`);
+    await db.query(`drop function ledger_settle_one(jsonb)`);
+    await db.query(`create function ledger_period_start(period text, at timestamptz) returns date
+                      language sql as $$ select at::date $$`);
+    await db.query(
+      `insert into mikro_orm_migrations (name) values ('Migration20261130100000_ledger_functions')`,
+    );
+    await db.query(
+      `delete from mikro_orm_migrations where name = 'Migration20261201300000_lean_ledger_restored'`,
+    );
+    expect(await functionsOf(db)).not.toContain('ledger_hold_one');
+
+    expect(await db.migrate()).toEqual(['Migration20261201300000_lean_ledger_restored']);
+    const fns = await functionsOf(db);
+    expect(fns).toEqual(expect.arrayContaining(['ledger_hold_one', 'ledger_settle_one']));
+    expect(fns).not.toContain('ledger_period_start');
+    // The functions answer: a hold for an end user that does not exist is null, not an error.
+    const [r] = await db.query<{ r: unknown }>(
+      `select ledger_hold_one(jsonb_build_object('paywall_id', gen_random_uuid(), 'external_id', 'nobody')) as r`,
+    );
+    expect(r.r).toBeNull();
+    await db.query(
+      `delete from mikro_orm_migrations where name = 'Migration20261130100000_ledger_functions'`,
+    );
+  });
+
   it('event_matches in the database agrees with eventMatches in the service, case by case', async () => {
     const patterns = [
       [],
