@@ -97,7 +97,7 @@ async function stored(c: Conn): Promise<{ spent: bigint; start: string | null }>
   return { spent: BigInt(r.spent), start: r.start };
 }
 
-/** The owner's view: `Connection.allowance` (CONTRACT's type name, so a fragment on it works). */
+/** The owner's view: `Connection.allowance` (the type name docs/reference.md §16 gives, so a fragment on it works). */
 async function ownerView(c: Conn): Promise<any> {
   const r = await t.gql(
     c.pw.apiKey,

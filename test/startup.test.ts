@@ -411,7 +411,7 @@ describe('one process per embedded DATA_DIR; a busy port (docs/reference.md §18
         const worker = await runToExit('worker.js', [], { DATA_DIR: dataDir });
         expect({ code: worker.code, said: worker.stderr.includes(message) }).toEqual({ code: 1, said: true });
         // The admin tools are run by the service that holds the directory, through DATA_DIR/admin.sock
-        // (CONTRACT §8: the operator sets withdrawals with `npm run admin -- withdrawals …`). Before, they
+        // (docs/reference.md §8: the operator sets withdrawals with `npm run admin -- withdrawals …`). Before, they
         // exited 1 with the lock message while the service ran.
         const admin = await runToExit('admin.js', ['ledger', 'verify'], { DATA_DIR: dataDir });
         expect({ code: admin.code, stderr: admin.stderr }).toEqual({ code: 0, stderr: '' });

@@ -156,7 +156,7 @@ describe('the hosted wallet in Chromium', () => {
     await page.reload();
   });
 
-  it('"Disconnect" next to the app revokes at once (CONTRACT §8): the API hands out a connect link again', async () => {
+  it('"Disconnect" next to the app revokes at once (docs/reference.md §8): the API hands out a connect link again', async () => {
     // Named exactly "Disconnect" (docs/reference.md §8); the app's name is its description.
     const disconnect = page.getByRole('button', { name: 'Disconnect', exact: true });
     expect(await disconnect.getAttribute('aria-describedby')).toBeTruthy();

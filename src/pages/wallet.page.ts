@@ -288,7 +288,7 @@ export function WalletPage(props: {
 }
 
 /**
- * "Disconnect <app>?": the wallet page's Disconnect revokes at once (CONTRACT §8: "Disconnect" next to
+ * "Disconnect <app>?": the wallet page's Disconnect revokes at once (docs/reference.md §8: "Disconnect" next to
  * the app revokes); a Disconnect POST without `confirm=yes` (a wallet page served before this rule, a
  * hand-made request) lands here and revokes nothing. A plain form (no script): Disconnect posts the confirmation,
  * Cancel goes back to the wallet.
