@@ -49,20 +49,20 @@ export interface ForwardDeps {
 const MAX_LOGGED_REFUSAL = 4096;
 
 /**
- * The forward and meter steps of a metered call: the request goes to the provider (through the flight's
- * ProviderClient), the answer comes back whole (JSON) or relayed chunk by chunk (a stream), is metered
- * in the flight's WireFormat, and the hold is settled before the answer's end reaches the client.
- */
-/**
- * The client's top-level fields a format takes out of every payload, the end user's id being in them:
- * `user`, and a `metadata` that held only `metadata.user_id` (docs/reference.md §21: named as dropped
- * when the request is translated).
+ * The client's top-level fields that carry the end user's id (`user`, `metadata`): a translated request
+ * names them in `x-paywall-dropped-fields` (docs/reference.md §21), since the payload never has `user`
+ * nor a `metadata` that held only `metadata.user_id`, and the other API has no such field.
  */
 const takenOut = (body: Record<string, unknown>): string[] | undefined => {
   const names = ['user', 'metadata'].filter((k) => body[k] != null);
   return names.length > 0 ? names : undefined;
 };
 
+/**
+ * The forward and meter steps of a metered call: the request goes to the provider (through the flight's
+ * ProviderClient), the answer comes back whole (JSON) or relayed chunk by chunk (a stream), is metered
+ * in the flight's WireFormat, and the hold is settled before the answer's end reaches the client.
+ */
 export class Forwarder {
   constructor(private readonly d: ForwardDeps) {}
 

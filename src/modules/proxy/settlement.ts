@@ -214,32 +214,23 @@ export class Settlement {
   constructor(private readonly d: SettlementDeps) {}
 
   /**
-   * What settling `usage` in full would capture, and the spending account's free balance after it: the
-   * free balance now (this hold already taken from it) plus what the hold gives back. For an answer whose
-   * charge is decided before it is relayed (binary speech: its characters, or its tokens at their bound),
-   * so its headers can name the cost and balance of the whole answer (docs/reference.md §22). Null when
-   * nothing would be charged or the account cannot be read; the settlement itself is unchanged.
+   * What settling `usage` in full captures and the spending account's free balance after it, for an
+   * answer whose charge the request decides (binary speech: its characters, or its tokens at their
+   * bound), so its headers can name them before the first byte (docs/reference.md §22). Only where the
+   * hold covers the cost: the capture is then the cost, and the free balance after it is the free balance
+   * now (this hold already taken from it) plus what the hold gives back. Null otherwise (nothing charged,
+   * a cost beyond the hold: its capture is settleBeyondHold's to decide), or when the account cannot be
+   * read; the settlement itself is unchanged.
    */
   async foretell(f: Flight, usage: UsageBuckets): Promise<{ captured: bigint; freeAfterRaw: bigint } | null> {
     const { cost } = charge(f, usage);
-    if (cost <= 0n || !f.hold.accountId) return null;
+    if (cost <= 0n || cost > f.hold.holdRaw || !f.hold.accountId) return null;
     try {
       const [row] = await this.d.db.query<{ free: string }>(
         `select (balance_raw - held_raw)::text as free from ledger_account where id = $1`,
         [f.hold.accountId],
       );
-      if (!row) return null;
-      const free = BigInt(row.free) + f.hold.holdRaw;
-      // Beyond the hold, the rest comes from the free balance, and only as far as it goes.
-      const captured =
-        cost <= f.hold.holdRaw || appBearsShortfall(f)
-          ? cost < f.hold.holdRaw
-            ? cost
-            : f.hold.holdRaw
-          : cost < free
-            ? cost
-            : free;
-      return { captured, freeAfterRaw: free - captured };
+      return row ? { captured: cost, freeAfterRaw: BigInt(row.free) + f.hold.holdRaw - cost } : null;
     } catch (err) {
       this.d.log.warn(
         { err, chargeId: f.chargeId },
