@@ -3,7 +3,12 @@ import { FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from '../accounts/accounts.js';
 import type { AccountAlerts } from './low-balance.js';
 import { ledgerTick, type SettleInput } from './holds.js';
 
-// Settlement beyond the hold (one job): a request whose real cost is above its hold (settleBeyondHold).
+/**
+ * Settlement beyond the hold (one job): how much more than its hold a finished request may take from the
+ * free balance, bounded by a SHARED connection's allowance and an end-user key's limit, under the locks a
+ * settlement takes; the settlement itself is the ordinary ledger tick with that captured amount. The
+ * account locks are shared with debt collection.
+ */
 
 /** Locks, in id order, a spending account and the accounts a charge of these paywalls credits. */
 export async function lockSettlementAccounts(
