@@ -323,6 +323,23 @@ describe('model catalogue and prices', () => {
       maxCompletionTokensSource: 'CATALOGUE',
       reasoningModel: true,
     });
+    // A model newer than models.dev's pinned data: Claude Sonnet 4.5 answers at most 64,000 tokens
+    // (Anthropic's models overview), from the second catalogue, with or without its date suffix.
+    expect(await set({ modelId: 'claude-sonnet-4-5' })).toEqual({
+      id: 'claude-sonnet-4-5',
+      maxCompletionTokens: 64000,
+      maxCompletionTokensSource: 'CATALOGUE',
+      reasoningModel: false,
+    });
+    expect(await set({ modelId: 'sonnet', upstreamModel: 'claude-sonnet-4-5-20250929' })).toMatchObject({
+      maxCompletionTokens: 64000,
+      maxCompletionTokensSource: 'CATALOGUE',
+    });
+    // An id neither catalogue knows keeps the 4,096 default.
+    expect(await set({ modelId: 'claude-sonnet-9-9' })).toMatchObject({
+      maxCompletionTokens: 4096,
+      maxCompletionTokensSource: 'DEFAULT',
+    });
     expect(await set({ modelId: 'gpt-4o', maxCompletionTokens: 2000, reasoningModel: true })).toEqual({
       id: 'gpt-4o',
       maxCompletionTokens: 2000,

