@@ -23,7 +23,7 @@ import {
 } from '../providers/provider-client.js';
 import type { RelayedResponses } from './relayed-responses.js';
 import { outputTokens } from '../../shared/usage-buckets.js';
-import { usageOf, type Settlement } from './settlement.js';
+import { clampUnits, usageOf, type Settlement } from './settlement.js';
 import { passedThrough, refusalAnswer } from './upstream-refusal.js';
 import { describeFailure, readLimited, TooLargeError, upstreamError } from './upstream-client.js';
 import { isObject, type WireFormat } from './wire-format.js';
@@ -196,6 +196,7 @@ export class Forwarder {
     const usage = usageOf(f, reported, () => f.fmt.countJson(answer));
     // Images and audio: what the answer counts besides tokens (docs/reference.md §22).
     f.units = f.fmt.units?.(f.req, answer, reported, f.price) ?? null;
+    clampUnits(f);
     // An answer with no output that ended in an error or without a finish reason costs nothing, the
     // request price included (the client still gets it as the provider sent it).
     const empty = outputTokens(usage) === 0 && !hasUnits(f.units) && !f.fmt.jsonFinished(answer);

@@ -33,6 +33,7 @@ import type { Flight, Outcome } from './flight.js';
 import type { ProviderHealth } from '../providers/provider-health.js';
 import type { LedgerBatch } from './ledger-batch.js';
 import type { StreamRelay } from './wire-format.js';
+import type { AudioProbe, MediaHold } from './media-format.js';
 
 /** bigint's maximum (`uncollected_raw` is a bigint column). */
 const INT8_MAX = 2n ** 63n - 1n;
@@ -108,6 +109,36 @@ export function usageOf(
     [overOutput, output] = [output - outputBound(f), outputBound(f)];
   f.overReported = overInput > 0 || overOutput > 0 ? { input: overInput, output: overOutput } : null;
   return splitUsage(input, output, reported ?? {});
+}
+
+/**
+ * Images and seconds a provider says it made beyond what the request could produce (docs/reference.md
+ * §5.7, §22): more images than the `n` asked for, more seconds than the uploaded file can play (its bytes
+ * at its container's lowest bit rate). Clamped on the flight's units before the cost is computed; the
+ * excess joins `overReported` (the charge's record, the provider's health), as tokens beyond the bounds do.
+ */
+export function clampUnits(f: Flight): void {
+  const units = f.units;
+  if (!units) return;
+  const req = f.req as { media?: MediaHold; probe?: AudioProbe };
+  let images = 0;
+  let audioSeconds = 0;
+  const asked = req.media?.images?.n;
+  if (units.images && asked !== undefined && units.images.count > asked) {
+    images = units.images.count - asked;
+    units.images = { ...units.images, count: asked };
+  }
+  const maxSeconds = req.probe?.maxSeconds;
+  if (units.audioSeconds !== undefined && maxSeconds !== undefined && units.audioSeconds > maxSeconds) {
+    audioSeconds = units.audioSeconds - maxSeconds;
+    units.audioSeconds = maxSeconds;
+  }
+  if (images > 0 || audioSeconds > 0)
+    f.overReported = {
+      ...(f.overReported ?? { input: 0, output: 0 }),
+      ...(images > 0 ? { images } : {}),
+      ...(audioSeconds > 0 ? { audioSeconds } : {}),
+    };
 }
 
 /**
