@@ -578,7 +578,7 @@ describe('POST /v1/audio/transcriptions and /translations', () => {
   });
 });
 
-describe("a provider's word on images and seconds is bounded by the request (docs/reference.md §5.7)", () => {
+describe("a provider's word on images, seconds and speech tokens is bounded by the request (docs/reference.md §5.7)", () => {
   it('100 hd images answered for n: 1 standard: charged 1 image at the price asked, the excess recorded as the provider’s error', async () => {
     await deposit(t, pw, 'img-liar', '5');
     fake.next({
@@ -610,6 +610,28 @@ describe("a provider's word on images and seconds is bounded by the request (doc
     expect(health.paywall.providers[0].health.lastError).toBe(
       'reported usage beyond what the request could produce',
     );
+    await expectLedgerProven(t.db);
+  });
+
+  it('speech whose speech.audio.done reports 500,000,000 output tokens: charged the 132 audio tokens 11 characters can make', async () => {
+    await deposit(t, pw, 'sp-inflated', '1');
+    fake.next({ rawUsage: { input_tokens: 2, output_tokens: 500_000_000, total_tokens: 500_000_002 } });
+    const r = await client(t, pw, 'sp-inflated').audio.speech.create({
+      model: GPT_TTS,
+      voice: 'coral',
+      input: 'Hello there',
+      stream_format: 'sse',
+    });
+    await r.text();
+    // 12 audio tokens per character bound speech's output: 11 x 12 = 132. Before: 500,000,000 x 0.000012
+    // x 1.5 = 9,000 USDC, of which the user's whole 1 USDC was taken.
+    const cost = charged([2, '0.0000006'], [132, '0.000012']);
+    const [c] = await eventually(
+      () => chargesOf(t, pw, 'sp-inflated'),
+      (cs) => cs[0]?.status === 'completed',
+    );
+    expect(c).toMatchObject({ amount: cost.toString(), uncollected: '0' });
+    expect(c.metadata.overReported).toEqual({ input: 0, output: 500_000_000 - 132 });
     await expectLedgerProven(t.db);
   });
 
