@@ -89,7 +89,8 @@ function mediaTokenBound(f: Flight): Record<Bucket, number> | null {
  * The usage a request is charged for, per bucket: the upstream's totals and their itemised parts, else
  * the input estimate and the output counted here. Totals a provider reports beyond what the request
  * could produce ({@link inputBound}, {@link outputBound}) are clamped to the bound, and the excess is
- * kept on the flight (`overReported`) for the charge's record and provider health.
+ * kept on the flight (`overReported`) for the charge's record and provider health. Output counted here
+ * (no usage) is clamped to the same bound.
  */
 export function usageOf(
   f: Flight,
@@ -105,8 +106,13 @@ export function usageOf(
     const bound = inputBound(f);
     if (input > bound) [overInput, input] = [input - bound, bound];
   }
-  if (reported?.output !== undefined && output > outputBound(f))
-    [overOutput, output] = [output - outputBound(f), outputBound(f)];
+  const maxOutput = outputBound(f);
+  if (reported?.output !== undefined && output > maxOutput)
+    [overOutput, output] = [output - maxOutput, maxOutput];
+  // An answer without usage is counted here: what a provider relayed past the cap it was sent is not
+  // the client's either (docs/reference.md §20). Not the provider's reported error, so not recorded
+  // as one (a tokenizer may count a token more than the provider's).
+  else if (reported?.output === undefined && output > maxOutput) output = maxOutput;
   f.overReported = overInput > 0 || overOutput > 0 ? { input: overInput, output: overOutput } : null;
   return splitUsage(input, output, reported ?? {});
 }
