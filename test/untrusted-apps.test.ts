@@ -166,6 +166,18 @@ describe("finding 1: nobody rides the operator's built-in provider", () => {
         'cacheRead',
         'markup_below_cost',
       ],
+      // The image buckets follow the prompt and completion costs too (an image model such as gpt-image-1
+      // among the operator's would otherwise make its images for nothing on the operator's key).
+      [
+        { modelId: 'builtin-large', provider: 'builtin', ...LARGE_AT_COST, imageCompletion: '0' },
+        'imageCompletion',
+        'markup_below_cost',
+      ],
+      [
+        { modelId: 'builtin-large', provider: 'builtin', ...LARGE_AT_COST, imagePrompt: '0.000001' },
+        'imagePrompt',
+        'markup_below_cost',
+      ],
     ];
     for (const [input, param, errorCode] of refusals) {
       const r = await setPrice(hostile, input);

@@ -8,15 +8,18 @@ export const isBuiltinName = (name: string, servedByBuiltin: boolean): boolean =
   name === BUILTIN_PROVIDER || (servedByBuiltin && name === DEFAULT_PROVIDER);
 
 /** The token prices checked against the built-in cost, each named as its setModelPricing field (the
- * prompt and completion prices first: an unset bucket follows one of them). */
+ * prompt and completion prices first: an unset bucket follows one of them). Every bucket: one left out
+ * would be sold below the operator's cost (the image buckets were, until they were listed here). */
 const PRICED_BUCKETS: Bucket[] = [
   'prompt',
   'completion',
   'cacheRead',
   'cacheWrite',
   'audioPrompt',
+  'imagePrompt',
   'reasoning',
   'audioCompletion',
+  'imageCompletion',
 ];
 
 /**
