@@ -178,6 +178,28 @@ describe("finding 1: nobody rides the operator's built-in provider", () => {
         'imagePrompt',
         'markup_below_cost',
       ],
+      // Prices per unit have no operator's cost to be checked against (its costs are per token): a
+      // speech answer sold per 1,000 characters would pay no provider leg at all.
+      [
+        { modelId: 'builtin-large', provider: 'builtin', ...LARGE_AT_COST, characters1k: '0.000001' },
+        'characters1k',
+        'invalid_value',
+      ],
+      [
+        { modelId: 'builtin-large', provider: 'builtin', ...LARGE_AT_COST, audioSecond: '0.000001' },
+        'audioSecond',
+        'invalid_value',
+      ],
+      [
+        {
+          modelId: 'builtin-large',
+          provider: 'builtin',
+          ...LARGE_AT_COST,
+          imagePrices: [{ size: '*', quality: '*', price: '0.000001' }],
+        },
+        'imagePrices',
+        'invalid_value',
+      ],
     ];
     for (const [input, param, errorCode] of refusals) {
       const r = await setPrice(hostile, input);
