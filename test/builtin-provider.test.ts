@@ -376,7 +376,7 @@ describe('built-in provider: catalogue', () => {
     expect((await paywallView(pw)).builtinProvider).toBe(true);
   });
 
-  it('lists the built-in provider among the providers of a SHARED paywall, named `builtin`, without a key', async () => {
+  it('lists the built-in provider among the providers of a SHARED paywall, named `builtin`, without its key or URL', async () => {
     const pw = await t.createPaywall('SHARED');
     await connectOwn(pw);
     const data = await gqlOk(
@@ -391,7 +391,8 @@ describe('built-in provider: catalogue', () => {
         baseUrl: own.baseUrl,
         apiKeyLastFour: OWN_KEY.slice(-4),
       },
-      { name: 'builtin', kind: 'OPENAI', builtin: true, baseUrl: fake.baseUrl, apiKeyLastFour: '' },
+      // The operator's URL is the operator's (it may name a host of its private network): not shown.
+      { name: 'builtin', kind: 'OPENAI', builtin: true, baseUrl: '', apiKeyLastFour: '' },
     ]);
     // A DEFAULT paywall has no built-in provider.
     const plain = await t.createPaywall('DEFAULT');

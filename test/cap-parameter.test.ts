@@ -442,6 +442,29 @@ describe("the client's cap is kept (§20)", () => {
     expect(charges.map((ch) => ch.max_completion_tokens)).toEqual([4096, 4096]);
   });
 
+  it.each([false, true])(
+    'a provider that ignores the cap and reports no usage is charged at most the cap the client sent (stream: %s)',
+    async (streamed) => {
+      const user = `cap-over-${streamed}`;
+      await deposit(t, p, user, '1');
+      // 800 words for max_tokens 20, and no usage: the service counts what was relayed.
+      older.next({ ignoreMaxTokens: true, usage: null, content: 'word '.repeat(800).trim() });
+      const r = await post('/v1/chat/completions', user, {
+        model: MODEL,
+        messages: hi,
+        max_tokens: 20,
+        stream: streamed,
+      });
+      expect(r.status).toBe(200);
+      await r.text();
+      // Before: 800 completion tokens were charged (7,021 raw units for a hold of 1,171).
+      const [c] = await chargesOf(t, p, user);
+      expect(c).toMatchObject({ status: 'completed', completion_tokens: 20, max_completion_tokens: 20 });
+      expect(c.amount).toBe(c.hold);
+      expect((await money(t, p, user)).balance).toBe(1_000_000n - BigInt(c.hold));
+    },
+  );
+
   it("the owner's lower maxCompletionTokens lowers the client's cap, in its own field, and says so", async () => {
     await deposit(t, p, 'cap-cid', '1');
     const r = await post('/v1/chat/completions', 'cap-cid', { model: MODEL, messages: hi, max_tokens: 5000 });

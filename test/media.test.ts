@@ -578,6 +578,87 @@ describe('POST /v1/audio/transcriptions and /translations', () => {
   });
 });
 
+describe("a provider's word on images, seconds and speech tokens is bounded by the request (docs/reference.md §5.7)", () => {
+  it('100 hd images answered for n: 1 standard: charged 1 image at the price asked, the excess recorded as the provider’s error', async () => {
+    await deposit(t, pw, 'img-liar', '5');
+    fake.next({
+      answer: {
+        created: 1,
+        size: '1792x1024',
+        quality: 'hd',
+        data: Array.from({ length: 100 }, (_, i) => ({ url: `https://images.example.com/liar-${i}.png` })),
+      },
+    });
+    const { response } = await client(t, pw, 'img-liar')
+      .images.generate({ model: DALLE, prompt: 'an otter', n: 1, size: '1024x1024', quality: 'standard' })
+      .withResponse();
+    // 1 x 0.04 x 1.5. Before: 100 x 0.12 x 1.5 = 18 USDC, of which the whole 5 USDC balance was taken.
+    const cost = charged([1, '0.04']);
+    expect(cost).toBe(60_000n);
+    expect(response.headers.get('x-paywall-cost')).toBe(usdc(cost));
+    expect(response.headers.get('x-paywall-balance')).toBe(balance6(5_000_000n - cost));
+    const [c] = await chargesOf(t, pw, 'img-liar');
+    expect(c).toMatchObject({ status: 'completed', amount: cost.toString(), uncollected: '0' });
+    expect(c.metadata.units).toEqual({
+      images: 1,
+      imageSize: '1024x1024',
+      imageQuality: 'standard',
+      imagePrice: '0.04',
+    });
+    expect(c.metadata.overReported).toEqual({ input: 0, output: 0, images: 99 });
+    const health = await gql(`{ paywall { providers { name health { errors lastError } } } }`);
+    expect(health.paywall.providers[0].health.lastError).toBe(
+      'reported usage beyond what the request could produce',
+    );
+    await expectLedgerProven(t.db);
+  });
+
+  it('speech whose speech.audio.done reports 500,000,000 output tokens: charged the 132 audio tokens 11 characters can make', async () => {
+    await deposit(t, pw, 'sp-inflated', '1');
+    fake.next({ rawUsage: { input_tokens: 2, output_tokens: 500_000_000, total_tokens: 500_000_002 } });
+    const r = await client(t, pw, 'sp-inflated').audio.speech.create({
+      model: GPT_TTS,
+      voice: 'coral',
+      input: 'Hello there',
+      stream_format: 'sse',
+    });
+    await r.text();
+    // 12 audio tokens per character bound speech's output: 11 x 12 = 132. Before: 500,000,000 x 0.000012
+    // x 1.5 = 9,000 USDC, of which the user's whole 1 USDC was taken.
+    const cost = charged([2, '0.0000006'], [132, '0.000012']);
+    const [c] = await eventually(
+      () => chargesOf(t, pw, 'sp-inflated'),
+      (cs) => cs[0]?.status === 'completed',
+    );
+    expect(c).toMatchObject({ amount: cost.toString(), uncollected: '0' });
+    expect(c.metadata.overReported).toEqual({ input: 0, output: 500_000_000 - 132 });
+    await expectLedgerProven(t.db);
+  });
+
+  it('a 60 s WAV reported as 1,000,000 s: charged at most what its bytes can play (121 s), the excess recorded', async () => {
+    await deposit(t, pw, 'aud-inflated', '1');
+    fake.next({ answer: { text: FAKE_TRANSCRIPT, usage: { type: 'duration', seconds: 1_000_000 } } });
+    const file = wav(60);
+    const { response } = await client(t, pw, 'aud-inflated')
+      .audio.transcriptions.create({
+        model: WHISPER,
+        file: await toFile(file, 'a.wav', { type: 'audio/wav' }),
+      })
+      .withResponse();
+    // 480,044 bytes at WAV's lowest bit rate (32 kbit/s) play at most 121 s. Before: 1,000,000 s x 0.0001
+    // x 1.5 = 150 USDC, of which the user's whole 1 USDC was taken and 149 recorded as their debt.
+    const bound = Math.ceil((file.length * 8) / 32_000);
+    expect(bound).toBe(121);
+    const cost = charged([bound, '0.0001']);
+    expect(response.headers.get('x-paywall-cost')).toBe(usdc(cost));
+    const [c] = await chargesOf(t, pw, 'aud-inflated');
+    expect(c).toMatchObject({ status: 'completed', amount: cost.toString(), uncollected: '0' });
+    expect(c.metadata.units).toEqual({ audioSeconds: bound });
+    expect(c.metadata.overReported).toEqual({ input: 0, output: 0, audioSeconds: 1_000_000 - bound });
+    await expectLedgerProven(t.db);
+  });
+});
+
 describe('POST /v1/audio/speech', () => {
   const INPUT = 'Read aloud: the quick brown fox jumps over the lazy dog. '.repeat(4).trim();
   const CHARS = [...INPUT].length;

@@ -166,6 +166,40 @@ describe("finding 1: nobody rides the operator's built-in provider", () => {
         'cacheRead',
         'markup_below_cost',
       ],
+      // The image buckets follow the prompt and completion costs too (an image model such as gpt-image-1
+      // among the operator's would otherwise make its images for nothing on the operator's key).
+      [
+        { modelId: 'builtin-large', provider: 'builtin', ...LARGE_AT_COST, imageCompletion: '0' },
+        'imageCompletion',
+        'markup_below_cost',
+      ],
+      [
+        { modelId: 'builtin-large', provider: 'builtin', ...LARGE_AT_COST, imagePrompt: '0.000001' },
+        'imagePrompt',
+        'markup_below_cost',
+      ],
+      // Prices per unit have no operator's cost to be checked against (its costs are per token): a
+      // speech answer sold per 1,000 characters would pay no provider leg at all.
+      [
+        { modelId: 'builtin-large', provider: 'builtin', ...LARGE_AT_COST, characters1k: '0.000001' },
+        'characters1k',
+        'invalid_value',
+      ],
+      [
+        { modelId: 'builtin-large', provider: 'builtin', ...LARGE_AT_COST, audioSecond: '0.000001' },
+        'audioSecond',
+        'invalid_value',
+      ],
+      [
+        {
+          modelId: 'builtin-large',
+          provider: 'builtin',
+          ...LARGE_AT_COST,
+          imagePrices: [{ size: '*', quality: '*', price: '0.000001' }],
+        },
+        'imagePrices',
+        'invalid_value',
+      ],
     ];
     for (const [input, param, errorCode] of refusals) {
       const r = await setPrice(hostile, input);
@@ -531,6 +565,40 @@ describe('the ledger proof sees both', () => {
       );
       await t.db.query(`update ledger_account set debt_raw = 0 where id = $1`, [wallet.accountId]);
     }
+    await expectLedgerProven(t.db);
+  });
+});
+
+describe('prices an app changes while its request is in flight', () => {
+  it('a price and a markup raised after the hold do not reach the request: it is charged at the prices it was held at', async () => {
+    const hostile = await createProxyPaywall(t, evil, { mode: 'SHARED' });
+    const wallet = await createWallet(t.db, { fundRaw: 10_000_000n });
+    // No spending limit: only the prices of the request bound what it takes.
+    await connect(hostile, 'inflight', wallet);
+    let release!: () => void;
+    evil.next({ gate: new Promise<void>((r) => (release = r)) });
+    const pending = chat(hostile, 'inflight', MODEL);
+    await eventually(
+      () => charges(hostile),
+      (cs) => cs.some((c) => c.status === 'held'),
+    );
+    // While the provider works: 1,000 USDC per token, and a markup of 1,000.
+    const raised = await setPrice(hostile, {
+      modelId: MODEL,
+      prompt: '1000',
+      completion: '1000',
+      request: '1000',
+    });
+    expect(raised.errors).toBeUndefined();
+    expect((await setMarkup(hostile, '1000')).errors).toBeUndefined();
+    release();
+    const r = await pending;
+    expect(r.status).toBe(200);
+    // 11 + 7 tokens at the held prices (1.5 x): 1,086 raw units, as without the change.
+    expect(r.headers.get('x-paywall-cost')).toBe('0.001086');
+    const [c] = await charges(hostile);
+    expect(c).toMatchObject({ status: 'completed', amount: '1086', uncollected: '0' });
+    expect(await account(wallet.accountId)).toEqual({ balance: 10_000_000n - 1086n, debt: 0n });
     await expectLedgerProven(t.db);
   });
 });

@@ -39,8 +39,11 @@ export interface MediaUnits {
 }
 
 export const ANY = '*';
-/** A request that leaves size or quality to the provider may get any of them. */
-const isOpen = (v: string | undefined): boolean => v === undefined || v === 'auto';
+/**
+ * A size or quality left open (absent, or `auto`: the provider chooses). A request that leaves size or
+ * quality to the provider may get any of them.
+ */
+export const isOpen = (v: string | undefined): v is undefined | 'auto' => v === undefined || v === 'auto';
 
 /**
  * The image prices that can apply to a request for `size` and `quality` (undefined or `auto`: the

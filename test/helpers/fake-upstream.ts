@@ -385,7 +385,7 @@ export class FakeUpstream {
       const inputTokens = words(input);
       const outputTokens = [...input].length * 5;
       res.write(
-        `data: ${JSON.stringify({ type: 'speech.audio.done', usage: { input_tokens: inputTokens, output_tokens: outputTokens, total_tokens: inputTokens + outputTokens } })}\n\n`,
+        `data: ${JSON.stringify({ type: 'speech.audio.done', usage: b.rawUsage ?? { input_tokens: inputTokens, output_tokens: outputTokens, total_tokens: inputTokens + outputTokens } })}\n\n`,
       );
     }
     res.end();

@@ -8,22 +8,26 @@ export const isBuiltinName = (name: string, servedByBuiltin: boolean): boolean =
   name === BUILTIN_PROVIDER || (servedByBuiltin && name === DEFAULT_PROVIDER);
 
 /** The token prices checked against the built-in cost, each named as its setModelPricing field (the
- * prompt and completion prices first: an unset bucket follows one of them). */
+ * prompt and completion prices first: an unset bucket follows one of them). Every bucket: one left out
+ * would be sold below the operator's cost (the image buckets were, until they were listed here). */
 const PRICED_BUCKETS: Bucket[] = [
   'prompt',
   'completion',
   'cacheRead',
   'cacheWrite',
   'audioPrompt',
+  'imagePrompt',
   'reasoning',
   'audioCompletion',
+  'imageCompletion',
 ];
 
 /**
  * Why a model may not reach the built-in provider (docs/reference.md §8), or null when it may: it is
- * not one of the operator's models (`cost` undefined), it names another upstream model, or what the
- * end user pays for a request or a token of some bucket (the price, x the markup for tokens) is below
- * what the built-in provider costs the platform. So every built-in answer pays its cost leg in full.
+ * not one of the operator's models (`cost` undefined), it names another upstream model, it has a price
+ * per unit (image, second, characters: the operator's costs are per token), or what the end user pays
+ * for a request or a token of some bucket (the price, x the markup for tokens) is below what the
+ * built-in provider costs the platform. So every built-in answer pays its cost leg in full.
  */
 export function builtinRefusal(
   m: ModelPriceInfo,
@@ -42,6 +46,20 @@ export function builtinRefusal(
       param: 'upstreamModel',
       code: 'invalid_value',
     };
+  // The operator's costs are per token and per request: a price per image, second or 1,000 characters has
+  // nothing to be checked against, and an answer charged by it would pay no provider leg for its units.
+  const unit: [string, boolean][] = [
+    ['imagePrices', (m.imagePrices?.length ?? 0) > 0],
+    ['audioSecond', m.audioSecondPico != null],
+    ['characters1k', m.characters1kPico != null],
+  ];
+  for (const [param, set] of unit)
+    if (set)
+      return {
+        message: `the built-in provider is sold by the token: ${param} cannot be set for a built-in model`,
+        param,
+        code: 'invalid_value',
+      };
   if (m.requestPico < cost.requestPico)
     return {
       message: `request is below the built-in provider's cost (${formatPrice(cost.requestPico)} USDC)`,

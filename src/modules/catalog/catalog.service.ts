@@ -128,7 +128,9 @@ export class CatalogService {
       // when it would let the built-in provider serve another model or sell one below its cost.
       // (A row of another model is not sold while the built-in provider serves the paywall: only a
       // route named `builtin` can take it there.)
-      const stored = toModel(rows[0]);
+      // Checked with the unit and image-token prices written too: they are token buckets of their own.
+      const withUnits = change.units ? await setUnitPrices(tx, paywall.id, modelId, change.units) : rows[0];
+      const stored = toModel(withUnits);
       const routes = [stored.provider ?? DEFAULT_PROVIDER, ...stored.fallbacks];
       if (
         routes.includes(BUILTIN_PROVIDER) ||
@@ -137,7 +139,6 @@ export class CatalogService {
         const refusal = builtinRefusal(stored, this.deps.prices.builtinCost.get(modelId), paywall.markupPpm);
         if (refusal) throw invalid(refusal.message, refusal.param, refusal.code);
       }
-      const withUnits = change.units ? await setUnitPrices(tx, paywall.id, modelId, change.units) : rows[0];
       await this.deps.prices.changed(tx, paywall.id);
       return withUnits;
     });

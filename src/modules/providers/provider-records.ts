@@ -217,7 +217,8 @@ export class ProviderRecords {
       name: BUILTIN_PROVIDER,
       kind: 'OPENAI',
       builtin: true,
-      baseUrl: b.baseUrl,
+      // The operator's URL is not an app's to read (it may name a host of the operator's network).
+      baseUrl: '',
       apiKeyLastFour: '',
       capParameter: b.capParameter,
       connectedAt: since,

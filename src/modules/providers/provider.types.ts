@@ -73,7 +73,8 @@ export class ProviderInfoType {
   })
   builtin!: boolean;
   @Field({
-    description: 'OpenAI-compatible base URL, without a trailing slash (e.g. https://api.openai.com/v1).',
+    description:
+      "OpenAI-compatible base URL, without a trailing slash (e.g. https://api.openai.com/v1). Empty for the platform's built-in provider (the operator's URL is not shown).",
   })
   baseUrl!: string;
   @Field({ description: 'Last four characters of the provider key (empty for keys shorter than 12).' })

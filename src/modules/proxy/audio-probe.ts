@@ -23,6 +23,8 @@ export const maxSecondsOf = (container: string | undefined): number =>
  * header declares, or, where it gives a bit rate and the file holds clearly more than that, the file's
  * size at that rate (a header that declares less than the file holds does not shorten the hold). A file whose length cannot be read
  * is held at its container's maximum (maxSecondsOf); a format music-metadata does not know is a 400.
+ * `maxSeconds` bounds what a provider may report for it (docs/reference.md §5.7): the file's bytes at its
+ * container's lowest bit rate, never less than the hold's seconds.
  */
 export async function probeAudio(file: UploadedFile): Promise<AudioProbe> {
   let format;
@@ -46,7 +48,13 @@ export async function probeAudio(file: UploadedFile): Promise<AudioProbe> {
   // The size at the header's rate counts the header's own bytes too: it wins only where the header
   // declares clearly less (more than 1% and a second) than the file holds.
   const seconds = bySize > declared * 1.01 + 1 ? bySize : declared;
-  if (!Number.isFinite(seconds) || seconds <= 0)
-    return { seconds: maxSecondsOf(format.container), measured: false };
-  return { seconds: Math.ceil(seconds), measured: true };
+  // The most the file's bytes can play at its container's lowest bit rate: what a provider may report.
+  const byBytes = Math.ceil(
+    (file.bytes.length * 8) / (LOWEST_BIT_RATE[format.container ?? ''] ?? DEFAULT_LOWEST_BIT_RATE),
+  );
+  if (!Number.isFinite(seconds) || seconds <= 0) {
+    const max = maxSecondsOf(format.container);
+    return { seconds: max, measured: false, maxSeconds: Math.max(max, byBytes) };
+  }
+  return { seconds: Math.ceil(seconds), measured: true, maxSeconds: Math.max(Math.ceil(seconds), byBytes) };
 }

@@ -95,7 +95,14 @@ export interface Flight {
    * Usage the provider reported beyond what the request could produce, clamped away before charging
    * (settlement.usageOf; docs/reference.md §5.7): tokens over each bound, null when none.
    */
-  overReported?: { input: number; output: number } | null;
+  overReported?: {
+    input: number;
+    output: number;
+    /** Images answered beyond the `n` asked (docs/reference.md §22). */
+    images?: number;
+    /** Seconds reported beyond what the uploaded file can play. */
+    audioSeconds?: number;
+  } | null;
   /**
    * The completion cap sent upstream (docs/reference.md §20): the hold's cap, or null when the client sent
    * none and none is added (a translated request still needs one: the hold's cap).

@@ -13,7 +13,14 @@ import {
 } from './flight.js';
 import { createParser } from 'eventsource-parser';
 import { hasTokenPrices, hasUnits } from '../../shared/media-units.js';
-import { splitUsage, textUsage, type ReportedUsage, type UsageBuckets } from '../../shared/usage-buckets.js';
+import {
+  inputTokens,
+  outputTokens,
+  splitUsage,
+  textUsage,
+  type ReportedUsage,
+  type UsageBuckets,
+} from '../../shared/usage-buckets.js';
 import { speechSseUsage, speechUnits, type MediaRequest } from './media-format.js';
 import { countText } from './token-counter.js';
 import {
@@ -22,8 +29,7 @@ import {
   type UpstreamTarget,
 } from '../providers/provider-client.js';
 import type { RelayedResponses } from './relayed-responses.js';
-import { outputTokens } from '../../shared/usage-buckets.js';
-import { usageOf, type Settlement } from './settlement.js';
+import { clampUnits, usageOf, type Settlement } from './settlement.js';
 import { passedThrough, refusalAnswer } from './upstream-refusal.js';
 import { describeFailure, readLimited, TooLargeError, upstreamError } from './upstream-client.js';
 import { isObject, type WireFormat } from './wire-format.js';
@@ -196,6 +202,7 @@ export class Forwarder {
     const usage = usageOf(f, reported, () => f.fmt.countJson(answer));
     // Images and audio: what the answer counts besides tokens (docs/reference.md §22).
     f.units = f.fmt.units?.(f.req, answer, reported, f.price) ?? null;
+    clampUnits(f);
     // An answer with no output that ended in an error or without a finish reason costs nothing, the
     // request price included (the client still gets it as the provider sent it).
     const empty = outputTokens(usage) === 0 && !hasUnits(f.units) && !f.fmt.jsonFinished(answer);
@@ -360,8 +367,11 @@ export class Forwarder {
       relayed >= total ? n : Number((BigInt(n) * BigInt(relayed) + BigInt(total) - 1n) / BigInt(total));
     if (reported && hasTokenPrices(f.price)) {
       f.units = null;
-      const output = share(reported.output ?? 0);
-      return splitUsage(reported.input ?? 0, output, { audioCompletion: output });
+      // The provider's counts within what the request could produce (§5.7: the audio tokens its
+      // characters can make), then the output pro rata.
+      const bounded = usageOf(f, { input: reported.input ?? 0, output: reported.output ?? 0 }, () => 0);
+      const output = share(outputTokens(bounded));
+      return splitUsage(inputTokens(bounded), output, { audioCompletion: output });
     }
     f.units = speechUnits(req, f.price, relayed, total);
     if (hasUnits(f.units) || !hasTokenPrices(f.price)) return textUsage(0, 0);

@@ -4,6 +4,7 @@ import {
   hasTokenPrices,
   highestImagePrice,
   imagePriceFor,
+  isOpen,
   type MediaUnits,
 } from '../../shared/media-units.js';
 import type { ReportedUsage, UsageBuckets } from '../../shared/usage-buckets.js';
@@ -48,6 +49,11 @@ export interface AudioProbe {
   seconds: number;
   /** False when the length could not be read (held at the maximum). */
   measured: boolean;
+  /**
+   * The most seconds the file can play (its bytes at its container's lowest bit rate, at least
+   * `seconds`): a provider reporting more is clamped to it (docs/reference.md §5.7).
+   */
+  maxSeconds: number;
 }
 
 /** What an image or audio request may cost besides its request price (the hold's units and token bound). */
@@ -196,16 +202,21 @@ const IMAGE_DEFAULTS: Record<string, { size: string; quality: string }> = {
 };
 
 /**
- * The images an answer is charged for, at the size and quality it says, else the request's, else the
- * model's documented default (what the provider billed); only where all leave it open, the dearest.
+ * The images an answer is charged for (docs/reference.md §22), at the size and quality the request asked
+ * for; where it left one open, the answer's, else the model's documented default (what the provider
+ * billed); only where all leave it open, the dearest. The provider's word never makes an image dearer
+ * than the one asked for. The count is the answer's: settlement clamps it to the `n` asked (§5.7).
  */
 function imageUnits(req: MediaRequest, json: Record<string, any>, price: ModelPriceInfo): MediaUnits | null {
   const count = Array.isArray(json.data) ? json.data.length : 0;
   if (count === 0 || !req.media.images) return null;
   const asked = req.media.images;
   const byDefault = IMAGE_DEFAULTS[price.upstreamModel ?? req.model];
-  const size = typeof json.size === 'string' ? json.size : (asked.size ?? byDefault?.size);
-  const quality = typeof json.quality === 'string' ? json.quality : (asked.quality ?? byDefault?.quality);
+  const answered = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+  const size = !isOpen(asked.size) ? asked.size : (answered(json.size) ?? asked.size ?? byDefault?.size);
+  const quality = !isOpen(asked.quality)
+    ? asked.quality
+    : (answered(json.quality) ?? asked.quality ?? byDefault?.quality);
   const pico =
     imagePriceFor(price.imagePrices, size, quality) ??
     highestImagePrice(price.imagePrices, asked.size, asked.quality);

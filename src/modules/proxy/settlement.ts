@@ -33,6 +33,7 @@ import type { Flight, Outcome } from './flight.js';
 import type { ProviderHealth } from '../providers/provider-health.js';
 import type { LedgerBatch } from './ledger-batch.js';
 import type { StreamRelay } from './wire-format.js';
+import type { AudioProbe, MediaHold } from './media-format.js';
 
 /** bigint's maximum (`uncollected_raw` is a bigint column). */
 const INT8_MAX = 2n ** 63n - 1n;
@@ -88,7 +89,8 @@ function mediaTokenBound(f: Flight): Record<Bucket, number> | null {
  * The usage a request is charged for, per bucket: the upstream's totals and their itemised parts, else
  * the input estimate and the output counted here. Totals a provider reports beyond what the request
  * could produce ({@link inputBound}, {@link outputBound}) are clamped to the bound, and the excess is
- * kept on the flight (`overReported`) for the charge's record and provider health.
+ * kept on the flight (`overReported`) for the charge's record and provider health. Output counted here
+ * (no usage) is clamped to the same bound.
  */
 export function usageOf(
   f: Flight,
@@ -104,10 +106,45 @@ export function usageOf(
     const bound = inputBound(f);
     if (input > bound) [overInput, input] = [input - bound, bound];
   }
-  if (reported?.output !== undefined && output > outputBound(f))
-    [overOutput, output] = [output - outputBound(f), outputBound(f)];
+  const maxOutput = outputBound(f);
+  if (reported?.output !== undefined && output > maxOutput)
+    [overOutput, output] = [output - maxOutput, maxOutput];
+  // An answer without usage is counted here: what a provider relayed past the cap it was sent is not
+  // the client's either (docs/reference.md §20). Not the provider's reported error, so not recorded
+  // as one (a tokenizer may count a token more than the provider's).
+  else if (reported?.output === undefined && output > maxOutput) output = maxOutput;
   f.overReported = overInput > 0 || overOutput > 0 ? { input: overInput, output: overOutput } : null;
   return splitUsage(input, output, reported ?? {});
+}
+
+/**
+ * Images and seconds a provider says it made beyond what the request could produce (docs/reference.md
+ * §5.7, §22): more images than the `n` asked for, more seconds than the uploaded file can play (its bytes
+ * at its container's lowest bit rate). Clamped on the flight's units before the cost is computed; the
+ * excess joins `overReported` (the charge's record, the provider's health), as tokens beyond the bounds do.
+ */
+export function clampUnits(f: Flight): void {
+  const units = f.units;
+  if (!units) return;
+  const req = f.req as { media?: MediaHold; probe?: AudioProbe };
+  let images = 0;
+  let audioSeconds = 0;
+  const asked = req.media?.images?.n;
+  if (units.images && asked !== undefined && units.images.count > asked) {
+    images = units.images.count - asked;
+    units.images = { ...units.images, count: asked };
+  }
+  const maxSeconds = req.probe?.maxSeconds;
+  if (units.audioSeconds !== undefined && maxSeconds !== undefined && units.audioSeconds > maxSeconds) {
+    audioSeconds = units.audioSeconds - maxSeconds;
+    units.audioSeconds = maxSeconds;
+  }
+  if (images > 0 || audioSeconds > 0)
+    f.overReported = {
+      ...(f.overReported ?? { input: 0, output: 0 }),
+      ...(images > 0 ? { images } : {}),
+      ...(audioSeconds > 0 ? { audioSeconds } : {}),
+    };
 }
 
 /**
