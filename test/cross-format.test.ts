@@ -725,6 +725,139 @@ describe('agent tools across formats (§21)', () => {
     expect(toGpt - textOnly).toBeGreaterThan(0);
   });
 
+  /** A 1 x 1 PNG, as an agent's screenshot or image file would come. */
+  const PNG_B64 =
+    'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+
+  it('Claude Code reading an image file on a GPT model: the tool result’s image goes in a user message after the tool messages (a tool message holds text only); answered and charged', async () => {
+    const user = await funded();
+    openai.next({ content: 'A red dot.', usage: { prompt_tokens: 120, completion_tokens: 4 } });
+    const msg = await anthropicSdk(user).messages.create({
+      model: GPT,
+      max_tokens: 100,
+      tools: [
+        { name: 'Read', input_schema: { type: 'object', properties: { file_path: { type: 'string' } } } },
+      ],
+      messages: [
+        { role: 'user', content: 'What is in shot.png and notes.txt?' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'tool_use', id: 'toolu_a', name: 'Read', input: { file_path: 'shot.png' } },
+            { type: 'tool_use', id: 'toolu_b', name: 'Read', input: { file_path: 'notes.txt' } },
+          ],
+        },
+        {
+          role: 'user',
+          content: [
+            {
+              type: 'tool_result',
+              tool_use_id: 'toolu_a',
+              content: [
+                { type: 'image', source: { type: 'base64', media_type: 'image/png', data: PNG_B64 } },
+              ],
+            },
+            { type: 'tool_result', tool_use_id: 'toolu_b', content: [{ type: 'text', text: 'buy milk' }] },
+            { type: 'text', text: 'Describe both.' },
+          ],
+        },
+      ],
+    });
+    expect(msg.content).toMatchObject([{ type: 'text', text: 'A red dot.' }]);
+    const sent = openai.chatRequests[0].body.messages;
+    expect(sent.slice(2)).toEqual([
+      {
+        role: 'tool',
+        tool_call_id: 'toolu_a',
+        content: '[The image of this result follows in the next user message.]',
+      },
+      { role: 'tool', tool_call_id: 'toolu_b', content: 'buy milk' },
+      {
+        role: 'user',
+        content: [
+          { type: 'image_url', image_url: { url: `data:image/png;base64,${PNG_B64}` } },
+          { type: 'text', text: 'Describe both.' },
+        ],
+      },
+    ]);
+    const raw = expectedRaw(GPT, { uncached: 120, output: 4 });
+    expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
+  });
+
+  it('Codex’s view_image on a Claude model: a function_call_output of input_image parts becomes a tool_result with an image block; answered and charged', async () => {
+    const user = await funded();
+    claude.next({ content: 'A red dot.', rawUsage: { input_tokens: 90, output_tokens: 5 } });
+    const r = await t.rest('POST', '/v1/responses', {
+      token: pw.apiKey,
+      headers: { 'x-paywall-user': user },
+      body: {
+        model: CLAUDE,
+        max_output_tokens: 200,
+        tools: [{ type: 'function', name: 'view_image', parameters: { type: 'object', properties: {} } }],
+        input: [
+          { role: 'user', content: [{ type: 'input_text', text: 'Look at shot.png' }] },
+          { type: 'function_call', call_id: 'call_v', name: 'view_image', arguments: '{"path":"shot.png"}' },
+          {
+            type: 'function_call_output',
+            call_id: 'call_v',
+            output: [
+              { type: 'input_text', text: 'shot.png:' },
+              { type: 'input_image', image_url: `data:image/png;base64,${PNG_B64}` },
+            ],
+          },
+        ],
+      },
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.output[0].content[0].text).toBe('A red dot.');
+    expect(claude.messagesRequests[0].body.messages.at(-1)).toEqual({
+      role: 'user',
+      content: [
+        {
+          type: 'tool_result',
+          tool_use_id: 'call_v',
+          content: [
+            { type: 'text', text: 'shot.png:' },
+            { type: 'image', source: { type: 'base64', media_type: 'image/png', data: PNG_B64 } },
+          ],
+        },
+      ],
+    });
+    const rawCharge = expectedRaw(CLAUDE, { uncached: 90, output: 5 });
+    expect(r.headers.get('x-paywall-cost')).toBe(usdc(rawCharge).replace(/\.?0+$/, ''));
+    expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - rawCharge, held: 0n });
+  });
+
+  it('a tool’s image output in a Responses request is held at the image’s bound, not at its base64 read as text (§13)', async () => {
+    const user = await funded();
+    // A PNG whose header declares 64 x 64 pixels, padded to 300 KB: its bound is one tile, while its
+    // base64 read as text is about 100,000 tokens.
+    const png = Buffer.from(PNG_B64, 'base64');
+    png.writeUInt32BE(64, 16);
+    png.writeUInt32BE(64, 20);
+    const big = Buffer.concat([png, Buffer.alloc(300_000, 7)]).toString('base64');
+    const body = (output: unknown) => ({
+      model: GPT,
+      max_output_tokens: 50,
+      input: [
+        { role: 'user', content: 'Look at shot.png' },
+        { type: 'function_call', call_id: 'call_v', name: 'view_image', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'call_v', output },
+      ],
+    });
+    for (const output of ['done', [{ type: 'input_image', image_url: `data:image/png;base64,${big}` }]]) {
+      const r = await t.rest('POST', '/v1/responses', {
+        token: pw.apiKey,
+        headers: { 'x-paywall-user': user },
+        body: body(output),
+      });
+      expect(r.status).toBe(200);
+    }
+    const [text, image] = (await chargesOf(t, pw, user)).map((c) => c.metadata.promptEstimate as number);
+    // gpt-test is no known family: the largest family's bound of a 64 x 64 image (gpt-4o-mini: 2,833 + 5,667).
+    expect(image - text).toBeLessThanOrEqual(2833 + 5667);
+  });
+
   it('refuses only what changes what the client parses or pays: hosted tools, logprobs', async () => {
     const user = await funded();
     const r = await t.rest('POST', '/v1/responses', {

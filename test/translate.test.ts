@@ -780,7 +780,9 @@ describe('Anthropic Messages → chat completions (a Messages client on an OpenA
           messages: [
             {
               role: 'user',
-              content: [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'image', source: {} }] }],
+              content: [
+                { type: 'tool_result', tool_use_id: 't', content: [{ type: 'document', source: {} }] },
+              ],
             },
           ],
         },
@@ -790,6 +792,13 @@ describe('Anthropic Messages → chat completions (a Messages client on an OpenA
     ];
     for (const [patch, param] of refused)
       expectDomainError(() => messagesRequestToChat({ ...base, ...patch }, CHAT_OPTS), param);
+    // An image in a tool result is taken (moved to the next user message), but not one without a source.
+    const badImage = [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'image', source: {} }] }];
+    expectDomainError(
+      () => messagesRequestToChat({ ...base, messages: [{ role: 'user', content: badImage }] }, CHAT_OPTS),
+      'messages[0].content[0].content[0].source',
+      'invalid_value',
+    );
     // What Claude Code sends toward an OpenAI provider (a model that does not reason): dropped and named.
     const dropped = new Dropped();
     const out = messagesRequestToChat(

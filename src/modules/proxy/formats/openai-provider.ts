@@ -1,6 +1,7 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import { openAiCompatibleClient } from '../upstream-client.js';
 import {
+  badValue,
   ERROR_FINISH,
   isObject,
   jsonOr,
@@ -32,15 +33,41 @@ import type {
  * from the client's side.
  */
 
-/** A tool result's content as a tool message's text (text blocks only). */
-function toolResultText(content: ToolResultContent, param: string): string {
-  if (typeof content === 'string') return content;
-  return content
-    .map((b, k) => {
-      if (isObject(b) && b.type === 'text' && typeof b.text === 'string') return b.text;
-      throw unsupported(`${param}[${k}].type`, 'a tool result sent to this provider holds text only');
-    })
-    .join('');
+/** An Anthropic-shaped image block of a tool result as a chat `image_url` part; null for another block. */
+function toolResultImage(b: Json, param: string): Json | null {
+  if (b.type !== 'image' || !isObject(b.source)) return null;
+  const s = b.source;
+  if (s.type === 'base64' && typeof s.media_type === 'string' && typeof s.data === 'string')
+    return { type: 'image_url', image_url: { url: `data:${s.media_type};base64,${s.data}` } };
+  if (s.type === 'url' && typeof s.url === 'string') return { type: 'image_url', image_url: { url: s.url } };
+  if (s.type === 'file')
+    throw unsupported(`${param}.source.type`, 'files uploaded to the provider have no equivalent');
+  throw badValue(`${param}.source`, 'an image source is base64 data or a URL');
+}
+
+/**
+ * A tool result's content as a tool message's text, and its images: a chat `tool` message holds text
+ * only, so each image goes, in order, into the user message that follows the tool messages, and the
+ * text says so. Blocks other than text and images are refused, naming them.
+ */
+function toolResult(content: ToolResultContent, param: string): { text: string; images: Json[] } {
+  if (typeof content === 'string') return { text: content, images: [] };
+  const images: Json[] = [];
+  const texts = content.map((b, k) => {
+    if (isObject(b) && b.type === 'text' && typeof b.text === 'string') return b.text;
+    const image = isObject(b) ? toolResultImage(b, `${param}[${k}]`) : null;
+    if (!image)
+      throw unsupported(
+        `${param}[${k}].type`,
+        'a tool result sent to this provider holds text and images only',
+      );
+    images.push(image);
+    return '';
+  });
+  let text = texts.join('');
+  if (images.length)
+    text += `${text ? '\n' : ''}[${images.length === 1 ? 'The image of this result follows' : `The ${images.length} images of this result follow`} in the next user message.]`;
+  return { text, images };
 }
 
 /** A user part as a chat content part. */
@@ -67,19 +94,19 @@ function chatMessages(req: NeutralRequest): Json[] {
     if (m.role === 'user') {
       const tools: Json[] = [];
       const parts: Json[] = [];
+      const images: Json[] = [];
       for (const p of m.content) {
-        if (p.type === 'tool_result')
-          tools.push({
-            role: 'tool',
-            tool_call_id: p.toolUseId,
-            content: toolResultText(p.content, `${p.param}.content`),
-          });
-        else {
+        if (p.type === 'tool_result') {
+          const result = toolResult(p.content, `${p.param}.content`);
+          tools.push({ role: 'tool', tool_call_id: p.toolUseId, content: result.text });
+          images.push(...result.images);
+        } else {
           const part = userPart(p);
           if (part) parts.push(part);
         }
       }
       out.push(...tools);
+      parts.unshift(...images);
       if (parts.length) out.push({ role: 'user', content: parts });
       continue;
     }
