@@ -3,7 +3,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { expectLedgerProven } from './helpers/ledger.js';
-import { chargesOf, client, deposit, money, type ProxyPaywall } from './helpers/proxy-setup.js';
+import { chargesOf, client, deposit, eventually, money, type ProxyPaywall } from './helpers/proxy-setup.js';
 
 /**
  * docs/reference.md §15 "Across formats", through the official SDKs against one paywall with an
@@ -346,6 +346,41 @@ describe('the Messages API for a model on an OpenAI-compatible provider', () => 
     const raw = expectedRaw(GPT, { uncached: 91 - 64, cacheRead: 64, output: 14 });
     expect(final.usage).toMatchObject({ output_tokens: 14, cache_read_input_tokens: 64 });
     expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
+  });
+
+  it('an error chunk mid-stream ends the translated stream at Anthropic’s error event (no end_turn after it); charged for the text relayed, as a failed request', async () => {
+    const user = await funded();
+    openai.next({
+      content: 'one two three four',
+      usage: { prompt_tokens: 9, completion_tokens: 4 },
+      errorEventAfterChunks: 2,
+    });
+    const res = await fetch(`${t.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'x-api-key': pw.apiKey, 'x-paywall-user': user, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: GPT,
+        max_tokens: 100,
+        stream: true,
+        messages: [{ role: 'user', content: 'Count' }],
+      }),
+    });
+    const events = (await res.text())
+      .split('\n')
+      .filter((l) => l.startsWith('event: '))
+      .map((l) => l.slice(7));
+    expect(events.at(-1)).toBe('error');
+    expect(events).not.toContain('message_delta');
+    expect(events).not.toContain('message_stop');
+    const [charge] = await eventually(
+      () => chargesOf(t, pw, user),
+      (rows) => rows[0]?.status !== 'held',
+    );
+    // No usage came (the error came first): the input is the service's count, the output the text relayed.
+    expect(charge).toMatchObject({ status: 'completed', error_code: 'upstream_error' });
+    expect(charge.completion_tokens).toBeGreaterThan(0);
+    const raw = expectedRaw(GPT, { uncached: charge.prompt_tokens, output: charge.completion_tokens });
+    expect(charge.amount).toBe(raw.toString());
   });
 
   it('messages.countTokens for a model on an OpenAI-compatible provider: counted here, not charged, nothing sent', async () => {

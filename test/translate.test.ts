@@ -426,7 +426,10 @@ describe('Anthropic stream → chat completion chunks', () => {
     });
     expectConforms('ErrorResponse', out.at(-1));
     expect(err.upstreamError).toBe(true);
-    expect(err.done).toBe(false);
+    // The error ends the stream: nothing the provider sends after it is relayed, and no [DONE].
+    expect(err.done).toBe(true);
+    expect(err.feed('event: message_stop\ndata: {"type":"message_stop"}\n\n')).toBe('');
+    expect(err.end()).toBe('');
     expect(out.map((c) => c.choices?.[0]?.delta?.content ?? '').join('')).toBe('Hello');
     const relay = new SseRelay(true);
     relay.feed(raw);

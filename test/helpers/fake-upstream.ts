@@ -53,9 +53,22 @@ export interface FakeBehavior {
    * the cache fields), as current API versions send (see anthropic-fixture.ts ANTHROPIC_STREAM_TOOL).
    */
   deltaRepeatsInput?: boolean;
-  /** Messages streams: an Anthropic `error` event after this many text deltas, instead of the end. */
+  /**
+   * Messages streams: an Anthropic `error` event after this many text deltas, instead of the end; chat
+   * streams: OpenAI's mid-stream error chunk (`data: {"error": …}`), then the body ends.
+   */
   errorEventAfterChunks?: number;
 }
+
+/** What OpenAI sends when a stream fails after it started: an error chunk, and no `[DONE]`. */
+const OPENAI_STREAM_ERROR_CHUNK = `data: ${JSON.stringify({
+  error: {
+    message: 'The server had an error while processing your request. Sorry about that!',
+    type: 'server_error',
+    param: null,
+    code: null,
+  },
+})}\n\n`;
 
 /** OpenAI's answer (HTTP 400) to `max_tokens` sent to one of its reasoning models (o1, o3, gpt-5 …). */
 export const MAX_TOKENS_REFUSAL = {
@@ -531,6 +544,10 @@ export class FakeUpstream {
       for (const w of words) {
         if (b.dieAfterChunks !== undefined && rec.chunksSent >= b.dieAfterChunks) {
           res.destroy();
+          return;
+        }
+        if (b.errorEventAfterChunks !== undefined && rec.chunksSent >= b.errorEventAfterChunks) {
+          res.end(OPENAI_STREAM_ERROR_CHUNK);
           return;
         }
         await write(chunk([{ index: 0, delta: { content: w }, logprobs: null, finish_reason: null }]));
