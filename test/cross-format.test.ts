@@ -672,6 +672,54 @@ describe('agent tools across formats (§21)', () => {
     expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
   });
 
+  it('Codex continuing a tool call on a reasoning Claude model: thinking on the turn that calls the tool, not on the one that answers it (Anthropic refuses thinking there without the earlier thinking, which a Responses client cannot send back); reasoning named as dropped', async () => {
+    const user = await funded();
+    claude.next({ content: 'Two files.', rawUsage: { input_tokens: 150, output_tokens: 4 } });
+    const body = {
+      model: THINKER,
+      max_output_tokens: 30000,
+      reasoning: { effort: 'medium' },
+      tools: [{ type: 'function', name: 'exec', parameters: { type: 'object', properties: {} } }],
+      input: [
+        { role: 'user', content: 'list files' },
+        { type: 'function_call', call_id: 'toolu_9', name: 'exec', arguments: '{"cmd":"ls"}' },
+        { type: 'function_call_output', call_id: 'toolu_9', output: 'a.txt b.txt' },
+      ],
+    };
+    const r = await t.rest('POST', '/v1/responses', {
+      token: pw.apiKey,
+      headers: { 'x-paywall-user': user },
+      body,
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.output[0].content[0].text).toBe('Two files.');
+    expect(r.headers.get('x-paywall-dropped-fields')).toBe('reasoning');
+    expect(claude.messagesRequests[0].body).not.toHaveProperty('thinking');
+    expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - rawOf(150, 4, 0), held: 0n });
+
+    // The same through chat completions (reasoning_effort, a tool message).
+    claude.next({ content: 'Two files.', rawUsage: { input_tokens: 150, output_tokens: 4 } });
+    const chat = await client(t, pw, user).chat.completions.create({
+      model: THINKER,
+      max_completion_tokens: 30000,
+      reasoning_effort: 'high',
+      messages: [
+        { role: 'user', content: 'list files' },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'toolu_8', type: 'function', function: { name: 'exec', arguments: '{}' } }],
+        },
+        { role: 'tool', tool_call_id: 'toolu_8', content: 'a.txt b.txt' },
+      ],
+      tools: [
+        { type: 'function', function: { name: 'exec', parameters: { type: 'object', properties: {} } } },
+      ],
+    });
+    expect(chat.choices[0].message.content).toBe('Two files.');
+    expect(claude.messagesRequests[1].body).not.toHaveProperty('thinking');
+  });
+
   it('the end user named in the body (`user`) toward an Anthropic provider: not sent, and named as dropped (chat and Responses)', async () => {
     const user = await funded();
     claude.next({ content: 'Hi' });
