@@ -867,6 +867,69 @@ describe('agent tools across formats (§21)', () => {
     expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
   });
 
+  it('Claude Code reading a PDF on a GPT model: the tool result’s document goes as a chat `file` part in the next user message, a text document as text; answered and charged', async () => {
+    const user = await funded();
+    openai.next({ content: 'It says hello.', usage: { prompt_tokens: 300, completion_tokens: 5 } });
+    const pdf = Buffer.from('%PDF-1.4\n1 0 obj<</Type/Page>>endobj\ntrailer<<>>\n%%EOF\n').toString('base64');
+    const msg = await anthropicSdk(user).messages.create({
+      model: GPT,
+      max_tokens: 100,
+      tools: [
+        { name: 'Read', input_schema: { type: 'object', properties: { file_path: { type: 'string' } } } },
+      ],
+      messages: [
+        { role: 'user', content: 'Summarise doc.pdf and notes.txt' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'tool_use', id: 'toolu_p', name: 'Read', input: { file_path: 'doc.pdf' } },
+            { type: 'tool_use', id: 'toolu_t', name: 'Read', input: { file_path: 'notes.txt' } },
+          ],
+        },
+        {
+          role: 'user',
+          content: [
+            {
+              type: 'tool_result',
+              tool_use_id: 'toolu_p',
+              content: [
+                { type: 'text', text: 'PDF file read: doc.pdf' },
+                { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: pdf } },
+              ],
+            },
+            {
+              type: 'tool_result',
+              tool_use_id: 'toolu_t',
+              content: [
+                { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'buy milk' } },
+              ],
+            },
+          ],
+        },
+      ],
+    });
+    expect(msg.content).toMatchObject([{ type: 'text', text: 'It says hello.' }]);
+    expect(openai.chatRequests[0].body.messages.slice(2)).toEqual([
+      {
+        role: 'tool',
+        tool_call_id: 'toolu_p',
+        content: 'PDF file read: doc.pdf\n[The document of this result follows in the next user message.]',
+      },
+      { role: 'tool', tool_call_id: 'toolu_t', content: 'buy milk' },
+      {
+        role: 'user',
+        content: [
+          {
+            type: 'file',
+            file: { filename: 'document.pdf', file_data: `data:application/pdf;base64,${pdf}` },
+          },
+        ],
+      },
+    ]);
+    const raw = expectedRaw(GPT, { uncached: 300, output: 5 });
+    expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
+  });
+
   it('Codex’s view_image on a Claude model: a function_call_output of input_image parts becomes a tool_result with an image block; answered and charged', async () => {
     const user = await funded();
     claude.next({ content: 'A red dot.', rawUsage: { input_tokens: 90, output_tokens: 5 } });

@@ -784,12 +784,29 @@ describe('Anthropic Messages → chat completions (a Messages client on an OpenA
             {
               role: 'user',
               content: [
-                { type: 'tool_result', tool_use_id: 't', content: [{ type: 'document', source: {} }] },
+                { type: 'tool_result', tool_use_id: 't', content: [{ type: 'search_result', source: 's' }] },
               ],
             },
           ],
         },
         'messages[0].content[0].content[0].type',
+      ],
+      [
+        {
+          messages: [
+            {
+              role: 'user',
+              content: [
+                {
+                  type: 'tool_result',
+                  tool_use_id: 't',
+                  content: [{ type: 'document', source: { type: 'url', url: 'https://x.test/a.pdf' } }],
+                },
+              ],
+            },
+          ],
+        },
+        'messages[0].content[0].content[0].source.type',
       ],
       [{ system: [{ type: 'image', source: {} }] }, 'system[0].type'],
     ];

@@ -46,28 +46,62 @@ function toolResultImage(b: Json, param: string): Json | null {
 }
 
 /**
- * A tool result's content as a tool message's text, and its images: a chat `tool` message holds text
- * only, so each image goes, in order, into the user message that follows the tool messages, and the
- * text says so. Blocks other than text and images are refused, naming them.
+ * An Anthropic-shaped document block of a tool result (Claude Code's `Read` of a PDF): a base64 PDF as a
+ * chat `file` part, a plain-text document as its text; null for another block.
  */
-function toolResult(content: ToolResultContent, param: string): { text: string; images: Json[] } {
-  if (typeof content === 'string') return { text: content, images: [] };
-  const images: Json[] = [];
+function toolResultDocument(b: Json, param: string): Json | string | null {
+  if (b.type !== 'document' || !isObject(b.source)) return null;
+  const s = b.source;
+  if (s.type === 'text' && typeof s.data === 'string') return s.data;
+  if (s.type === 'base64' && s.media_type === 'application/pdf' && typeof s.data === 'string') {
+    const title = typeof b.title === 'string' && b.title !== '' ? b.title : 'document';
+    const filename = /\.pdf$/i.test(title) ? title : `${title}.pdf`;
+    return { type: 'file', file: { filename, file_data: `data:application/pdf;base64,${s.data}` } };
+  }
+  throw unsupported(`${param}.source.type`, 'only a base64 PDF or a text document can be translated');
+}
+
+/** What the tool message says about the attachments that follow it. */
+function attachmentNote(images: number, documents: number): string {
+  const count = images + documents;
+  const noun = documents === 0 ? 'image' : images === 0 ? 'document' : 'attachment';
+  return count === 1
+    ? `[The ${noun} of this result follows in the next user message.]`
+    : `[The ${count} ${noun}s of this result follow in the next user message.]`;
+}
+
+/**
+ * A tool result's content as a tool message's text, and its attachments: a chat `tool` message holds text
+ * only, so each image (and PDF document) goes, in order, into the user message that follows the tool
+ * messages, and the text says so. Other blocks are refused, naming them.
+ */
+function toolResult(content: ToolResultContent, param: string): { text: string; attachments: Json[] } {
+  if (typeof content === 'string') return { text: content, attachments: [] };
+  const attachments: Json[] = [];
+  let documents = 0;
   const texts = content.map((b, k) => {
     if (isObject(b) && b.type === 'text' && typeof b.text === 'string') return b.text;
-    const image = isObject(b) ? toolResultImage(b, `${param}[${k}]`) : null;
-    if (!image)
+    const at = `${param}[${k}]`;
+    const image = isObject(b) ? toolResultImage(b, at) : null;
+    if (image) {
+      attachments.push(image);
+      return '';
+    }
+    const document = isObject(b) ? toolResultDocument(b, at) : null;
+    if (typeof document === 'string') return document;
+    if (!document)
       throw unsupported(
-        `${param}[${k}].type`,
-        'a tool result sent to this provider holds text and images only',
+        `${at}.type`,
+        'a tool result sent to this provider holds text, images and documents only',
       );
-    images.push(image);
+    attachments.push(document);
+    documents++;
     return '';
   });
   let text = texts.join('');
-  if (images.length)
-    text += `${text ? '\n' : ''}[${images.length === 1 ? 'The image of this result follows' : `The ${images.length} images of this result follow`} in the next user message.]`;
-  return { text, images };
+  if (attachments.length)
+    text += `${text ? '\n' : ''}${attachmentNote(attachments.length - documents, documents)}`;
+  return { text, attachments };
 }
 
 /** A user part as a chat content part. */
@@ -94,19 +128,19 @@ function chatMessages(req: NeutralRequest): Json[] {
     if (m.role === 'user') {
       const tools: Json[] = [];
       const parts: Json[] = [];
-      const images: Json[] = [];
+      const attachments: Json[] = [];
       for (const p of m.content) {
         if (p.type === 'tool_result') {
           const result = toolResult(p.content, `${p.param}.content`);
           tools.push({ role: 'tool', tool_call_id: p.toolUseId, content: result.text });
-          images.push(...result.images);
+          attachments.push(...result.attachments);
         } else {
           const part = userPart(p);
           if (part) parts.push(part);
         }
       }
       out.push(...tools);
-      parts.unshift(...images);
+      parts.unshift(...attachments);
       if (parts.length) out.push({ role: 'user', content: parts });
       continue;
     }
