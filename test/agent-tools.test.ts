@@ -179,7 +179,7 @@ async function claude(model: string, user: string, extraEnv: Record<string, stri
 }
 
 /** The Codex CLI (`codex exec`) with a provider pointing at the paywall (config.toml in CODEX_HOME). */
-async function codex(model: string, user: string) {
+async function codex(model: string, user: string, config: string[] = []) {
   const key = await userKey(user);
   const home = tempDir('codex-home-');
   const work = tempDir('codex-work-');
@@ -192,6 +192,7 @@ async function codex(model: string, user: string) {
       `sandbox_mode = "danger-full-access"`,
       // Codex offers OpenAI's hosted web search by default; an Anthropic provider has none (refused, §21).
       `web_search = "disabled"`,
+      ...config,
       `[model_providers.paywall]`,
       `name = "Paywall"`,
       `base_url = "${tap.url}/v1"`,
@@ -313,6 +314,32 @@ describe('the Codex CLI (codex exec) through the paywall', () => {
     },
     180_000,
   );
+});
+
+describe('the Codex CLI with reasoning on a Claude model that thinks', () => {
+  it('model_reasoning_effort high: the turn that calls the tool thinks, the turn that reads its result does not (Anthropic would refuse it), the run completes, charged to the raw unit', async () => {
+    const user = 'codex-thinks';
+    await deposit(t, pw, user, '5');
+    await gqlOk(`mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+      modelId: 'codex-on-thinker',
+      provider: 'claude',
+      upstreamModel: NATIVE_CLAUDE,
+      reasoningModel: true,
+      prompt: '0.000001',
+      completion: '0.000004',
+    });
+    const r = await codex('codex-on-thinker', user, ['model_reasoning_effort = "high"']);
+    expect({ code: r.code, out: r.stdout + r.stderr }).toMatchObject({
+      code: 0,
+      out: expect.stringContaining('paywall-ok'),
+    });
+    const calls = fake.of('/messages');
+    expect(calls.length).toBeGreaterThanOrEqual(2);
+    expect(calls[0].body.thinking).toEqual({ type: 'enabled', budget_tokens: 24576 });
+    expect(calls.at(-1)!.body).not.toHaveProperty('thinking');
+    const raw = expectedRaw(fake.usages);
+    expect(await money(t, pw, user)).toMatchObject({ balance: 5_000_000n - raw, held: 0n });
+  }, 180_000);
 });
 
 /** The one tool each framework gets: the fake calls it with `{city: "Paris"}`. */

@@ -3,7 +3,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { expectLedgerProven } from './helpers/ledger.js';
-import { chargesOf, client, deposit, money, type ProxyPaywall } from './helpers/proxy-setup.js';
+import { chargesOf, client, deposit, eventually, money, type ProxyPaywall } from './helpers/proxy-setup.js';
 
 /**
  * docs/reference.md §15 "Across formats", through the official SDKs against one paywall with an
@@ -348,6 +348,41 @@ describe('the Messages API for a model on an OpenAI-compatible provider', () => 
     expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
   });
 
+  it('an error chunk mid-stream ends the translated stream at Anthropic’s error event (no end_turn after it); charged for the text relayed, as a failed request', async () => {
+    const user = await funded();
+    openai.next({
+      content: 'one two three four',
+      usage: { prompt_tokens: 9, completion_tokens: 4 },
+      errorEventAfterChunks: 2,
+    });
+    const res = await fetch(`${t.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'x-api-key': pw.apiKey, 'x-paywall-user': user, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: GPT,
+        max_tokens: 100,
+        stream: true,
+        messages: [{ role: 'user', content: 'Count' }],
+      }),
+    });
+    const events = (await res.text())
+      .split('\n')
+      .filter((l) => l.startsWith('event: '))
+      .map((l) => l.slice(7));
+    expect(events.at(-1)).toBe('error');
+    expect(events).not.toContain('message_delta');
+    expect(events).not.toContain('message_stop');
+    const [charge] = await eventually(
+      () => chargesOf(t, pw, user),
+      (rows) => rows[0]?.status !== 'held',
+    );
+    // No usage came (the error came first): the input is the service's count, the output the text relayed.
+    expect(charge).toMatchObject({ status: 'completed', error_code: 'upstream_error' });
+    expect(charge.completion_tokens).toBeGreaterThan(0);
+    const raw = expectedRaw(GPT, { uncached: charge.prompt_tokens, output: charge.completion_tokens });
+    expect(charge.amount).toBe(raw.toString());
+  });
+
   it('messages.countTokens for a model on an OpenAI-compatible provider: counted here, not charged, nothing sent', async () => {
     const user = await funded();
     const r = await anthropicSdk(user).messages.countTokens({
@@ -637,6 +672,54 @@ describe('agent tools across formats (§21)', () => {
     expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
   });
 
+  it('Codex continuing a tool call on a reasoning Claude model: thinking on the turn that calls the tool, not on the one that answers it (Anthropic refuses thinking there without the earlier thinking, which a Responses client cannot send back); reasoning named as dropped', async () => {
+    const user = await funded();
+    claude.next({ content: 'Two files.', rawUsage: { input_tokens: 150, output_tokens: 4 } });
+    const body = {
+      model: THINKER,
+      max_output_tokens: 30000,
+      reasoning: { effort: 'medium' },
+      tools: [{ type: 'function', name: 'exec', parameters: { type: 'object', properties: {} } }],
+      input: [
+        { role: 'user', content: 'list files' },
+        { type: 'function_call', call_id: 'toolu_9', name: 'exec', arguments: '{"cmd":"ls"}' },
+        { type: 'function_call_output', call_id: 'toolu_9', output: 'a.txt b.txt' },
+      ],
+    };
+    const r = await t.rest('POST', '/v1/responses', {
+      token: pw.apiKey,
+      headers: { 'x-paywall-user': user },
+      body,
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.output[0].content[0].text).toBe('Two files.');
+    expect(r.headers.get('x-paywall-dropped-fields')).toBe('reasoning');
+    expect(claude.messagesRequests[0].body).not.toHaveProperty('thinking');
+    expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - rawOf(150, 4, 0), held: 0n });
+
+    // The same through chat completions (reasoning_effort, a tool message).
+    claude.next({ content: 'Two files.', rawUsage: { input_tokens: 150, output_tokens: 4 } });
+    const chat = await client(t, pw, user).chat.completions.create({
+      model: THINKER,
+      max_completion_tokens: 30000,
+      reasoning_effort: 'high',
+      messages: [
+        { role: 'user', content: 'list files' },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'toolu_8', type: 'function', function: { name: 'exec', arguments: '{}' } }],
+        },
+        { role: 'tool', tool_call_id: 'toolu_8', content: 'a.txt b.txt' },
+      ],
+      tools: [
+        { type: 'function', function: { name: 'exec', parameters: { type: 'object', properties: {} } } },
+      ],
+    });
+    expect(chat.choices[0].message.content).toBe('Two files.');
+    expect(claude.messagesRequests[1].body).not.toHaveProperty('thinking');
+  });
+
   it('the end user named in the body (`user`) toward an Anthropic provider: not sent, and named as dropped (chat and Responses)', async () => {
     const user = await funded();
     claude.next({ content: 'Hi' });
@@ -723,6 +806,202 @@ describe('agent tools across formats (§21)', () => {
     // family's (gpt-4o-mini: 2,833 + 5,667), not 48,169.
     expect(toGpt - textOnly).toBeLessThanOrEqual(2833 + 5667);
     expect(toGpt - textOnly).toBeGreaterThan(0);
+  });
+
+  /** A 1 x 1 PNG, as an agent's screenshot or image file would come. */
+  const PNG_B64 =
+    'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+
+  it('Claude Code reading an image file on a GPT model: the tool result’s image goes in a user message after the tool messages (a tool message holds text only); answered and charged', async () => {
+    const user = await funded();
+    openai.next({ content: 'A red dot.', usage: { prompt_tokens: 120, completion_tokens: 4 } });
+    const msg = await anthropicSdk(user).messages.create({
+      model: GPT,
+      max_tokens: 100,
+      tools: [
+        { name: 'Read', input_schema: { type: 'object', properties: { file_path: { type: 'string' } } } },
+      ],
+      messages: [
+        { role: 'user', content: 'What is in shot.png and notes.txt?' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'tool_use', id: 'toolu_a', name: 'Read', input: { file_path: 'shot.png' } },
+            { type: 'tool_use', id: 'toolu_b', name: 'Read', input: { file_path: 'notes.txt' } },
+          ],
+        },
+        {
+          role: 'user',
+          content: [
+            {
+              type: 'tool_result',
+              tool_use_id: 'toolu_a',
+              content: [
+                { type: 'image', source: { type: 'base64', media_type: 'image/png', data: PNG_B64 } },
+              ],
+            },
+            { type: 'tool_result', tool_use_id: 'toolu_b', content: [{ type: 'text', text: 'buy milk' }] },
+            { type: 'text', text: 'Describe both.' },
+          ],
+        },
+      ],
+    });
+    expect(msg.content).toMatchObject([{ type: 'text', text: 'A red dot.' }]);
+    const sent = openai.chatRequests[0].body.messages;
+    expect(sent.slice(2)).toEqual([
+      {
+        role: 'tool',
+        tool_call_id: 'toolu_a',
+        content: '[The image of this result follows in the next user message.]',
+      },
+      { role: 'tool', tool_call_id: 'toolu_b', content: 'buy milk' },
+      {
+        role: 'user',
+        content: [
+          { type: 'image_url', image_url: { url: `data:image/png;base64,${PNG_B64}` } },
+          { type: 'text', text: 'Describe both.' },
+        ],
+      },
+    ]);
+    const raw = expectedRaw(GPT, { uncached: 120, output: 4 });
+    expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
+  });
+
+  it('Claude Code reading a PDF on a GPT model: the tool result’s document goes as a chat `file` part in the next user message, a text document as text; answered and charged', async () => {
+    const user = await funded();
+    openai.next({ content: 'It says hello.', usage: { prompt_tokens: 300, completion_tokens: 5 } });
+    const pdf = Buffer.from('%PDF-1.4\n1 0 obj<</Type/Page>>endobj\ntrailer<<>>\n%%EOF\n').toString('base64');
+    const msg = await anthropicSdk(user).messages.create({
+      model: GPT,
+      max_tokens: 100,
+      tools: [
+        { name: 'Read', input_schema: { type: 'object', properties: { file_path: { type: 'string' } } } },
+      ],
+      messages: [
+        { role: 'user', content: 'Summarise doc.pdf and notes.txt' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'tool_use', id: 'toolu_p', name: 'Read', input: { file_path: 'doc.pdf' } },
+            { type: 'tool_use', id: 'toolu_t', name: 'Read', input: { file_path: 'notes.txt' } },
+          ],
+        },
+        {
+          role: 'user',
+          content: [
+            {
+              type: 'tool_result',
+              tool_use_id: 'toolu_p',
+              content: [
+                { type: 'text', text: 'PDF file read: doc.pdf' },
+                { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: pdf } },
+              ],
+            },
+            {
+              type: 'tool_result',
+              tool_use_id: 'toolu_t',
+              content: [
+                { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'buy milk' } },
+              ],
+            },
+          ],
+        },
+      ],
+    });
+    expect(msg.content).toMatchObject([{ type: 'text', text: 'It says hello.' }]);
+    expect(openai.chatRequests[0].body.messages.slice(2)).toEqual([
+      {
+        role: 'tool',
+        tool_call_id: 'toolu_p',
+        content: 'PDF file read: doc.pdf\n[The document of this result follows in the next user message.]',
+      },
+      { role: 'tool', tool_call_id: 'toolu_t', content: 'buy milk' },
+      {
+        role: 'user',
+        content: [
+          {
+            type: 'file',
+            file: { filename: 'document.pdf', file_data: `data:application/pdf;base64,${pdf}` },
+          },
+        ],
+      },
+    ]);
+    const raw = expectedRaw(GPT, { uncached: 300, output: 5 });
+    expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
+  });
+
+  it('Codex’s view_image on a Claude model: a function_call_output of input_image parts becomes a tool_result with an image block; answered and charged', async () => {
+    const user = await funded();
+    claude.next({ content: 'A red dot.', rawUsage: { input_tokens: 90, output_tokens: 5 } });
+    const r = await t.rest('POST', '/v1/responses', {
+      token: pw.apiKey,
+      headers: { 'x-paywall-user': user },
+      body: {
+        model: CLAUDE,
+        max_output_tokens: 200,
+        tools: [{ type: 'function', name: 'view_image', parameters: { type: 'object', properties: {} } }],
+        input: [
+          { role: 'user', content: [{ type: 'input_text', text: 'Look at shot.png' }] },
+          { type: 'function_call', call_id: 'call_v', name: 'view_image', arguments: '{"path":"shot.png"}' },
+          {
+            type: 'function_call_output',
+            call_id: 'call_v',
+            output: [
+              { type: 'input_text', text: 'shot.png:' },
+              { type: 'input_image', image_url: `data:image/png;base64,${PNG_B64}` },
+            ],
+          },
+        ],
+      },
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.output[0].content[0].text).toBe('A red dot.');
+    expect(claude.messagesRequests[0].body.messages.at(-1)).toEqual({
+      role: 'user',
+      content: [
+        {
+          type: 'tool_result',
+          tool_use_id: 'call_v',
+          content: [
+            { type: 'text', text: 'shot.png:' },
+            { type: 'image', source: { type: 'base64', media_type: 'image/png', data: PNG_B64 } },
+          ],
+        },
+      ],
+    });
+    const rawCharge = expectedRaw(CLAUDE, { uncached: 90, output: 5 });
+    expect(r.headers.get('x-paywall-cost')).toBe(usdc(rawCharge).replace(/\.?0+$/, ''));
+    expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - rawCharge, held: 0n });
+  });
+
+  it('a tool’s image output in a Responses request is held at the image’s bound, not at its base64 read as text (§13)', async () => {
+    const user = await funded();
+    // A PNG whose header declares 64 x 64 pixels, padded to 300 KB: its bound is one tile, while its
+    // base64 read as text is about 100,000 tokens.
+    const png = Buffer.from(PNG_B64, 'base64');
+    png.writeUInt32BE(64, 16);
+    png.writeUInt32BE(64, 20);
+    const big = Buffer.concat([png, Buffer.alloc(300_000, 7)]).toString('base64');
+    const body = (output: unknown) => ({
+      model: GPT,
+      max_output_tokens: 50,
+      input: [
+        { role: 'user', content: 'Look at shot.png' },
+        { type: 'function_call', call_id: 'call_v', name: 'view_image', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'call_v', output },
+      ],
+    });
+    for (const output of ['done', [{ type: 'input_image', image_url: `data:image/png;base64,${big}` }]]) {
+      const r = await t.rest('POST', '/v1/responses', {
+        token: pw.apiKey,
+        headers: { 'x-paywall-user': user },
+        body: body(output),
+      });
+      expect(r.status).toBe(200);
+    }
+    const [text, image] = (await chargesOf(t, pw, user)).map((c) => c.metadata.promptEstimate as number);
+    // gpt-test is no known family: the largest family's bound of a 64 x 64 image (gpt-4o-mini: 2,833 + 5,667).
+    expect(image - text).toBeLessThanOrEqual(2833 + 5667);
   });
 
   it('refuses only what changes what the client parses or pays: hosted tools, logprobs', async () => {

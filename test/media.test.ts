@@ -408,6 +408,24 @@ describe('POST /v1/images/generations and /edits', () => {
     });
   });
 
+  it('a provider 4xx whose error body lacks `param` and `code` reaches the client with all four fields (the provider’s message and type kept); nothing charged', async () => {
+    await deposit(t, pw, 'img-fred', '1');
+    fake.next({
+      status: 400,
+      errorBody: { error: { message: 'Your prompt is too long', type: 'invalid_request_error' } },
+    });
+    const r = await t.rest('POST', '/v1/images/generations', {
+      token: pw.apiKey,
+      body: { model: DALLE, prompt: 'x', size: '1024x1024', quality: 'standard', user: 'img-fred' },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body).toEqual({
+      error: { message: 'Your prompt is too long', type: 'invalid_request_error', param: null, code: null },
+    });
+    expectConforms('ErrorResponse', r.body);
+    expect(await money(t, pw, 'img-fred')).toMatchObject({ balance: 1_000_000n, held: 0n });
+  });
+
   it('a size no price matches is a 400 naming `size`, nothing held or forwarded', async () => {
     await deposit(t, pw, 'img-erin', '1');
     const err = await client(t, pw, 'img-erin')

@@ -443,6 +443,24 @@ describe('errors', () => {
     await expectLedgerProven(t.db);
   });
 
+  it('completes a provider 4xx body that lacks `param` and `code` (as OpenAI-compatible servers send) to OpenAI’s four fields, keeping its own', async () => {
+    await deposit(t, pw, 'nils', '1');
+    fake.next({
+      status: 400,
+      errorBody: { error: { message: 'context too long', type: 'BadRequestError', code: 400, extra: 1 } },
+    });
+    const r = await fetch(`${t.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${pw.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, messages: hi, user: 'nils' }),
+    });
+    expect(r.status).toBe(400);
+    expect(await r.json()).toEqual({
+      error: { message: 'context too long', type: 'BadRequestError', param: null, code: '400', extra: 1 },
+    });
+    expect(await money(t, pw, 'nils')).toMatchObject({ balance: 1_000_000n, held: 0n });
+  });
+
   it("gives a provider 4xx without an OpenAI body one typed by its status, and passes the provider's Retry-After", async () => {
     await deposit(t, pw, 'nora', '1');
     const post = () =>

@@ -426,7 +426,10 @@ describe('Anthropic stream → chat completion chunks', () => {
     });
     expectConforms('ErrorResponse', out.at(-1));
     expect(err.upstreamError).toBe(true);
-    expect(err.done).toBe(false);
+    // The error ends the stream: nothing the provider sends after it is relayed, and no [DONE].
+    expect(err.done).toBe(true);
+    expect(err.feed('event: message_stop\ndata: {"type":"message_stop"}\n\n')).toBe('');
+    expect(err.end()).toBe('');
     expect(out.map((c) => c.choices?.[0]?.delta?.content ?? '').join('')).toBe('Hello');
     const relay = new SseRelay(true);
     relay.feed(raw);
@@ -780,16 +783,42 @@ describe('Anthropic Messages → chat completions (a Messages client on an OpenA
           messages: [
             {
               role: 'user',
-              content: [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'image', source: {} }] }],
+              content: [
+                { type: 'tool_result', tool_use_id: 't', content: [{ type: 'search_result', source: 's' }] },
+              ],
             },
           ],
         },
         'messages[0].content[0].content[0].type',
       ],
+      [
+        {
+          messages: [
+            {
+              role: 'user',
+              content: [
+                {
+                  type: 'tool_result',
+                  tool_use_id: 't',
+                  content: [{ type: 'document', source: { type: 'url', url: 'https://x.test/a.pdf' } }],
+                },
+              ],
+            },
+          ],
+        },
+        'messages[0].content[0].content[0].source.type',
+      ],
       [{ system: [{ type: 'image', source: {} }] }, 'system[0].type'],
     ];
     for (const [patch, param] of refused)
       expectDomainError(() => messagesRequestToChat({ ...base, ...patch }, CHAT_OPTS), param);
+    // An image in a tool result is taken (moved to the next user message), but not one without a source.
+    const badImage = [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'image', source: {} }] }];
+    expectDomainError(
+      () => messagesRequestToChat({ ...base, messages: [{ role: 'user', content: badImage }] }, CHAT_OPTS),
+      'messages[0].content[0].content[0].source',
+      'invalid_value',
+    );
     // What Claude Code sends toward an OpenAI provider (a model that does not reason): dropped and named.
     const dropped = new Dropped();
     const out = messagesRequestToChat(

@@ -60,6 +60,16 @@ function hasToolResult(body: any): boolean {
   return /"tool_result"|"role":"tool"|"function_call_output"|"custom_tool_call_output"/.test(text);
 }
 
+/** Thinking is on, the last user turn answers tool calls, and the assistant turn that made them has no thinking. */
+function thinkingWithoutIt(body: any): boolean {
+  if (body.thinking?.type !== 'enabled' || !Array.isArray(body.messages)) return false;
+  const [made, last] = body.messages.slice(-2);
+  if (!Array.isArray(last?.content) || !last.content.some((b: any) => b?.type === 'tool_result'))
+    return false;
+  const first = Array.isArray(made?.content) ? made.content[0]?.type : null;
+  return first !== 'thinking' && first !== 'redacted_thinking';
+}
+
 const sse = (event: string | null, data: unknown) =>
   `${event ? `event: ${event}\n` : ''}data: ${JSON.stringify(data)}\n\n`;
 
@@ -123,8 +133,34 @@ export class AgentFake {
     const output = call ? 40 : 12;
     const text = call ? '' : tools.length ? FINAL_TEXT : 'OK';
     if (url.endsWith('/messages')) {
+      if (thinkingWithoutIt(body)) {
+        // Anthropic's refusal: with thinking on, the assistant turn whose tool calls the last user turn
+        // answers must start with its thinking block.
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            type: 'error',
+            error: {
+              type: 'invalid_request_error',
+              message:
+                'messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a final `assistant` message must start with a thinking block.',
+            },
+          }),
+        );
+        return;
+      }
       this.usages.push({ api: 'messages', input, output, cacheRead: 0 });
-      return this.messages(res, body.stream === true, id, call, text, input, output, body.model);
+      return this.messages(
+        res,
+        body.stream === true,
+        id,
+        call,
+        text,
+        input,
+        output,
+        body.model,
+        body.thinking?.type === 'enabled',
+      );
     }
     if (url.endsWith('/chat/completions')) {
       this.usages.push({ api: 'chat', input, output, cacheRead: 0 });
@@ -147,16 +183,19 @@ export class AgentFake {
     input: number,
     output: number,
     model: string,
+    thinks = false,
   ): void {
     const block = call
       ? { type: 'tool_use', id: `toolu_fake${id}`, name: call.name, input: call.input }
       : { type: 'text', text };
+    // With thinking on, Anthropic's answer starts with its thinking block (the client sends it back).
+    const thought = { type: 'thinking', thinking: 'Running it.', signature: `sig_fake${id}` };
     const message = {
       id: `msg_fake${id}`,
       type: 'message',
       role: 'assistant',
       model,
-      content: [block],
+      content: thinks ? [thought, block] : [block],
       stop_reason: call ? 'tool_use' : 'end_turn',
       stop_sequence: null,
       usage: {
@@ -176,19 +215,38 @@ export class AgentFake {
       type: 'message_start',
       message: { ...message, content: [], stop_reason: null, usage: { ...message.usage, output_tokens: 1 } },
     });
+    const at = thinks ? 1 : 0;
+    if (thinks) {
+      out += sse('content_block_start', {
+        type: 'content_block_start',
+        index: 0,
+        content_block: { type: 'thinking', thinking: '', signature: '' },
+      });
+      out += sse('content_block_delta', {
+        type: 'content_block_delta',
+        index: 0,
+        delta: { type: 'thinking_delta', thinking: thought.thinking },
+      });
+      out += sse('content_block_delta', {
+        type: 'content_block_delta',
+        index: 0,
+        delta: { type: 'signature_delta', signature: thought.signature },
+      });
+      out += sse('content_block_stop', { type: 'content_block_stop', index: 0 });
+    }
     out += sse('content_block_start', {
       type: 'content_block_start',
-      index: 0,
+      index: at,
       content_block: call ? { ...block, input: {} } : { type: 'text', text: '' },
     });
     out += sse('content_block_delta', {
       type: 'content_block_delta',
-      index: 0,
+      index: at,
       delta: call
         ? { type: 'input_json_delta', partial_json: JSON.stringify(call.input) }
         : { type: 'text_delta', text },
     });
-    out += sse('content_block_stop', { type: 'content_block_stop', index: 0 });
+    out += sse('content_block_stop', { type: 'content_block_stop', index: at });
     out += sse('message_delta', {
       type: 'message_delta',
       delta: { stop_reason: message.stop_reason, stop_sequence: null },

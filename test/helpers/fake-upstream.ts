@@ -53,9 +53,48 @@ export interface FakeBehavior {
    * the cache fields), as current API versions send (see anthropic-fixture.ts ANTHROPIC_STREAM_TOOL).
    */
   deltaRepeatsInput?: boolean;
-  /** Messages streams: an Anthropic `error` event after this many text deltas, instead of the end. */
+  /**
+   * Messages streams: an Anthropic `error` event after this many text deltas, instead of the end; chat
+   * streams: OpenAI's mid-stream error chunk (`data: {"error": …}`), then the body ends.
+   */
   errorEventAfterChunks?: number;
 }
+
+/**
+ * Anthropic's refusal of thinking in a tool-use cycle whose assistant turn has no thinking block (the
+ * client did not send its thinking back), or null: with thinking enabled, the assistant turn whose tool
+ * calls the last user turn answers must start with a thinking block.
+ */
+function thinkingRefusal(body: any): string | null {
+  if (body?.thinking?.type !== 'enabled' || !Array.isArray(body.messages)) return null;
+  const msgs = body.messages;
+  const last = msgs.at(-1);
+  const answersTools =
+    last?.role === 'user' &&
+    Array.isArray(last.content) &&
+    last.content.some((b: any) => b?.type === 'tool_result');
+  if (!answersTools) return null;
+  const i = msgs.length - 2;
+  const first = Array.isArray(msgs[i]?.content) ? msgs[i].content[0] : null;
+  if (first?.type === 'thinking' || first?.type === 'redacted_thinking') return null;
+  return (
+    `messages.${i}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`${first?.type ?? 'text'}\`. ` +
+    'When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the ' +
+    'lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from ' +
+    'previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at ' +
+    'https://docs.claude.com/en/docs/build-with-claude/extended-thinking'
+  );
+}
+
+/** What OpenAI sends when a stream fails after it started: an error chunk, and no `[DONE]`. */
+const OPENAI_STREAM_ERROR_CHUNK = `data: ${JSON.stringify({
+  error: {
+    message: 'The server had an error while processing your request. Sorry about that!',
+    type: 'server_error',
+    param: null,
+    code: null,
+  },
+})}\n\n`;
 
 /** OpenAI's answer (HTTP 400) to `max_tokens` sent to one of its reasoning models (o1, o3, gpt-5 …). */
 export const MAX_TOKENS_REFUSAL = {
@@ -533,6 +572,10 @@ export class FakeUpstream {
           res.destroy();
           return;
         }
+        if (b.errorEventAfterChunks !== undefined && rec.chunksSent >= b.errorEventAfterChunks) {
+          res.end(OPENAI_STREAM_ERROR_CHUNK);
+          return;
+        }
         await write(chunk([{ index: 0, delta: { content: w }, logprobs: null, finish_reason: null }]));
         rec.chunksSent++;
       }
@@ -715,6 +758,12 @@ export class FakeUpstream {
     const own: FakeBehavior = { ...this.behavior, ...(this.queue.shift() ?? {}) };
     const b: FakeBehavior = { ...DEFAULT_BEHAVIOR, ...own };
     if (b.delayMs) await sleep(b.delayMs);
+    const refusal = thinkingRefusal(body);
+    if (refusal && !countTokens) {
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(anthropicErrorBody('invalid_request_error', refusal)));
+      return;
+    }
     if (b.sse !== undefined && body?.stream && !countTokens) return this.replay(b.sse, res);
     if (b.answer !== undefined && !countTokens) {
       res.writeHead(200, { 'content-type': 'application/json' });

@@ -38,7 +38,11 @@ export function countResponsesPrompt(body: Record<string, unknown>, biller: Imag
     for (const item of input) {
       n += PER_ITEM;
       if (isObject(item) && 'content' in item) n += contentTokens(model, item.content, biller);
-      else n += jsonTokens(item);
+      else if (isObject(item) && Array.isArray(item.output)) {
+        // A tool's output as parts (text, images): each image at its bound, not its base64 as text.
+        const { output, ...rest } = item;
+        n += contentTokens(model, output, biller) + jsonTokens(rest);
+      } else n += jsonTokens(item);
     }
   n += jsonTokens(body.tools);
   if (isObject(body.text) && body.text.format !== undefined) n += jsonTokens(body.text.format);

@@ -41,11 +41,27 @@ export function refusalAnswer(
         code: 'upstream_error',
       },
     };
+  // One that has it, but not whole (OpenAI-compatible servers often leave out `param` and `code`, or send
+  // a numeric code): the four fields every error body has here, the provider's values kept where they fit.
+  else body = { ...body, error: wholeError(body.error, status) };
   // The provider's own back-off (a 429 or 503 says when to retry): SDKs wait for it.
   return {
     status,
     body: body as Record<string, any>,
     headers: retryAfter === null ? {} : { 'retry-after': retryAfter },
+  };
+}
+
+/** A provider's OpenAI-shaped error with `message`, `type`, `param` and `code` (strings or null) all present. */
+function wholeError(err: Record<string, unknown>, status: number): Record<string, unknown> {
+  const text = (v: unknown): string | null =>
+    typeof v === 'string' ? v : typeof v === 'number' ? String(v) : null;
+  return {
+    ...err,
+    message: text(err.message) ?? `The model provider refused the request (HTTP ${status}).`,
+    type: text(err.type) ?? UPSTREAM_ERROR_TYPES[status] ?? 'invalid_request_error',
+    param: text(err.param),
+    code: text(err.code),
   };
 }
 

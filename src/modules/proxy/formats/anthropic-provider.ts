@@ -80,14 +80,36 @@ function forceJsonTool(out: Json, schema: Json): void {
 }
 
 /**
+ * The request continues a tool-use cycle whose assistant turn has no thinking block: the last user turn
+ * answers tool calls, and the assistant turn that made them holds no thinking. With thinking enabled,
+ * Anthropic refuses that ("a final assistant message must start with a thinking block"), and a client of
+ * another format never has the thinking to send back (its answers leave it out).
+ */
+function continuesToolCycleWithoutThinking(req: NeutralRequest): boolean {
+  const last = req.messages.at(-1);
+  if (last?.role !== 'user' || typeof last.content === 'string') return false;
+  if (!last.content.some((p) => p.type === 'tool_result')) return false;
+  const made = req.messages.at(-2);
+  return !(
+    made?.role === 'assistant' &&
+    Array.isArray(made.content) &&
+    made.content.some((p) => p.type === 'thinking')
+  );
+}
+
+/**
  * Reasoning as Anthropic thinking, for a model that reasons (docs/reference.md §21 "Mapped"); otherwise,
  * or when the cap leaves no room for Anthropic's smallest budget, or a tool is forced (Anthropic takes no
- * thinking then), the client's fields are dropped and named.
+ * thinking then), or the request continues a tool-use cycle whose thinking the client could not send
+ * back (Anthropic refuses thinking then), the client's fields are dropped and named.
  */
-function mapReasoning(out: Json, r: Reasoning, maxTokens: number, reasons: boolean, dropped: Dropped) {
+function mapReasoning(out: Json, req: NeutralRequest, r: Reasoning, reasons: boolean, dropped: Dropped) {
   const forced =
     isObject(out.tool_choice) && (out.tool_choice.type === 'tool' || out.tool_choice.type === 'any');
-  const thinking = r.effort && reasons && !forced ? thinkingFor(r.effort, maxTokens) : null;
+  const thinking =
+    r.effort && reasons && !forced && !continuesToolCycleWithoutThinking(req)
+      ? thinkingFor(r.effort, req.maxTokens)
+      : null;
   if (thinking) {
     out.thinking = thinking;
     // Anthropic takes thinking only with its default sampling: the client's is dropped (and named).
@@ -120,7 +142,7 @@ function requestOut(req: NeutralRequest, ctx: { reasoning: boolean; dropped: Dro
   const choice = toolChoice(req.toolChoice, req.parallelToolCalls, (req.tools?.length ?? 0) > 0);
   if (choice) out.tool_choice = choice;
   if (req.jsonSchema) forceJsonTool(out, req.jsonSchema);
-  if (req.reasoning) mapReasoning(out, req.reasoning, req.maxTokens, ctx.reasoning, ctx.dropped);
+  if (req.reasoning) mapReasoning(out, req, req.reasoning, ctx.reasoning, ctx.dropped);
   if (req.stream !== undefined) out.stream = req.stream;
   return out;
 }

@@ -343,7 +343,7 @@ export class ChatStreamEncoder extends ClientStreamEncoder {
 
   /** The chat relay ends on `[DONE]` as it does with an OpenAI provider. */
   tail(): string {
-    return this.done ? 'data: [DONE]\n\n' : '';
+    return this.done && !this.errored ? 'data: [DONE]\n\n' : '';
   }
 }
 

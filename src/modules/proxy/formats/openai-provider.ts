@@ -1,6 +1,7 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import { openAiCompatibleClient } from '../upstream-client.js';
 import {
+  badValue,
   ERROR_FINISH,
   isObject,
   jsonOr,
@@ -32,15 +33,75 @@ import type {
  * from the client's side.
  */
 
-/** A tool result's content as a tool message's text (text blocks only). */
-function toolResultText(content: ToolResultContent, param: string): string {
-  if (typeof content === 'string') return content;
-  return content
-    .map((b, k) => {
-      if (isObject(b) && b.type === 'text' && typeof b.text === 'string') return b.text;
-      throw unsupported(`${param}[${k}].type`, 'a tool result sent to this provider holds text only');
-    })
-    .join('');
+/** An Anthropic-shaped image block of a tool result as a chat `image_url` part; null for another block. */
+function toolResultImage(b: Json, param: string): Json | null {
+  if (b.type !== 'image' || !isObject(b.source)) return null;
+  const s = b.source;
+  if (s.type === 'base64' && typeof s.media_type === 'string' && typeof s.data === 'string')
+    return { type: 'image_url', image_url: { url: `data:${s.media_type};base64,${s.data}` } };
+  if (s.type === 'url' && typeof s.url === 'string') return { type: 'image_url', image_url: { url: s.url } };
+  if (s.type === 'file')
+    throw unsupported(`${param}.source.type`, 'files uploaded to the provider have no equivalent');
+  throw badValue(`${param}.source`, 'an image source is base64 data or a URL');
+}
+
+/**
+ * An Anthropic-shaped document block of a tool result (Claude Code's `Read` of a PDF): a base64 PDF as a
+ * chat `file` part, a plain-text document as its text; null for another block.
+ */
+function toolResultDocument(b: Json, param: string): Json | string | null {
+  if (b.type !== 'document' || !isObject(b.source)) return null;
+  const s = b.source;
+  if (s.type === 'text' && typeof s.data === 'string') return s.data;
+  if (s.type === 'base64' && s.media_type === 'application/pdf' && typeof s.data === 'string') {
+    const title = typeof b.title === 'string' && b.title !== '' ? b.title : 'document';
+    const filename = /\.pdf$/i.test(title) ? title : `${title}.pdf`;
+    return { type: 'file', file: { filename, file_data: `data:application/pdf;base64,${s.data}` } };
+  }
+  throw unsupported(`${param}.source.type`, 'only a base64 PDF or a text document can be translated');
+}
+
+/** What the tool message says about the attachments that follow it. */
+function attachmentNote(images: number, documents: number): string {
+  const count = images + documents;
+  const noun = documents === 0 ? 'image' : images === 0 ? 'document' : 'attachment';
+  return count === 1
+    ? `[The ${noun} of this result follows in the next user message.]`
+    : `[The ${count} ${noun}s of this result follow in the next user message.]`;
+}
+
+/**
+ * A tool result's content as a tool message's text, and its attachments: a chat `tool` message holds text
+ * only, so each image (and PDF document) goes, in order, into the user message that follows the tool
+ * messages, and the text says so. Other blocks are refused, naming them.
+ */
+function toolResult(content: ToolResultContent, param: string): { text: string; attachments: Json[] } {
+  if (typeof content === 'string') return { text: content, attachments: [] };
+  const attachments: Json[] = [];
+  let documents = 0;
+  const texts = content.map((b, k) => {
+    if (isObject(b) && b.type === 'text' && typeof b.text === 'string') return b.text;
+    const at = `${param}[${k}]`;
+    const image = isObject(b) ? toolResultImage(b, at) : null;
+    if (image) {
+      attachments.push(image);
+      return '';
+    }
+    const document = isObject(b) ? toolResultDocument(b, at) : null;
+    if (typeof document === 'string') return document;
+    if (!document)
+      throw unsupported(
+        `${at}.type`,
+        'a tool result sent to this provider holds text, images and documents only',
+      );
+    attachments.push(document);
+    documents++;
+    return '';
+  });
+  let text = texts.join('');
+  if (attachments.length)
+    text += `${text ? '\n' : ''}${attachmentNote(attachments.length - documents, documents)}`;
+  return { text, attachments };
 }
 
 /** A user part as a chat content part. */
@@ -67,19 +128,19 @@ function chatMessages(req: NeutralRequest): Json[] {
     if (m.role === 'user') {
       const tools: Json[] = [];
       const parts: Json[] = [];
+      const attachments: Json[] = [];
       for (const p of m.content) {
-        if (p.type === 'tool_result')
-          tools.push({
-            role: 'tool',
-            tool_call_id: p.toolUseId,
-            content: toolResultText(p.content, `${p.param}.content`),
-          });
-        else {
+        if (p.type === 'tool_result') {
+          const result = toolResult(p.content, `${p.param}.content`);
+          tools.push({ role: 'tool', tool_call_id: p.toolUseId, content: result.text });
+          attachments.push(...result.attachments);
+        } else {
           const part = userPart(p);
           if (part) parts.push(part);
         }
       }
       out.push(...tools);
+      parts.unshift(...attachments);
       if (parts.length) out.push({ role: 'user', content: parts });
       continue;
     }

@@ -10,7 +10,15 @@ import {
 import { effortOf, NAMESPACE_SEPARATOR } from './field-policy.js';
 import { booleanField, functionTool, imageFromUrl, openAiError, openAiToolChoice } from './openai-shared.js';
 import { ResponsesStreamEncoder, responsesAnswer } from './responses-answer.js';
-import type { ClientAdapter, Message, NeutralRequest, Part, RequestInContext, Tool } from './neutral.js';
+import type {
+  ClientAdapter,
+  Message,
+  NeutralRequest,
+  Part,
+  RequestInContext,
+  Tool,
+  ToolResultContent,
+} from './neutral.js';
 
 /**
  * OpenAI's Responses API as a client format, to and from the neutral model (docs/translation.md): the
@@ -72,6 +80,27 @@ function inputPart(part: unknown, param: string): Part {
     default:
       throw unsupported(`${param}.type`, `a '${String(part.type)}' part has no equivalent`);
   }
+}
+
+/**
+ * A function call's `output`: a string, or text and image parts (Codex's `view_image` answers with an
+ * `input_image`), as a tool result's content: text, or the Messages-shaped blocks the neutral model keeps
+ * (text and image blocks; a provider that takes no image in a tool result moves it, openai-provider.ts).
+ */
+function toolOutput(output: unknown, param: string): ToolResultContent {
+  if (!Array.isArray(output)) return textOnly(output, param, '');
+  if (output.every((p) => isObject(p) && p.type !== 'input_image')) return textOnly(output, param, '');
+  return output.map((p, j): Json => {
+    const at = `${param}[${j}]`;
+    const part = inputPart(p, at);
+    if (part.type === 'text') return { type: 'text', text: part.text };
+    if (part.type !== 'image') throw unsupported(`${at}.type`, 'only text and image parts can be translated');
+    const s = part.source;
+    if (s.kind === 'base64')
+      return { type: 'image', source: { type: 'base64', media_type: s.mediaType, data: s.data } };
+    if (s.kind === 'url') return { type: 'image', source: { type: 'url', url: s.url } };
+    throw unsupported(`${at}.type`, 'only text and image parts can be translated');
+  });
 }
 
 /** The Responses `input` → the neutral system pieces and turns (consecutive items of a role: one turn). */
@@ -141,7 +170,7 @@ function readInput(input: unknown): { system: string[]; turns: Message[] } {
       case 'custom_tool_call_output':
       case 'function_call_output': {
         if (typeof item.call_id !== 'string') throw badValue(`${at}.call_id`, 'the call it answers');
-        const output = textOnly(item.output, `${at}.output`, '');
+        const output = toolOutput(item.output, `${at}.output`);
         append('user', [{ type: 'tool_result', toolUseId: item.call_id, content: output, param: at }]);
         return;
       }
