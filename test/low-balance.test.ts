@@ -271,6 +271,10 @@ describe("the wallet user's own alert (wallet page, e-mail)", () => {
     const mail = await smtp.waitForMessage(email);
     expect(mail.subject).toBe('Your Paywall Proxy balance is low');
     expect(mail.text).toContain('below the alert you set at 0.08 USDC');
+    // Amounts in e-mails are written as on the pages (usdcText): "0.079891 USDC", never "0.0799" or "0.080000".
+    const [, balance] = /balance is (\S+ USDC), below/.exec(mail.text)!;
+    expect(balance).toMatch(/^\d+\.(\d{2}|\d{3,5}[1-9]|\d{6}) USDC$/);
+    expect(balance).not.toMatch(/\.\d{3,}0 USDC$/);
     expect(mail.text).toContain(`${t.url}/wallet/topup`);
     await t.app.services.mailer.idle(); // every e-mail the chats caused has reached the catcher
     expect(lowMails()).toHaveLength(1);

@@ -1,4 +1,7 @@
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { usdcText } from '../src/shared/money.js';
+import { renderDocument } from '../src/pages/html.js';
+import { DefaultTopupPage } from '../src/pages/topup.page.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -48,5 +51,53 @@ describe('hosted pages behind the links the API hands out', () => {
     expect((await fetch(`${t.url}/topup/not-a-uuid`)).status).toBe(404);
     await t.gql(pw.apiKey, `mutation { archivePaywall { id } }`);
     expect((await fetch(connect.body.url)).status).toBe(404);
+  });
+});
+
+describe('money as people read it: one rule on every hosted page and e-mail (docs/wallet.md)', () => {
+  it('usdcText: two decimals, more only when the amount has them, grouped thousands, a true minus', () => {
+    expect(
+      [
+        12_500_000n,
+        5_000_000n,
+        0n,
+        109n,
+        50n,
+        2_620n,
+        1_250_000_000n,
+        1_234_567_890_000n,
+        -300_000n,
+        -50n,
+      ].map(usdcText),
+    ).toEqual([
+      '12.50 USDC',
+      '5.00 USDC',
+      '0.00 USDC',
+      '0.000109 USDC',
+      '0.00005 USDC',
+      '0.00262 USDC',
+      '1,250.00 USDC',
+      '1,234,567.89 USDC',
+      '−0.30 USDC',
+      '−0.00005 USDC',
+    ]);
+  });
+
+  it('the DEFAULT top-up page says what each payment adds the same way: "adds 10.00 USDC", not 10.000000', async () => {
+    const pw = await t.createPaywall('DEFAULT', 'Quill Notes');
+    // The page's text only needs the amounts offered: the list the page renders, without Stripe calls.
+    const html = renderDocument(
+      DefaultTopupPage({
+        name: 'Quill Notes',
+        paywallId: pw.id,
+        page: { session: null, csrf: 'x' } as never,
+        user: 'bob',
+        amounts: ['5', '10', '20'],
+      }),
+    );
+    const text = html.replace(/<[^>]+>/g, '');
+    expect(text).toContain("adds 10.00 USDC to bob's balance on Quill Notes");
+    expect(text).toContain('every 1 USD you pay adds 1.00 USDC.');
+    expect(text).not.toMatch(/\d\.\d{3,}0 USDC/);
   });
 });

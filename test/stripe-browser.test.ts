@@ -41,9 +41,9 @@ describe('the hosted Stripe top-up page in Chromium', () => {
       t.replace(/\s+/g, ' '),
     );
     expect(offers).toEqual([
-      "Pay 5 USDadds 5.000000 USDC to zoe's balance on Inkwell Writer",
-      "Pay 10 USDadds 10.000000 USDC to zoe's balance on Inkwell Writer",
-      "Pay 20 USDadds 20.000000 USDC to zoe's balance on Inkwell Writer",
+      "Pay 5 USDadds 5.00 USDC to zoe's balance on Inkwell Writer",
+      "Pay 10 USDadds 10.00 USDC to zoe's balance on Inkwell Writer",
+      "Pay 20 USDadds 20.00 USDC to zoe's balance on Inkwell Writer",
     ]);
     await page.getByRole('button', { name: 'Pay 10 USD' }).click();
     await page.waitForURL(`${fake.url}/checkout/**`);

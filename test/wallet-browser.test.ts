@@ -4,7 +4,7 @@ import { startSmtpCatcher, type SmtpCatcher } from './helpers/smtp-catcher.js';
 import { launchBrowser, screenshot } from './helpers/browser.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { client, createProxyPaywall, MODEL, type ProxyPaywall } from './helpers/proxy-setup.js';
-import { formatUsdc, parseDecimal } from '../src/shared/money.js';
+import { parseDecimal } from '../src/shared/money.js';
 import { usdcText } from '../src/pages/components.js';
 
 let t: TestApp;
@@ -138,9 +138,12 @@ describe('the hosted wallet in Chromium', () => {
     // The usage charge has its receipt under its row (test/receipt-browser.test.ts reads one in full);
     // the manual charge and the test funds have none.
     expect(await page.locator('table.activity > tbody > tr.receipt-row').count()).toBe(1);
+    // Written the one way every amount on the pages is (usdcText): the receipt's total reads exactly as
+    // the charge's row, not "0.000900 USDC" under "−0.0009 USDC".
     expect(await page.locator('details.receipt [data-testid="receipt-total"]').textContent()).toBe(
-      `${formatUsdc(cost)} USDC`,
+      usdcText(cost),
     );
+    expect(rows[1][3]).toBe(`−${usdcText(cost)}`);
     await screenshot(page, 'wallet');
 
     // On a phone the amounts stay on screen (no column scrolled out of view).

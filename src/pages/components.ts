@@ -1,4 +1,4 @@
-import { formatUsdc } from '../shared/money.js';
+import { usdcText } from '../shared/money.js';
 import { html, type Children } from './html.js';
 
 export { CsrfField } from './layout.js';
@@ -62,14 +62,8 @@ export function Field(props: {
   </div>`;
 }
 
-/** An amount in USDC for people: "12.50 USDC" (two decimals, more when the amount has them). */
-export function usdcText(raw: bigint): string {
-  const fixed = formatUsdc(raw < 0n ? -raw : raw);
-  const [int, frac] = fixed.split('.');
-  const trimmed = frac.replace(/0+$/, '');
-  const digits = trimmed.length <= 2 ? frac.slice(0, 2) : trimmed;
-  return `${raw < 0n ? '−' : ''}${int.replace(/\B(?=(\d{3})+(?!\d))/g, ',')}.${digits} USDC`;
-}
+/** Money shown to people: the one formatter lives in src/shared/money.ts (pages and e-mails alike). */
+export { usdcText };
 
 export const dateText = (d: Date): string =>
   d.toLocaleString('en-GB', {

@@ -3,14 +3,14 @@ import { html } from './html.js';
 import { Layout } from './layout.js';
 import { Alert, Card, CsrfField, Field } from './components.js';
 import type { PageContext } from './security.js';
-import { formatUsdc, parseDecimal } from '../shared/money.js';
+import { parseDecimal, usdcText } from '../shared/money.js';
 import {
   AUTO_TOPUP_FIELDS,
   DEFAULT_CAP_MULTIPLE,
 } from '../modules/payments/auto-topup/auto-topup-settings.js';
 
-/** What paying `usd` (a USD decimal string, as offered) adds, in USDC with 6 decimals: 1 USD = 1 USDC. */
-export const usdcForUsd = (usd: string): string => formatUsdc((parseDecimal(usd, 2) ?? 0n) * 10_000n);
+/** What paying `usd` (a USD decimal string, as offered) adds: "10.00 USDC" (1 USD = 1 USDC; usdcText). */
+export const usdcForUsd = (usd: string): string => usdcText((parseDecimal(usd, 2) ?? 0n) * 10_000n);
 
 /** What this server offers to fund a wallet. */
 export interface TopupOptions {
@@ -99,7 +99,8 @@ export function TopupForm(props: {
     cards &&
     cards.length > 0 &&
     html`<p class="muted">
-        Pay by card with Stripe, in US dollars: every 1 USD you pay adds 1.000000 USDC to your wallet balance.
+        Pay by card with Stripe, in US dollars: every 1 USD you pay adds ${usdcForUsd('1')} to your wallet
+        balance.
       </p>
       <form method="post" action="/wallet/topup/checkout" class="pay">
         <${CsrfField} page=${props.page} />
@@ -164,7 +165,7 @@ export function WalletTopupPage(props: {
  * DEFAULT mode `GET /topup/:paywallId?user=…`. With Stripe connected (`amounts`): one form per amount,
  * each posting to `/topup/:paywallId/checkout`, which answers 303 to a Stripe Checkout Session. Each
  * says in plain words what it costs (USD, by card) and what it adds to whose balance on which app (USDC,
- * 6 decimals). Without Stripe: the app credits balances itself.
+ * usdcText). Without Stripe: the app credits balances itself.
  */
 export function DefaultTopupPage(props: {
   name: string;
@@ -212,7 +213,7 @@ export function DefaultTopupPage(props: {
         ? html`<${Card} title="Choose an amount">
             <p>
               You pay in US dollars (USD) by card, on Stripe's checkout page. Balances on${' '}
-              <strong>${props.name}</strong> are kept in USDC: every 1 USD you pay adds 1.000000 USDC.
+              <strong>${props.name}</strong> are kept in USDC: every 1 USD you pay adds ${usdcForUsd('1')}.
             </p>
             <form method="post" action=${`/topup/${props.paywallId}/checkout`}>
               <${CsrfField} page=${props.page!} />
@@ -223,7 +224,7 @@ export function DefaultTopupPage(props: {
                   (amount) =>
                     html`<li>
                       <button type="submit" name="amount" value=${amount}>Pay ${amount} USD</button>
-                      <span>adds <strong>${usdcForUsd(amount)} USDC</strong> to ${balanceOf}</span>
+                      <span>adds <strong>${usdcForUsd(amount)}</strong> to ${balanceOf}</span>
                     </li>`,
                 )}
               </ul>
