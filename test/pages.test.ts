@@ -101,3 +101,82 @@ describe('money as people read it: one rule on every hosted page and e-mail (doc
     expect(text).not.toMatch(/\d\.\d{3,}0 USDC/);
   });
 });
+
+describe('every answer under the pages is a page, never the API JSON or "Cannot GET"', () => {
+  const get = async (path: string, init?: RequestInit) => {
+    const res = await fetch(`${t.url}${path}`, { redirect: 'manual', ...init });
+    const html = await res.text();
+    return {
+      status: res.status,
+      type: res.headers.get('content-type') ?? '',
+      title: /<title>([^<]*)<\/title>/.exec(html)?.[1] ?? null,
+      h1: /<h1>([^<]*)<\/h1>/.exec(html)?.[1] ?? null,
+      html,
+    };
+  };
+
+  it('an address that does not exist: 404 "Page not found" with a way back to the wallet', async () => {
+    for (const path of ['/wallet/nothing-here', '/connect', '/wallet/keys/x/revoke', '/topup']) {
+      const r = await get(path);
+      expect([path, r.status, r.type, r.title, r.h1]).toEqual([
+        path,
+        404,
+        'text/html; charset=utf-8',
+        'Page not found · Paywall Proxy',
+        'Page not found',
+      ]);
+      expect(r.html).not.toContain('Cannot GET');
+    }
+    expect((await get('/wallet/nothing-here')).html).toContain('<a href="/wallet">Go to your wallet</a>');
+    // An app's own top-up page has no wallet: no wallet header or link on its 404 either.
+    const app = await get('/topup/a/b/c');
+    expect([app.status, app.title]).toEqual([404, 'Page not found · Paywall Proxy']);
+    expect(app.html).not.toContain('Paywall Proxy Wallet');
+  });
+
+  it('a form too large, a garbled address: 413 and 400 pages that say what to do', async () => {
+    const big = await get('/wallet/sign-in', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: `email=${'a'.repeat(20_000)}`,
+    });
+    expect([big.status, big.type, big.title]).toEqual([
+      413,
+      'text/html; charset=utf-8',
+      'Form too large · Paywall Proxy',
+    ]);
+    expect(big.html).not.toContain('"error"');
+    const garbled = await get('/connect/%ff');
+    expect([garbled.status, garbled.type, garbled.title]).toEqual([
+      400,
+      'text/html; charset=utf-8',
+      'Request not understood · Paywall Proxy',
+    ]);
+  });
+
+  it('a failure on our side: a 500 page with the request id to quote; the database away: 503 page', async () => {
+    const pw = await t.createPaywall('DEFAULT', 'Broken app');
+    const paywalls = t.app.services.paywalls;
+    const original = paywalls.publicInfo;
+    try {
+      paywalls.publicInfo = async () => {
+        throw new Error('boom: a bug');
+      };
+      const res = await fetch(`${t.url}/topup/${pw.id}?user=bob`);
+      const html = await res.text();
+      expect(res.status).toBe(500);
+      expect(html).toContain('<title>Something went wrong · Paywall Proxy</title>');
+      expect(html).toContain(`quote the reference ${res.headers.get('x-request-id')}.`);
+      expect(html).not.toContain('boom');
+      expect(html).not.toContain('Paywall Proxy Wallet'); // the app's page, not the wallet's
+      paywalls.publicInfo = async () => {
+        throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+      };
+      const down = await get(`/topup/${pw.id}?user=bob`);
+      expect([down.status, down.title]).toEqual([503, 'Temporarily unavailable · Paywall Proxy']);
+      expect(down.html).not.toContain('ECONNREFUSED');
+    } finally {
+      paywalls.publicInfo = original;
+    }
+  });
+});
