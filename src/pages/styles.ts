@@ -128,7 +128,20 @@ table.receipt-lines tfoot tr.r-net > *{border-top:2px solid #cfd6de;font-weight:
 .refund-detail .refund-ref{display:block}
 .refund-detail code{font:500 .8rem/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 .receipt-note{margin:.6rem 0 0;color:var(--muted);font-size:.8rem;line-height:1.45}
+header.top .in.narrow{max-width:30rem}
+.m-label{display:none}
+table.keys td.act form{margin:0}
 @media (max-width:600px){
+table.keys > thead{display:none}
+table.keys > tbody > tr{display:grid;grid-template-columns:1fr auto;grid-template-areas:"name act" "app act" "k act" "u act";column-gap:.75rem;align-items:center;border-top:1px solid #eef0f3;padding:.6rem 0}
+table.keys > tbody > tr:first-child{border-top:none}
+table.keys > tbody > tr > td{border:none;padding:0}
+table.keys td.name{grid-area:name;font-weight:600;overflow-wrap:anywhere}
+table.keys td.app{grid-area:app;color:var(--muted);font-size:.85rem}
+table.keys td.last4{grid-area:k;color:var(--muted);font-size:.85rem}
+table.keys td.used{grid-area:u;color:var(--muted);font-size:.85rem}
+table.keys td.act{grid-area:act}
+.m-label{display:inline}
 table.activity > thead{display:none}
 table.activity > tbody > tr{display:grid;grid-template-columns:1fr auto;grid-template-areas:"item amt" "app date";column-gap:.75rem;border-top:1px solid #eef0f3;padding:.5rem 0}
 table.activity > tbody > tr:first-child{border-top:none}
@@ -176,4 +189,7 @@ ul.apps .app-head{display:flex;justify-content:space-between;align-items:center;
 .allowance-summary .reached{color:var(--danger);font-weight:600}
 footer.foot.narrow{max-width:30rem}
 footer.foot{max-width:46rem;margin:0 auto;padding:0 1.25rem 2rem;color:var(--muted);font-size:.85rem}
+@media (max-width:600px){
+ul.apps .app-head{flex-direction:column;align-items:flex-start;gap:.6rem}
+}
 `;

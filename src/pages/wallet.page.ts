@@ -59,10 +59,13 @@ function KeysCard(props: { page: PageContext; keys: WalletKey[] }) {
                     (k) =>
                       html`<tr key=${k.id} class="user-key">
                         <td class="app">${k.paywallName}</td>
-                        <td id=${`key-${k.id}`}>${k.name}</td>
-                        <td><code>…${k.lastFour}</code></td>
-                        <td>${k.lastUsedAt ? dateText(k.lastUsedAt) : 'Never'}</td>
-                        <td>
+                        <td class="name" id=${`key-${k.id}`}>${k.name}</td>
+                        <td class="last4"><span class="m-label">Key: </span><code>…${k.lastFour}</code></td>
+                        <td class="used">
+                          <span class="m-label">Last used: </span
+                          >${k.lastUsedAt ? dateText(k.lastUsedAt) : 'Never'}
+                        </td>
+                        <td class="act">
                           <form method="post" action=${`/wallet/keys/${k.id}/revoke`}>
                             <${CsrfField} page=${props.page} />
                             <button type="submit" class="danger" aria-describedby=${`key-${k.id}`}>
