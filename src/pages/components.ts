@@ -40,8 +40,11 @@ export function Field(props: {
   className?: string;
   autofocus?: boolean;
   required?: boolean;
+  /** The id of the message that refused this field's value: the input is then marked invalid and names it. */
+  errorId?: string;
 }) {
   const hintId = props.hint ? `${props.id}-hint` : undefined;
+  const describedBy = [props.errorId, hintId].filter(Boolean).join(' ') || undefined;
   return html`<div class="field">
     <label for=${props.id}>${props.label}</label>
     <input
@@ -56,7 +59,8 @@ export function Field(props: {
       class=${props.className}
       autofocus=${props.autofocus}
       required=${props.required ?? true}
-      aria-describedby=${hintId}
+      aria-invalid=${props.errorId ? 'true' : undefined}
+      aria-describedby=${describedBy}
     />
     ${props.hint && html`<span class="hint" id=${hintId}>${props.hint}</span>`}
   </div>`;

@@ -408,7 +408,7 @@ export function createPagesRouter(s: Services): Router {
           WalletTopupPage({
             page: req.page,
             topup: topup(),
-            error: err.message,
+            amountError: err.message,
             amount: body(req, 'amount'),
           }),
         );

@@ -55,6 +55,7 @@ input[type=email],input[type=text],input[type=number]{width:100%;font:inherit;co
 input.code{font-size:1.4rem;letter-spacing:.35em;font-variant-numeric:tabular-nums;max-width:12rem}
 input:focus-visible,button:focus-visible,a:focus-visible{outline:3px solid var(--accent);outline-offset:2px}
 input:focus-visible{border-color:var(--accent)}
+input[aria-invalid=true]{border-color:var(--danger)}
 button{font:inherit;font-weight:600;border-radius:8px;padding:.6rem 1.1rem;min-height:2.75rem;cursor:pointer;border:1px solid var(--accent);background:var(--accent);color:#fff}
 button:hover{background:var(--accent-dark);border-color:var(--accent-dark)}
 button.secondary{background:#fff;color:var(--text);border-color:#8b95a1}

@@ -91,10 +91,13 @@ export function TopupForm(props: {
   topup: TopupOptions;
   compact?: boolean;
   amount?: string;
+  /** Why the test-funds amount was refused: shown on that form, next to its field. */
+  amountError?: string | null;
   /** The auto top-up fields as last posted (after a refusal). */
   autoTopup?: Record<string, string>;
 }) {
   const cards = props.topup.cards;
+  const amountId = props.compact ? 'amount-inline' : 'amount';
   const pay =
     cards &&
     cards.length > 0 &&
@@ -114,9 +117,11 @@ export function TopupForm(props: {
     html`<form method="post" action="/wallet/topup">
       <${CsrfField} page=${props.page} />
       <input type="hidden" name="formToken" value=${randomBytes(18).toString('base64url')} />
+      ${props.amountError && html`<div id=${`${amountId}-error`}><${Alert} kind="error">${props.amountError}<//></div>`}
       <div class="inline">
         <${Field}
-          id=${props.compact ? 'amount-inline' : 'amount'}
+          id=${amountId}
+          errorId=${props.amountError ? `${amountId}-error` : undefined}
           name="amount"
           label="Amount"
           inputmode="decimal"
@@ -139,6 +144,8 @@ export function WalletTopupPage(props: {
   topup: TopupOptions;
   error?: string | null;
   amount?: string;
+  /** Why the test-funds amount was refused (shown on its form). */
+  amountError?: string | null;
   autoTopup?: Record<string, string>;
 }) {
   return html`<${Layout} title="Top up your wallet" page=${props.page} narrow=${true}>
@@ -155,6 +162,7 @@ export function WalletTopupPage(props: {
         page=${props.page}
         topup=${props.topup}
         amount=${props.amount}
+        amountError=${props.amountError}
         autoTopup=${props.autoTopup}
       />
     <//>
