@@ -113,9 +113,8 @@ export function AutoTopupCard(props: { page: PageContext; state: AutoTopupState 
   <//>`;
 }
 
-/** An alert threshold as typed in the form: "5", "2.5" (no trailing zeros). */
-const alertValue = (raw: bigint | null): string =>
-  raw === null ? '' : usdcDecimal(raw).replace(/\.?0+$/, '');
+/** An alert threshold as typed in the form: "5", "2.5", "100" (usdcDecimal has no trailing zeros already). */
+const alertValue = (raw: bigint | null): string => (raw === null ? '' : usdcDecimal(raw));
 
 /**
  * The wallet's own low-balance alert (docs/reference.md §16 "Low balance"): one field, empty = off. A
