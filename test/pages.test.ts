@@ -116,7 +116,7 @@ describe('every answer under the pages is a page, never the API JSON or "Cannot 
   };
 
   it('an address that does not exist: 404 "Page not found" with a way back to the wallet', async () => {
-    for (const path of ['/wallet/nothing-here', '/connect', '/wallet/keys/x/revoke', '/topup']) {
+    for (const path of ['/wallet/nothing-here', '/connect', '/wallet/keys/x', '/topup']) {
       const r = await get(path);
       expect([path, r.status, r.type, r.title, r.h1]).toEqual([
         path,
@@ -132,6 +132,28 @@ describe('every answer under the pages is a page, never the API JSON or "Cannot 
     const app = await get('/topup/a/b/c');
     expect([app.status, app.title]).toEqual([404, 'Page not found · Paywall Proxy']);
     expect(app.html).not.toContain('Paywall Proxy Wallet');
+  });
+
+  it('an address a form posts to, opened with GET (back button, reload): 303 to the page the form was on', async () => {
+    const cases = [
+      ['/wallet/sign-in/code', '/wallet/sign-in'],
+      ['/wallet/sign-out', '/wallet'],
+      ['/wallet/alert', '/wallet'],
+      ['/wallet/topup/checkout', '/wallet/topup'],
+      ['/wallet/keys/abc/revoke', '/wallet'],
+      ['/wallet/connections/abc/disconnect', '/wallet'],
+      ['/wallet/connections/abc/allowance', '/wallet'],
+      ['/connect/abc/approve', '/wallet'],
+      ['/connect/abc/decline', '/wallet'],
+    ];
+    for (const [path, to] of cases) {
+      const r = await get(path);
+      expect([
+        path,
+        r.status,
+        (await fetch(`${t.url}${path}`, { redirect: 'manual' })).headers.get('location'),
+      ]).toEqual([path, 303, to]);
+    }
   });
 
   it('a form too large, a garbled address: 413 and 400 pages that say what to do', async () => {

@@ -538,6 +538,22 @@ export function createPagesRouter(s: Services): Router {
     }),
   );
 
+  // The addresses forms post to, opened with GET (the back button, a reload after the answer, a shared
+  // address bar): the page the form was on, never a 404 and never the action itself.
+  for (const [path, to] of [
+    ['/wallet/sign-in/code', '/wallet/sign-in'],
+    ['/wallet/sign-out', '/wallet'],
+    ['/wallet/alert', '/wallet'],
+    ['/wallet/autotopup/off', '/wallet'],
+    ['/wallet/topup/checkout', '/wallet/topup'],
+    ['/wallet/keys/:keyId/revoke', '/wallet'],
+    ['/wallet/connections/:connectionId/disconnect', '/wallet'],
+    ['/wallet/connections/:connectionId/allowance', '/wallet'],
+    ['/connect/:paywallId/approve', '/wallet'],
+    ['/connect/:paywallId/decline', '/wallet'],
+  ] as const)
+    pages.get(path, (_req: Request, res: Response) => res.redirect(303, to));
+
   // Any other address under the pages' paths: a page that says so, not the framework's "Cannot GET".
   pages.use(PAGE_PATHS, (req: Request, res: Response) =>
     send(
