@@ -61,6 +61,10 @@ describe('wallet top-up with cards and test funds in Chromium', () => {
       await page.getByRole('button', { name: 'Add test funds' }).waitFor();
       // Before: 0 px, the label sat on the buttons as if "Amount" belonged to them.
       expect(await gapAbove(page)).toBeGreaterThanOrEqual(12);
+      // The "Pay by card …" sentence does not touch the buttons under it (0 px on the wallet page before).
+      const sentence = (await page.getByText('Pay by card with Stripe').boundingBox())!;
+      const pay = (await page.getByRole('button', { name: 'Pay 5 USD' }).boundingBox())!;
+      expect(pay.y - (sentence.y + sentence.height)).toBeGreaterThanOrEqual(8);
       await screenshot(page, `wallet-topup-${name}${path.replaceAll('/', '-')}`);
     }
     await context.close();

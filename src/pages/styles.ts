@@ -34,6 +34,7 @@ p{margin:0 0 1rem}
 .muted{color:var(--muted)}
 .topup-inline{border-top:1px solid #eef0f3;margin-top:1.25rem;padding-top:1.25rem}
 .topup-inline > p{margin:0}
+.topup-inline > p + form.pay{margin-top:.75rem}
 ul.topup-options{list-style:none;padding:0;margin:0 0 1rem}
 ul.topup-options li{display:flex;align-items:center;gap:1rem;padding:.6rem 0;border-top:1px solid #eef0f3}
 ul.topup-options li:first-child{border-top:none}
