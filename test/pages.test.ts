@@ -1,4 +1,5 @@
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { PageClient } from './helpers/page-client.js';
 import { usdcText } from '../src/shared/money.js';
 import { renderDocument } from '../src/pages/html.js';
 import { DefaultTopupPage } from '../src/pages/topup.page.js';
@@ -154,6 +155,17 @@ describe('every answer under the pages is a page, never the API JSON or "Cannot 
         (await fetch(`${t.url}${path}`, { redirect: 'manual' })).headers.get('location'),
       ]).toEqual([path, 303, to]);
     }
+  });
+
+  it('a refusal is titled for what happened: a top-up of an app without card top-ups is not "Already decided"', async () => {
+    const pw = await t.createPaywall('DEFAULT', 'No cards');
+    const c = new PageClient(t.url);
+    await c.get('/wallet/sign-in'); // a page with a form: the browser's CSRF token
+    const r = await c.post(`/topup/${pw.id}/checkout`, { user: 'bob', amount: '10' });
+    expect(r.status).toBe(409);
+    expect(r.html).toContain('<title>Card top-ups not available · Paywall Proxy</title>');
+    expect(r.html).toContain('This app has not set up card top-ups.');
+    expect(r.html).not.toContain('Already decided');
   });
 
   it('a form too large, a garbled address: 413 and 400 pages that say what to do', async () => {
