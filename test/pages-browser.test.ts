@@ -1,6 +1,7 @@
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { launchBrowser, screenshot } from './helpers/browser.js';
+import { startSmtpCatcher, type SmtpCatcher } from './helpers/smtp-catcher.js';
 
 /**
  * The frame every hosted page shares (docs/wallet.md "The pages"), in Chromium at 1280 and 390 px: the
@@ -11,9 +12,11 @@ let t: TestApp;
 let browser: Browser;
 let context: BrowserContext;
 let page: Page;
+let smtp: SmtpCatcher;
 
 beforeAll(async () => {
-  t = await startTestApp({ WALLET_TEST_FUNDS: 'true' });
+  smtp = await startSmtpCatcher();
+  t = await startTestApp({ WALLET_TEST_FUNDS: 'true', SMTP_URL: smtp.url });
   browser = await launchBrowser();
   context = await browser.newContext({ viewport: { width: 1280, height: 900 }, javaScriptEnabled: false });
   page = await context.newPage();
@@ -22,6 +25,7 @@ afterAll(async () => {
   await context?.close();
   await browser?.close();
   await t?.close();
+  await smtp?.close();
 });
 
 const left = async (selector: string) => (await page.locator(selector).first().boundingBox())!.x;
@@ -83,4 +87,33 @@ it('every page names itself in the tab; the keyboard shows where it is (3px ring
   });
   expect(focused).toEqual({ text: 'Send code', outline: 'solid 3px' });
   await screenshot(page, 'sign-in-focus');
+});
+
+it('at 390 px a long app name, account id and e-mail address wrap inside the page instead of widening it', async () => {
+  const name = 'SupercalifragilisticexpialidociousWritingAssistantPro';
+  const pw = await t.createPaywall('SHARED', name);
+  const user = 'user-with-a-rather-long-external-identifier-0123456789abcdef';
+  const email = 'someone.with.a.very.long.name.0123456789@subdomain.example-company.com';
+  await page.setViewportSize({ width: 390, height: 844 });
+  const link = await t.rest('GET', `/v1/user/connect?user=${user}`, { token: pw.apiKey });
+  const width = () => page.evaluate(() => document.documentElement.scrollWidth);
+  await page.goto(link.body.url);
+  await page.getByLabel('Email').fill(email);
+  await page.getByRole('button', { name: 'Send code' }).click();
+  // The code page names the address: it was 664 px wide.
+  expect(await width()).toBeLessThanOrEqual(390);
+  await page.getByLabel('Code').fill(await smtp.waitForCode(email));
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('button', { name: 'Approve' }).waitFor();
+  // The consent page: 768 px wide, the heading and the header's address ran off the screen.
+  expect(await width()).toBeLessThanOrEqual(390);
+  const signOut = (await page.getByRole('button', { name: 'Sign out' }).boundingBox())!;
+  expect(signOut.height).toBeLessThan(40); // one line (31 px), not "Si / gn / ou / t" (100 px)
+  await screenshot(page, 'consent-long-names-phone');
+  await page.getByRole('button', { name: 'Approve' }).click();
+  expect(await width()).toBeLessThanOrEqual(390);
+  await page.goto(`${t.url}/wallet`);
+  expect(await width()).toBeLessThanOrEqual(390);
+  await screenshot(page, 'wallet-long-names-phone');
+  await page.setViewportSize({ width: 1280, height: 900 });
 });

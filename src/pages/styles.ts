@@ -10,7 +10,7 @@ export const PAGES_CSS = `
 --danger:#b42318;--ok-bg:#ecfdf3;--ok-line:#abefc6;--ok-text:#05603a;--err-bg:#fef3f2;--err-line:#fecdca;--err-text:#912018;
 --info-bg:#eff6ff;--info-line:#bfdbfe;--info-text:#1e3a8a;--radius:12px}
 html{font-size:16px}
-body{margin:0;background:var(--bg);color:var(--text);font:1rem/1.55 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;-webkit-font-smoothing:antialiased}
+body{margin:0;background:var(--bg);color:var(--text);font:1rem/1.55 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;-webkit-font-smoothing:antialiased;overflow-wrap:anywhere}
 a{color:var(--accent)}
 a:hover{color:var(--accent-dark)}
 .skip{position:absolute;left:-999px;top:0;background:#fff;padding:.5rem 1rem}
@@ -20,7 +20,9 @@ header.top .in{max-width:46rem;margin:0 auto;padding:.85rem 1.25rem;display:flex
 .brand{font-weight:650;color:var(--text);text-decoration:none;display:flex;align-items:center;gap:.5rem;letter-spacing:-.01em}
 .brand .mark{display:inline-grid;place-items:center;width:1.75rem;height:1.75rem;border-radius:8px;background:var(--accent);color:#fff;font-size:.9rem;font-weight:700}
 .who{display:flex;align-items:center;gap:.75rem;color:var(--muted);font-size:.925rem}
-.who form{margin:0}
+.who form{margin:0;flex:none}
+.who{min-width:0}
+button,a.button{overflow-wrap:normal}
 main{max-width:46rem;margin:0 auto;padding:2rem 1.25rem 3rem}
 main.narrow{max-width:30rem}
 h1{font-size:1.6rem;line-height:1.25;margin:0 0 1rem;letter-spacing:-.015em}
