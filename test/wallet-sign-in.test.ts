@@ -383,6 +383,9 @@ describe('consent, wallet page and revocation', () => {
     const twice = await c.post(`/connect/${pw.id}/approve`, { request: link.requestId });
     expect(twice.status).toBe(409);
     expect(twice.html).toContain('already approved');
+    // Not an error to the person: the app is connected. An information box (not a red alert) and the way on.
+    expect(twice.html).toContain('<div class="alert info" role="status">This request was already approved');
+    expect(twice.html).toContain('<a href="/wallet">Go to your wallet</a>');
 
     const [wu] = await t.db.query(`select id, account_id from wallet_user where email = 'alice@example.com'`);
     const status = await t.rest('GET', '/v1/user/connect?user=alice', { token: pw.apiKey });

@@ -75,6 +75,8 @@ export function createPagesRouter(s: Services): Router {
         if (err instanceof TopupRateLimited) res.set('Retry-After', String(err.retryAfterSeconds));
         // The DEFAULT top-up page belongs to an app, not to the hosted wallet: no wallet header there.
         const topupPage = req.path.startsWith('/topup/');
+        // A link approved before is not a failure: the app is connected. Said calmly, with the way on.
+        const done = err.publicCode === 'connect_request_approved';
         send(
           res,
           answer.status,
@@ -82,8 +84,13 @@ export function createPagesRouter(s: Services): Router {
             page: req.page,
             title: answer.title,
             message: err.message,
+            kind: done ? 'info' : 'error',
             wallet: !topupPage,
-            link: topupPage ? backToTopup(req) : null,
+            link: topupPage
+              ? backToTopup(req)
+              : done && req.page?.session
+                ? { href: '/wallet', text: 'Go to your wallet' }
+                : null,
           }),
         );
       }
