@@ -311,6 +311,20 @@ describe('the receipt on the hosted wallet page, in Chromium', () => {
     }
     // The page does not scroll sideways.
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    // The labels keep their words: "Reference" on one line, not "Refere / nce" (long words elsewhere wrap).
+    const labels = await page.locator('details.receipt[open] dl.receipt-meta dt').evaluateAll((els) =>
+      els.map((el) => {
+        const range = document.createRange();
+        range.selectNodeContents(el);
+        return [el.textContent, range.getClientRects().length]; // one rectangle per line of text
+      }),
+    );
+    expect(labels).toEqual([
+      ['Model', 1],
+      ['Reference', 1],
+      ['Model', 1],
+      ['Reference', 1],
+    ]);
     await screenshot(page, 'receipt-phone');
     // The activity card alone, at full size.
     await page.locator('table.activity').screenshot({ path: `${SCREENSHOT_DIR}receipt-phone-activity.png` });

@@ -102,6 +102,13 @@ it('lists the keys that spend from the wallet and revokes one with its Revoke bu
   const disconnect = (await app.getByRole('button', { name: 'Disconnect' }).boundingBox())!;
   expect(disconnect.y).toBeGreaterThanOrEqual(summary.y + summary.height);
   expect(disconnect.x).toBe(name.x);
+  // The unit beside the limit field stays one word ("USDC", not "USD" over "C").
+  const unitLines = await app.locator('.input-unit .unit').evaluate((el) => {
+    const range = document.createRange();
+    range.selectNodeContents(el);
+    return range.getClientRects().length;
+  });
+  expect(unitLines).toBe(1);
   await screenshot(page, 'wallet-user-keys-phone');
   await page.setViewportSize({ width: 1024, height: 900 });
 

@@ -22,7 +22,8 @@ header.top .in{max-width:46rem;margin:0 auto;padding:.85rem 1.25rem;display:flex
 .who{display:flex;align-items:center;gap:.75rem;color:var(--muted);font-size:.925rem}
 .who form{margin:0;flex:none}
 .who{min-width:0}
-button,a.button{overflow-wrap:normal}
+button,a.button,.brand,dt,.input-unit .unit{overflow-wrap:normal}
+dl.receipt-meta dt,.input-unit .unit{flex:none}
 main{max-width:46rem;margin:0 auto;padding:2rem 1.25rem 3rem}
 main.narrow{max-width:30rem}
 h1{font-size:1.6rem;line-height:1.25;margin:0 0 1rem;letter-spacing:-.015em}
