@@ -196,5 +196,6 @@ footer.foot.narrow{max-width:30rem}
 footer.foot{max-width:46rem;margin:0 auto;padding:0 1.25rem 2rem;color:var(--muted);font-size:.85rem}
 @media (max-width:600px){
 ul.apps .app-head{flex-direction:column;align-items:flex-start;gap:.6rem}
+ul.topup-options li{flex-direction:column;align-items:flex-start;gap:.4rem}
 }
 `;
