@@ -579,6 +579,17 @@ describe('consent, wallet page and revocation', () => {
     }
     const topup = await c.get('/wallet/topup');
     expect(topup.html).toMatch(/<label for="amount">Amount<\/label>/);
+    // Opened from an app's top-up link (the URL GET /v1/user/balance/topup and the blocked replies hand
+    // out): which app sent the person, and the balance, before the form.
+    const url = (await t.rest('GET', '/v1/user/balance/topup?user=hana', { token: p1.apiKey })).body.url;
+    const low = await c.get(new URL(url).pathname + new URL(url).search);
+    expect(low.html).toContain(
+      '<div class="alert info" role="status">Funds one sent you here to add funds. Your balance is 0.00 USDC; what you add here pays for every app connected to your wallet.</div>',
+    );
+    // A paywall this wallet is not connected to (a crafted link) is not named.
+    const other = await t.createPaywall('SHARED', 'Not yours');
+    expect((await c.get(`/wallet/topup?paywall=${other.id}&user=hana`)).html).not.toContain('sent you here');
+    expect((await c.get(`/wallet/topup?paywall=not-a-uuid`)).status).toBe(200);
     expect(topup.html).toContain('<button type="submit">Add test funds</button>');
     for (const bad of ['1000.000001', '0', '-1', 'abc', '1e3'])
       expect((await c.post('/wallet/topup', { amount: bad })).status).toBe(400);

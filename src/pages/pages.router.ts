@@ -395,9 +395,23 @@ export function createPagesRouter(s: Services): Router {
   );
   pages.get(
     '/wallet/topup',
-    h((req, res) => {
+    h(async (req, res) => {
       if (!req.page.session) return signInRedirect(req, res);
-      send(res, 200, WalletTopupPage({ page: req.page, topup: topup() }));
+      // Opened from an app's top-up link (`?paywall=…`: its "balance too low" reply or its Top up button):
+      // say which app sent the person and what the balance is, naming only an app this wallet is connected
+      // to (a crafted link names nothing).
+      const wanted = typeof req.query.paywall === 'string' ? req.query.paywall.toLowerCase() : null;
+      const overview = wanted ? await s.wallet.overview(req.page.session.user) : null;
+      const app = overview?.apps.find((a) => a.paywallId === wanted);
+      send(
+        res,
+        200,
+        WalletTopupPage({
+          page: req.page,
+          topup: topup(),
+          lowFor: app && overview ? { app: app.paywallName, balanceRaw: overview.balanceRaw } : null,
+        }),
+      );
     }),
   );
   pages.post(

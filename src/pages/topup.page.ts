@@ -147,6 +147,8 @@ export function WalletTopupPage(props: {
   /** Why the test-funds amount was refused (shown on its form). */
   amountError?: string | null;
   autoTopup?: Record<string, string>;
+  /** Opened from an app's top-up link (its "balance too low" reply, its Top up button): that app and the balance. */
+  lowFor?: { app: string; balanceRaw: bigint } | null;
 }) {
   return html`<${Layout} title="Top up your wallet" page=${props.page} narrow=${true}>
     <h1>Top up your wallet</h1>
@@ -154,6 +156,12 @@ export function WalletTopupPage(props: {
       Money you add here pays for every app connected to your wallet.${' '}
       <a href="/wallet">Back to your wallet</a>
     </p>
+    ${
+      props.lowFor &&
+      html`<${Alert} kind="info"
+        >${`${props.lowFor.app} sent you here to add funds. Your balance is ${usdcText(props.lowFor.balanceRaw)}; what you add here pays for every app connected to your wallet.`}<//
+      >`
+    }
     ${props.error && html`<${Alert} kind="error">${props.error}<//>`}
     <${Card}
       title=${props.topup.cards ? 'Choose an amount' : props.topup.testFunds ? 'Add test funds' : 'Top-up'}
