@@ -155,8 +155,15 @@ describe('the hosted wallet in Chromium', () => {
       expect(box.x + box.width).toBeLessThanOrEqual(390);
     }
     await screenshot(page, 'wallet-phone');
+    // The app's top-up link (what its "balance too low" reply carries) says which app sent the person.
+    const topup = await t.rest('GET', `/v1/user/balance/topup?user=${USER}`, { token: pw.apiKey });
+    await page.goto(topup.body.url);
+    expect(await page.getByRole('status').first().innerText()).toBe(
+      `Inkwell Writer sent you here to add funds. Your balance is ${usdcText(await balanceRaw())}.`,
+    );
+    await screenshot(page, 'wallet-topup-from-app-phone');
     await page.setViewportSize({ width: 1024, height: 800 });
-    await page.reload();
+    await page.goto(`${t.url}/wallet`);
   });
 
   it('"Disconnect" next to the app revokes at once (docs/reference.md §8): the API hands out a connect link again', async () => {

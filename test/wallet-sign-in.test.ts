@@ -584,7 +584,7 @@ describe('consent, wallet page and revocation', () => {
     const url = (await t.rest('GET', '/v1/user/balance/topup?user=hana', { token: p1.apiKey })).body.url;
     const low = await c.get(new URL(url).pathname + new URL(url).search);
     expect(low.html).toContain(
-      '<div class="alert info" role="status">Funds one sent you here to add funds. Your balance is 0.00 USDC; what you add here pays for every app connected to your wallet.</div>',
+      '<div class="alert info" role="status">Funds one sent you here to add funds. Your balance is 0.00 USDC.</div>',
     );
     // A paywall this wallet is not connected to (a crafted link) is not named.
     const other = await t.createPaywall('SHARED', 'Not yours');

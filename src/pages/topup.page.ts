@@ -159,7 +159,7 @@ export function WalletTopupPage(props: {
     ${
       props.lowFor &&
       html`<${Alert} kind="info"
-        >${`${props.lowFor.app} sent you here to add funds. Your balance is ${usdcText(props.lowFor.balanceRaw)}; what you add here pays for every app connected to your wallet.`}<//
+        >${`${props.lowFor.app} sent you here to add funds. Your balance is ${usdcText(props.lowFor.balanceRaw)}.`}<//
       >`
     }
     ${props.error && html`<${Alert} kind="error">${props.error}<//>`}
