@@ -112,6 +112,8 @@ describe('the dashboard in Chromium', () => {
 
   it('signs in with the owner token: the paywalls are listed by name; the token stays in the tab', async () => {
     await page.goto(url());
+    // The tab's title names the view (it was "Paywall Proxy — Dashboard" on every view).
+    expect(await page.title()).toBe('Sign in · Paywall Proxy Dashboard');
     await page.getByLabel('Token').fill('not-a-token');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('alert').getByText('not valid').waitFor(WAIT);
@@ -119,6 +121,7 @@ describe('the dashboard in Chromium', () => {
     await page.getByLabel('Token').fill(t.ownerToken);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('link', { name: 'Acme Support Bot' }).waitFor(WAIT);
+    expect(await page.title()).toBe('Paywalls · Paywall Proxy Dashboard');
     expect(await page.evaluate(() => sessionStorage.length)).toBe(2);
     expect(await page.evaluate(() => localStorage.length)).toBe(0);
   });
@@ -525,6 +528,7 @@ describe('the dashboard in Chromium', () => {
 
   it('at 390 px no page is wider than the screen: the user ledger and the other tables scroll inside their card', async () => {
     await nav(page, 'Users');
+    expect(await page.title()).toBe('Users · Paywall Proxy Dashboard');
     await page.getByLabel('Find a user').fill('alice');
     await page.getByRole('button', { name: 'Search' }).click();
     await page.getByRole('button', { name: 'alice', exact: true }).click();

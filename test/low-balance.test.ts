@@ -253,6 +253,16 @@ describe("the wallet user's own alert (wallet page, e-mail)", () => {
     expect(bad.status).toBe(400);
     expect(bad.html).toContain('Enter the alert in USDC');
     expect(bad.html).toMatch(/name="lowBalanceAlert"[^>]*value="lots"/);
+    // A whole amount comes back as typed: the field said "1" for an alert of 100 (trailing zeros were
+    // stripped from "100"), so saving the form again would have set the alert to 1 USDC.
+    for (const typed of ['100', '2.5', '0.08']) {
+      expect((await c.post('/wallet/alert', { lowBalanceAlert: typed })).status).toBe(303);
+      const shown = await c.get('/wallet');
+      expect(shown.html).toMatch(
+        new RegExp(`name="lowBalanceAlert"[^>]*value="${typed.replace('.', '\\.')}"`),
+      );
+    }
+    expect((await c.get('/wallet')).html).not.toContain('below 100.00 USDC');
     const saved = await c.post('/wallet/alert', { lowBalanceAlert: '0.08' });
     expect(saved.status).toBe(303);
     expect(saved.location).toBe('/wallet?done=alert_saved');
@@ -271,6 +281,10 @@ describe("the wallet user's own alert (wallet page, e-mail)", () => {
     const mail = await smtp.waitForMessage(email);
     expect(mail.subject).toBe('Your Paywall Proxy balance is low');
     expect(mail.text).toContain('below the alert you set at 0.08 USDC');
+    // Amounts in e-mails are written as on the pages (usdcText): "0.079891 USDC", never "0.0799" or "0.080000".
+    const [, balance] = /balance is (\S+ USDC), below/.exec(mail.text)!;
+    expect(balance).toMatch(/^\d+\.(\d{2}|\d{3,5}[1-9]|\d{6}) USDC$/);
+    expect(balance).not.toMatch(/\.\d{3,}0 USDC$/);
     expect(mail.text).toContain(`${t.url}/wallet/topup`);
     await t.app.services.mailer.idle(); // every e-mail the chats caused has reached the catcher
     expect(lowMails()).toHaveLength(1);

@@ -85,11 +85,15 @@ const CHARGES = `query($u: String!) { user(externalId: $u) { charges(first: 10) 
 const atto = (d: string): bigint => parseDecimal(d, 18)!;
 /** "1,920" → 1920. */
 const tokensOf = (text: string): number => Number(text.replace(/,/g, ''));
-/** "0.006381 USDC" → 6381n (raw units; exactly 6 decimals on the page). */
+/**
+ * "0.006381 USDC", "0.00262 USDC", "1,250.00 USDC" → raw units: the one way the pages write money
+ * (usdcText: at least 2 decimals, every significant one up to 6, never rounded).
+ */
 const rawOf = (text: string): bigint => {
-  const m = /^(\d+\.\d{6}) USDC$/.exec(text.trim());
-  if (!m) throw new Error(`not a 6-decimal USDC amount: ${JSON.stringify(text)}`);
-  return parseDecimal(m[1], 6)!;
+  const m = /^(\d{1,3}(?:,\d{3})*\.\d{2,6}) USDC$/.exec(text.trim());
+  if (!m || (m[1].split('.')[1].length > 2 && m[1].endsWith('0')))
+    throw new Error(`not a USDC amount as the pages write it: ${JSON.stringify(text)}`);
+  return parseDecimal(m[1].replace(/,/g, ''), 6)!;
 };
 
 /** The receipt under the charge's row (found by its reference, the charge id). */
@@ -277,7 +281,7 @@ describe('the receipt on the hosted wallet page, in Chromium', () => {
       ['Per request', '', '', '0.001'],
     ]);
     // 0.001 + 0.00012 + 0.0015 = 0.00262; the hold took 0.002524; the app bears 0.000096; nothing is owed.
-    expect([shown.total, shown.paid, shown.owed]).toEqual(['0.002620 USDC', '0.002524 USDC', '']);
+    expect([shown.total, shown.paid, shown.owed]).toEqual(['0.00262 USDC', '0.002524 USDC', '']);
     expect((await receipt.locator('[data-testid="receipt-covered"]').innerText()).trim()).toBe(
       '0.000096 USDC',
     );
@@ -307,6 +311,20 @@ describe('the receipt on the hosted wallet page, in Chromium', () => {
     }
     // The page does not scroll sideways.
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    // The labels keep their words: "Reference" on one line, not "Refere / nce" (long words elsewhere wrap).
+    const labels = await page.locator('details.receipt[open] dl.receipt-meta dt').evaluateAll((els) =>
+      els.map((el) => {
+        const range = document.createRange();
+        range.selectNodeContents(el);
+        return [el.textContent, range.getClientRects().length]; // one rectangle per line of text
+      }),
+    );
+    expect(labels).toEqual([
+      ['Model', 1],
+      ['Reference', 1],
+      ['Model', 1],
+      ['Reference', 1],
+    ]);
     await screenshot(page, 'receipt-phone');
     // The activity card alone, at full size.
     await page.locator('table.activity').screenshot({ path: `${SCREENSHOT_DIR}receipt-phone-activity.png` });

@@ -160,7 +160,7 @@ describe('a refund from the dashboard, seen on the wallet page, in Chromium', ()
       await receipt.locator('.receipt-body').waitFor({ state: 'visible' });
       const refund = receipt.getByTestId('receipt-refund');
       expect((await refund.innerText()).replace(/\s+/g, ' ').trim()).toMatch(
-        /^Refunded \d{1,2} \w{3} \d{4}, \d{2}:\d{2}( UTC)? · Answer was cut short −0\.000500 USDC$/,
+        /^Refunded \d{1,2} \w{3} \d{4}, \d{2}:\d{2}( UTC)? · Answer was cut short −0\.0005 USDC$/,
       );
       await expect(receipt.getByTestId('receipt-total').innerText()).resolves.toBe('0.001086 USDC');
       await expect(receipt.getByTestId('receipt-net').innerText()).resolves.toBe('0.000586 USDC');

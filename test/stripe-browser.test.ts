@@ -41,10 +41,22 @@ describe('the hosted Stripe top-up page in Chromium', () => {
       t.replace(/\s+/g, ' '),
     );
     expect(offers).toEqual([
-      "Pay 5 USDadds 5.000000 USDC to zoe's balance on Inkwell Writer",
-      "Pay 10 USDadds 10.000000 USDC to zoe's balance on Inkwell Writer",
-      "Pay 20 USDadds 20.000000 USDC to zoe's balance on Inkwell Writer",
+      "Pay 5 USDadds 5.00 USDC to zoe's balance on Inkwell Writer",
+      "Pay 10 USDadds 10.00 USDC to zoe's balance on Inkwell Writer",
+      "Pay 20 USDadds 20.00 USDC to zoe's balance on Inkwell Writer",
     ]);
+    // On a phone each offer is its button with the sentence under it at the card's width (the sentence was
+    // squeezed into a 130 px column beside the button, five lines for one offer).
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const offer of await page.locator('ul.topup-options li').all()) {
+      const button = (await offer.getByRole('button').boundingBox())!;
+      const sentence = (await offer.locator('span').boundingBox())!;
+      expect(sentence.y).toBeGreaterThanOrEqual(button.y + button.height);
+      expect(sentence.height).toBeLessThan(60); // at most two lines
+    }
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    await screenshot(page, 'stripe-topup-page-phone');
+    await page.setViewportSize({ width: 1024, height: 700 });
     await page.getByRole('button', { name: 'Pay 10 USD' }).click();
     await page.waitForURL(`${fake.url}/checkout/**`);
     const session = [...fake.sessions.values()].at(-1)!;

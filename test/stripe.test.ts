@@ -140,9 +140,9 @@ describe('Stripe top-ups (docs/reference.md §9)', () => {
     expect(session.client_reference_id).toBe(`${pw.id}:alice`);
     expect(session.metadata).toEqual({ paywallId: pw.id, endUserId: user!.id, user: 'alice' });
     // The page says what is paid (USD) and what it adds to whose balance where (USDC, 6 decimals).
-    expect(page.html).toContain("adds <strong>10.000000 USDC</strong> to alice's balance on Shop");
+    expect(page.html).toContain("adds <strong>10.00 USDC</strong> to alice's balance on Shop");
     expect(page.html).toContain(
-      'Balances on <strong>Shop</strong> are kept in USDC: every 1 USD you pay adds 1.000000 USDC.',
+      'Balances on <strong>Shop</strong> are kept in USDC: every 1 USD you pay adds 1.00 USDC.',
     );
     expect(session.success_url).toContain(`/topup/${pw.id}?user=alice`);
     // An amount not offered is refused.

@@ -83,6 +83,35 @@ it('lists the keys that spend from the wallet and revokes one with its Revoke bu
   expect(await form.locator('input[type="hidden"]').count()).toBeGreaterThan(0);
   await screenshot(page, 'wallet-user-keys');
 
+  // On a phone (390 px) each key is a stacked block: the Revoke button is whole inside its card (it was
+  // cut off at the card's edge, the table scrolling sideways) and the last use is labelled.
+  await page.setViewportSize({ width: 390, height: 844 });
+  const card = page.locator('section.card', { has: page.locator('table.keys') });
+  for (const row of [laptopRow, rows.filter({ hasText: 'ci-runner' })]) {
+    const button = (await row.getByRole('button', { name: 'Revoke' }).boundingBox())!;
+    const box = (await card.boundingBox())!;
+    expect(button.x).toBeGreaterThanOrEqual(box.x);
+    expect(button.x + button.width).toBeLessThanOrEqual(box.x + box.width);
+  }
+  expect(await rows.filter({ hasText: 'ci-runner' }).innerText()).toContain('Last used: Never');
+  expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+  // The connected app's text has the card's width; Disconnect sits under it, not squeezed beside it.
+  const app = page.locator('ul.apps li.app').first();
+  const name = (await app.locator('.app-name').boundingBox())!;
+  const summary = (await app.locator('.app-head > div').boundingBox())!;
+  const disconnect = (await app.getByRole('button', { name: 'Disconnect' }).boundingBox())!;
+  expect(disconnect.y).toBeGreaterThanOrEqual(summary.y + summary.height);
+  expect(disconnect.x).toBe(name.x);
+  // The unit beside the limit field stays one word ("USDC", not "USD" over "C").
+  const unitLines = await app.locator('.input-unit .unit').evaluate((el) => {
+    const range = document.createRange();
+    range.selectNodeContents(el);
+    return range.getClientRects().length;
+  });
+  expect(unitLines).toBe(1);
+  await screenshot(page, 'wallet-user-keys-phone');
+  await page.setViewportSize({ width: 1024, height: 900 });
+
   await laptopRow.getByRole('button', { name: 'Revoke' }).click();
   await page.getByText('The key was revoked.').waitFor();
   expect(await page.locator('table.keys tbody tr').count()).toBe(1);

@@ -4,7 +4,7 @@ import { startSmtpCatcher, type SmtpCatcher } from './helpers/smtp-catcher.js';
 import { launchBrowser, screenshot } from './helpers/browser.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { client, createProxyPaywall, MODEL, type ProxyPaywall } from './helpers/proxy-setup.js';
-import { formatUsdc, parseDecimal } from '../src/shared/money.js';
+import { parseDecimal } from '../src/shared/money.js';
 import { usdcText } from '../src/pages/components.js';
 
 let t: TestApp;
@@ -138,9 +138,12 @@ describe('the hosted wallet in Chromium', () => {
     // The usage charge has its receipt under its row (test/receipt-browser.test.ts reads one in full);
     // the manual charge and the test funds have none.
     expect(await page.locator('table.activity > tbody > tr.receipt-row').count()).toBe(1);
+    // Written the one way every amount on the pages is (usdcText): the receipt's total reads exactly as
+    // the charge's row, not "0.000900 USDC" under "−0.0009 USDC".
     expect(await page.locator('details.receipt [data-testid="receipt-total"]').textContent()).toBe(
-      `${formatUsdc(cost)} USDC`,
+      usdcText(cost),
     );
+    expect(rows[1][3]).toBe(`−${usdcText(cost)}`);
     await screenshot(page, 'wallet');
 
     // On a phone the amounts stay on screen (no column scrolled out of view).
@@ -152,8 +155,15 @@ describe('the hosted wallet in Chromium', () => {
       expect(box.x + box.width).toBeLessThanOrEqual(390);
     }
     await screenshot(page, 'wallet-phone');
+    // The app's top-up link (what its "balance too low" reply carries) says which app sent the person.
+    const topup = await t.rest('GET', `/v1/user/balance/topup?user=${USER}`, { token: pw.apiKey });
+    await page.goto(topup.body.url);
+    expect(await page.getByRole('status').first().innerText()).toBe(
+      `Inkwell Writer sent you here to add funds. Your balance is ${usdcText(await balanceRaw())}.`,
+    );
+    await screenshot(page, 'wallet-topup-from-app-phone');
     await page.setViewportSize({ width: 1024, height: 800 });
-    await page.reload();
+    await page.goto(`${t.url}/wallet`);
   });
 
   it('"Disconnect" next to the app revokes at once (docs/reference.md §8): the API hands out a connect link again', async () => {

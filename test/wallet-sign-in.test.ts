@@ -383,6 +383,9 @@ describe('consent, wallet page and revocation', () => {
     const twice = await c.post(`/connect/${pw.id}/approve`, { request: link.requestId });
     expect(twice.status).toBe(409);
     expect(twice.html).toContain('already approved');
+    // Not an error to the person: the app is connected. An information box (not a red alert) and the way on.
+    expect(twice.html).toContain('<div class="alert info" role="status">This request was already approved');
+    expect(twice.html).toContain('<a href="/wallet">Go to your wallet</a>');
 
     const [wu] = await t.db.query(`select id, account_id from wallet_user where email = 'alice@example.com'`);
     const status = await t.rest('GET', '/v1/user/connect?user=alice', { token: pw.apiKey });
@@ -576,6 +579,17 @@ describe('consent, wallet page and revocation', () => {
     }
     const topup = await c.get('/wallet/topup');
     expect(topup.html).toMatch(/<label for="amount">Amount<\/label>/);
+    // Opened from an app's top-up link (the URL GET /v1/user/balance/topup and the blocked replies hand
+    // out): which app sent the person, and the balance, before the form.
+    const url = (await t.rest('GET', '/v1/user/balance/topup?user=hana', { token: p1.apiKey })).body.url;
+    const low = await c.get(new URL(url).pathname + new URL(url).search);
+    expect(low.html).toContain(
+      '<div class="alert info" role="status">Funds one sent you here to add funds. Your balance is 0.00 USDC.</div>',
+    );
+    // A paywall this wallet is not connected to (a crafted link) is not named.
+    const other = await t.createPaywall('SHARED', 'Not yours');
+    expect((await c.get(`/wallet/topup?paywall=${other.id}&user=hana`)).html).not.toContain('sent you here');
+    expect((await c.get(`/wallet/topup?paywall=not-a-uuid`)).status).toBe(200);
     expect(topup.html).toContain('<button type="submit">Add test funds</button>');
     for (const bad of ['1000.000001', '0', '-1', 'abc', '1e3'])
       expect((await c.post('/wallet/topup', { amount: bad })).status).toBe(400);

@@ -61,8 +61,42 @@ describe('wallet top-up with cards and test funds in Chromium', () => {
       await page.getByRole('button', { name: 'Add test funds' }).waitFor();
       // Before: 0 px, the label sat on the buttons as if "Amount" belonged to them.
       expect(await gapAbove(page)).toBeGreaterThanOrEqual(12);
+      // The "Pay by card …" sentence does not touch the buttons under it (0 px on the wallet page before).
+      const sentence = (await page.getByText('Pay by card with Stripe').boundingBox())!;
+      const pay = (await page.getByRole('button', { name: 'Pay 5 USD' }).boundingBox())!;
+      expect(pay.y - (sentence.y + sentence.height)).toBeGreaterThanOrEqual(8);
       await screenshot(page, `wallet-topup-${name}${path.replaceAll('/', '-')}`);
     }
+    await context.close();
+  });
+
+  it('at 390 px a refused test-funds amount is told at its field, not a screen above it', async () => {
+    const context = await browser.newContext({ viewport: { width: 390, height: 844 } });
+    const page = await context.newPage();
+    await signIn(page, 'refused-amount@example.com');
+    await page.goto(`${t.url}/wallet/topup`);
+    await page.getByRole('textbox', { name: 'Amount' }).fill('abc');
+    await page.getByRole('button', { name: 'Add test funds' }).click();
+    const message =
+      'Enter an amount in USDC greater than 0 and at most 1000, with at most 6 decimals (e.g. 10 or 2.5).';
+    const field = page.getByRole('textbox', { name: 'Amount' });
+    expect(await field.inputValue()).toBe('abc');
+    expect(await field.getAttribute('aria-invalid')).toBe('true');
+    // A screen reader reads the message with the field.
+    const described = await field.evaluate((el) =>
+      (el.getAttribute('aria-describedby') ?? '')
+        .split(' ')
+        .map((id) => document.getElementById(id)?.textContent?.trim())
+        .join(' | '),
+    );
+    expect(described).toContain(message);
+    // The message sits in the test-funds form, just above its field (it was at the top of the page,
+    // 1,000 px above the field on a phone, past the card payment options).
+    const alert = (await page.getByRole('alert').boundingBox())!;
+    const box = (await field.boundingBox())!;
+    expect(box.y - (alert.y + alert.height)).toBeLessThan(80);
+    expect(box.y - (alert.y + alert.height)).toBeGreaterThan(0);
+    await screenshot(page, 'wallet-topup-refused-phone');
     await context.close();
   });
 });

@@ -4,7 +4,7 @@ import { createApiClient, getToken, probe, setToken } from './api';
 import { Link, navigate, Redirect, usePath } from './router';
 import { graphql } from './gql';
 import { SessionContext, useSession, type Session } from './session';
-import { Button, ErrorBanner, Field, Loading } from './ui';
+import { Button, ErrorBanner, Field, Loading, useDocumentTitle } from './ui';
 import { PaywallsPage } from './pages/Paywalls';
 import { OverviewPage } from './pages/Overview';
 import { UsersPage } from './pages/Users';
@@ -70,6 +70,7 @@ function SignIn(props: { onSignedIn: (token: string, kind: Session['kind']) => v
   const [token, setTokenValue] = useState('');
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  useDocumentTitle('Sign in');
   const submit = async (e: FormEvent) => {
     e.preventDefault();
     const t = token.trim();

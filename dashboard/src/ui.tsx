@@ -32,7 +32,15 @@ export function Card(props: {
   );
 }
 
+/** The browser tab's title names the view, so tabs, history and screen readers can tell views apart. */
+export function useDocumentTitle(title: string): void {
+  useEffect(() => {
+    document.title = `${title} · Paywall Proxy Dashboard`;
+  }, [title]);
+}
+
 export function PageHeader(props: { title: string; subtitle?: ReactNode; actions?: ReactNode }) {
+  useDocumentTitle(props.title);
   return (
     <div className="page-head">
       <div>

@@ -1,4 +1,4 @@
-import { formatUsdc } from '../shared/money.js';
+import { usdcText } from '../shared/money.js';
 import { html, type Children } from './html.js';
 
 export { CsrfField } from './layout.js';
@@ -40,8 +40,11 @@ export function Field(props: {
   className?: string;
   autofocus?: boolean;
   required?: boolean;
+  /** The id of the message that refused this field's value: the input is then marked invalid and names it. */
+  errorId?: string;
 }) {
   const hintId = props.hint ? `${props.id}-hint` : undefined;
+  const describedBy = [props.errorId, hintId].filter(Boolean).join(' ') || undefined;
   return html`<div class="field">
     <label for=${props.id}>${props.label}</label>
     <input
@@ -56,20 +59,15 @@ export function Field(props: {
       class=${props.className}
       autofocus=${props.autofocus}
       required=${props.required ?? true}
-      aria-describedby=${hintId}
+      aria-invalid=${props.errorId ? 'true' : undefined}
+      aria-describedby=${describedBy}
     />
     ${props.hint && html`<span class="hint" id=${hintId}>${props.hint}</span>`}
   </div>`;
 }
 
-/** An amount in USDC for people: "12.50 USDC" (two decimals, more when the amount has them). */
-export function usdcText(raw: bigint): string {
-  const fixed = formatUsdc(raw < 0n ? -raw : raw);
-  const [int, frac] = fixed.split('.');
-  const trimmed = frac.replace(/0+$/, '');
-  const digits = trimmed.length <= 2 ? frac.slice(0, 2) : trimmed;
-  return `${raw < 0n ? '−' : ''}${int.replace(/\B(?=(\d{3})+(?!\d))/g, ',')}.${digits} USDC`;
-}
+/** Money shown to people: the one formatter lives in src/shared/money.ts (pages and e-mails alike). */
+export { usdcText };
 
 export const dateText = (d: Date): string =>
   d.toLocaleString('en-GB', {

@@ -34,7 +34,7 @@ export function Layout({ title, page, narrow, wallet = true, children }: LayoutP
     <body>
       <a class="skip" href="#content">Skip to content</a>
       <header class="top">
-        <div class="in">
+        <div class=${narrow ? 'in narrow' : 'in'}>
           ${
             wallet
               ? html`<a class="brand" href=${session ? '/wallet' : '/wallet/sign-in'}

@@ -1,6 +1,8 @@
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import type { Services } from '../services.js';
 import { DomainError } from '../shared/errors.js';
+import { isDatabaseUnavailable } from '../db/db-errors.js';
+import { logInternalError } from '../shared/route-label.js';
 import { checkExternalId } from '../modules/users/user.service.js';
 import { pageAnswerOf } from '../shared/error-codes.js';
 import { renderDocument, type html } from './html.js';
@@ -58,12 +60,7 @@ export function createPagesRouter(s: Services): Router {
   const pages = Router();
   // Only the pages' own paths get their headers, form parsing and session lookup: other routes mounted
   // after this router (the dashboard, 404s) keep their own CSP and never receive a CSRF cookie.
-  pages.use(
-    ['/wallet', '/connect', '/topup'],
-    pageHeaders,
-    express.urlencoded({ extended: false, limit: '16kb' }),
-    pageContext(s),
-  );
+  pages.use(PAGE_PATHS, pageHeaders, express.urlencoded({ extended: false, limit: '16kb' }), pageContext(s));
 
   /** Wraps a handler: a DomainError becomes a 4xx page; anything else a logged 500 page. */
   const h =
@@ -78,6 +75,8 @@ export function createPagesRouter(s: Services): Router {
         if (err instanceof TopupRateLimited) res.set('Retry-After', String(err.retryAfterSeconds));
         // The DEFAULT top-up page belongs to an app, not to the hosted wallet: no wallet header there.
         const topupPage = req.path.startsWith('/topup/');
+        // A link approved before is not a failure: the app is connected. Said calmly, with the way on.
+        const done = err.publicCode === 'connect_request_approved';
         send(
           res,
           answer.status,
@@ -85,8 +84,13 @@ export function createPagesRouter(s: Services): Router {
             page: req.page,
             title: answer.title,
             message: err.message,
+            kind: done ? 'info' : 'error',
             wallet: !topupPage,
-            link: topupPage ? backToTopup(req) : null,
+            link: topupPage
+              ? backToTopup(req)
+              : done && req.page?.session
+                ? { href: '/wallet', text: 'Go to your wallet' }
+                : null,
           }),
         );
       }
@@ -391,9 +395,23 @@ export function createPagesRouter(s: Services): Router {
   );
   pages.get(
     '/wallet/topup',
-    h((req, res) => {
+    h(async (req, res) => {
       if (!req.page.session) return signInRedirect(req, res);
-      send(res, 200, WalletTopupPage({ page: req.page, topup: topup() }));
+      // Opened from an app's top-up link (`?paywall=…`: its "balance too low" reply or its Top up button):
+      // say which app sent the person and what the balance is, naming only an app this wallet is connected
+      // to (a crafted link names nothing).
+      const wanted = typeof req.query.paywall === 'string' ? req.query.paywall.toLowerCase() : null;
+      const overview = wanted ? await s.wallet.overview(req.page.session.user) : null;
+      const app = overview?.apps.find((a) => a.paywallId === wanted);
+      send(
+        res,
+        200,
+        WalletTopupPage({
+          page: req.page,
+          topup: topup(),
+          lowFor: app && overview ? { app: app.paywallName, balanceRaw: overview.balanceRaw } : null,
+        }),
+      );
     }),
   );
   pages.post(
@@ -411,7 +429,7 @@ export function createPagesRouter(s: Services): Router {
           WalletTopupPage({
             page: req.page,
             topup: topup(),
-            error: err.message,
+            amountError: err.message,
             amount: body(req, 'amount'),
           }),
         );
@@ -541,6 +559,81 @@ export function createPagesRouter(s: Services): Router {
     }),
   );
 
+  // The addresses forms post to, opened with GET (the back button, a reload after the answer, a shared
+  // address bar): the page the form was on, never a 404 and never the action itself.
+  for (const [path, to] of [
+    ['/wallet/sign-in/code', '/wallet/sign-in'],
+    ['/wallet/sign-out', '/wallet'],
+    ['/wallet/alert', '/wallet'],
+    ['/wallet/autotopup/off', '/wallet'],
+    ['/wallet/topup/checkout', '/wallet/topup'],
+    ['/wallet/keys/:keyId/revoke', '/wallet'],
+    ['/wallet/connections/:connectionId/disconnect', '/wallet'],
+    ['/wallet/connections/:connectionId/allowance', '/wallet'],
+    ['/connect/:paywallId/approve', '/wallet'],
+    ['/connect/:paywallId/decline', '/wallet'],
+  ] as const)
+    pages.get(path, (_req: Request, res: Response) => res.redirect(303, to));
+
+  // Any other address under the pages' paths: a page that says so, not the framework's "Cannot GET".
+  pages.use(PAGE_PATHS, (req: Request, res: Response) =>
+    send(
+      res,
+      404,
+      MessagePage({
+        page: req.page,
+        title: 'Page not found',
+        message: 'There is no page at this address. Check the link you followed, or open your wallet.',
+        wallet: !isAppTopup(req),
+        link: isAppTopup(req) ? null : { href: '/wallet', text: 'Go to your wallet' },
+      }),
+    ),
+  );
+  // A failure no handler turned into a page (a form too large, the database away, a bug): still a page,
+  // never the API's JSON error or a stack; the reference is the request id the log carries.
+  pages.use(PAGE_PATHS, (err: any, req: Request, res: Response, next: NextFunction) => {
+    if (res.headersSent) return next(err);
+    const wallet = !isAppTopup(req);
+    const page = (status: number, title: string, message: string) =>
+      send(res, status, MessagePage({ page: req.page, title, message, wallet }));
+    if (err?.type === 'entity.too.large')
+      return page(
+        413,
+        'Form too large',
+        'The form sent more than this page accepts. Go back, shorten what you typed and try again.',
+      );
+    if (
+      (err?.expose === true && err.status >= 400 && err.status < 500) ||
+      (err instanceof URIError && (err as any).status === 400)
+    )
+      return page(
+        400,
+        'Request not understood',
+        'This address or form could not be read. Go back, reload the page and try again.',
+      );
+    if (isDatabaseUnavailable(err)) {
+      req.log.warn({ err }, 'database unavailable');
+      res.set('Retry-After', '30');
+      return page(
+        503,
+        'Temporarily unavailable',
+        'The wallet cannot be reached right now. Please try again in a minute.',
+      );
+    }
+    logInternalError(req, err, 'unhandled error');
+    return page(
+      500,
+      'Something went wrong',
+      `This page could not be shown because of an error on our side. Please try again; if it keeps happening, quote the reference ${String(req.id)}.`,
+    );
+  });
+
   r.use(pages);
   return r;
 }
+
+/** The paths the hosted pages own (their headers, forms, 404 and error pages). */
+const PAGE_PATHS = ['/wallet', '/connect', '/topup'];
+
+/** A DEFAULT app's top-up page belongs to the app, not to the hosted wallet: no wallet header or links. */
+const isAppTopup = (req: Request): boolean => req.originalUrl.startsWith('/topup/');

@@ -1,4 +1,4 @@
-import { formatDecimal, formatUsdc, MARKUP_DECIMALS, parseDecimal, PRICE_DECIMALS } from '../shared/money.js';
+import { formatDecimal, MARKUP_DECIMALS, parseDecimal, PRICE_DECIMALS, usdcText } from '../shared/money.js';
 import { html } from './html.js';
 import { dateText } from './components.js';
 import type { ActivityReceipt } from '../modules/wallet/wallet.service.js';
@@ -102,35 +102,35 @@ export function ReceiptDetails({ receipt: r }: { receipt: ActivityReceipt }) {
         <tfoot>
           <tr class="r-total">
             <th scope="row" colspan="3">Total</th>
-            <td class="num" data-testid="receipt-total">${r.total} USDC</td>
+            <td class="num" data-testid="receipt-total">${usdcText(r.totalRaw)}</td>
           </tr>
           ${
             r.uncollectedRaw > 0n &&
             html`<tr class="r-paid">
                 <th scope="row" colspan="3">Paid from your balance</th>
-                <td class="num" data-testid="receipt-paid">${formatUsdc(r.paidRaw)} USDC</td>
+                <td class="num" data-testid="receipt-paid">${usdcText(r.paidRaw)}</td>
               </tr>
               ${
                 r.recoveredRaw > 0n &&
                 html`<tr class="r-paid">
                   <th scope="row" colspan="3">Paid later</th>
-                  <td class="num" data-testid="receipt-recovered">${formatUsdc(r.recoveredRaw)} USDC</td>
+                  <td class="num" data-testid="receipt-recovered">${usdcText(r.recoveredRaw)}</td>
                 </tr>`
               }
               <tr class="r-owed">
                 <th scope="row" colspan="3">Still owed</th>
-                <td class="num" data-testid="receipt-owed">${formatUsdc(owedRaw)} USDC</td>
+                <td class="num" data-testid="receipt-owed">${usdcText(owedRaw)}</td>
               </tr>`
           }
           ${
             appCovered &&
             html`<tr class="r-paid">
                 <th scope="row" colspan="3">Paid from your balance</th>
-                <td class="num" data-testid="receipt-paid">${formatUsdc(r.paidRaw)} USDC</td>
+                <td class="num" data-testid="receipt-paid">${usdcText(r.paidRaw)}</td>
               </tr>
               <tr class="r-covered">
                 <th scope="row" colspan="3">Covered by the app</th>
-                <td class="num" data-testid="receipt-covered">${formatUsdc(coveredRaw)} USDC</td>
+                <td class="num" data-testid="receipt-covered">${usdcText(coveredRaw)}</td>
               </tr>`
           }
           ${r.refunds.length > 0 && RefundRows({ receipt: r })}
@@ -168,11 +168,11 @@ function RefundRows({ receipt: r }: { receipt: ActivityReceipt }) {
               f.reason && html` · <span class="r-refund-reason">${f.reason}</span>`
             }
           </th>
-          <td class="num">−${formatUsdc(f.amountRaw)} USDC</td>
+          <td class="num">${usdcText(-f.amountRaw)}</td>
         </tr>`,
     )}
     <tr class="r-net">
       <th scope="row" colspan="3">Net paid</th>
-      <td class="num" data-testid="receipt-net">${formatUsdc(netRaw)} USDC</td>
+      <td class="num" data-testid="receipt-net">${usdcText(netRaw)}</td>
     </tr>`;
 }

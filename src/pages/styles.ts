@@ -10,7 +10,7 @@ export const PAGES_CSS = `
 --danger:#b42318;--ok-bg:#ecfdf3;--ok-line:#abefc6;--ok-text:#05603a;--err-bg:#fef3f2;--err-line:#fecdca;--err-text:#912018;
 --info-bg:#eff6ff;--info-line:#bfdbfe;--info-text:#1e3a8a;--radius:12px}
 html{font-size:16px}
-body{margin:0;background:var(--bg);color:var(--text);font:1rem/1.55 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;-webkit-font-smoothing:antialiased}
+body{margin:0;background:var(--bg);color:var(--text);font:1rem/1.55 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;-webkit-font-smoothing:antialiased;overflow-wrap:anywhere}
 a{color:var(--accent)}
 a:hover{color:var(--accent-dark)}
 .skip{position:absolute;left:-999px;top:0;background:#fff;padding:.5rem 1rem}
@@ -20,7 +20,10 @@ header.top .in{max-width:46rem;margin:0 auto;padding:.85rem 1.25rem;display:flex
 .brand{font-weight:650;color:var(--text);text-decoration:none;display:flex;align-items:center;gap:.5rem;letter-spacing:-.01em}
 .brand .mark{display:inline-grid;place-items:center;width:1.75rem;height:1.75rem;border-radius:8px;background:var(--accent);color:#fff;font-size:.9rem;font-weight:700}
 .who{display:flex;align-items:center;gap:.75rem;color:var(--muted);font-size:.925rem}
-.who form{margin:0}
+.who form{margin:0;flex:none}
+.who{min-width:0}
+button,a.button,.brand,dt,.input-unit .unit{overflow-wrap:normal}
+dl.receipt-meta dt,.input-unit .unit{flex:none}
 main{max-width:46rem;margin:0 auto;padding:2rem 1.25rem 3rem}
 main.narrow{max-width:30rem}
 h1{font-size:1.6rem;line-height:1.25;margin:0 0 1rem;letter-spacing:-.015em}
@@ -34,6 +37,7 @@ p{margin:0 0 1rem}
 .muted{color:var(--muted)}
 .topup-inline{border-top:1px solid #eef0f3;margin-top:1.25rem;padding-top:1.25rem}
 .topup-inline > p{margin:0}
+.topup-inline > p + form.pay{margin-top:.75rem}
 ul.topup-options{list-style:none;padding:0;margin:0 0 1rem}
 ul.topup-options li{display:flex;align-items:center;gap:1rem;padding:.6rem 0;border-top:1px solid #eef0f3}
 ul.topup-options li:first-child{border-top:none}
@@ -55,6 +59,7 @@ input[type=email],input[type=text],input[type=number]{width:100%;font:inherit;co
 input.code{font-size:1.4rem;letter-spacing:.35em;font-variant-numeric:tabular-nums;max-width:12rem}
 input:focus-visible,button:focus-visible,a:focus-visible{outline:3px solid var(--accent);outline-offset:2px}
 input:focus-visible{border-color:var(--accent)}
+input[aria-invalid=true]{border-color:var(--danger)}
 button{font:inherit;font-weight:600;border-radius:8px;padding:.6rem 1.1rem;min-height:2.75rem;cursor:pointer;border:1px solid var(--accent);background:var(--accent);color:#fff}
 button:hover{background:var(--accent-dark);border-color:var(--accent-dark)}
 button.secondary{background:#fff;color:var(--text);border-color:#8b95a1}
@@ -128,7 +133,20 @@ table.receipt-lines tfoot tr.r-net > *{border-top:2px solid #cfd6de;font-weight:
 .refund-detail .refund-ref{display:block}
 .refund-detail code{font:500 .8rem/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 .receipt-note{margin:.6rem 0 0;color:var(--muted);font-size:.8rem;line-height:1.45}
+header.top .in.narrow{max-width:30rem}
+.m-label{display:none}
+table.keys td.act form{margin:0}
 @media (max-width:600px){
+table.keys > thead{display:none}
+table.keys > tbody > tr{display:grid;grid-template-columns:1fr auto;grid-template-areas:"name act" "app act" "k act" "u act";column-gap:.75rem;align-items:center;border-top:1px solid #eef0f3;padding:.6rem 0}
+table.keys > tbody > tr:first-child{border-top:none}
+table.keys > tbody > tr > td{border:none;padding:0}
+table.keys td.name{grid-area:name;font-weight:600;overflow-wrap:anywhere}
+table.keys td.app{grid-area:app;color:var(--muted);font-size:.85rem}
+table.keys td.last4{grid-area:k;color:var(--muted);font-size:.85rem}
+table.keys td.used{grid-area:u;color:var(--muted);font-size:.85rem}
+table.keys td.act{grid-area:act}
+.m-label{display:inline}
 table.activity > thead{display:none}
 table.activity > tbody > tr{display:grid;grid-template-columns:1fr auto;grid-template-areas:"item amt" "app date";column-gap:.75rem;border-top:1px solid #eef0f3;padding:.5rem 0}
 table.activity > tbody > tr:first-child{border-top:none}
@@ -176,4 +194,8 @@ ul.apps .app-head{display:flex;justify-content:space-between;align-items:center;
 .allowance-summary .reached{color:var(--danger);font-weight:600}
 footer.foot.narrow{max-width:30rem}
 footer.foot{max-width:46rem;margin:0 auto;padding:0 1.25rem 2rem;color:var(--muted);font-size:.85rem}
+@media (max-width:600px){
+ul.apps .app-head{flex-direction:column;align-items:flex-start;gap:.6rem}
+ul.topup-options li{flex-direction:column;align-items:flex-start;gap:.4rem}
+}
 `;

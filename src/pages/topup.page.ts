@@ -3,14 +3,14 @@ import { html } from './html.js';
 import { Layout } from './layout.js';
 import { Alert, Card, CsrfField, Field } from './components.js';
 import type { PageContext } from './security.js';
-import { formatUsdc, parseDecimal } from '../shared/money.js';
+import { parseDecimal, usdcText } from '../shared/money.js';
 import {
   AUTO_TOPUP_FIELDS,
   DEFAULT_CAP_MULTIPLE,
 } from '../modules/payments/auto-topup/auto-topup-settings.js';
 
-/** What paying `usd` (a USD decimal string, as offered) adds, in USDC with 6 decimals: 1 USD = 1 USDC. */
-export const usdcForUsd = (usd: string): string => formatUsdc((parseDecimal(usd, 2) ?? 0n) * 10_000n);
+/** What paying `usd` (a USD decimal string, as offered) adds: "10.00 USDC" (1 USD = 1 USDC; usdcText). */
+export const usdcForUsd = (usd: string): string => usdcText((parseDecimal(usd, 2) ?? 0n) * 10_000n);
 
 /** What this server offers to fund a wallet. */
 export interface TopupOptions {
@@ -91,15 +91,19 @@ export function TopupForm(props: {
   topup: TopupOptions;
   compact?: boolean;
   amount?: string;
+  /** Why the test-funds amount was refused: shown on that form, next to its field. */
+  amountError?: string | null;
   /** The auto top-up fields as last posted (after a refusal). */
   autoTopup?: Record<string, string>;
 }) {
   const cards = props.topup.cards;
+  const amountId = props.compact ? 'amount-inline' : 'amount';
   const pay =
     cards &&
     cards.length > 0 &&
     html`<p class="muted">
-        Pay by card with Stripe, in US dollars: every 1 USD you pay adds 1.000000 USDC to your wallet balance.
+        Pay by card with Stripe, in US dollars: every 1 USD you pay adds ${usdcForUsd('1')} to your wallet
+        balance.
       </p>
       <form method="post" action="/wallet/topup/checkout" class="pay">
         <${CsrfField} page=${props.page} />
@@ -113,9 +117,11 @@ export function TopupForm(props: {
     html`<form method="post" action="/wallet/topup">
       <${CsrfField} page=${props.page} />
       <input type="hidden" name="formToken" value=${randomBytes(18).toString('base64url')} />
+      ${props.amountError && html`<div id=${`${amountId}-error`}><${Alert} kind="error">${props.amountError}<//></div>`}
       <div class="inline">
         <${Field}
-          id=${props.compact ? 'amount-inline' : 'amount'}
+          id=${amountId}
+          errorId=${props.amountError ? `${amountId}-error` : undefined}
           name="amount"
           label="Amount"
           inputmode="decimal"
@@ -138,7 +144,11 @@ export function WalletTopupPage(props: {
   topup: TopupOptions;
   error?: string | null;
   amount?: string;
+  /** Why the test-funds amount was refused (shown on its form). */
+  amountError?: string | null;
   autoTopup?: Record<string, string>;
+  /** Opened from an app's top-up link (its "balance too low" reply, its Top up button): that app and the balance. */
+  lowFor?: { app: string; balanceRaw: bigint } | null;
 }) {
   return html`<${Layout} title="Top up your wallet" page=${props.page} narrow=${true}>
     <h1>Top up your wallet</h1>
@@ -146,6 +156,12 @@ export function WalletTopupPage(props: {
       Money you add here pays for every app connected to your wallet.${' '}
       <a href="/wallet">Back to your wallet</a>
     </p>
+    ${
+      props.lowFor &&
+      html`<${Alert} kind="info"
+        >${`${props.lowFor.app} sent you here to add funds. Your balance is ${usdcText(props.lowFor.balanceRaw)}.`}<//
+      >`
+    }
     ${props.error && html`<${Alert} kind="error">${props.error}<//>`}
     <${Card}
       title=${props.topup.cards ? 'Choose an amount' : props.topup.testFunds ? 'Add test funds' : 'Top-up'}
@@ -154,6 +170,7 @@ export function WalletTopupPage(props: {
         page=${props.page}
         topup=${props.topup}
         amount=${props.amount}
+        amountError=${props.amountError}
         autoTopup=${props.autoTopup}
       />
     <//>
@@ -164,7 +181,7 @@ export function WalletTopupPage(props: {
  * DEFAULT mode `GET /topup/:paywallId?user=…`. With Stripe connected (`amounts`): one form per amount,
  * each posting to `/topup/:paywallId/checkout`, which answers 303 to a Stripe Checkout Session. Each
  * says in plain words what it costs (USD, by card) and what it adds to whose balance on which app (USDC,
- * 6 decimals). Without Stripe: the app credits balances itself.
+ * usdcText). Without Stripe: the app credits balances itself.
  */
 export function DefaultTopupPage(props: {
   name: string;
@@ -212,7 +229,7 @@ export function DefaultTopupPage(props: {
         ? html`<${Card} title="Choose an amount">
             <p>
               You pay in US dollars (USD) by card, on Stripe's checkout page. Balances on${' '}
-              <strong>${props.name}</strong> are kept in USDC: every 1 USD you pay adds 1.000000 USDC.
+              <strong>${props.name}</strong> are kept in USDC: every 1 USD you pay adds ${usdcForUsd('1')}.
             </p>
             <form method="post" action=${`/topup/${props.paywallId}/checkout`}>
               <${CsrfField} page=${props.page!} />
@@ -223,7 +240,7 @@ export function DefaultTopupPage(props: {
                   (amount) =>
                     html`<li>
                       <button type="submit" name="amount" value=${amount}>Pay ${amount} USD</button>
-                      <span>adds <strong>${usdcForUsd(amount)} USDC</strong> to ${balanceOf}</span>
+                      <span>adds <strong>${usdcForUsd(amount)}</strong> to ${balanceOf}</span>
                     </li>`,
                 )}
               </ul>

@@ -59,10 +59,13 @@ function KeysCard(props: { page: PageContext; keys: WalletKey[] }) {
                     (k) =>
                       html`<tr key=${k.id} class="user-key">
                         <td class="app">${k.paywallName}</td>
-                        <td id=${`key-${k.id}`}>${k.name}</td>
-                        <td><code>…${k.lastFour}</code></td>
-                        <td>${k.lastUsedAt ? dateText(k.lastUsedAt) : 'Never'}</td>
-                        <td>
+                        <td class="name" id=${`key-${k.id}`}>${k.name}</td>
+                        <td class="last4"><span class="m-label">Key: </span><code>…${k.lastFour}</code></td>
+                        <td class="used">
+                          <span class="m-label">Last used: </span
+                          >${k.lastUsedAt ? dateText(k.lastUsedAt) : 'Never'}
+                        </td>
+                        <td class="act">
                           <form method="post" action=${`/wallet/keys/${k.id}/revoke`}>
                             <${CsrfField} page=${props.page} />
                             <button type="submit" class="danger" aria-describedby=${`key-${k.id}`}>
@@ -110,9 +113,8 @@ export function AutoTopupCard(props: { page: PageContext; state: AutoTopupState 
   <//>`;
 }
 
-/** An alert threshold as typed in the form: "5", "2.5" (no trailing zeros). */
-const alertValue = (raw: bigint | null): string =>
-  raw === null ? '' : usdcDecimal(raw).replace(/\.?0+$/, '');
+/** An alert threshold as typed in the form: "5", "2.5", "100" (usdcDecimal has no trailing zeros already). */
+const alertValue = (raw: bigint | null): string => (raw === null ? '' : usdcDecimal(raw));
 
 /**
  * The wallet's own low-balance alert (docs/reference.md §16 "Low balance"): one field, empty = off. A

@@ -173,9 +173,9 @@ export const ERROR_CODES = {
   // 409, 422
   idempotency_in_flight: { kind: 'idempotency_in_flight' },
   conflict: { kind: 'conflict' },
-  stripe_not_connected: { kind: 'conflict' },
+  stripe_not_connected: { kind: 'conflict', page: { status: 409, title: 'Card top-ups not available' } },
   withdrawal_not_pending: { kind: 'conflict' },
-  already_connected: { kind: 'conflict' },
+  already_connected: { kind: 'conflict', page: { status: 409, title: 'Connected to another wallet' } },
   connect_request_approved: { kind: 'conflict' },
   connect_request_declined: { kind: 'conflict' },
   idempotency_key_reused: { kind: 'idempotency_mismatch' },

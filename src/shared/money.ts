@@ -45,6 +45,19 @@ export const formatUsdc = (raw: bigint): string => formatFixed(raw, RAW_DECIMALS
 /** Raw units → "1.5" (amounts in event data). */
 export const usdcDecimal = (raw: bigint): string => formatDecimal(raw, RAW_DECIMALS);
 
+/**
+ * Money shown to people (hosted pages, e-mails): the one rule, docs/wallet.md "How amounts are written".
+ * Raw units → "12.50 USDC", "0.000109 USDC", "1,250.00 USDC", "−0.30 USDC": at least two decimals, more
+ * only when the amount has them (up to 6: never rounded, so it is the amount to the raw unit), thousands
+ * grouped with commas, a true minus sign, the unit after a space.
+ */
+export function usdcText(raw: bigint): string {
+  const [int, frac] = formatUsdc(raw < 0n ? -raw : raw).split('.');
+  const trimmed = frac.replace(/0+$/, '');
+  const digits = trimmed.length <= 2 ? frac.slice(0, 2) : trimmed;
+  return `${raw < 0n ? '−' : ''}${int.replace(/\B(?=(\d{3})+(?!\d))/g, ',')}.${digits} USDC`;
+}
+
 /** A request amount: decimal string > 0, ≤ 6 fraction digits, ≤ 1,000,000,000 USDC. */
 export function parseAmount(input: unknown): bigint | null {
   const raw = parseDecimal(input, RAW_DECIMALS);

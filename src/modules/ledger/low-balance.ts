@@ -1,7 +1,7 @@
 import type { Database } from '../../db/database.js';
 import type { Logger } from '../../shared/logger.js';
 import type { Mailer } from '../../shared/mailer.js';
-import { usdcDecimal } from '../../shared/money.js';
+import { usdcDecimal, usdcText } from '../../shared/money.js';
 import { eventRows, insertEventsSql, type EventTrigger } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 
@@ -170,8 +170,8 @@ export class LowBalanceAlerts {
         to,
         subject: LOW_BALANCE_SUBJECT,
         text:
-          `Your Paywall Proxy wallet balance is ${usdcDecimal(freeRaw)} USDC, below the alert you set at ` +
-          `${usdcDecimal(thresholdRaw)} USDC.\n\n` +
+          `Your Paywall Proxy wallet balance is ${usdcText(freeRaw)}, below the alert you set at ` +
+          `${usdcText(thresholdRaw)}.\n\n` +
           `Top up here: ${base}/wallet/topup\n\n` +
           `You get this e-mail once each time your balance falls below the alert. Change or turn it off on ` +
           `your wallet page: ${base}/wallet\n`,
