@@ -32,6 +32,7 @@ import { Migration20261129200000_media_prices } from './Migration20261129200000_
 import { Migration20261130200000_delivery_event_unique } from './Migration20261130200000_delivery_event_unique.js';
 import { Migration20261130210000_fanout_one_paywall } from './Migration20261130210000_fanout_one_paywall.js';
 import { Migration20261201300000_lean_ledger_restored } from './Migration20261201300000_lean_ledger_restored.js';
+import { Migration20261202100000_ledger_tick } from './Migration20261202100000_ledger_tick.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -89,4 +90,5 @@ export const migrationsList: MigrationObject[] = [
     name: 'Migration20261201300000_lean_ledger_restored',
     class: Migration20261201300000_lean_ledger_restored,
   },
+  { name: 'Migration20261202100000_ledger_tick', class: Migration20261202100000_ledger_tick },
 ];

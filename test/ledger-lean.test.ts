@@ -3,15 +3,24 @@ import { startTestApp, type TestApp } from './helpers/app.js';
 import { expectLedgerProven, testHold, testSettlement } from './helpers/ledger.js';
 import { connectEndUser, createWallet } from './helpers/wallet-fixtures.js';
 import { holdOutcome } from '../src/modules/proxy/ledger-batch.js';
-import { ledgerTick, type ReserveInput, type SettleInput } from '../src/modules/ledger/holds.js';
+import {
+  ledgerTick,
+  type ReserveInput,
+  type ReserveResult,
+  type SettleInput,
+} from '../src/modules/ledger/holds.js';
 import { buildEvent } from '../src/modules/events/event-payloads.js';
 import { FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from '../src/modules/accounts/accounts.js';
+import { ALLOWANCE_PERIODS, dateOnly, periodStart } from '../src/modules/wallet/allowance.js';
 
 /**
- * The lean path (ledger_hold_one / ledger_settle_one: one operation with nothing to batch with) and the
- * batch statement must be the same ledger: every case below runs twice, on twin end users of one paywall,
- * once through each, and the answers and every row written (accounts, counters, allowances, charges,
- * transfers, events) must be equal, to the raw unit.
+ * The ledger's rule tests. The hold and settlement rules have one implementation, `ledger_tick` in the
+ * database (migrations/sql/ledger-functions-v5.ts; docs/ledger.md, "Where the rules live"). Every case
+ * below runs through both instances of its rules, on twin end users of one paywall: one item per statement
+ * (a request alone: the instance on plain variables) and, with every other case, the same operation of all
+ * cases in one statement (a batch of the group commit: the instance on arrays of rows). The answers and every row written (accounts, counters, allowances, keys, charges,
+ * transfers, events) must be equal, to the raw unit, and each case's outcomes must be what it claims
+ * (CLAIMS: what each hold held or why it was refused, each settlement, the account at the end).
  */
 let t: TestApp;
 beforeAll(async () => {
@@ -242,71 +251,119 @@ async function setUp(pw: { id: string; apiKey: string }, c: Case, user: string):
     );
 }
 
-/** Runs the case's operations for `user`, one statement each, through the lean path or the batch statement. */
-async function run(pw: { id: string; ownerId: string }, c: Case, user: string, lean: boolean) {
-  const holds: ReserveInput[] = [];
-  const answers: unknown[] = [];
+interface Runner {
+  pw: { id: string; ownerId: string };
+  c: Case;
+  user: string;
+  userKeyId: string | undefined;
+  holds: ReserveInput[];
+  answers: unknown[];
+}
+
+async function runner(pw: { id: string; ownerId: string }, c: Case, user: string): Promise<Runner> {
+  return { pw, c, user, userKeyId: await keyOf(pw.id, user), holds: [], answers: [] };
+}
+
+/** The operation `op` of a case as ledger_tick's input: a hold or a settlement. */
+function input(x: Runner, op: Op): { hold: ReserveInput } | { settle: SettleInput } {
+  const { pw, c, user, userKeyId } = x;
+  const trigger = { source: 'proxy' as const, actorType: 'api_key' as const, actorId: pw.id };
+  if ('hold' in op) {
+    const chargeId = randomUUID();
+    const ctx = { paywall: { id: pw.id, ownerId: pw.ownerId }, trigger };
+    const h = testHold(pw.id, user, {
+      chargeId,
+      requireConnected: !!c.shared,
+      day: DAY,
+      at: AT,
+      rateWindow: AT,
+      ...(userKeyId ? { userKeyId } : {}),
+      events: [
+        buildEvent(
+          'paywall.proxy.request.started',
+          { ...ctx, subject: { type: 'request', id: chargeId, externalId: user } },
+          { requestId: chargeId, model: 'm', stream: false },
+        ),
+      ],
+      ...op.hold,
+    });
+    x.holds.push(h);
+    return { hold: h };
+  }
+  const h = x.holds[op.settle];
+  // Response ids are per twin (they share the paywall, and with it the relayed_response keys).
+  const relayed = op.over?.relayedResponse;
+  return {
+    settle: testSettlement(h, op.captured, {
+      events: [
+        buildEvent(
+          'paywall.proxy.request.completed',
+          {
+            paywall: { id: pw.id, ownerId: pw.ownerId },
+            trigger,
+            subject: { type: 'request', id: h.chargeId, externalId: user },
+          },
+          { requestId: h.chargeId, walletUserId: 'w', model: 'm', provider: 'default' },
+        ),
+      ],
+      ...op.over,
+      ...(relayed ? { relayedResponse: { ...relayed, id: `${user}-${relayed.id}` } } : {}),
+    }),
+  };
+}
+
+/** A hold's answer without its ids (they differ between twins). */
+const holdAnswer = (x: ReserveResult | null) =>
+  x && {
+    ...x,
+    userId: !!x.userId,
+    walletUserId: !!x.walletUserId,
+    accountId: !!x.accountId,
+    allowance: x.allowance && { ...x.allowance, connectionId: !!x.allowance.connectionId },
+  };
+
+/** Runs the case's operations for `user`, one ledger_tick call (one statement) each: the lone instance. */
+async function run(pw: { id: string; ownerId: string }, c: Case, user: string) {
+  const x = await runner(pw, c, user);
   // The twins share a paywall, and with it the API rate limit's minute: each run starts it afresh.
   await t.db.query(`delete from rate_window where paywall_id = $1`, [pw.id]);
-  const trigger = { source: 'proxy' as const, actorType: 'api_key' as const, actorId: pw.id };
-  const userKeyId = await keyOf(pw.id, user);
   for (const op of c.ops) {
-    if ('hold' in op) {
-      const chargeId = randomUUID();
-      const ctx = { paywall: { id: pw.id, ownerId: pw.ownerId }, trigger };
-      const h = testHold(pw.id, user, {
-        chargeId,
-        requireConnected: !!c.shared,
-        day: DAY,
-        at: AT,
-        rateWindow: AT,
-        ...(userKeyId ? { userKeyId } : {}),
-        events: [
-          buildEvent(
-            'paywall.proxy.request.started',
-            { ...ctx, subject: { type: 'request', id: chargeId, externalId: user } },
-            { requestId: chargeId, model: 'm', stream: false },
-          ),
-        ],
-        ...op.hold,
-      });
-      holds.push(h);
-      const r = await ledgerTick(t.db, [h], [], { lean });
-      answers.push(
-        r.holds.map(
-          (x) =>
-            x && {
-              ...x,
-              userId: !!x.userId,
-              walletUserId: !!x.walletUserId,
-              accountId: !!x.accountId,
-              allowance: x.allowance && { ...x.allowance, connectionId: !!x.allowance.connectionId },
-            },
-        ),
-      );
-    } else {
-      const h = holds[op.settle];
-      // Response ids are per twin (they share the paywall, and with it the relayed_response keys).
-      const relayed = op.over?.relayedResponse;
-      const s = testSettlement(h, op.captured, {
-        events: [
-          buildEvent(
-            'paywall.proxy.request.completed',
-            {
-              paywall: { id: pw.id, ownerId: pw.ownerId },
-              trigger,
-              subject: { type: 'request', id: h.chargeId, externalId: user },
-            },
-            { requestId: h.chargeId, walletUserId: 'w', model: 'm', provider: 'default' },
-          ),
-        ],
-        ...op.over,
-        ...(relayed ? { relayedResponse: { ...relayed, id: `${user}-${relayed.id}` } } : {}),
-      });
-      answers.push(await ledgerTick(t.db, [], [s], { lean }));
+    const it = input(x, op);
+    if ('hold' in it) x.answers.push((await ledgerTick(t.db, [it.hold], [])).holds.map(holdAnswer));
+    else x.answers.push(await ledgerTick(t.db, [], [it.settle]));
+  }
+  return { answers: x.answers, state: await state(pw.id, user, x.holds) };
+}
+
+/**
+ * Runs the cases' operations together, the batch path: the k-th operation of every case (each of its own
+ * end user) in ONE ledger_tick call, holds and settlements alike, as the group commit batches concurrent
+ * requests. Each case's answers are what the single-item path gives it alone.
+ */
+async function runBatched(xs: Runner[]) {
+  for (const x of xs) await t.db.query(`delete from rate_window where paywall_id = $1`, [x.pw.id]);
+  const steps = Math.max(...xs.map((x) => x.c.ops.length));
+  for (let k = 0; k < steps; k++) {
+    const items = xs.flatMap((x) => (k < x.c.ops.length ? [{ x, it: input(x, x.c.ops[k]) }] : []));
+    const holds = items.flatMap(({ it }) => ('hold' in it ? [it.hold] : []));
+    const settlements = items.flatMap(({ it }) => ('settle' in it ? [it.settle] : []));
+    const r = await ledgerTick(t.db, holds, settlements);
+    for (const { x, it } of items) {
+      if ('hold' in it) x.answers.push([holdAnswer(r.holds[holds.indexOf(it.hold)])]);
+      else {
+        const i = settlements.indexOf(it.settle);
+        x.answers.push({
+          holds: [],
+          settlements: [r.settlements[i]],
+          freeAfter: [r.freeAfter[i]],
+          alerts: [r.alerts[i]],
+        });
+      }
     }
   }
-  return { answers, state: await state(pw.id, user, holds) };
+  return Promise.all(
+    xs.map(async (x) => ({ answers: x.answers, state: await state(x.pw.id, x.user, x.holds) })),
+  );
 }
 
 /** Every row the operations of `user` wrote or changed, with its ids replaced by their place. */
@@ -389,31 +446,179 @@ async function state(paywallId: string, user: string, holds: ReserveInput[]) {
   return { account, counter, allowance, key, charges, transfers, events, relayed };
 }
 
-it.each(CASES.map((c) => [c.name, c] as const))('lean path and batch statement agree: %s', async (_, c) => {
-  const pw = await t.createPaywall(c.shared ? 'SHARED' : 'DEFAULT');
-  const [{ owner_id: ownerId }] = await t.db.query<any>('select owner_id from paywall where id = $1', [
-    pw.id,
-  ]);
-  await setUp(pw, c, 'lean');
-  await setUp(pw, c, 'batch');
-  const lean = await run({ id: pw.id, ownerId }, c, 'lean', true);
-  const batch = await run({ id: pw.id, ownerId }, c, 'batch', false);
-  expect(lean).toEqual(batch);
-  // The case did something: at least one hold decided (placed or refused) and a row written.
-  expect(lean.answers.length).toBe(c.ops.length);
-  if (c.name.startsWith('holds at the full cap'))
-    expect(lean.state.relayed).toEqual([{ id: 'resp-1', tokens: '50' }]);
-  await expectLedgerProven(t.db);
+/**
+ * What each operation of a case came to, in the terms the case's name claims: a hold placed (and what it
+ * holds, to the raw unit) or the reason it was refused; a settlement applied or refused (already settled).
+ */
+function outcomes(answers: unknown[], c: Case): string[] {
+  return c.ops.map((op, n) => {
+    if (!('hold' in op))
+      return (answers[n] as { settlements: boolean[] }).settlements[0] ? 'settled' : 'not settled';
+    const h = (answers[n] as (ReturnType<typeof holdAnswer> | null)[])[0];
+    if (!h) return 'no such user';
+    if (h.held) return `held ${h.holdRaw} (cap ${h.cap})`;
+    const why = h.limit
+      ? h.limit
+      : h.indebted
+        ? `indebted (${h.debtRaw})`
+        : // The key's limit before the allowance, as holdOutcome decides (both flag when the key's rest is smaller).
+          h.keyLimitExceeded
+          ? `key limit (${h.keyLimit?.spentRaw} of ${h.keyLimit?.amountRaw} spent)`
+          : h.allowanceExceeded
+            ? `allowance (${h.allowance?.spentRaw} of ${h.allowance?.amountRaw} spent)`
+            : !h.connected
+              ? 'not connected'
+              : h.ratePosition !== null && (op.hold.rateLimit ?? 0) < h.ratePosition
+                ? `rate limit (position ${h.ratePosition})`
+                : `balance (${h.freeRaw} free)`;
+    return `refused: ${why}`;
+  });
+}
+
+/** What each case claims, operation by operation, and the spending account at its end (raw units). */
+const CLAIMS: Record<string, { outcomes: string[]; account: unknown }> = {
+  'holds at the full cap and settles below it': {
+    outcomes: ['held 1000 (cap 10)', 'settled', 'not settled'],
+    account: { balance_raw: '999600', held_raw: '0', debt_raw: '0' },
+  },
+  'lowers the cap to what the balance affords (per-token price)': {
+    outcomes: ['held 4100 (cap 4)', 'settled'],
+    account: { balance_raw: '900', held_raw: '0', debt_raw: '0' },
+  },
+  'refuses what the balance cannot afford, and a user it does not know': {
+    outcomes: ['refused: balance (500 free)', 'no such user'],
+    account: { balance_raw: '500', held_raw: '0', debt_raw: '0' },
+  },
+  'a settlement beyond the hold records what it could not collect as debt': {
+    outcomes: ['held 1000 (cap 10)', 'settled', 'refused: indebted (700)', 'held 1000 (cap 10)'],
+    account: { balance_raw: '2000', held_raw: '1000', debt_raw: '700' },
+  },
+  'daily request, model and spend limits (today counted; another day starts over)': {
+    outcomes: [
+      'held 1000 (cap 10)',
+      'refused: dailyRequestLimit',
+      'refused: modelDailyRequestLimit',
+      'held 1000 (cap 10)',
+      'refused: dailySpendLimit',
+      'held 1000 (cap 10)',
+      'settled',
+      'settled',
+      'held 1000 (cap 10)',
+      'held 1000 (cap 10)',
+    ],
+    account: { balance_raw: '999990', held_raw: '3000', debt_raw: '0' },
+  },
+  'the API rate limit counts every request of its minute': {
+    outcomes: [
+      'held 1000 (cap 10)',
+      'held 1000 (cap 10)',
+      'refused: rate limit (position 3)',
+      'held 1000 (cap 10)',
+    ],
+    account: { balance_raw: '1000000', held_raw: '3000', debt_raw: '0' },
+  },
+  'SHARED: fee and provider legs; not connected is refused': {
+    outcomes: ['held 1000 (cap 10)', 'settled'],
+    account: { balance_raw: '999100', held_raw: '0', debt_raw: '0' },
+  },
+  'SHARED: an end user not connected': {
+    outcomes: ['refused: not connected'],
+    account: undefined,
+  },
+  'SHARED: an allowance counts holds, gives back what settlements did not capture, and refuses': {
+    outcomes: [
+      'held 1000 (cap 10)',
+      'held 1000 (cap 10)',
+      'settled',
+      'held 1000 (cap 10)',
+      'refused: allowance (2300 of 2500 spent)',
+      'settled',
+    ],
+    account: { balance_raw: '998700', held_raw: '1000', debt_raw: '0' },
+  },
+  'SHARED: an allowance used up in an earlier period starts over': {
+    outcomes: ['held 1000 (cap 10)', 'refused: allowance (1000 of 1500 spent)', 'settled'],
+    account: { balance_raw: '999000', held_raw: '0', debt_raw: '0' },
+  },
+  "an end-user key's limit counts holds, gives back what settlements did not capture, and refuses": {
+    outcomes: [
+      'held 1000 (cap 10)',
+      'held 1000 (cap 10)',
+      'settled',
+      'held 1000 (cap 10)',
+      'refused: key limit (2300 of 2500 spent)',
+      'settled',
+    ],
+    account: { balance_raw: '998700', held_raw: '1000', debt_raw: '0' },
+  },
+  "an end-user key's limit used up in an earlier period starts over": {
+    outcomes: ['held 1000 (cap 10)', 'refused: key limit (1000 of 1500 spent)', 'settled'],
+    account: { balance_raw: '999000', held_raw: '0', debt_raw: '0' },
+  },
+  "SHARED: the key's limit below the allowance is the bound that refuses; both count": {
+    outcomes: [
+      'held 1000 (cap 10)',
+      'refused: key limit (1000 of 1500 spent)',
+      'settled',
+      'held 1000 (cap 10)',
+    ],
+    account: { balance_raw: '999800', held_raw: '1000', debt_raw: '0' },
+  },
+  'a key without a limit is written on the charge and counts nothing of its own': {
+    outcomes: ['held 1000 (cap 10)', 'settled'],
+    account: { balance_raw: '999500', held_raw: '0', debt_raw: '0' },
+  },
+};
+
+describe('every case through both paths of the one implementation', () => {
+  type Result = { answers: unknown[]; state: Awaited<ReturnType<typeof state>> };
+  const single = new Map<string, Result>();
+  const batched = new Map<string, Result>();
+  beforeAll(async () => {
+    const xs: Runner[] = [];
+    for (const c of CASES) {
+      const pw = await t.createPaywall(c.shared ? 'SHARED' : 'DEFAULT');
+      const [{ owner_id: ownerId }] = await t.db.query<any>('select owner_id from paywall where id = $1', [
+        pw.id,
+      ]);
+      await setUp(pw, c, 'single');
+      await setUp(pw, c, 'batch');
+      single.set(c.name, await run({ id: pw.id, ownerId }, c, 'single'));
+      xs.push(await runner({ id: pw.id, ownerId }, c, 'batch'));
+    }
+    (await runBatched(xs)).forEach((r, n) => batched.set(CASES[n].name, r));
+  });
+
+  it.each(CASES.map((c) => [c.name, c] as const))(
+    'one item per statement and all cases in one statement agree: %s',
+    async (_, c) => {
+      const one = single.get(c.name)!;
+      expect(one).toEqual(batched.get(c.name));
+      // The case did something: every operation answered.
+      expect(one.answers.length).toBe(c.ops.length);
+      if (c.name.startsWith('holds at the full cap'))
+        expect(one.state.relayed).toEqual([{ id: 'resp-1', tokens: '50' }]);
+    },
+  );
+
+  it.each(CASES.map((c) => [c.name, c] as const))('each case does what it claims: %s', async (_, c) => {
+    const one = single.get(c.name)!;
+    expect({ outcomes: outcomes(one.answers, c), account: one.state.account[0] }).toEqual(CLAIMS[c.name]);
+  });
+
+  it('the ledger proof holds after both paths', async () => {
+    await expectLedgerProven(t.db);
+  });
 });
 
-it('each case exercises what it says (the answers of the lean path)', async () => {
+it('each case exercises what it says (the answers of a lone operation)', async () => {
   const pw = await t.createPaywall();
   const [{ owner_id: ownerId }] = await t.db.query<any>('select owner_id from paywall where id = $1', [
     pw.id,
   ]);
   const limits = CASES.find((c) => c.name.startsWith('daily'))!;
   await setUp(pw, limits, 'check');
-  const { answers, state } = await run({ id: pw.id, ownerId }, limits, 'check', true);
+  const { answers, state } = await run({ id: pw.id, ownerId }, limits, 'check');
   const held = (answers.slice(0, 6) as any[]).map((a) => [a[0].held, a[0].limit]);
   expect(held).toEqual([
     [true, null],
@@ -465,7 +670,7 @@ it("the key cases exercise what they say: the key's limit refuses (key_limit), c
   ]);
   const c = CASES.find((x) => x.name.startsWith("an end-user key's limit counts"))!;
   await setUp(pw, c, 'keycheck');
-  const { answers, state } = await run({ id: pw.id, ownerId }, c, 'keycheck', true);
+  const { answers, state } = await run({ id: pw.id, ownerId }, c, 'keycheck');
   const holds = [0, 1, 3, 4].map((i) => (answers[i] as any)[0]);
   // 2,500 per day, 1,000 a hold: two placed (2,000), the third refused by the key's rest (500); after the
   // first settled at 300 (700 given back: 1,300 spent) one more fits, then none.
@@ -489,7 +694,6 @@ it("the key cases exercise what they say: the key's limit refuses (key_limit), c
     },
     shared,
     'keyshared',
-    true,
   );
   // Total 1,500: the second hold (1,000 of a 500 rest) is refused by the key, not the allowance (5,000);
   // once the first settled at 200, the third fits. Both count 200 + 1,000.
@@ -501,7 +705,7 @@ it("the key cases exercise what they say: the key's limit refuses (key_limit), c
   expect(s.state.allowance).toEqual([{ allowance_spent_raw: '1200', allowance_period_start: '2026-11-01' }]);
 });
 
-it('concurrent holds of one key in one statement never reserve past its limit (batch statement)', async () => {
+it('concurrent holds of one key in one statement never reserve past its limit (a batch)', async () => {
   const pw = await t.createPaywall();
   await t.rest('POST', '/v1/user/balance/deposit', { token: pw.apiKey, body: { user: 'kb', amount: '1' } });
   const [{ id: keyId }] = await t.db.query<any>(
@@ -515,7 +719,7 @@ it('concurrent holds of one key in one statement never reserve past its limit (b
   const placed: bigint[] = [];
   // Retries come back as they do in the proxy: decided first in a later statement.
   for (let round = 0; pending.length > 0 && round < 10; round++) {
-    const r = await ledgerTick(t.db, pending, [], { lean: false });
+    const r = await ledgerTick(t.db, pending, []);
     const next: typeof holds = [];
     r.holds.forEach((h, i) => {
       if (h!.retry) next.push(pending[i]);
@@ -528,4 +732,29 @@ it('concurrent holds of one key in one statement never reserve past its limit (b
   const [k] = await t.db.query<any>(`select limit_spent_raw::text as s from user_key where id = $1`, [keyId]);
   expect(k.s).toBe('3000');
   await expectLedgerProven(t.db);
+});
+
+it("the period's first day is one rule: ledger_period_start in SQL, and periodStart (display) agrees with it", async () => {
+  const instants = [
+    '2026-11-24T10:00:00Z', // a Tuesday
+    '2026-11-23T00:00:00Z', // a Monday, at midnight UTC
+    '2026-11-22T23:59:59.999Z', // a Sunday, the last instant of its week
+    '2026-03-01T00:30:00+01:00', // still February in UTC
+    '2024-02-29T12:00:00Z',
+    '2027-01-01T00:00:00Z',
+  ];
+  for (const at of instants)
+    for (const period of ALLOWANCE_PERIODS) {
+      const [{ d }] = await t.db.query<any>(`select ledger_period_start($1, $2::timestamptz)::text as d`, [
+        period,
+        at,
+      ]);
+      expect({ period, at, d }).toEqual({ period, at, d: dateOnly(periodStart(period, new Date(at))) });
+    }
+  // Spot checks of the rule itself.
+  const start = async (period: string, at: string) =>
+    (await t.db.query<any>(`select ledger_period_start($1, $2::timestamptz)::text as d`, [period, at]))[0].d;
+  expect(await start('week', '2026-11-22T23:59:59.999Z')).toBe('2026-11-16');
+  expect(await start('month', '2026-03-01T00:30:00+01:00')).toBe('2026-02-01');
+  expect(await start('total', '2026-11-24T10:00:00Z')).toBe('1970-01-01');
 });

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { expectLedgerProven, testHold, testSettlement } from './helpers/ledger.js';
-import { tickSql } from '../src/modules/ledger/batch-statement.js';
 import { ledgerTick, type ReserveInput } from '../src/modules/ledger/holds.js';
 import { buildEvent } from '../src/modules/events/event-payloads.js';
 import { eventRows, type NewEvent } from '../src/modules/events/event.service.js';
@@ -34,16 +33,23 @@ const expected = (events: NewEvent[], extraData: Record<string, unknown> = {}) =
   eventRows(events).map(({ id: _id, ...e }) => ({ ...e, data: { ...(e.data as object), ...extraData } }));
 
 /**
- * docs/reference.md §7: consumers rely on exact event payloads. The ledger statement writes the events of holds
+ * docs/reference.md §7: consumers rely on exact event payloads. ledger_tick writes the events of holds
  * and settlements (however it ships them to PostgreSQL): every stored row must be exactly the row
- * `eventRows` builds from the events given, whatever they share or do not share.
+ * `eventRows` builds from the events given, whatever they share or do not share. Alone and in a batch
+ * (with an operation of another paywall, whose own events are none).
  */
 it.each([
-  ['the lean path (one operation alone)', true],
-  ['the batch statement', false],
+  ['ledger_tick, one operation alone,', false],
+  ['ledger_tick, in a batch,', true],
 ])(
   '%s stores exactly the events it is given (hold and settlement, shared and odd envelopes)',
-  async (_, lean) => {
+  async (_, batched) => {
+    const other = await t.createPaywall();
+    await t.rest('POST', '/v1/user/balance/deposit', {
+      token: other.apiKey,
+      body: { user: 'ev2', amount: '1' },
+    });
+    const companion = testHold(other.id, 'ev2', { events: [] });
     const pw = await t.createPaywall();
     const [{ owner_id: ownerId }] = await t.db.query<any>('select owner_id from paywall where id = $1', [
       pw.id,
@@ -79,8 +85,8 @@ it.each([
       },
     ];
     const hold = testHold(pw.id, 'ev', { chargeId, stream: true, events: holdEvents });
-    const r = await ledgerTick(t.db, [hold], [], { lean });
-    expect(r.holds[0]?.held).toBe(true);
+    const r = await ledgerTick(t.db, batched ? [hold, companion] : [hold], []);
+    expect(r.holds.map((h) => h?.held)).toEqual(batched ? [true, true] : [true]);
     expect(await stored(pw.id, since)).toEqual(expected(holdEvents, { walletUserId: user.id }));
 
     const [{ seq: since2 }] = await t.db.query<any>(`select max(seq)::text as seq from event`);
@@ -111,20 +117,23 @@ it.each([
       ),
     ];
     const settle = testSettlement(hold, 500n, { completionTokens: 2, events: settleEvents });
-    const s = await ledgerTick(t.db, [], [settle], { lean });
-    expect(s.settlements[0]).toBe(true);
+    const s = await ledgerTick(
+      t.db,
+      [],
+      batched ? [settle, testSettlement(companion, 100n, { events: [] })] : [settle],
+    );
+    expect(s.settlements).toEqual(batched ? [true, true] : [true]);
     expect(await stored(pw.id, since2)).toEqual(expected(settleEvents));
     await expectLedgerProven(t.db);
   },
 );
 
 /**
- * The ledger statement comes in shapes, each its own prepared statement (holds only, settlements only,
- * both; with or without the rate-limit part; one hold or several): every shape answers holds and
- * settlements alike, to the raw unit, and a hold is decided against the free balance before the
- * settlements of its own statement.
+ * Every mix of a ledger_tick call (holds only, settlements only, both; with or without an API rate limit;
+ * one hold or several) answers holds and settlements alike, to the raw unit; a hold is decided against
+ * the free balance before the settlements of its own call, and the holds of one call one after the other.
  */
-it('every shape of the ledger statement (h, hr, s, hs, hsr; one hold or two) answers exactly, and the ledger adds up', async () => {
+it('every mix of a ledger_tick call (holds, settlements, both; rate-limited or not; one hold or two) answers exactly, and the ledger adds up', async () => {
   const pw = await t.createPaywall();
   await t.rest('POST', '/v1/user/balance/deposit', { token: pw.apiKey, body: { user: 'sh', amount: '1' } });
   const hold = (rateLimit: number | null) =>
@@ -139,19 +148,17 @@ it('every shape of the ledger statement (h, hr, s, hs, hsr; one hold or two) ans
       rate: x.ratePosition,
     }));
 
-  // One operation alone would take the lean path (ledger-lean.test.ts): these are the batch statement's shapes.
-  const batch = { lean: false };
   const [a, b, c, d] = [hold(null), hold(5), hold(null), hold(5)];
   // h: one hold, 1 USDC free.
-  expect(placed(await ledgerTick(t.db, [a], [], batch))).toEqual([
+  expect(placed(await ledgerTick(t.db, [a], []))).toEqual([
     { held: true, hold: 1000n, free: 1_000_000n, cap: 10, rate: null },
   ]);
   // hr: a rate-limited hold is the first request of its minute.
-  expect(placed(await ledgerTick(t.db, [b], [], batch))).toEqual([
+  expect(placed(await ledgerTick(t.db, [b], []))).toEqual([
     { held: true, hold: 1000n, free: 999_000n, cap: 10, rate: 1 },
   ]);
   // s: settling a for 400 leaves 1,000,000 − 400 − b's 1000 free.
-  expect(await ledgerTick(t.db, [], [settle(a, 400n)], batch)).toEqual({
+  expect(await ledgerTick(t.db, [], [settle(a, 400n)])).toEqual({
     holds: [],
     settlements: [true],
     freeAfter: [998_600n],
@@ -159,25 +166,25 @@ it('every shape of the ledger statement (h, hr, s, hs, hsr; one hold or two) ans
     alerts: [{ lowAlertRaw: null, lowAlerted: false, alertedPaywalls: [] }],
   });
   // hs: c is decided on the balance before b's settlement; b's answer counts c as held.
-  const hs = await ledgerTick(t.db, [c], [settle(b, 1000n)], batch);
+  const hs = await ledgerTick(t.db, [c], [settle(b, 1000n)]);
   expect(placed(hs)).toEqual([{ held: true, hold: 1000n, free: 998_600n, cap: 10, rate: null }]);
   expect(hs.settlements).toEqual([true]);
   expect(hs.freeAfter).toEqual([997_600n]);
   // hsr: d is the second request of the minute.
-  const hsr = await ledgerTick(t.db, [d], [settle(c, 0n)], batch);
+  const hsr = await ledgerTick(t.db, [d], [settle(c, 0n)]);
   expect(placed(hsr)).toEqual([{ held: true, hold: 1000n, free: 997_600n, cap: 10, rate: 2 }]);
   expect(hsr.freeAfter).toEqual([997_600n]);
   // Settling twice is refused; the last settlement leaves exactly 1 USDC − 400 − 1000 − 250.
-  expect((await ledgerTick(t.db, [], [settle(c, 0n)], batch)).settlements).toEqual([false]);
-  expect((await ledgerTick(t.db, [], [settle(d, 250n)], batch)).freeAfter).toEqual([998_350n]);
-  // Two holds of one user in one statement (the shape with running sums; the ones above hold one each):
-  // both fit at their full cap, both see the free balance as locked, and the daily counter counts two.
+  expect((await ledgerTick(t.db, [], [settle(c, 0n)])).settlements).toEqual([false]);
+  expect((await ledgerTick(t.db, [], [settle(d, 250n)])).freeAfter).toEqual([998_350n]);
+  // Two holds of one user in one call: decided one after the other (f sees e held), both at their full
+  // cap, and the daily counter counts two; each settlement answers the free balance after the call.
   const [e, f] = [hold(null), hold(5)];
-  expect(placed(await ledgerTick(t.db, [e, f], [], batch))).toEqual([
+  expect(placed(await ledgerTick(t.db, [e, f], []))).toEqual([
     { held: true, hold: 1000n, free: 998_350n, cap: 10, rate: null },
-    { held: true, hold: 1000n, free: 998_350n, cap: 10, rate: 3 },
+    { held: true, hold: 1000n, free: 997_350n, cap: 10, rate: 3 },
   ]);
-  expect((await ledgerTick(t.db, [], [settle(e, 0n), settle(f, 0n)], batch)).freeAfter).toEqual([
+  expect((await ledgerTick(t.db, [], [settle(e, 0n), settle(f, 0n)])).freeAfter).toEqual([
     998_350n,
     998_350n,
   ]);
@@ -186,56 +193,5 @@ it('every shape of the ledger statement (h, hr, s, hs, hsr; one hold or two) ans
     [pw.id],
   );
   expect(counter.requests).toBe(6);
-  await expectLedgerProven(t.db);
-});
-
-/**
- * Issue 11: a settlement must find its charge by primary key. A plan that looked the batch up among the
- * open holds (`charge_open_holds_index`) read an entry for every hold placed since the last vacuum, so
- * each statement cost more than the one before (bench/tick.ts: 0.52 → 0.71 ms per statement in 12,000
- * requests). The prepared statement keeps a generic plan; it is checked with and without statistics.
- */
-it('a settlement finds its charge by primary key, never by scanning the open holds (generic plan, with and without statistics)', async () => {
-  const pw = await t.createPaywall();
-  await t.rest('POST', '/v1/user/balance/deposit', { token: pw.apiKey, body: { user: 'pk', amount: '1' } });
-  const genericPlan = () =>
-    t.db.transaction(async (tx) => {
-      await tx.query(`set local plan_cache_mode = force_generic_plan`);
-      await tx.query(`prepare settle_plan_probe(jsonb) as ${tickSql({ h: false, s: true, r: false })}`);
-      try {
-        const rows = await tx.query<Record<string, string>>(`explain execute settle_plan_probe('[]')`);
-        return rows.map((r) => Object.values(r)[0]).join('\n');
-      } finally {
-        await tx.query(`deallocate settle_plan_probe`);
-      }
-    });
-  const chargeLookup = (plan: string) => {
-    const c = plan.slice(plan.indexOf('CTE c'), plan.indexOf('CTE legs'));
-    return {
-      byPrimaryKey: /Index Scan using charge_pkey on charge ch/.test(c),
-      openHolds: /open_holds/.test(c),
-    };
-  };
-  expect(chargeLookup(await genericPlan())).toEqual({ byPrimaryKey: true, openHolds: false });
-
-  // Statistics that say almost no charge is held (what made the planner prefer the open holds before).
-  // On a table this small a sequential scan is as good as any plan; the open holds are still not read.
-  for (let i = 0; i < 5; i++) {
-    const h = testHold(pw.id, 'pk');
-    await ledgerTick(t.db, [h], []);
-    await ledgerTick(t.db, [], [testSettlement(h, 10n)]);
-  }
-  await t.db.query(`analyze charge`);
-  expect(chargeLookup(await genericPlan()).openHolds).toBe(false);
-
-  // A table of some size, analysed: 3,000 settled charges (written directly; the ledger is not involved).
-  await t.db.query(
-    `insert into charge (id, paywall_id, user_id, account_id, kind, status, hold_raw, amount_raw, created_at, settled_at)
-     select gen_random_uuid(), c.paywall_id, c.user_id, c.account_id, 'manual', 'failed', 0, 0, now(), now()
-       from (select * from charge where paywall_id = $1 limit 1) c, generate_series(1, 3000)`,
-    [pw.id],
-  );
-  await t.db.query(`analyze charge`);
-  expect(chargeLookup(await genericPlan())).toEqual({ byPrimaryKey: true, openHolds: false });
   await expectLedgerProven(t.db);
 });

@@ -17,7 +17,13 @@ const frozen = new Map(
       return [file, sum] as const;
     }),
 );
-const files = readdirSync(dir).filter((f) => /^Migration\w+\.ts$/.test(f));
+// The migrations and the versioned SQL files they apply (migrations/sql: frozen the same way).
+const files = [
+  ...readdirSync(dir).filter((f) => /^Migration\w+\.ts$/.test(f)),
+  ...readdirSync(new URL('sql/', dir))
+    .filter((f) => /\.ts$/.test(f))
+    .map((f) => `sql/${f}`),
+];
 const sha256 = (f: string) =>
   createHash('sha256')
     .update(readFileSync(new URL(f, dir)))

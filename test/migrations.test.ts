@@ -11,7 +11,7 @@ import { eventMatches } from '../src/modules/events/event-catalog.js';
  */
 const HAND_WRITTEN = [
   /^drop trigger if exists "(event_fanout|transfer_append_only)" on "(event|transfer)"$/,
-  /^drop function if exists "(event_matches|event_fanout|transfer_immutable|event_event_fanout_fn|transfer_transfer_append_only_fn|ledger_hold_one|ledger_settle_one)"\(.*\)$/,
+  /^drop function if exists "(event_matches|event_fanout|transfer_immutable|event_event_fanout_fn|transfer_transfer_append_only_fn|ledger_hold_one|ledger_settle_one|ledger_tick|ledger_period_start)"\(.*\)$/,
   /^drop index "(charge_open_holds_index|charge_usage_index|ledger_account_platform_kind_unique|ledger_account_earnings_unique|wallet_connection_active_unique|transfer_provider_cost_index)"$/,
 ];
 
@@ -30,6 +30,22 @@ async function functionsOf(db: Database): Promise<string[]> {
       where n.nspname = current_schema() order by 1`,
   );
   return rows.map((r) => r.f);
+}
+
+/** The ledger's functions (their whole definitions) and the row types they use (their columns). */
+async function ledgerObjectsOf(db: Database): Promise<Record<string, string>> {
+  const rows = await db.query<{ name: string; def: string }>(
+    `select p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')' as name,
+            pg_get_functiondef(p.oid) as def
+       from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+      where n.nspname = current_schema() and p.proname like 'ledger%'
+     union all
+     select t.typname, string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' order by a.attnum)
+       from pg_type t join pg_namespace n on n.oid = t.typnamespace join pg_attribute a on a.attrelid = t.typrelid
+      where n.nspname = current_schema() and t.typname like 'ledger%' and t.typtype = 'c'
+      group by t.typname`,
+  );
+  return Object.fromEntries(rows.map((r) => [r.name, r.def]));
 }
 
 /** The SQL MikroORM would run to bring the database in line with the entities, minus hand-written objects. */
@@ -120,33 +136,41 @@ describe('migrations (same list on PostgreSQL and PGlite; generated, reviewed, r
     expect(await drift(db)).toEqual([]);
   });
 
-  it('a database that ran the removed ledger_tick migration gets the lean ledger functions back', async () => {
-    // As Migration20261130100000_ledger_functions left a database: recorded as executed, the lean
-    // functions dropped, its own function in their place; the repair not yet run.
-    await db.query(`drop function ledger_hold_one(jsonb)`);
-    await db.query(`drop function ledger_settle_one(jsonb)`);
-    await db.query(`create function ledger_period_start(period text, at timestamptz) returns date
-                      language sql as $$ select at::date $$`);
+  it('a database that ran a removed ledger migration ends with the same ledger functions as a fresh one', async () => {
+    const fresh = await ledgerObjectsOf(db);
+    // As Migration20261201110000_ledger_tick (versions 3 and 4 of the rules in one function, removed) and then
+    // Migration20261201300000_lean_ledger_restored left a database: both recorded as executed, the lean
+    // functions back, ledger_period_start dropped, a ledger_tick and row types of other columns left behind;
+    // Migration20261202100000 not yet run.
+    await db.query(`drop function ledger_tick(jsonb, jsonb, text)`);
+    await db.query(`drop function ledger_period_start(text, timestamptz)`);
+    await db.query(`drop type ledger_hold_in`);
+    await db.query(`drop type ledger_settled`);
+    await db.query(`create type ledger_hold_in as (i int, user_id uuid)`);
+    await db.query(`create type ledger_settled as (i int)`);
+    await db.query(`create function ledger_tick(holds jsonb, settlements jsonb, ev_version text) returns jsonb
+                      language sql as $$ select holds $$`);
+    await db.query(`insert into mikro_orm_migrations (name) values ('Migration20261201110000_ledger_tick')`);
     await db.query(
-      `insert into mikro_orm_migrations (name) values ('Migration20261130100000_ledger_functions')`,
+      `delete from mikro_orm_migrations
+        where name in ('Migration20261201300000_lean_ledger_restored', 'Migration20261202100000_ledger_tick')`,
     );
-    await db.query(
-      `delete from mikro_orm_migrations where name = 'Migration20261201300000_lean_ledger_restored'`,
-    );
-    expect(await functionsOf(db)).not.toContain('ledger_hold_one');
 
-    expect(await db.migrate()).toEqual(['Migration20261201300000_lean_ledger_restored']);
+    expect(await db.migrate()).toEqual([
+      'Migration20261201300000_lean_ledger_restored',
+      'Migration20261202100000_ledger_tick',
+    ]);
+    expect(await ledgerObjectsOf(db)).toEqual(fresh);
     const fns = await functionsOf(db);
-    expect(fns).toEqual(expect.arrayContaining(['ledger_hold_one', 'ledger_settle_one']));
-    expect(fns).not.toContain('ledger_period_start');
-    // The functions answer: a hold for an end user that does not exist is null, not an error.
+    expect(fns).toEqual(expect.arrayContaining(['ledger_tick', 'ledger_period_start']));
+    expect(fns).not.toContain('ledger_hold_one');
+    expect(fns).not.toContain('ledger_settle_one');
+    // ledger_tick answers: a lone hold for an end user that does not exist is null, not an error.
     const [r] = await db.query<{ r: unknown }>(
-      `select ledger_hold_one(jsonb_build_object('paywall_id', gen_random_uuid(), 'external_id', 'nobody')) as r`,
+      `select ledger_tick(jsonb_build_object('paywall_id', gen_random_uuid(), 'external_id', 'nobody'), null, '1') as r`,
     );
     expect(r.r).toBeNull();
-    await db.query(
-      `delete from mikro_orm_migrations where name = 'Migration20261130100000_ledger_functions'`,
-    );
+    await db.query(`delete from mikro_orm_migrations where name = 'Migration20261201110000_ledger_tick'`);
   });
 
   it('event_matches in the database agrees with eventMatches in the service, case by case', async () => {

@@ -14,7 +14,11 @@ import { createScratchPostgres } from '../../src/db/scratch-database.js';
 async function migratedPgliteDump(): Promise<Blob> {
   const dir = new URL('../../migrations/', import.meta.url);
   const hash = createHash('sha256');
-  for (const f of readdirSync(dir).sort()) hash.update(f).update(readFileSync(new URL(f, dir)));
+  // The migrations and the versioned SQL files they apply (migrations/sql).
+  const files = readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((f) => /\.(ts|sha256)$/.test(f))
+    .sort();
+  for (const f of files) hash.update(f).update(readFileSync(new URL(f, dir)));
   // The installed PGlite decides the dump format (the MikroORM driver carries its own copy): key on the lockfile.
   hash.update(readFileSync(new URL('../../package-lock.json', import.meta.url)));
   const file = join(tmpdir(), `paywall-proxy-pglite-${hash.digest('hex').slice(0, 16)}.tar`);

@@ -30,7 +30,7 @@ export const UserKeySchema = defineEntity({
     lastUsedAt: p.datetime().nullable(),
     expiresAt: p.datetime().nullable(),
     revokedAt: p.datetime().nullable(),
-    /** Written by SQL only: the hold's and the settlement's statements (src/modules/ledger/batch-statement.ts and the lean functions). */
+    /** Written by SQL only: the hold's and the settlement's steps of `ledger_tick` (migrations/sql/ledger-functions-v5.ts). */
     limitRaw: p.bigint('bigint').nullable(),
     limitPeriod: p.string().length(8).nullable(),
     limitSpentRaw: p.bigint('bigint').defaultRaw('0'),

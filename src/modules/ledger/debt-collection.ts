@@ -3,7 +3,6 @@ import { usdcDecimal } from '../../shared/money.js';
 import { recordEvents, type EventTrigger, type NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import { FEES_ACCOUNT_ID, PROVIDER_ACCOUNT_ID } from '../accounts/accounts.js';
-import { periodStartSql } from '../wallet/allowance.js';
 import { bigintOr0 } from './abandoned-holds.js';
 import { lockSettlementAccounts } from './settle-beyond-hold.js';
 
@@ -63,7 +62,7 @@ export async function collectDebt(db: Database, accountId: string, feeBps: numbe
                   v.start::text as start
              from wallet_connection w,
                   lateral (select greatest(w.allowance_period_start,
-                                           ${periodStartSql('w.allowance_period', 'now()')}) as start) v
+                                           ledger_period_start(w.allowance_period, now())) as start) v
             where w.id = $1 for no key update of w`,
           [r.connection_id],
         );

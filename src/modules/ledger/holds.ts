@@ -4,13 +4,14 @@ import { EVENT_VERSION } from '../events/event-catalog.js';
 import { eventRows, type NewEvent } from '../events/event.service.js';
 import { alertsOf, type AccountAlerts } from './low-balance.js';
 import type { AllowancePeriod } from '../wallet/allowance.js';
-import { tickStatement } from './batch-statement.js';
 
 /**
- * Holds for chat requests (docs/reference.md §5.3). Reserving and settling are ONE data-modifying statement,
- * for one request or for a batch of concurrent ones (group commit): the hot path costs one round trip
- * to reserve and one to settle, and the event rows are written in the same transaction (the
- * statement) as the change they report.
+ * Holds for chat requests (docs/reference.md §5.3). Reserving and settling are ONE statement, for one
+ * request or for a batch of concurrent ones (group commit): a call of `ledger_tick`, the database function
+ * that holds the hold and settlement rules (their one implementation: migrations/sql/ledger-functions-v5.ts,
+ * docs/ledger.md "Where the rules live"). The hot path costs one round trip to reserve and one to settle,
+ * and the event rows are written in the same transaction (the statement) as the change they report. This
+ * file encodes the items (`holdItem`, `settleItem`) and decodes the answers.
  *
  * Why batches: every event insert NOTIFYs (the `event_fanout` trigger), and PostgreSQL serialises the
  * commits of notifying transactions (a global lock held through the WAL flush), which caps one
@@ -23,7 +24,8 @@ import { tickStatement } from './batch-statement.js';
  * paywall's earnings (and the platform's fees and provider accounts) and the release of the hold.
  */
 
-export { SCALE_PER_RAW } from './batch-statement.js';
+/** pico-USDC x ppm per raw unit: the scale of `fixedScaled` / `perTokenScaled` (see money.chatCost). */
+export const SCALE_PER_RAW = 10n ** 12n;
 
 export interface ReserveInput {
   chargeId: string;
@@ -55,7 +57,7 @@ export interface ReserveInput {
   /** The API rate limit (requests per minute per paywall key) and the minute this request counts in. */
   rateLimit: number | null;
   rateWindow: Date;
-  /** Events to record with the hold (`started`, `deferred`); `walletUserId` is filled in by the statement. */
+  /** Events to record with the hold (`started`, `deferred`); `walletUserId` is filled in by ledger_tick. */
   events: NewEvent[];
   /**
    * The most outstanding uncollected usage (`ledger_account.debt_raw`) the spending account may carry and
@@ -100,7 +102,7 @@ export interface ReserveResult {
   limit: DailyLimit | null;
   /** With an API rate limit: this request's place in the minute's count (over the limit: refused). */
   ratePosition: number | null;
-  /** Another hold of this statement reserves on the same account (a shared wallet): submit again. */
+  /** Submit again (ledger_tick decides the holds of a batch one after the other and never asks this). */
   retry?: boolean;
   userId: string;
   /** The wallet user of events: the hosted wallet in SHARED mode (null when not connected), the end user itself in DEFAULT mode. */
@@ -132,11 +134,11 @@ export interface ReserveResult {
 /**
  * The event rows of one operation (built by `buildEvent` and `eventRows`, the one home of payloads),
  * shipped compactly: what every event of a request repeats is sent once per operation (`ev_owner`,
- * `ev_trigger`) and left out of each event, and the statement puts it back (`EVENT_ROW`): the paywall
+ * `ev_trigger`) and left out of each event, and ledger_tick puts it back (its event insert): the paywall
  * and owner ids (top level and `data.paywallId` / `data.ownerUserId`), the trigger, the version, empty
- * metadata and the subject's id when it is the charge's. Only values equal to what the statement puts
+ * metadata and the subject's id when it is the charge's. Only values equal to what ledger_tick puts
  * back are left out, so the stored rows are the very rows `eventRows` builds (jsonb keeps no key order),
- * but for the event id: a random UUID either way, drawn by the statement (gen_random_uuid) instead.
+ * but for the event id: a random UUID either way, drawn by the database (gen_random_uuid) instead.
  */
 function compactEvents(events: NewEvent[], paywallId: string, chargeId: string) {
   const owner = events[0]?.ownerUserId ?? null;
@@ -277,74 +279,51 @@ const settleItem = (s: SettleInput, i: number) => ({
 });
 
 /**
- * Places `holds` and settles `settlements` in one statement (see tickSql). Per hold: the result (with
- * `retry` when another hold of the statement took its account), or null when the user does not exist;
- * per settlement: false when the charge was already settled, and the free balance of its account after
- * the statement (`freeAfter`) with its low-balance alert state (`alerts`, low-balance.ts).
+ * Places `holds` and settles `settlements` in one statement and one commit: `ledger_tick` in the database,
+ * the one implementation of the hold and settlement rules (migrations/sql/ledger-functions-v5.ts;
+ * docs/ledger.md, "Where the rules live"), for one operation alone and for a batch of the group commit
+ * alike. Per hold: the result, or null when the user does not exist; per settlement: false when the
+ * charge was already settled, and the free balance of its account after it (`freeAfter`) with its
+ * low-balance alert state (`alerts`, low-balance.ts).
  */
 export async function ledgerTick(
   sql: Sql,
   holds: ReserveInput[],
   settlements: SettleInput[],
-  opts: { lean?: boolean } = {},
 ): Promise<{
   holds: (ReserveResult | null)[];
   settlements: boolean[];
   freeAfter: (bigint | null)[];
   alerts: (AccountAlerts | null)[];
 }> {
-  // Nothing to batch with: the lean path (one small function call; `lean: false` forces the batch statement).
-  if (holds.length + settlements.length === 1 && opts.lean !== false)
-    return leanTick(sql, holds[0], settlements[0]);
-  const shape = {
-    h: holds.length > 0,
-    s: settlements.length > 0,
-    r: holds.some((x) => x.rateLimit !== null),
-    o: holds.length === 1,
-  };
-  const statement = tickStatement(shape);
-  const params: string[] = [];
-  if (shape.h) params.push(JSON.stringify(holds.map(holdItem)));
-  if (shape.s) params.push(JSON.stringify(settlements.map(settleItem)));
-  const rows = params.length ? await sql.query(statement.text, params, statement.name) : [];
   const out = {
     holds: holds.map((): ReserveResult | null => null),
     settlements: settlements.map(() => false),
     freeAfter: settlements.map((): bigint | null => null),
     alerts: settlements.map((): AccountAlerts | null => null),
   };
-  for (const r of rows) {
+  if (holds.length + settlements.length === 0) return out;
+  // An empty side is null; a lone operation is its item itself, not an array: ledger_tick runs it on its
+  // instance of the rules on plain variables and answers it alone (or null).
+  const lone = holds.length + settlements.length === 1;
+  const encode = <T>(items: T[], item: (x: T, i: number) => object) =>
+    items.length === 0 ? null : JSON.stringify(lone ? item(items[0], 0) : items.map(item));
+  const [row] = await sql.query<{ r: Record<string, any>[] | Record<string, any> | string | null }>(
+    'select ledger_tick($1::jsonb, $2::jsonb, $3::text) as r',
+    [encode(holds, holdItem), encode(settlements, settleItem), EVENT_VERSION],
+    'proxy_ledger_tick',
+  );
+  const answer = typeof row.r === 'string' ? JSON.parse(row.r) : row.r;
+  const answers: Record<string, any>[] = Array.isArray(answer) ? answer : answer ? [answer] : [];
+  for (const r of answers) {
     if (r.kind === 's') {
       out.settlements[r.i] = true;
-      // The spending account's free balance after the whole statement (docs/reference.md §11 x-paywall-balance).
+      // The spending account's free balance after the settlement (docs/reference.md §11 x-paywall-balance).
       out.freeAfter[r.i] = r.free === null || r.free === undefined ? null : BigInt(r.free);
       out.alerts[r.i] = alertsOf(r);
     } else out.holds[r.i] = holdResult(r);
   }
   return out;
-}
-
-/**
- * One hold or one settlement alone (migration 20261128100000: `ledger_hold_one`, `ledger_settle_one`): the
- * same rules and locks as the batch statement with one operation, in PL/pgSQL, whose small statements keep
- * their plans for the session and skip the steps the request does not need. At low concurrency this is
- * every statement (docs/performance.md, round 6).
- */
-async function leanTick(sql: Sql, hold: ReserveInput | undefined, settlement: SettleInput | undefined) {
-  const item = hold ? holdItem(hold, 0) : settleItem(settlement!, 0);
-  const [row] = await sql.query<{ r: Record<string, any> | string | null }>(
-    hold ? 'select ledger_hold_one($1::jsonb) as r' : 'select ledger_settle_one($1::jsonb) as r',
-    [JSON.stringify({ ...item, ev_version: EVENT_VERSION })],
-    hold ? 'proxy_ledger_hold_one' : 'proxy_ledger_settle_one',
-  );
-  const r = typeof row.r === 'string' ? JSON.parse(row.r) : row.r;
-  if (hold) return { holds: [r ? holdResult(r) : null], settlements: [], freeAfter: [], alerts: [] };
-  return {
-    holds: [],
-    settlements: [r !== null],
-    freeAfter: [r === null || r.free === null ? null : BigInt(r.free)],
-    alerts: [r === null ? null : alertsOf(r)],
-  };
 }
 
 /**

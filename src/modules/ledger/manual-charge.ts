@@ -10,12 +10,7 @@ import { walletUserIdOf, type EnsuredUser } from '../users/user.service.js';
 import { alertsOf, type ChargedAccount } from './low-balance.js';
 import { earningsAccountOf, FEES_ACCOUNT_ID, splitCharge } from '../accounts/accounts.js';
 import { systemClock, type Clock } from '../../shared/clock.js';
-import {
-  periodEnd,
-  periodStartSql,
-  recordAllowanceReached,
-  type AllowancePeriod,
-} from '../wallet/allowance.js';
+import { periodEnd, recordAllowanceReached, type AllowancePeriod } from '../wallet/allowance.js';
 
 /**
  * Manual charges (one job): a charge of an amount from the free balance (LedgerService.charge), or its
@@ -105,7 +100,7 @@ export async function applyManualCharge(
        select account_id as id from end_user where id = $2::uuid and ($7::boolean or wallet_user_id is not null)
      ), lk as (
        -- Every account of the statement locked first, in id order, as the chat ledger statement does
-       -- (batch-statement.ts): a charge and a settlement touching the same accounts can never deadlock.
+       -- (ledger_tick): a charge and a settlement touching the same accounts can never deadlock.
        select a.id from ledger_account a
         where a.id in (select id from sp) or a.id = ${earningsAccountOf('$8::uuid')}
            or (a.id = '${FEES_ACCOUNT_ID}' and $10::bigint > 0)
@@ -118,7 +113,7 @@ export async function applyManualCharge(
               case when w.allowance_period_start = v.start then w.allowance_spent_raw else 0 end as spent
          from wallet_connection w,
               lateral (select greatest(w.allowance_period_start,
-                                       ${periodStartSql('w.allowance_period', '$11::timestamptz')}) as start) v
+                                       ledger_period_start(w.allowance_period, $11::timestamptz)) as start) v
         where not $7::boolean and w.end_user_id = $2::uuid and w.revoked_at is null
           and w.allowance_raw is not null and (select count(*) from lk) >= 0
           for no key update of w

@@ -4,7 +4,7 @@ import { DomainError } from '../../shared/errors.js';
 /**
  * The API rate limit (docs/reference.md §10): `RATE_LIMIT_PER_MINUTE` requests per paywall key and clock minute,
  * counted in PostgreSQL so every instance shares one count. Chat requests are counted inside the hold's
- * statement (no extra round trip; see ledger/batch-statement.ts); other routes with `countRequest`.
+ * statement (no extra round trip; the rate-limit step of `ledger_tick`, migrations/sql/ledger-functions-v5.ts); other routes with `countRequest`.
  */
 export interface RateState {
   limit: number;

@@ -53,7 +53,7 @@ export function holdOutcome(r: ReserveResult): HoldOutcome {
 
 /**
  * Holds and settlements of concurrent requests share one statement and one commit (GroupCommit,
- * holds.ledgerTick), several of one end user too (a hot user: see batch-statement.ts, tickSql, for how its holds are
+ * holds.ledgerTick), several of one end user too (a hot user: see `ledger_tick`, migrations/sql/ledger-functions-v5.ts, for how its holds are
  * decided against one balance).
  */
 export class LedgerBatch {

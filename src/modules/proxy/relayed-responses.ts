@@ -42,7 +42,7 @@ export class RelayedResponses {
 
   /**
    * What to remember of a relayed Responses answer (its id and context size: input + output tokens), or
-   * null. The settlement writes it in its own statement (ledger/batch-statement.ts, `relayed_response`): no commit of its
+   * null. The settlement writes it in its own statement (`ledger_tick`, `relayed_response`): no commit of its
    * own on the request path.
    */
   record(f: Flight, id: unknown, usage: UsageBuckets): RelayedRecord | null {

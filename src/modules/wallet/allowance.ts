@@ -17,19 +17,14 @@ export type AllowancePeriod = (typeof ALLOWANCE_PERIODS)[number];
 /** The start of a `total` allowance's one period (it never resets). */
 export const TOTAL_PERIOD_START = '1970-01-01';
 
-/**
- * The first day (UTC) of the period of `period` that holds the instant `at`, as SQL: days, weeks from
- * Monday (PostgreSQL's `date_trunc('week')` is ISO), calendar months; a `total` allowance has one period.
- */
-export const periodStartSql = (period: string, at: string): string =>
-  `(case ${period} when 'day' then (${at} at time zone 'UTC')::date
-     when 'week' then date_trunc('week', ${at} at time zone 'UTC')::date
-     when 'month' then date_trunc('month', ${at} at time zone 'UTC')::date
-     else date '${TOTAL_PERIOD_START}' end)`;
-
 const day = (y: number, m: number, d: number) => new Date(Date.UTC(y, m, d));
 
-/** The same as periodStartSql, in UTC. */
+/**
+ * The first day (UTC) of the period of `period` that holds the instant `at`: days, weeks from Monday,
+ * calendar months; a `total` allowance has one period. The rule is the database's `ledger_period_start`
+ * (migrations/sql/ledger-functions-v5.ts), which every SQL path calls; this is its display twin (the
+ * wallet page, GraphQL), checked against it by test/ledger-lean.test.ts.
+ */
 export function periodStart(period: AllowancePeriod, at: Date): Date {
   const [y, m, d] = [at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate()];
   if (period === 'day') return day(y, m, d);
