@@ -213,6 +213,9 @@ const GQL: Record<string, GqlCase> = {
   },
 };
 
+/** A form's address opened with GET (back button, reload): 303 to the form's page; reads nothing, does nothing. */
+const FORM_ADDRESS_OPENED = "a form's address opened with GET: 303 to the form's page, no data, no action";
+
 /**
  * REST routes outside the API-key surface, each with the reason. Everything else must be in REST below.
  */
@@ -250,6 +253,16 @@ const PUBLIC: Record<string, string> = {
   'POST /wallet/topup/checkout': 'wallet session cookie + CSRF token',
   'GET /topup/:paywallId': 'signed top-up link token in the query (docs/reference.md §9)',
   'POST /topup/:paywallId/checkout': 'signed top-up link token + CSRF token',
+  'GET /wallet/sign-in/code': FORM_ADDRESS_OPENED,
+  'GET /wallet/sign-out': FORM_ADDRESS_OPENED,
+  'GET /wallet/alert': FORM_ADDRESS_OPENED,
+  'GET /wallet/autotopup/off': FORM_ADDRESS_OPENED,
+  'GET /wallet/topup/checkout': FORM_ADDRESS_OPENED,
+  'GET /wallet/keys/:keyId/revoke': FORM_ADDRESS_OPENED,
+  'GET /wallet/connections/:connectionId/disconnect': FORM_ADDRESS_OPENED,
+  'GET /wallet/connections/:connectionId/allowance': FORM_ADDRESS_OPENED,
+  'GET /connect/:paywallId/approve': FORM_ADDRESS_OPENED,
+  'GET /connect/:paywallId/decline': FORM_ADDRESS_OPENED,
   'GET /dashboard':
     'the static console (no data; it calls GraphQL with the token typed in, docs/reference.md §12)',
   'GET /dashboard/*path': 'the console and its assets (client-side routes get the same static page)',
