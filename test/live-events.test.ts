@@ -7,6 +7,8 @@ import {
   type LiveEvent,
 } from '../src/modules/live-events/live-event-hub.js';
 import { recordEvents, type NewEvent } from '../src/modules/events/event.service.js';
+import { FakeUpstream } from './helpers/fake-upstream.js';
+import { createProxyPaywall, MODEL } from './helpers/proxy-setup.js';
 
 let t: TestApp;
 const clients: Client[] = [];
@@ -243,6 +245,61 @@ describe('paywallEvents subscription (graphql-ws)', () => {
     unlisten();
     expect(notices).toHaveLength(1);
     expect(JSON.parse(notices[0]).map((g: { p: string }) => g.p)).toEqual([b.id, a.id]);
+  });
+});
+
+describe('a payment-blocked chat, as a subscriber sees it', () => {
+  let fake: FakeUpstream;
+  beforeAll(async () => {
+    fake = await FakeUpstream.start();
+  });
+  afterAll(async () => {
+    await fake.close();
+  });
+
+  /** One blocked chat of `user`; the events of it, in the order the subscription delivered them. */
+  async function blockedChat(mode: 'DEFAULT' | 'SHARED', user: string) {
+    const pw = await createProxyPaywall(t, fake, { mode });
+    const s = await subscribe(pw.apiKey);
+    const r = await t.rest('POST', '/v1/chat/completions', {
+      token: pw.apiKey,
+      body: { model: MODEL, user, messages: [{ role: 'user', content: 'hi' }] },
+    });
+    expect(r.status).toBe(200);
+    await s.untilEvents(4);
+    await new Promise((resolve) => setTimeout(resolve, 300)); // nothing further arrives
+    s.unsubscribe();
+    return { reply: r.body, events: s.events };
+  }
+
+  it('DEFAULT, unfunded: the request starts, is blocked, then the balance is depleted and the top-up link announced', async () => {
+    const { reply, events } = await blockedChat('DEFAULT', 'bo');
+    expect(events.map((e) => e.type)).toEqual([
+      'paywall.proxy.request.started',
+      'paywall.request.blocked',
+      'paywall.proxy.request.blocked',
+      'paywall.balance.depleted',
+      'paywall.balance.topup.link.created',
+    ]);
+    const requestId = events[0].data.requestId;
+    expect(events.slice(1, 3).map((e) => e.data.requestId)).toEqual([requestId, requestId]);
+    expect(events[4].data.redirectUrl).toBe(reply.paywall.url);
+    expect(events[4].data.walletUserId).toBe(events[0].data.walletUserId);
+  });
+
+  it('SHARED, not connected: the request starts, is blocked, then the connect link is announced', async () => {
+    const { reply, events } = await blockedChat('SHARED', 'cy');
+    expect(events.map((e) => e.type)).toEqual([
+      'paywall.proxy.request.started',
+      'paywall.request.blocked',
+      'paywall.proxy.request.blocked',
+      'paywall.authorization.requested',
+    ]);
+    expect(events[3].data).toMatchObject({
+      approvalUrl: reply.paywall.url,
+      externalUserId: 'cy',
+      mode: 'shared',
+    });
   });
 });
 

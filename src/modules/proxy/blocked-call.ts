@@ -1,4 +1,4 @@
-import type { Database } from '../../db/database.js';
+import type { Database, Sql } from '../../db/database.js';
 import { nextUtcMidnight, utcDay } from '../../shared/clock.js';
 import { usdcDecimal } from '../../shared/money.js';
 import type { ModelPriceInfo } from '../catalog/catalog-model.js';
@@ -18,10 +18,27 @@ import {
 import type { ChatCall, ChatJson, StreamSink } from './flight.js';
 import type { MeteredRequest, WireFormat } from './wire-format.js';
 
-/** The links a blocked reply offers (UserService; each link records its own event). */
+/**
+ * The links a blocked reply offers (UserService). Each link comes with its event, which the blocked call
+ * records after the request's own events, in one transaction with them.
+ */
 export interface PaymentLinks {
-  connectLink(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<string>;
-  topupLink(paywall: PaywallInfo, externalId: string, trigger: EventTrigger): Promise<string>;
+  /** A SHARED-mode connect link (reusing the user's pending request) and its `authorization.requested`. */
+  connectRequest(
+    sql: Sql,
+    paywall: PaywallInfo,
+    user: { id: string; externalId: string },
+    trigger: EventTrigger,
+  ): Promise<{ url: string; event: NewEvent }>;
+  /** The top-up link of a user (no event). */
+  topupUrl(paywall: PaywallInfo, externalId: string, sql?: Sql): Promise<string>;
+  /** The `paywall.balance.topup.link.created` event of a link handed out. */
+  topupLinkEvent(
+    paywall: PaywallInfo,
+    user: { id: string; externalId: string; walletUserId: string | null },
+    url: string,
+    trigger: EventTrigger,
+  ): NewEvent;
   /** The hosted wallet page (where a wallet user changes an app's spending limit). */
   walletUrl(): string;
 }
@@ -71,14 +88,6 @@ export async function answerBlocked<R extends MeteredRequest>(
 ): Promise<ChatJson | null> {
   const { fmt, req, hold, reason, requestId, trigger, now, price, sink } = o;
   const { paywall, externalUserId } = o.call;
-  const url =
-    reason === 'not_connected'
-      ? await deps.links.connectLink(paywall, externalUserId, trigger)
-      : reason === 'insufficient_balance'
-        ? await deps.links.topupLink(paywall, externalUserId, trigger)
-        : reason === 'allowance_exceeded'
-          ? deps.links.walletUrl()
-          : null;
   const walletUserId = hold.walletUserId;
   const onRequest = {
     paywall,
@@ -124,7 +133,22 @@ export async function answerBlocked<R extends MeteredRequest>(
         walletUserId,
       }),
     );
-  await recordEvents(deps.db, events);
+  // The link's event follows the request's own (started, then blocked, docs/reference.md §7), and is
+  // recorded with them: a subscriber never sees a link announced for a request it has not seen start.
+  const endUser = { id: hold.userId, externalId: externalUserId, walletUserId };
+  const url = await deps.db.transaction(async (tx) => {
+    let link: string | null = null;
+    if (reason === 'not_connected') {
+      const connect = await deps.links.connectRequest(tx, paywall, endUser, trigger);
+      link = connect.url;
+      events.push(connect.event);
+    } else if (reason === 'insufficient_balance') {
+      link = await deps.links.topupUrl(paywall, externalUserId, tx);
+      events.push(deps.links.topupLinkEvent(paywall, endUser, link, trigger));
+    } else if (reason === 'allowance_exceeded') link = deps.links.walletUrl();
+    await recordEvents(tx, events);
+    return link;
+  });
   // The app's allowance is used up: announced once per period (docs/reference.md §16).
   const allowance = reason === 'allowance_exceeded' ? (hold.allowance ?? null) : null;
   const allowanceResets = allowance
