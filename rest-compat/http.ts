@@ -223,3 +223,20 @@ export function objectBody(b: unknown): Record<string, unknown> {
     throw new DomainError('invalid_request', 'request body must be a JSON object', null);
   return b as Record<string, unknown>;
 }
+
+/** A single-valued query parameter (`?status=a&status=b` is a 400, not a silent pick). */
+export function queryParam(req: Request, name: string): string | undefined {
+  const v = req.query[name];
+  if (v === undefined || typeof v === 'string') return v;
+  throw new DomainError('invalid_request', `${name} must be given once, as a string`, name);
+}
+
+/** `limit` of a REST list: an integer from 1 to 100 (docs/reference.md §4 "Lists"); undefined when not given. */
+export function limitParam(req: Request): number | undefined {
+  const v = queryParam(req, 'limit');
+  if (v === undefined) return undefined;
+  const n = /^\d{1,4}$/.test(v) ? Number(v) : NaN;
+  if (!(n >= 1 && n <= 100))
+    throw new DomainError('invalid_request', 'limit must be an integer from 1 to 100', 'limit');
+  return n;
+}
