@@ -161,11 +161,13 @@ export function userFrom(
   query: string | undefined,
   pathUser: string | undefined,
   bodyUser?: unknown,
+  /** How the body names the user, for the message when none is given (Messages: `metadata.user_id`). */
+  bodyField = 'the `user` body field',
 ): string {
   if (bodyUser !== undefined && bodyUser !== null && typeof bodyUser !== 'string')
     throw new DomainError('invalid_request', 'user must be a string', 'user');
   const given = header ?? (bodyUser as string | undefined) ?? query;
-  if (pathUser === '') throw missingUser();
+  if (pathUser === '') throw missingUser(bodyField);
   if (pathUser !== undefined) {
     for (const other of [header, bodyUser as string | undefined, query])
       if (other !== undefined && other !== pathUser)
@@ -177,14 +179,14 @@ export function userFrom(
         );
     return checkUser(pathUser);
   }
-  if (given === undefined || given.trim() === '') throw missingUser();
+  if (given === undefined || given.trim() === '') throw missingUser(bodyField);
   return checkUser(given);
 }
 
-const missingUser = () =>
+const missingUser = (bodyField: string) =>
   new DomainError(
     'missing_user',
-    'No end user given: set the `user` body field, the `user` query parameter, the X-Paywall-User header, or name the user in the path (/v1/u/{user}/…).',
+    `No end user given: set ${bodyField}, the \`user\` query parameter, the X-Paywall-User header, or name the user in the path (/v1/u/{user}/…).`,
     'user',
     'missing_user',
   );

@@ -179,6 +179,7 @@ export async function serveMetered(
             b,
             typeof header === 'string' || r.pathUser !== undefined || r.queryUser !== undefined,
           ),
+          r.kind === 'messages' ? '`metadata.user_id` (or the `user` body field)' : undefined,
         );
   // A client that leaves before the answer ended: abort the upstream, settle what was produced.
   const gone = new AbortController();
