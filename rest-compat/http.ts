@@ -216,13 +216,27 @@ export const route =
 
 /** A JSON object body, or a 400. */
 export function jsonObject(req: Request): Record<string, unknown> {
-  return objectBody(req.body);
+  return objectBody(req.body, req.headers['content-type']);
 }
 
-/** The parsed body when it is a JSON object, else a 400. */
-export function objectBody(b: unknown): Record<string, unknown> {
-  if (!b || typeof b !== 'object' || Array.isArray(b))
+/** A JSON media type: `application/json`, or `application/…+json`. */
+const JSON_MEDIA = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i;
+
+/**
+ * The parsed body when it is a JSON object, else a 400. A body that was not parsed because it did not
+ * come as JSON (`curl -d` alone sends `application/x-www-form-urlencoded`) says which header is missing,
+ * instead of calling the client's JSON object something else.
+ */
+export function objectBody(b: unknown, contentType?: string): Record<string, unknown> {
+  if (!b || typeof b !== 'object' || Array.isArray(b)) {
+    if (b === undefined && !JSON_MEDIA.test(contentType ?? ''))
+      throw new DomainError(
+        'invalid_request',
+        `request body must be a JSON object sent with Content-Type: application/json (this one came ${contentType ? `as ${contentType.split(';')[0].trim()}` : 'without a Content-Type'})`,
+        null,
+      );
     throw new DomainError('invalid_request', 'request body must be a JSON object', null);
+  }
   return b as Record<string, unknown>;
 }
 

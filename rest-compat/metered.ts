@@ -161,7 +161,8 @@ export async function serveMetered(
   const via = viaOf(r.headers[VIA_HEADER]);
   const loop = loopReason(via);
   if (loop) throw invalid(loop, null, 'proxy_loop');
-  const b = objectBody(r.body);
+  const ct = r.headers['content-type'];
+  const b = objectBody(r.body, typeof ct === 'string' ? ct : undefined);
   const header = r.headers['x-paywall-user'];
   // count_tokens charges nobody: it needs no end user.
   // With an end-user key the user is the key's: a body's `user` / `metadata.user_id` is not looked at

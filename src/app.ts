@@ -396,9 +396,13 @@ export async function createApp(deps: AppDeps): Promise<App> {
       );
     }
     if (err?.type === 'entity.parse.failed') {
+      // The strict parser refuses JSON that is not an object or array ("x", null, 1) too: that is valid
+      // JSON, and the answer says what is wrong with it.
       return sendError(
         res,
-        new DomainError('invalid_request', 'request body is not valid JSON', null, 'invalid_json'),
+        isJson(err.body)
+          ? new DomainError('invalid_request', 'request body must be a JSON object', null)
+          : new DomainError('invalid_request', 'request body is not valid JSON', null, 'invalid_json'),
       );
     }
     if (err?.expose === true && err.status >= 400 && err.status < 500) {
@@ -591,5 +595,16 @@ class UnauthenticatedSockets {
   /** The socket authenticated: its slot is free. */
   release(socket: object): void {
     this.pending.get(socket)?.();
+  }
+}
+
+/** Whether a body the JSON parser refused is JSON all the same (a string, a number, true/false, null). */
+function isJson(body: unknown): boolean {
+  if (typeof body !== 'string') return false;
+  try {
+    JSON.parse(body);
+    return true;
+  } catch {
+    return false;
   }
 }
