@@ -126,15 +126,25 @@ export async function createApp(deps: AppDeps): Promise<App> {
   });
   app.get('/metrics', async (req, res) => {
     // Compared as digests in constant time: the token must not leak through response timing.
-    const given = sha256Hex(req.header('authorization') ?? '');
+    const header = req.header('authorization');
+    const given = sha256Hex(header ?? '');
     if (config.METRICS_TOKEN && !safeEqual(given, sha256Hex(`Bearer ${config.METRICS_TOKEN}`))) {
+      // Missing or wrong, told apart with the codes of the API's other 401s.
+      res.setHeader('WWW-Authenticate', 'Bearer realm="metrics"');
       res.status(401).json({
-        error: {
-          message: 'metrics need a bearer token',
-          type: 'authentication_error',
-          param: null,
-          code: null,
-        },
+        error: header
+          ? {
+              message: 'This bearer token is not the METRICS_TOKEN this service was started with.',
+              type: 'authentication_error',
+              param: null,
+              code: 'invalid_api_key',
+            }
+          : {
+              message: 'Metrics need the token METRICS_TOKEN sets: send `Authorization: Bearer <token>`.',
+              type: 'authentication_error',
+              param: null,
+              code: 'missing_api_key',
+            },
       });
       return;
     }
