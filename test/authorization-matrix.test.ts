@@ -213,6 +213,9 @@ const GQL: Record<string, GqlCase> = {
   },
 };
 
+/** A form's address opened with GET (back button, reload): a 303 to the page it belongs to, nothing done. */
+const FORM_ADDRESS_BY_GET = "303 to the form's own page (src/pages/page-fallbacks.ts): no data, no action";
+
 /**
  * REST routes outside the API-key surface, each with the reason. Everything else must be in REST below.
  */
@@ -225,6 +228,16 @@ const PUBLIC: Record<string, string> = {
   'POST /v1/stripe/webhooks/:paywallId':
     "authenticated by the Stripe-Signature of the paywall's endpoint (docs/reference.md §9)",
   'GET /assets/pages.css': 'static stylesheet of the hosted pages',
+  'GET /connect/:paywallId/approve': FORM_ADDRESS_BY_GET,
+  'GET /connect/:paywallId/decline': FORM_ADDRESS_BY_GET,
+  'GET /wallet/alert': FORM_ADDRESS_BY_GET,
+  'GET /wallet/autotopup/off': FORM_ADDRESS_BY_GET,
+  'GET /wallet/connections/:connectionId/allowance': FORM_ADDRESS_BY_GET,
+  'GET /wallet/connections/:connectionId/disconnect': FORM_ADDRESS_BY_GET,
+  'GET /wallet/keys/:keyId/revoke': FORM_ADDRESS_BY_GET,
+  'GET /wallet/sign-in/code': FORM_ADDRESS_BY_GET,
+  'GET /wallet/sign-out': FORM_ADDRESS_BY_GET,
+  'GET /wallet/topup/checkout': FORM_ADDRESS_BY_GET,
   'GET /wallet/sign-in': 'hosted sign-in form (docs/reference.md §8)',
   'POST /wallet/sign-in': 'e-mails a one-time code; CSRF token, per-IP limit',
   'POST /wallet/sign-in/code': 'checks the one-time code; CSRF token',
