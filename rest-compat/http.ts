@@ -161,11 +161,13 @@ export function userFrom(
   query: string | undefined,
   pathUser: string | undefined,
   bodyUser?: unknown,
+  /** How the body names the user, for the message when none is given (Messages: `metadata.user_id`). */
+  bodyField = 'the `user` body field',
 ): string {
   if (bodyUser !== undefined && bodyUser !== null && typeof bodyUser !== 'string')
     throw new DomainError('invalid_request', 'user must be a string', 'user');
   const given = header ?? (bodyUser as string | undefined) ?? query;
-  if (pathUser === '') throw missingUser();
+  if (pathUser === '') throw missingUser(bodyField);
   if (pathUser !== undefined) {
     for (const other of [header, bodyUser as string | undefined, query])
       if (other !== undefined && other !== pathUser)
@@ -177,14 +179,14 @@ export function userFrom(
         );
     return checkUser(pathUser);
   }
-  if (given === undefined || given.trim() === '') throw missingUser();
+  if (given === undefined || given.trim() === '') throw missingUser(bodyField);
   return checkUser(given);
 }
 
-const missingUser = () =>
+const missingUser = (bodyField: string) =>
   new DomainError(
     'missing_user',
-    'No end user given: set the `user` body field, the `user` query parameter, the X-Paywall-User header, or name the user in the path (/v1/u/{user}/…).',
+    `No end user given: set ${bodyField}, the \`user\` query parameter, the X-Paywall-User header, or name the user in the path (/v1/u/{user}/…).`,
     'user',
     'missing_user',
   );
@@ -214,12 +216,43 @@ export const route =
 
 /** A JSON object body, or a 400. */
 export function jsonObject(req: Request): Record<string, unknown> {
-  return objectBody(req.body);
+  return objectBody(req.body, req.headers['content-type']);
 }
 
-/** The parsed body when it is a JSON object, else a 400. */
-export function objectBody(b: unknown): Record<string, unknown> {
-  if (!b || typeof b !== 'object' || Array.isArray(b))
+/** A JSON media type: `application/json`, or `application/…+json`. */
+const JSON_MEDIA = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i;
+
+/**
+ * The parsed body when it is a JSON object, else a 400. A body that was not parsed because it did not
+ * come as JSON (`curl -d` alone sends `application/x-www-form-urlencoded`) says which header is missing,
+ * instead of calling the client's JSON object something else.
+ */
+export function objectBody(b: unknown, contentType?: string): Record<string, unknown> {
+  if (!b || typeof b !== 'object' || Array.isArray(b)) {
+    if (b === undefined && !JSON_MEDIA.test(contentType ?? ''))
+      throw new DomainError(
+        'invalid_request',
+        `request body must be a JSON object sent with Content-Type: application/json (this one came ${contentType ? `as ${contentType.split(';')[0].trim()}` : 'without a Content-Type'})`,
+        null,
+      );
     throw new DomainError('invalid_request', 'request body must be a JSON object', null);
+  }
   return b as Record<string, unknown>;
+}
+
+/** A single-valued query parameter (`?status=a&status=b` is a 400, not a silent pick). */
+export function queryParam(req: Request, name: string): string | undefined {
+  const v = req.query[name];
+  if (v === undefined || typeof v === 'string') return v;
+  throw new DomainError('invalid_request', `${name} must be given once, as a string`, name);
+}
+
+/** `limit` of a REST list: an integer from 1 to 100 (docs/reference.md §4 "Lists"); undefined when not given. */
+export function limitParam(req: Request): number | undefined {
+  const v = queryParam(req, 'limit');
+  if (v === undefined) return undefined;
+  const n = /^\d{1,4}$/.test(v) ? Number(v) : NaN;
+  if (!(n >= 1 && n <= 100))
+    throw new DomainError('invalid_request', 'limit must be an integer from 1 to 100', 'limit');
+  return n;
 }

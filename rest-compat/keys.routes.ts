@@ -2,7 +2,7 @@ import { Router } from 'express';
 import type { Services } from '../src/services.js';
 import { DomainError } from '../src/shared/errors.js';
 import { Operation } from './graphql-bridge.js';
-import { jsonObject, restContext, route, userOf } from './http.js';
+import { jsonObject, limitParam, restContext, route, userOf } from './http.js';
 
 const KEY_FIELDS = `id name externalUserId lastFour createdAt lastUsedAt expiresAt revokedAt
   limit { amount period spent resetsAt }`;
@@ -109,8 +109,15 @@ export function keysRoutes(services: Services): Router {
       const q = req.query.user;
       if (q !== undefined && typeof q !== 'string')
         throw new DomainError('invalid_request', 'user must be given once', 'user');
+      // Newest first; `limit` (1 to 100) takes the newest ones, as on the other REST lists.
+      const limit = limitParam(req) ?? Infinity;
       const { paywall } = await LIST.run(restContext(req, services), { user: q ?? null });
-      res.json({ object: 'list', data: paywall.userKeys.map(keyJson) });
+      const keys = paywall.userKeys as Record<string, unknown>[];
+      res.json({
+        object: 'list',
+        data: keys.slice(0, limit).map(keyJson),
+        has_more: keys.length > limit,
+      });
     }),
   );
 

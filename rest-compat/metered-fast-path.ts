@@ -141,15 +141,11 @@ export function meteredFastPath(
     });
 
     const serve = async (raw: Buffer, paywall: PaywallInfo, userKey: UserKeyAuth | undefined) => {
-      // express.json (strict): the body must be a JSON object or array; a BOM is dropped.
+      // As express.json: a BOM is dropped; what is not an object is refused below, by objectBody.
       let text = raw.toString('utf8');
       if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-      let i = 0;
-      while (i < text.length && ' \t\n\r'.includes(text[i])) i++;
-      const first = text[i];
       let body: unknown;
       try {
-        if (first !== '{' && first !== '[') throw new SyntaxError('not an object');
         body = JSON.parse(text);
       } catch {
         return sendError(
@@ -158,6 +154,7 @@ export function meteredFastPath(
           m.kind,
         );
       }
+      // Valid JSON that is not an object ("x", null, 1) is refused by objectBody, saying so.
       route = `${m.pathUser === undefined ? '/v1' : '/v1/u/{user}'}/${m.kind === 'chat' ? 'chat/completions' : m.kind}`;
       let queryUser: string | undefined;
       if (m.query !== null) {

@@ -161,7 +161,8 @@ export async function serveMetered(
   const via = viaOf(r.headers[VIA_HEADER]);
   const loop = loopReason(via);
   if (loop) throw invalid(loop, null, 'proxy_loop');
-  const b = objectBody(r.body);
+  const ct = r.headers['content-type'];
+  const b = objectBody(r.body, typeof ct === 'string' ? ct : undefined);
   const header = r.headers['x-paywall-user'];
   // count_tokens charges nobody: it needs no end user.
   // With an end-user key the user is the key's: a body's `user` / `metadata.user_id` is not looked at
@@ -179,6 +180,7 @@ export async function serveMetered(
             b,
             typeof header === 'string' || r.pathUser !== undefined || r.queryUser !== undefined,
           ),
+          r.kind === 'messages' ? '`metadata.user_id` (or the `user` body field)' : undefined,
         );
   // A client that leaves before the answer ended: abort the upstream, settle what was produced.
   const gone = new AbortController();

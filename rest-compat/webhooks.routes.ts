@@ -1,8 +1,8 @@
-import { Router, type Request } from 'express';
+import { Router } from 'express';
 import type { Services } from '../src/services.js';
 import { DomainError } from '../src/shared/errors.js';
 import { Operation } from './graphql-bridge.js';
-import { jsonObject, restContext, route } from './http.js';
+import { jsonObject, limitParam, queryParam, restContext, route } from './http.js';
 
 /** The spec's "Webhook subscription" fields, in its order; `secret` only in the creation answer. */
 const SUB = `id paywallId url events isActive description customHeaders createdAt updatedAt
@@ -25,23 +25,6 @@ const LOGS = new Operation(
 );
 
 const CREATE_FIELDS = new Set(['url', 'events', 'description', 'customHeaders', 'secret']);
-
-/** A single-valued query parameter (`?status=a&status=b` is a 400, not a silent pick). */
-function queryParam(req: Request, name: string): string | undefined {
-  const v = req.query[name];
-  if (v === undefined || typeof v === 'string') return v;
-  throw new DomainError('invalid_request', `${name} must be given once, as a string`, name);
-}
-
-/** `limit`: an integer from 1 to 100 (spec "Limits"; logs default to 20). */
-function limitParam(req: Request): number | undefined {
-  const v = queryParam(req, 'limit');
-  if (v === undefined) return undefined;
-  const n = /^\d{1,4}$/.test(v) ? Number(v) : NaN;
-  if (!(n >= 1 && n <= 100))
-    throw new DomainError('invalid_request', 'limit must be an integer from 1 to 100', 'limit');
-  return n;
-}
 
 /**
  * `POST/GET /v1/webhooks/subscriptions`, `GET/DELETE /v1/webhooks/subscriptions/{id}`, `GET /v1/webhooks/logs`,

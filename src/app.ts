@@ -126,15 +126,25 @@ export async function createApp(deps: AppDeps): Promise<App> {
   });
   app.get('/metrics', async (req, res) => {
     // Compared as digests in constant time: the token must not leak through response timing.
-    const given = sha256Hex(req.header('authorization') ?? '');
+    const header = req.header('authorization');
+    const given = sha256Hex(header ?? '');
     if (config.METRICS_TOKEN && !safeEqual(given, sha256Hex(`Bearer ${config.METRICS_TOKEN}`))) {
+      // Missing or wrong, told apart with the codes of the API's other 401s.
+      res.setHeader('WWW-Authenticate', 'Bearer realm="metrics"');
       res.status(401).json({
-        error: {
-          message: 'metrics need a bearer token',
-          type: 'authentication_error',
-          param: null,
-          code: null,
-        },
+        error: header
+          ? {
+              message: 'This bearer token is not the METRICS_TOKEN this service was started with.',
+              type: 'authentication_error',
+              param: null,
+              code: 'invalid_api_key',
+            }
+          : {
+              message: 'Metrics need the token METRICS_TOKEN sets: send `Authorization: Bearer <token>`.',
+              type: 'authentication_error',
+              param: null,
+              code: 'missing_api_key',
+            },
       });
       return;
     }
@@ -396,9 +406,13 @@ export async function createApp(deps: AppDeps): Promise<App> {
       );
     }
     if (err?.type === 'entity.parse.failed') {
+      // The strict parser refuses JSON that is not an object or array ("x", null, 1) too: that is valid
+      // JSON, and the answer says what is wrong with it.
       return sendError(
         res,
-        new DomainError('invalid_request', 'request body is not valid JSON', null, 'invalid_json'),
+        isJson(err.body)
+          ? new DomainError('invalid_request', 'request body must be a JSON object', null)
+          : new DomainError('invalid_request', 'request body is not valid JSON', null, 'invalid_json'),
       );
     }
     if (err?.expose === true && err.status >= 400 && err.status < 500) {
@@ -591,5 +605,16 @@ class UnauthenticatedSockets {
   /** The socket authenticated: its slot is free. */
   release(socket: object): void {
     this.pending.get(socket)?.();
+  }
+}
+
+/** Whether a body the JSON parser refused is JSON all the same (a string, a number, true/false, null). */
+function isJson(body: unknown): boolean {
+  if (typeof body !== 'string') return false;
+  try {
+    JSON.parse(body);
+    return true;
+  } catch {
+    return false;
   }
 }

@@ -6,12 +6,16 @@ import { createApp } from './app.js';
 import { createLogger } from './shared/logger.js';
 import { exitOnStartupFailure, listen, probePort } from './shared/fatal.js';
 import { serveAdmin } from './admin-socket.js';
+import { StartupSignals } from './shared/startup-signals.js';
 
 const config = loadConfig();
 const log = createLogger(config.LOG_LEVEL);
+// SIGTERM during the start-up: stop after the current step, exit 0 (src/shared/startup-signals.ts).
+const signals = new StartupSignals(log);
 
 // A port in use: one line naming it, exit 1, before anything is opened.
 await probePort(config.PORT, config.HOST).catch(exitOnStartupFailure);
+await signals.stopIfRequested();
 // An embedded DATA_DIR another process holds: one line naming the directory and its pid, exit 1.
 const db = await Database.openForService(config, log).catch(exitOnStartupFailure);
 log.info(
@@ -22,8 +26,10 @@ log.info(
   },
   'database opened',
 );
+await signals.stopIfRequested(() => db.close());
 const applied = await db.migrate(config);
 if (applied.length) log.info({ migrations: applied }, 'migrations applied');
+await signals.stopIfRequested(() => db.close());
 
 const app = await createApp({ config, db, log });
 const boot = await app.services.owners.bootstrap(config.BOOTSTRAP_OWNER_TOKEN);
@@ -75,5 +81,4 @@ const shutdown = async (signal: string) => {
     process.exit(1);
   }
 };
-process.on('SIGTERM', () => void shutdown('SIGTERM'));
-process.on('SIGINT', () => void shutdown('SIGINT'));
+signals.handOver((signal) => void shutdown(signal));

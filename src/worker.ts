@@ -10,16 +10,21 @@ import { DeliveryWorker } from './modules/webhooks/delivery-worker.js';
 import { createLogger } from './shared/logger.js';
 import { loadSecretBox } from './shared/crypto.js';
 import { exitOnStartupFailure } from './shared/fatal.js';
+import { StartupSignals } from './shared/startup-signals.js';
 
 const config = loadConfig();
 const log = createLogger(config.LOG_LEVEL).child({ component: 'webhook-worker' });
+// SIGTERM during the start-up: stop after the current step, exit 0 (src/shared/startup-signals.ts).
+const signals = new StartupSignals(log);
 
 // The embedded database is one process's: on a DATA_DIR the API (or another worker) holds, this exits 1
 // at once naming the directory and the holder's pid. Run the worker apart only with DATABASE_URL.
 const db = await Database.openForService(config, log).catch(exitOnStartupFailure);
+await signals.stopIfRequested(() => db.close());
 // Idempotent: normally the API has migrated already, but the worker must not run against an older schema.
 const applied = await db.migrate(config);
 if (applied.length) log.info({ migrations: applied }, 'migrations applied');
+await signals.stopIfRequested(() => db.close());
 
 const worker = new DeliveryWorker({
   db,
@@ -54,5 +59,4 @@ const shutdown = async (signal: string) => {
     process.exit(1);
   }
 };
-process.on('SIGTERM', () => void shutdown('SIGTERM'));
-process.on('SIGINT', () => void shutdown('SIGINT'));
+signals.handOver((signal) => void shutdown(signal));

@@ -166,6 +166,8 @@ describe('Messages errors in Anthropic’s shape (raised by the SDK as its error
     expect(err.error.type).toBe('error');
     expect(err.error.error.type).toBe('invalid_request_error');
     expect(err.error.error.message).toMatch(/No end user given/);
+    // It names Anthropic's own field, the one an Anthropic SDK user can set, not only OpenAI's body `user`.
+    expect(err.error.error.message).toMatch(/`metadata\.user_id`/);
     expect(fake.requests).toHaveLength(0);
   });
 

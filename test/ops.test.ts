@@ -321,8 +321,13 @@ describe('separate instance: metrics token and a lost database', () => {
     const none = await u.rest('GET', '/metrics');
     expect(none.status).toBe(401);
     expect(none.body.error.type).toBe('authentication_error');
+    // Which of the two it is, with the codes of the API's other 401s, and the scheme a scraper must use.
+    expect(none.body.error.code).toBe('missing_api_key');
+    expect(none.headers.get('www-authenticate')).toBe('Bearer realm="metrics"');
     const wrong = await u.rest('GET', '/metrics', { token: 'metrics-secret-12345' });
     expect(wrong.status).toBe(401);
+    expect(wrong.body.error).toMatchObject({ type: 'authentication_error', code: 'invalid_api_key' });
+    expect(wrong.body.error.message).toMatch(/not the METRICS_TOKEN/);
     const ok = await u.rest('GET', '/metrics', { token: 'metrics-secret-1234' });
     expect(ok.status).toBe(200);
     expect(ok.body).toMatch(/^# TYPE http_requests_total counter$/m);

@@ -301,6 +301,56 @@ describe('npm start on a fresh clone (docs/reference.md §1)', () => {
   );
 
   it(
+    'a SIGTERM while the service is still starting (migrating a fresh DATA_DIR) stops it cleanly: exit 0, and the next start works',
+    async () => {
+      const dataDir = mkdtempSync(join(tmpdir(), 'pp-startup-early-'));
+      const env: Record<string, string | undefined> = { ...process.env };
+      for (const k of CONFIG_VARS) delete env[k];
+      const port = await freePort();
+      const proc = spawn(process.execPath, [MAIN], {
+        cwd: ROOT,
+        env: { ...env, DATA_DIR: dataDir, PORT: String(port) },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      running.add(proc);
+      let out = '';
+      proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
+      proc.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+        proc.once('exit', (code, signal) => resolve({ code, signal })),
+      );
+      try {
+        // The database is open and the migrations of a fresh directory are running: a process manager
+        // stopping the service now (a rollout, Ctrl-C) must see a clean exit, not death by signal.
+        const started = Date.now();
+        while (!out.includes('"msg":"database opened"')) {
+          if (Date.now() - started > READY_DEADLINE_MS) throw new Error(`the service did not start:\n${out}`);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        proc.kill('SIGTERM');
+        let timer: NodeJS.Timeout | undefined;
+        const result = await Promise.race([
+          exited,
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(() => reject(new Error(`no exit after SIGTERM:\n${out}`)), READY_DEADLINE_MS);
+          }),
+        ]).finally(() => clearTimeout(timer));
+        expect(result).toEqual({ code: 0, signal: null });
+        expect(out).toMatch(/"msg":"stopped"/);
+        expect(out).not.toMatch(/"msg":"listening"/);
+        running.delete(proc);
+        // Nothing half-done is left behind: the next start on the same directory is healthy.
+        const again = await startService({ DATA_DIR: dataDir });
+        expect(await stopService(again)).toEqual({ code: 0, signal: null });
+      } finally {
+        running.delete(proc);
+        rmSync(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
     'a SIGTERM to `npm run worker` reaches the webhook worker: it stops gracefully',
     async () => {
       const dataDir = mkdtempSync(join(tmpdir(), 'pp-startup-worker-'));

@@ -127,6 +127,25 @@ describe('create, list, revoke', () => {
     expect(n).toBe(0);
   });
 
+  it('REST list: `limit` takes the newest keys (has_more says more exist); above 100, 0 or not a number is a 400', async () => {
+    const made = [];
+    for (const name of ['one', 'two', 'three']) made.push(await createKey({ user: 'lim-u', name }));
+    const two = await t.rest('GET', '/v1/user/keys?user=lim-u&limit=2', { token: pw.apiKey });
+    expect(two.status).toBe(200);
+    expect(two.body.data.map((k: any) => k.name)).toEqual(['three', 'two']);
+    expect(two.body.has_more).toBe(true);
+    const all = await t.rest('GET', '/v1/user/keys?user=lim-u', { token: pw.apiKey });
+    expect([all.body.data.length, all.body.has_more]).toEqual([3, false]);
+    for (const bad of ['101', '0', '-1', 'abc', '1.5']) {
+      const r = await t.rest('GET', `/v1/user/keys?user=lim-u&limit=${bad}`, { token: pw.apiKey });
+      expect([r.status, r.body.error.type, r.body.error.param]).toEqual([
+        400,
+        'invalid_request_error',
+        'limit',
+      ]);
+    }
+  });
+
   it('GraphQL with the owner token: createUserKey, Paywall.userKeys(externalUserId), revokeUserKey', async () => {
     const c = await t.gql(
       t.ownerToken,

@@ -228,6 +228,45 @@ describe('POST /v1/user/balance/deposit', () => {
   });
 });
 
+describe('a body the service cannot read says why', () => {
+  it('JSON sent without `Content-Type: application/json` (curl -d alone): a 400 naming the header; nothing changed', async () => {
+    const pw = await t.createPaywall();
+    const before = await snapshot(pw, 'ct-u');
+    for (const path of [
+      '/v1/user/balance/deposit',
+      '/v1/user/charge',
+      '/v1/chat/completions',
+      '/v1/embeddings',
+    ]) {
+      for (const contentType of [undefined, 'application/x-www-form-urlencoded', 'text/plain']) {
+        const res = await fetch(t.url + path, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${pw.apiKey}`,
+            ...(contentType ? { 'content-type': contentType } : {}),
+          },
+          body: JSON.stringify({ user: 'ct-u', amount: '1', model: 'm', input: 'x', messages: [] }),
+        });
+        const body = (await res.json()) as any;
+        expect([path, res.status, body.error.type]).toEqual([path, 400, 'invalid_request_error']);
+        expect(body.error.message).toMatch(/Content-Type: application\/json/);
+      }
+    }
+    expect(await snapshot(pw, 'ct-u')).toEqual(before);
+  });
+
+  it('valid JSON that is not an object ("x", null, 1) is "must be a JSON object", not "not valid JSON"', async () => {
+    const pw = await t.createPaywall();
+    for (const body of ['"x"', 'null', '1', 'true']) {
+      const r = await deposit(pw, body);
+      expect([r.status, r.body.error.type]).toEqual([400, 'invalid_request_error']);
+      expect(r.body.error.message).toBe('request body must be a JSON object');
+    }
+    const bad = await deposit(pw, '{bad json');
+    expect(bad.body.error).toMatchObject({ message: 'request body is not valid JSON', code: 'invalid_json' });
+  });
+});
+
 describe('POST /v1/user/charge', () => {
   it('debits the free balance: charge row, negative ledger entry, charge.created + charge.completed', async () => {
     const pw = await t.createPaywall();
