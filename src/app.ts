@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import type { Socket } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { ApolloServer, type ApolloServerPlugin } from '@apollo/server';
 import { expressMiddleware } from '@as-integrations/express5';
@@ -39,7 +38,8 @@ import { answerParserError, sendError } from '../rest-compat/errors.js';
 import { createPagesRouter } from './pages/pages.router.js';
 import { createDashboardRouter } from './pages/dashboard.router.js';
 import { createStripeWebhookRouter } from './modules/payments/stripe/stripe.router.js';
-import { createClientIp, createTrustedProxyCheck, normalizeIp } from './shared/client-ip.js';
+import { createClientIp } from './shared/client-ip.js';
+import { limitConnectionsPerIp, UnauthenticatedSockets } from './shared/connection-limits.js';
 import { requireApiKey } from '../rest-compat/http.js';
 import { logInternalError, routeLabel, withoutPathUser } from './shared/route-label.js';
 
@@ -517,95 +517,6 @@ function unavailableTo503(err: unknown): never {
       http: { status: 503, headers: new Map([['retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS)]]) },
     },
   });
-}
-
-/**
- * At most `max` open TCP connections per client address (the TCP peer: X-Forwarded-For is not known
- * before a request is parsed; TRUSTED_PROXIES are exempt, their clients are many). A connection beyond
- * it is answered 429 and closed before any HTTP parsing, so it holds no parser, buffer or timer.
- */
-function limitConnectionsPerIp(server: Server, max: number, trustedProxies: readonly string[]): void {
-  const isTrusted = createTrustedProxyCheck(trustedProxies);
-  const open = new Map<string, number>();
-  const handlers = server.listeners('connection') as ((socket: Socket) => void)[];
-  server.removeAllListeners('connection');
-  server.on('connection', (socket: Socket) => {
-    const ip = normalizeIp(socket.remoteAddress) ?? 'unknown';
-    if (!isTrusted(ip)) {
-      const n = (open.get(ip) ?? 0) + 1;
-      if (n > max) {
-        refuseConnection(socket, max);
-        return;
-      }
-      open.set(ip, n);
-      socket.once('close', () => {
-        const left = (open.get(ip) ?? 1) - 1;
-        if (left > 0) open.set(ip, left);
-        else open.delete(ip);
-      });
-    }
-    for (const h of handlers) h.call(server, socket);
-  });
-}
-
-function refuseConnection(socket: Socket, max: number): void {
-  const body = JSON.stringify({
-    error: {
-      message: `Too many open connections from this address (MAX_CONNECTIONS_PER_IP is ${max}); close some or retry later.`,
-      type: 'rate_limit_error',
-      param: null,
-      code: 'too_many_connections',
-    },
-  });
-  socket.on('error', () => undefined);
-  socket.setTimeout(5000, () => socket.destroy());
-  socket.end(
-    `HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-      `Retry-After: 1\r\nConnection: close\r\n\r\n${body}`,
-  );
-  // Whatever the client sends is read and dropped (not buffered) until it has the answer and closes.
-  socket.resume();
-}
-
-/**
- * graphql-ws sockets that have not authenticated yet, counted per client address. A slot is taken when
- * the upgrade is accepted and given back when the socket authenticates or closes (whichever is first).
- */
-class UnauthenticatedSockets {
-  private readonly byIp = new Map<string, number>();
-  private readonly pending = new WeakMap<object, () => void>();
-
-  constructor(private readonly max: number) {}
-
-  /** Takes a slot for `ip` for the upgrade request `req`; false when the address has none left. */
-  take(ip: string, req: { socket: Socket }): boolean {
-    const n = this.byIp.get(ip) ?? 0;
-    if (n >= this.max) return false;
-    this.byIp.set(ip, n + 1);
-    let held = true;
-    const release = () => {
-      if (!held) return;
-      held = false;
-      const left = (this.byIp.get(ip) ?? 1) - 1;
-      if (left > 0) this.byIp.set(ip, left);
-      else this.byIp.delete(ip);
-    };
-    this.pending.set(req, release);
-    // Also when the upgrade never completes, or the WebSocket closes before authenticating.
-    req.socket.once('close', release);
-    return true;
-  }
-
-  /** The upgrade completed: the WebSocket carries the slot from here. */
-  bind(socket: object, req: object): void {
-    const release = this.pending.get(req);
-    if (release) this.pending.set(socket, release);
-  }
-
-  /** The socket authenticated: its slot is free. */
-  release(socket: object): void {
-    this.pending.get(socket)?.();
-  }
 }
 
 /** Whether a body the JSON parser refused is JSON all the same (a string, a number, true/false, null). */
