@@ -38,8 +38,4 @@ describe('holdOutcome', () => {
     const r = row({ held: false, freeRaw: 3n, holdRaw: 0n, cap: 0 });
     expect(holdOutcome(r)).toEqual({ kind: 'blocked', reason: 'insufficient_balance', hold: r });
   });
-
-  it('a hold left undecided by its statement is to be submitted again', () => {
-    expect(holdOutcome(row({ retry: true, held: false, connected: false }))).toEqual({ kind: 'retry' });
-  });
 });

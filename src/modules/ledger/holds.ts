@@ -102,8 +102,6 @@ export interface ReserveResult {
   limit: DailyLimit | null;
   /** With an API rate limit: this request's place in the minute's count (over the limit: refused). */
   ratePosition: number | null;
-  /** Submit again (ledger_tick decides the holds of a batch one after the other and never asks this). */
-  retry?: boolean;
   userId: string;
   /** The wallet user of events: the hosted wallet in SHARED mode (null when not connected), the end user itself in DEFAULT mode. */
   walletUserId: string | null;
@@ -202,7 +200,6 @@ const holdResult = (r: Record<string, any>): ReserveResult => ({
   indebted: r.indebted === true,
   accountId: r.account_id ?? null,
   debtRaw: r.debt === null || r.debt === undefined ? 0n : BigInt(r.debt),
-  retry: r.retry,
   limit: r.limit_hit ?? null,
   ratePosition: r.rate_position === null || r.rate_position === undefined ? null : Number(r.rate_position),
   allowanceExceeded: r.allowance_hit === true,

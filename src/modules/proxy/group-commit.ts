@@ -24,15 +24,10 @@ export class GroupCommit<I, R> {
 
   private scheduled = false;
 
-  /**
-   * Queues an operation for the next batch. `first`: ahead of everything queued (an operation that a
-   * batch sent back to be decided first in the next one, so newer ones cannot keep overtaking it).
-   */
-  submit(item: I, first = false): Promise<R> {
+  /** Queues an operation for the next batch. */
+  submit(item: I): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      const q = { item, key: this.keyOf(item), resolve, reject };
-      if (first) this.queue.unshift(q);
-      else this.queue.push(q);
+      this.queue.push({ item, key: this.keyOf(item), resolve, reject });
       this.schedule();
     });
   }

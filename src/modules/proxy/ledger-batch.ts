@@ -22,17 +22,14 @@ type LedgerOp =
 
 /**
  * What one hold statement decided: the hold is placed; it is refused (not connected, a daily or rate
- * limit, the app's allowance (SHARED), or a balance that cannot afford the minimum completion); or another hold of the same statement
- * on the same balance came first and it must be submitted again.
+ * limit, the app's allowance (SHARED), or a balance that cannot afford the minimum completion). `ledger_tick` decides
+ * the holds of one statement one after the other, so none is left open.
  */
 export type HoldOutcome =
-  | { kind: 'held'; hold: ReserveResult }
-  | { kind: 'blocked'; reason: BlockReason; hold: ReserveResult }
-  | { kind: 'retry' };
+  { kind: 'held'; hold: ReserveResult } | { kind: 'blocked'; reason: BlockReason; hold: ReserveResult };
 
 /** The hold statement's row as a {@link HoldOutcome}. */
 export function holdOutcome(r: ReserveResult): HoldOutcome {
-  if (r.retry) return { kind: 'retry' };
   if (!r.connected) return { kind: 'blocked', reason: 'not_connected', hold: r };
   if (!r.held)
     return {
@@ -83,12 +80,9 @@ export class LedgerBatch {
     );
   }
 
-  /**
-   * Places a hold for the end user `key`; null when the end user does not exist yet. `ahead`: submitted
-   * ahead of the queue (a hold the previous statement left open).
-   */
-  async hold(key: string, input: ReserveInput, ahead = false): Promise<ReserveResult | null> {
-    return (await this.commit.submit({ kind: 'hold', key, input }, ahead)) as ReserveResult | null;
+  /** Places a hold for the end user `key`; null when the end user does not exist yet. */
+  async hold(key: string, input: ReserveInput): Promise<ReserveResult | null> {
+    return (await this.commit.submit({ kind: 'hold', key, input })) as ReserveResult | null;
   }
 
   /** Posts or voids a hold: the free balance after it and its alert state, false when it was already settled. */

@@ -27,22 +27,15 @@ export interface PlaceHoldDeps {
  * The hold step of a metered call: one statement against an existing end user (a first-time user is
  * created, then the hold is placed again). Over the API rate limit it throws a 429. An account that owes
  * uncollected usage repays it from what is free besides this hold; if the debt refused the hold, it is
- * decided again once repaid. Answers `held` or `blocked` (never `retry`: that is resubmitted here).
+ * decided again once repaid. Answers `held` or `blocked`.
  */
 export async function placeHold(
   d: PlaceHoldDeps,
   o: { paywall: PaywallInfo; externalUserId: string; trigger: EventTrigger; input: ReserveInput; now: Date },
-): Promise<Exclude<HoldOutcome, { kind: 'retry' }>> {
+): Promise<HoldOutcome> {
   const { paywall, externalUserId, trigger, input: holdInput, now } = o;
   const userKey = `${paywall.id}\n${externalUserId}`;
-  const reserve = async (input = holdInput) => {
-    for (let again = false; ; again = true) {
-      const r = await d.ledger.hold(userKey, input, again);
-      // Holds before it on the same account or user in that statement left its answer open: it is
-      // decided first in the next statement (submitted ahead of the queue).
-      if (!r || holdOutcome(r).kind !== 'retry') return r;
-    }
-  };
+  const reserve = (input = holdInput) => d.ledger.hold(userKey, input);
   let hold = await reserve();
   if (!hold) {
     await d.ensureUser(d.db, paywall, externalUserId, trigger);
@@ -69,7 +62,5 @@ export async function placeHold(
       hold = (await reserve({ ...holdInput, rateLimit: null, maxDebtRaw })) ?? hold;
     }
   }
-  const outcome = holdOutcome(hold);
-  if (outcome.kind === 'retry') throw new DomainError('internal', 'the hold was left undecided');
-  return outcome;
+  return holdOutcome(hold);
 }
