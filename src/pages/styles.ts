@@ -188,6 +188,7 @@ select:focus-visible{outline:3px solid var(--accent);outline-offset:2px}
 .input-unit{display:flex;align-items:center;gap:.4rem}
 .input-unit .unit{color:var(--muted);font-size:.9rem}
 .allowance-form{display:flex;gap:.75rem;align-items:flex-end;flex-wrap:wrap;margin:.75rem 0 0}
+ul.apps form.allowance-form{margin-top:1rem;padding-top:1rem;border-top:1px solid #eef0f3}
 .allowance-form .allowance-fields{flex:1 1 20rem}
 ul.apps li.app{display:block}
 ul.apps .app-head{display:flex;justify-content:space-between;align-items:center;gap:1rem}
