@@ -7,6 +7,7 @@ import type { Metrics } from '../src/shared/metrics.js';
 import { DomainError, databaseUnavailable } from '../src/shared/errors.js';
 import { isDatabaseUnavailable } from '../src/db/db-errors.js';
 import { observe } from '../src/shared/observe.js';
+import { closeAfterBody } from '../src/shared/connection-limits.js';
 import { withoutPathUser } from '../src/shared/route-label.js';
 import { shapedErrorBody } from './errors.js';
 import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
@@ -119,11 +120,10 @@ export function meteredFastPath(
     const key = apiKeyOf(req.headers);
     const refuse = (e: unknown) => {
       // The body is not kept: the connection cannot be reused for another request. What the client still
-      // sends is read and dropped, so the close is orderly: closing on unread bytes would send a reset
-      // that can destroy the 401 before the client reads it.
+      // sends is read and dropped before the connection closes.
       res.setHeader('Connection', 'close');
+      closeAfterBody(req);
       fail(e);
-      req.resume();
     };
     requestContext.run({ reqId }, () => {
       (key !== null ? authenticateRestKey(services, key) : Promise.resolve(null)).then((found) => {

@@ -39,7 +39,7 @@ import { createPagesRouter } from './pages/pages.router.js';
 import { createDashboardRouter } from './pages/dashboard.router.js';
 import { createStripeWebhookRouter } from './modules/payments/stripe/stripe.router.js';
 import { createClientIp } from './shared/client-ip.js';
-import { limitConnectionsPerIp, UnauthenticatedSockets } from './shared/connection-limits.js';
+import { closeAfterBody, limitConnectionsPerIp, UnauthenticatedSockets } from './shared/connection-limits.js';
 import { requireApiKey } from '../rest-compat/http.js';
 import { logInternalError, routeLabel, withoutPathUser } from './shared/route-label.js';
 
@@ -375,9 +375,8 @@ export async function createApp(deps: AppDeps): Promise<App> {
       keyBeforeBody(req, res, (err?: unknown) => {
         if (err === undefined) res.removeHeader('Connection');
         next(err);
-        // Refused: the body is read and dropped, not kept, so the close after the answer is orderly
-        // (closing on unread bytes sends a reset that can destroy the answer before the client reads it).
-        if (err !== undefined) req.resume();
+        // Refused: the rest of the body is read and dropped before the connection closes.
+        if (err !== undefined) closeAfterBody(req);
       });
     },
     jsonBody,

@@ -1,8 +1,9 @@
 import { connect, type Socket } from 'node:net';
-import type { IncomingMessage } from 'node:http';
+import { createServer, type IncomingMessage } from 'node:http';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { clientNetwork, createClientIp, normalizeIp } from '../src/shared/client-ip.js';
 import { loadConfig } from '../src/config.js';
+import { closeAfterBody } from '../src/shared/connection-limits.js';
 
 /**
  * The network edge (docs/operations.md "The network edge"): who the client is (X-Forwarded-For only
@@ -142,6 +143,23 @@ describe('the API key before the body', () => {
     },
   );
 
+  it('a client still sending its body when the 401 comes, that reads the answer late, still gets it (no reset destroys it)', async () => {
+    // The server answers before the body has arrived. Had it closed the socket then, the rest of the body
+    // would meet a reset, the client's write would fail, and a client that had not read the answer yet
+    // would lose it. This client pauses reading to be that late client every time.
+    const c = rawConnection(t.url);
+    await c.ready;
+    c.socket.pause();
+    c.socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${1024 * 1024}\r\n\r\n{"pad":"`,
+    );
+    await new Promise((r) => setTimeout(r, 200));
+    c.socket.write(Buffer.alloc(1024 * 1024 - 8, 'x'));
+    await new Promise((r) => setTimeout(r, 200));
+    c.socket.resume();
+    expect((await c.answer).split('\r\n')[0]).toBe('HTTP/1.1 401 Unauthorized');
+  });
+
   it('POST /graphql without a valid credential reads at most 64 KiB of body (413 beyond); with one, up to 1 MiB as before', async () => {
     const pad = 'x'.repeat(100 * 1024);
     const query = { query: '{ paywalls { id } }', variables: { pad } };
@@ -184,6 +202,67 @@ describe('the API key before the body', () => {
     const r = await t.rest('POST', '/v1/chat/completions', { token: pw.apiKey, body: '{"model":' });
     expect(r.status).toBe(400);
     expect(r.body.error.code).toBe('invalid_json');
+  });
+});
+
+describe('the lingering close after a refusal (closeAfterBody)', () => {
+  /** A server refusing every request with 401 before reading its body; resolves each socket's close time. */
+  async function refusingServer(lingerMs: number) {
+    const closedAt: number[] = [];
+    const server = createServer((req, res) => {
+      req.socket.once('close', () => closedAt.push(Date.now()));
+      res.setHeader('Connection', 'close');
+      closeAfterBody(req, lingerMs);
+      res.writeHead(401, { 'Content-Type': 'text/plain' }).end('no');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    return { server, port, closedAt };
+  }
+
+  it('the server keeps reading the rest of the body after its answer, then closes once it has arrived', async () => {
+    const { server, port, closedAt } = await refusingServer(3000);
+    try {
+      // allowHalfOpen: the client keeps sending after the server's FIN, as a slow uploader does.
+      const c = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+      let got = '';
+      const errors: string[] = [];
+      c.setEncoding('latin1').on('data', (d: string) => (got += d));
+      c.on('error', (e: NodeJS.ErrnoException) => errors.push(e.code ?? e.message));
+      const ended = new Promise<void>((r) => c.once('end', () => r()));
+      c.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\nab');
+      await ended; // the answer and the server's FIN
+      expect(got.split('\r\n')[0]).toBe('HTTP/1.1 401 Unauthorized');
+      await new Promise((r) => setTimeout(r, 200));
+      expect(closedAt).toEqual([]); // still reading
+      const sentAt = Date.now();
+      await new Promise<void>((r) => c.write(Buffer.alloc(200000 - 2, 'x'), () => r()));
+      for (let i = 0; i < 100 && closedAt.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(closedAt).toHaveLength(1);
+      expect(closedAt[0] - sentAt).toBeLessThan(500); // closed on the body's end, not on the 3 s bound
+      c.end();
+      await new Promise((r) => setTimeout(r, 50));
+      expect(errors).toEqual([]); // no reset met the body
+    } finally {
+      server.close();
+    }
+  });
+
+  it('a body that never arrives holds the connection at most lingerMs', async () => {
+    const { server, port, closedAt } = await refusingServer(300);
+    try {
+      const c = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+      c.on('error', () => undefined);
+      const openedAt = Date.now();
+      c.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\nab');
+      for (let i = 0; i < 200 && closedAt.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(closedAt).toHaveLength(1);
+      expect(closedAt[0] - openedAt).toBeGreaterThanOrEqual(300);
+      expect(closedAt[0] - openedAt).toBeLessThan(1500);
+      c.destroy();
+    } finally {
+      server.close();
+    }
   });
 });
 
