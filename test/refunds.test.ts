@@ -401,7 +401,7 @@ describe('DEFAULT: the money goes back from the paywall’s earnings to the user
     await expectLedgerProven(t.db);
   });
 
-  it('uncollected usage is not refundable beyond what was collected', async () => {
+  it('uncollected usage is not refundable beyond what was collected; refunding the whole rest forgives what the charge still owes', async () => {
     await deposit(t, dflt, 'uma', '0.01');
     const hold = testHold(dflt.id, 'uma');
     const [held] = await reserveHolds(t.db, [hold]);
@@ -409,9 +409,25 @@ describe('DEFAULT: the money goes back from the paywall’s earnings to the user
     // Settled at 1000 captured, and 500 more the balance did not pay (uncollected).
     expect(await settleHolds(t.db, [testSettlement(hold, 1000n, { uncollectedRaw: 500n })])).toEqual([true]);
     const chargeId = hold.chargeId;
+    const owed = async () => {
+      const [row] = await t.db.query(
+        `select c.uncollected_raw::text as uncollected, c.recovered_raw::text as recovered,
+                c.metadata->>'writtenOff' as written_off, a.debt_raw::text as debt
+           from charge c join ledger_account a on a.id = c.account_id where c.id = $1`,
+        [chargeId],
+      );
+      return row;
+    };
+    expect(await owed()).toEqual({ uncollected: '500', recovered: '0', written_off: null, debt: '500' });
     expect(await refundCode(dflt, { chargeId, amount: '0.001001' })).toBe('refund_exceeds_charge');
+    // A partial refund gives money back and leaves what the charge still owes.
+    expect((await refund(dflt, { chargeId, amount: '0.0004' })).data.refundCharge.amount).toBe('0.000400');
+    expect(await owed()).toEqual({ uncollected: '500', recovered: '0', written_off: null, debt: '500' });
+    // The whole rest: the money back, and the 500 still owed forgiven with it (kept as writtenOff).
     const whole = await refund(dflt, { chargeId });
-    expect(whole.data.refundCharge.amount).toBe('0.001000');
+    expect(whole.data.refundCharge.amount).toBe('0.000600');
+    expect(await owed()).toEqual({ uncollected: '0', recovered: '0', written_off: '500', debt: '0' });
+    expect(await balance(await userAccount(dflt, 'uma'))).toBe(10_000n);
     await expectLedgerProven(t.db);
   });
 });

@@ -9,6 +9,7 @@ import type { PaywallService } from '../paywalls/paywall.service.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
 import { triggerOf } from '../users/user.service.js';
 import { FEES_ACCOUNT_ID } from '../accounts/accounts.js';
+import { writeOffOwed } from '../accounts/debt-write-off.js';
 import type { Codec, IdempotencyService } from './idempotency.service.js';
 import type { Metrics } from '../../shared/metrics.js';
 
@@ -353,6 +354,9 @@ export class RefundService {
     const expected = 1 + (earningsRaw > 0n ? 1 : 0) + (feeRaw > 0n ? 1 : 0);
     if (rows.length !== expected) throw new Error('refund: an account could not pay its part under lock');
     const after = rows.find((r: any) => r.id === payer)!;
+    // Refunded in full: what the charge still owes (usage its hold and balance did not cover) is
+    // forgiven with it. A user is not left repaying, from a later deposit, a charge the app gave back.
+    if (amountRaw === rest) await writeOffOwed(tx, payer, { chargeId });
     const balanceAfter = BigInt(after.balance_raw);
     const metadata = { refundId: id, chargeId, reason };
     const [written] = await tx.query(

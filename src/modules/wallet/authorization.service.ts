@@ -6,6 +6,7 @@ import { recordEvents, type EventTrigger } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import type { Clock } from '../../shared/clock.js';
 import { setAllowance, type AllowancePeriod } from './allowance.js';
+import { writeOffOwed } from '../accounts/debt-write-off.js';
 
 /** What the consent page shows about a pending connect request. */
 export interface ConsentRequest {
@@ -311,7 +312,9 @@ export class AuthorizationService {
     if (!open.length && !eu.wallet_user_id) return false;
     if (open.length)
       await tx.query(`update wallet_connection set revoked_at = now() where id = $1`, [open[0].id]);
-    if (eu.account_id) await writeOffDebt(tx, endUserId, eu.account_id);
+    // docs/reference.md §5.7: a wallet never repays an app after the user disconnected it; what the app's
+    // charges still owe leaves the wallet's debt, so it cannot block the wallet's other apps either.
+    if (eu.account_id) await writeOffOwed(tx, eu.account_id, { endUserId });
     await tx.query(
       `update end_user set wallet_user_id = null, account_id = null, connected_at = null where id = $1`,
       [endUserId],
@@ -337,25 +340,4 @@ export class AuthorizationService {
       subject: { type: 'end_user' as const, id: req.endUserId, externalId: req.externalUserId },
     };
   }
-}
-
-/**
- * docs/reference.md §5.7: a wallet never repays an app after the user disconnected it. What the app's
- * charges on this wallet still owe is written off (the charge keeps it as `metadata.writtenOff`; its
- * `uncollected_raw` drops to what was repaid) and leaves the wallet's debt, so it cannot block the
- * wallet's other apps either. The account is locked by the caller.
- */
-async function writeOffDebt(tx: Sql, endUserId: string, accountId: string): Promise<void> {
-  // A charge's uncollected amount is set once, at settlement: once written off it owes nothing more.
-  await tx.query(
-    `with c as (
-       update charge ch set uncollected_raw = ch.recovered_raw,
-              metadata = ch.metadata || jsonb_build_object('writtenOff', (ch.uncollected_raw - ch.recovered_raw)::text)
-        where ch.user_id = $1 and ch.account_id = $2 and ch.kind = 'usage' and ch.uncollected_raw > ch.recovered_raw
-       returning (ch.metadata->>'writtenOff')::bigint as off
-     )
-     update ledger_account a set debt_raw = greatest(0, a.debt_raw - (select sum(off) from c))
-      where a.id = $2 and exists (select 1 from c)`,
-    [endUserId, accountId],
-  );
 }
