@@ -359,6 +359,50 @@ describe('model catalogue and prices', () => {
     ).toBe(false);
   });
 
+  it('reasoning: true / false marks whether the model reasons (as reasoningModel) and keeps its price; a string is the reasoning price', async () => {
+    const pw = await t.createPaywall();
+    const Q = `mutation($input: SetModelPricingInput!) {
+      setModelPricing(input: $input) { id reasoningModel pricing { completion reasoning } }
+    }`;
+    const set = (input: Record<string, unknown>) => t.gql(pw.apiKey, Q, { input });
+    const ok = async (input: Record<string, unknown>) => {
+      const r = await set(input);
+      expect(r.errors).toBeUndefined();
+      return r.data.setModelPricing;
+    };
+    expect(await ok({ modelId: 'house-thinker', completion: '0.00001', reasoning: true })).toEqual({
+      id: 'house-thinker',
+      reasoningModel: true,
+      pricing: { completion: '0.00001', reasoning: '0.00001' },
+    });
+    expect(await ok({ modelId: 'house-thinker', reasoning: '0.00003' })).toEqual({
+      id: 'house-thinker',
+      reasoningModel: true,
+      pricing: { completion: '0.00001', reasoning: '0.00003' },
+    });
+    // The flag leaves the price as it is.
+    expect(await ok({ modelId: 'house-thinker', reasoning: false })).toEqual({
+      id: 'house-thinker',
+      reasoningModel: false,
+      pricing: { completion: '0.00001', reasoning: '0.00003' },
+    });
+    // Written inline, too.
+    const inline = await t.gql(
+      pw.apiKey,
+      `mutation { setModelPricing(input: {modelId: "house-thinker", reasoning: true}) { reasoningModel } }`,
+    );
+    expect(inline.data?.setModelPricing).toEqual({ reasoningModel: true });
+    // Both fields, disagreeing: refused, nothing changed.
+    const both = await set({ modelId: 'house-thinker', reasoning: false, reasoningModel: true });
+    expect(both.errors?.[0]).toMatchObject({
+      extensions: { code: 'BAD_USER_INPUT', param: 'reasoning' },
+    });
+    expect((await ok({ modelId: 'house-thinker' })).reasoningModel).toBe(true);
+    // Neither a price nor a flag.
+    const bad = await set({ modelId: 'house-thinker', reasoning: 5 });
+    expect(bad.errors?.[0]?.message).toContain('expected a USDC decimal string (a price) or true / false');
+  });
+
   it("cannot see or change another paywall's models", async () => {
     const mine = await t.createPaywall();
     const other = await t.app.services.owners.create('other owner');

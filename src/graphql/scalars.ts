@@ -28,3 +28,25 @@ export const MoneyScalar = new GraphQLScalarType({
  * uses it refers to the same schema type (two scalars named JSON would break the schema build).
  */
 export const JSONScalar = GraphQLJSON;
+
+/**
+ * `PriceOrBoolean`, input only: a USDC decimal string (a price) or a boolean. setModelPricing's `reasoning`
+ * is both the reasoning token's price and, as `true` / `false`, whether the model reasons (the same as
+ * `reasoningModel`): integrations write it either way. The catalogue checks the string as a price.
+ */
+export const PriceOrBooleanScalar = new GraphQLScalarType({
+  name: 'PriceOrBoolean',
+  description: 'A USDC decimal string (a price, e.g. "0.000004"), or true / false (input only).',
+  serialize(value: unknown): string | boolean {
+    if (typeof value === 'string' || typeof value === 'boolean') return value;
+    throw new GraphQLError('PriceOrBoolean is a string or a boolean');
+  },
+  parseValue(value: unknown): string | boolean {
+    if (typeof value === 'string' || typeof value === 'boolean') return value;
+    throw new GraphQLError('expected a USDC decimal string (a price) or true / false');
+  },
+  parseLiteral(ast): string | boolean {
+    if (ast.kind === Kind.STRING || ast.kind === Kind.BOOLEAN) return ast.value;
+    throw new GraphQLError('expected a USDC decimal string (a price) or true / false');
+  },
+});

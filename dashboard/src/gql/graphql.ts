@@ -195,8 +195,8 @@ export type SetModelPricingInput = {
   prompt?: string | null | undefined;
   /** The provider (by name) that serves the model; null: `default` (in SHARED mode without one, the platform's built-in provider). The provider may be connected later. */
   provider?: string | null | undefined;
-  /** Cost per reasoning token; null (or unset on create): the completion price applies. */
-  reasoning?: string | null | undefined;
+  /** Cost per reasoning token; null (or unset on create): the completion price applies. true / false instead: whether the model reasons, as reasoningModel (the price is then left as it is). */
+  reasoning?: string | boolean | null | undefined;
   /** true: the model reasons (Anthropic thinking and OpenAI reasoning effort are mapped to each other for it); false: it does not (they are dropped); null: the catalogue of known models decides. */
   reasoningModel?: boolean | null | undefined;
   /** Price per request (not marked up). */

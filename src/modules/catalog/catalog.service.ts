@@ -107,7 +107,7 @@ export class CatalogService {
           change.dailyLimit ?? null,
           change.dailyLimit !== undefined,
           ...change.buckets,
-          ...BUCKET_PRICES.map(([field]) => input[field] !== undefined),
+          ...change.bucketsGiven,
           change.provider === DEFAULT_PROVIDER ? null : (change.provider ?? null),
           change.provider !== undefined,
           change.upstreamModel ?? null,

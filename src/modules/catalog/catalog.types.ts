@@ -1,6 +1,7 @@
 import { Field, ID, InputType, Int, ObjectType, registerEnumType } from 'type-graphql';
 import type { ModelView, PricingStrings } from './model-view.js';
 import type { MaxOutputSource } from './known-models.js';
+import { PriceOrBooleanScalar } from '../../graphql/scalars.js';
 
 export enum MaxCompletionTokensSource {
   PRICING = 'PRICING',
@@ -174,11 +175,13 @@ export class SetModelPricingInput {
     description: 'Cost per audio input token; null (or unset on create): the prompt price applies.',
   })
   audioPrompt?: string | null;
-  @Field(() => String, {
+  @Field(() => PriceOrBooleanScalar, {
     nullable: true,
-    description: 'Cost per reasoning token; null (or unset on create): the completion price applies.',
+    description:
+      'Cost per reasoning token; null (or unset on create): the completion price applies. true / false ' +
+      'instead: whether the model reasons, as reasoningModel (the price is then left as it is).',
   })
-  reasoning?: string | null;
+  reasoning?: string | boolean | null;
   @Field(() => String, {
     nullable: true,
     description: 'Cost per audio output token; null (or unset on create): the completion price applies.',

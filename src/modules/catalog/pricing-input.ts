@@ -14,7 +14,8 @@ export interface SetModelPricingInput {
   cacheRead?: string | null;
   cacheWrite?: string | null;
   audioPrompt?: string | null;
-  reasoning?: string | null;
+  /** A price, or true / false: whether the model reasons (as reasoningModel). */
+  reasoning?: string | boolean | null;
   audioCompletion?: string | null;
   maxCompletionTokens?: number | null;
   /** Omitted: unchanged; null: the catalogue decides. */
@@ -51,6 +52,8 @@ export interface PricingChange {
   request: bigint | undefined;
   /** The per-bucket prices in BUCKET_PRICES order, as bigint strings; null = not given or cleared. */
   buckets: (string | null)[];
+  /** Per bucket (BUCKET_PRICES order): whether the input gave its price (null included: cleared). */
+  bucketsGiven: boolean[];
   displayName: string | null | undefined;
   description: string | null | undefined;
   maxTokens: number | null | undefined;
@@ -68,7 +71,14 @@ export function checkPricingInput(input: SetModelPricingInput): PricingChange {
   const prompt = parsePrice(input.prompt, 'prompt');
   const completion = parsePrice(input.completion, 'completion');
   const request = parsePrice(input.request, 'request');
-  const buckets = BUCKET_PRICES.map(([field]) => parsePrice(input[field], field)?.toString() ?? null);
+  // `reasoning: true | false` says whether the model reasons (as reasoningModel) and leaves its price be.
+  const reasoningFlag = typeof input.reasoning === 'boolean' ? input.reasoning : undefined;
+  const prices = {
+    ...input,
+    reasoning: reasoningFlag === undefined ? (input.reasoning as string | null | undefined) : undefined,
+  };
+  const buckets = BUCKET_PRICES.map(([field]) => parsePrice(prices[field], field)?.toString() ?? null);
+  const bucketsGiven = BUCKET_PRICES.map(([field]) => prices[field] !== undefined);
   const displayName = optionalText(input.displayName, 'displayName', MAX_DISPLAY_NAME);
   const description = optionalText(input.description, 'description', MAX_DESCRIPTION);
   const maxTokens = input.maxCompletionTokens;
@@ -82,9 +92,17 @@ export function checkPricingInput(input: SetModelPricingInput): PricingChange {
       'maxCompletionTokens',
     );
 
-  const reasoningModel = input.reasoningModel;
+  let reasoningModel = input.reasoningModel;
   if (reasoningModel !== undefined && reasoningModel !== null && typeof reasoningModel !== 'boolean')
     throw invalid('reasoningModel must be true, false or null', 'reasoningModel');
+  if (reasoningFlag !== undefined) {
+    if (reasoningModel !== undefined && reasoningModel !== null && reasoningModel !== reasoningFlag)
+      throw invalid(
+        `reasoning is ${reasoningFlag} and reasoningModel ${reasoningModel}: give one of them`,
+        'reasoning',
+      );
+    reasoningModel = reasoningFlag;
+  }
 
   const dailyLimit = input.dailyRequestLimit;
   if (
@@ -111,6 +129,7 @@ export function checkPricingInput(input: SetModelPricingInput): PricingChange {
     completion,
     request,
     buckets,
+    bucketsGiven,
     displayName,
     description,
     maxTokens,
