@@ -601,6 +601,71 @@ describe('agent tools across formats (§21)', () => {
     expect(sent).not.toHaveProperty('thinking');
   });
 
+  it('a translated Messages stream: message_start counts the input here, the last message_delta carries the provider’s usage, and every event has each field Anthropic’s SDK types declare (null where none)', async () => {
+    const user = await funded();
+    openai.next({ sse: OPENAI_TOOL_STREAM }); // usage 91 in (64 cached), 14 out
+    const body = { model: GPT, max_tokens: 500, messages: [{ role: 'user' as const, content: 'Weather?' }] };
+    const counted = await anthropicSdk(user).messages.countTokens(body);
+    const r = await fetch(`${t.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': pw.apiKey, 'x-paywall-user': user },
+      body: JSON.stringify({ ...body, stream: true }),
+    });
+    expect(r.status).toBe(200);
+    const events = (await r.text())
+      .split('\n')
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => JSON.parse(l.slice(6)));
+    const start = events.find((e) => e.type === 'message_start').message;
+    // Message and Usage as @anthropic-ai/sdk declares them.
+    for (const k of ['id', 'container', 'content', 'diagnostics', 'model', 'role', 'stop_details'])
+      expect(start).toHaveProperty(k);
+    for (const k of ['stop_reason', 'stop_sequence', 'type', 'usage']) expect(start).toHaveProperty(k);
+    for (const k of [
+      'cache_creation',
+      'cache_creation_input_tokens',
+      'cache_read_input_tokens',
+      'inference_geo',
+      'input_tokens',
+      'output_tokens',
+      'output_tokens_details',
+      'server_tool_use',
+      'service_tier',
+      'speed',
+    ])
+      expect(start.usage).toHaveProperty(k);
+    expect(start.usage.input_tokens).toBe(counted.input_tokens);
+    expect(start.model).toBe(GPT);
+    const deltas = events.filter((e) => e.type === 'message_delta');
+    expect(deltas).toHaveLength(1);
+    // RawMessageDeltaEvent.Delta: container, stop_details, stop_reason, stop_sequence.
+    expect(deltas[0].delta).toEqual({
+      container: null,
+      stop_details: null,
+      stop_reason: 'tool_use',
+      stop_sequence: null,
+    });
+    // MessageDeltaUsage: the provider's count (91 in, 64 of them cached; 14 out).
+    expect(deltas[0].usage).toMatchObject({
+      input_tokens: 27,
+      cache_read_input_tokens: 64,
+      cache_creation_input_tokens: 0,
+      output_tokens: 14,
+      output_tokens_details: { thinking_tokens: 0 },
+      server_tool_use: null,
+    });
+    const toolStart = events.find(
+      (e) => e.type === 'content_block_start' && e.content_block.type === 'tool_use',
+    );
+    expect(toolStart.content_block).toEqual({
+      type: 'tool_use',
+      id: expect.any(String),
+      name: 'get_weather',
+      input: {},
+      caller: { type: 'direct' },
+    });
+  });
+
   it('Codex toward an Anthropic provider: include, client_metadata, store, verbosity dropped and named; reasoning → thinking below the cap; namespace tools and their calls under the client’s names', async () => {
     const user = await funded();
     claude.next({
