@@ -737,6 +737,45 @@ describe('agent tools across formats (§21)', () => {
     expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
   });
 
+  it('a streamed call of a namespace tool comes back under the client’s names (namespace and function), in every event', async () => {
+    const user = await funded();
+    claude.next({ sse: ANTHROPIC_TOOL_STREAM.replace('"name":"get_weather"', '"name":"shell__exec"') });
+    const r = await fetch(`${t.url}/v1/responses`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        authorization: `Bearer ${pw.apiKey}`,
+        'x-paywall-user': user,
+      },
+      body: JSON.stringify({
+        model: CLAUDE,
+        input: 'list files',
+        stream: true,
+        tools: [
+          {
+            type: 'namespace',
+            name: 'shell',
+            description: 'Shell tools',
+            tools: [{ type: 'function', name: 'exec', parameters: { type: 'object', properties: {} } }],
+          },
+        ],
+      }),
+    });
+    expect(r.status).toBe(200);
+    const text = await r.text();
+    expect(text).not.toContain('shell__exec');
+    const events = text
+      .split('\n')
+      .filter((l) => l.startsWith('data: {'))
+      .map((l) => JSON.parse(l.slice(6)));
+    const calls = events
+      .flatMap((e) => [e.item, ...(e.response?.output ?? [])])
+      .filter((i) => i?.type === 'function_call');
+    expect(calls.length).toBeGreaterThan(0);
+    for (const c of calls) expect(c).toMatchObject({ name: 'exec', namespace: 'shell' });
+    expect(claude.messagesRequests[0].body.tools).toEqual([expect.objectContaining({ name: 'shell__exec' })]);
+  });
+
   it('Codex continuing a tool call on a reasoning Claude model: thinking on the turn that calls the tool, not on the one that answers it (Anthropic refuses thinking there without the earlier thinking, which a Responses client cannot send back); reasoning named as dropped', async () => {
     const user = await funded();
     claude.next({ content: 'Two files.', rawUsage: { input_tokens: 150, output_tokens: 4 } });
@@ -838,6 +877,52 @@ describe('agent tools across formats (§21)', () => {
     });
     expect(r.choices[0]).toMatchObject({ message: { content: '{"city":"Paris"}' }, finish_reason: 'stop' });
     expect(r.model).toBe(CLAUDE);
+  });
+
+  it('json_schema as a forced tool through Responses (text.format) and streams (chat, Responses): the text is the tool’s input as JSON, finished, not a tool call', async () => {
+    const user = await funded();
+    const schema = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] };
+    const sse = fixture('anthropic/stream-json-tool-recorded.txt').replace(
+      '"name":"json"',
+      '"name":"json_answer"',
+    );
+    const json = '{"elements": [{"location": "San Francisco", "temperature": 58, "condition": "sunny"}]}';
+    claude.next({
+      answer: {
+        id: 'msg_js2',
+        type: 'message',
+        role: 'assistant',
+        model: UPSTREAM_CLAUDE,
+        content: [{ type: 'tool_use', id: 'toolu_k', name: 'json_answer', input: { city: 'Paris' } }],
+        stop_reason: 'tool_use',
+        stop_sequence: null,
+        usage: { input_tokens: 10, output_tokens: 5 },
+      },
+    });
+    const text = { format: { type: 'json_schema' as const, name: 'city', schema } };
+    const resp = await client(t, pw, user).responses.create({ model: CLAUDE, input: 'Capital?', text });
+    expect(claude.messagesRequests[0].body).toMatchObject({
+      tools: [{ name: 'json_answer', input_schema: schema }],
+      tool_choice: { type: 'tool', name: 'json_answer' },
+    });
+    expect(resp).toMatchObject({ status: 'completed', output_text: '{"city":"Paris"}', model: CLAUDE });
+    expect(resp.output.map((o) => o.type)).toEqual(['message']);
+
+    claude.next({ sse });
+    const stream = client(t, pw, user).responses.stream({ model: CLAUDE, input: 'Weather?', text });
+    const final = await stream.finalResponse();
+    expect(final.output_text).toBe(json);
+    expect(final.output.map((o) => o.type)).toEqual(['message']);
+
+    claude.next({ sse });
+    const chat = client(t, pw, user).chat.completions.stream({
+      model: CLAUDE,
+      messages: [{ role: 'user', content: 'Weather?' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'w', schema } },
+    });
+    const done = await chat.finalChatCompletion();
+    expect(done.choices[0]).toMatchObject({ message: { content: json }, finish_reason: 'stop' });
+    expect(done.choices[0].message.tool_calls ?? []).toEqual([]);
   });
 
   it('an inline image toward Claude is held by Anthropic’s formula from its declared pixels, toward GPT by OpenAI’s tiles (§13)', async () => {
