@@ -601,6 +601,71 @@ describe('agent tools across formats (§21)', () => {
     expect(sent).not.toHaveProperty('thinking');
   });
 
+  it('a translated Messages stream: message_start counts the input here, the last message_delta carries the provider’s usage, and every event has each field Anthropic’s SDK types declare (null where none)', async () => {
+    const user = await funded();
+    openai.next({ sse: OPENAI_TOOL_STREAM }); // usage 91 in (64 cached), 14 out
+    const body = { model: GPT, max_tokens: 500, messages: [{ role: 'user' as const, content: 'Weather?' }] };
+    const counted = await anthropicSdk(user).messages.countTokens(body);
+    const r = await fetch(`${t.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': pw.apiKey, 'x-paywall-user': user },
+      body: JSON.stringify({ ...body, stream: true }),
+    });
+    expect(r.status).toBe(200);
+    const events = (await r.text())
+      .split('\n')
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => JSON.parse(l.slice(6)));
+    const start = events.find((e) => e.type === 'message_start').message;
+    // Message and Usage as @anthropic-ai/sdk declares them.
+    for (const k of ['id', 'container', 'content', 'diagnostics', 'model', 'role', 'stop_details'])
+      expect(start).toHaveProperty(k);
+    for (const k of ['stop_reason', 'stop_sequence', 'type', 'usage']) expect(start).toHaveProperty(k);
+    for (const k of [
+      'cache_creation',
+      'cache_creation_input_tokens',
+      'cache_read_input_tokens',
+      'inference_geo',
+      'input_tokens',
+      'output_tokens',
+      'output_tokens_details',
+      'server_tool_use',
+      'service_tier',
+      'speed',
+    ])
+      expect(start.usage).toHaveProperty(k);
+    expect(start.usage.input_tokens).toBe(counted.input_tokens);
+    expect(start.model).toBe(GPT);
+    const deltas = events.filter((e) => e.type === 'message_delta');
+    expect(deltas).toHaveLength(1);
+    // RawMessageDeltaEvent.Delta: container, stop_details, stop_reason, stop_sequence.
+    expect(deltas[0].delta).toEqual({
+      container: null,
+      stop_details: null,
+      stop_reason: 'tool_use',
+      stop_sequence: null,
+    });
+    // MessageDeltaUsage: the provider's count (91 in, 64 of them cached; 14 out).
+    expect(deltas[0].usage).toMatchObject({
+      input_tokens: 27,
+      cache_read_input_tokens: 64,
+      cache_creation_input_tokens: 0,
+      output_tokens: 14,
+      output_tokens_details: { thinking_tokens: 0 },
+      server_tool_use: null,
+    });
+    const toolStart = events.find(
+      (e) => e.type === 'content_block_start' && e.content_block.type === 'tool_use',
+    );
+    expect(toolStart.content_block).toEqual({
+      type: 'tool_use',
+      id: expect.any(String),
+      name: 'get_weather',
+      input: {},
+      caller: { type: 'direct' },
+    });
+  });
+
   it('Codex toward an Anthropic provider: include, client_metadata, store, verbosity dropped and named; reasoning → thinking below the cap; namespace tools and their calls under the client’s names', async () => {
     const user = await funded();
     claude.next({
@@ -670,6 +735,45 @@ describe('agent tools across formats (§21)', () => {
     ]);
     const raw = rawOf(100, 20, 0);
     expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
+  });
+
+  it('a streamed call of a namespace tool comes back under the client’s names (namespace and function), in every event', async () => {
+    const user = await funded();
+    claude.next({ sse: ANTHROPIC_TOOL_STREAM.replace('"name":"get_weather"', '"name":"shell__exec"') });
+    const r = await fetch(`${t.url}/v1/responses`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        authorization: `Bearer ${pw.apiKey}`,
+        'x-paywall-user': user,
+      },
+      body: JSON.stringify({
+        model: CLAUDE,
+        input: 'list files',
+        stream: true,
+        tools: [
+          {
+            type: 'namespace',
+            name: 'shell',
+            description: 'Shell tools',
+            tools: [{ type: 'function', name: 'exec', parameters: { type: 'object', properties: {} } }],
+          },
+        ],
+      }),
+    });
+    expect(r.status).toBe(200);
+    const text = await r.text();
+    expect(text).not.toContain('shell__exec');
+    const events = text
+      .split('\n')
+      .filter((l) => l.startsWith('data: {'))
+      .map((l) => JSON.parse(l.slice(6)));
+    const calls = events
+      .flatMap((e) => [e.item, ...(e.response?.output ?? [])])
+      .filter((i) => i?.type === 'function_call');
+    expect(calls.length).toBeGreaterThan(0);
+    for (const c of calls) expect(c).toMatchObject({ name: 'exec', namespace: 'shell' });
+    expect(claude.messagesRequests[0].body.tools).toEqual([expect.objectContaining({ name: 'shell__exec' })]);
   });
 
   it('Codex continuing a tool call on a reasoning Claude model: thinking on the turn that calls the tool, not on the one that answers it (Anthropic refuses thinking there without the earlier thinking, which a Responses client cannot send back); reasoning named as dropped', async () => {
@@ -773,6 +877,52 @@ describe('agent tools across formats (§21)', () => {
     });
     expect(r.choices[0]).toMatchObject({ message: { content: '{"city":"Paris"}' }, finish_reason: 'stop' });
     expect(r.model).toBe(CLAUDE);
+  });
+
+  it('json_schema as a forced tool through Responses (text.format) and streams (chat, Responses): the text is the tool’s input as JSON, finished, not a tool call', async () => {
+    const user = await funded();
+    const schema = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] };
+    const sse = fixture('anthropic/stream-json-tool-recorded.txt').replace(
+      '"name":"json"',
+      '"name":"json_answer"',
+    );
+    const json = '{"elements": [{"location": "San Francisco", "temperature": 58, "condition": "sunny"}]}';
+    claude.next({
+      answer: {
+        id: 'msg_js2',
+        type: 'message',
+        role: 'assistant',
+        model: UPSTREAM_CLAUDE,
+        content: [{ type: 'tool_use', id: 'toolu_k', name: 'json_answer', input: { city: 'Paris' } }],
+        stop_reason: 'tool_use',
+        stop_sequence: null,
+        usage: { input_tokens: 10, output_tokens: 5 },
+      },
+    });
+    const text = { format: { type: 'json_schema' as const, name: 'city', schema } };
+    const resp = await client(t, pw, user).responses.create({ model: CLAUDE, input: 'Capital?', text });
+    expect(claude.messagesRequests[0].body).toMatchObject({
+      tools: [{ name: 'json_answer', input_schema: schema }],
+      tool_choice: { type: 'tool', name: 'json_answer' },
+    });
+    expect(resp).toMatchObject({ status: 'completed', output_text: '{"city":"Paris"}', model: CLAUDE });
+    expect(resp.output.map((o) => o.type)).toEqual(['message']);
+
+    claude.next({ sse });
+    const stream = client(t, pw, user).responses.stream({ model: CLAUDE, input: 'Weather?', text });
+    const final = await stream.finalResponse();
+    expect(final.output_text).toBe(json);
+    expect(final.output.map((o) => o.type)).toEqual(['message']);
+
+    claude.next({ sse });
+    const chat = client(t, pw, user).chat.completions.stream({
+      model: CLAUDE,
+      messages: [{ role: 'user', content: 'Weather?' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'w', schema } },
+    });
+    const done = await chat.finalChatCompletion();
+    expect(done.choices[0]).toMatchObject({ message: { content: json }, finish_reason: 'stop' });
+    expect(done.choices[0].message.tool_calls ?? []).toEqual([]);
   });
 
   it('an inline image toward Claude is held by Anthropic’s formula from its declared pixels, toward GPT by OpenAI’s tiles (§13)', async () => {

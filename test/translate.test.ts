@@ -933,7 +933,7 @@ describe('Anthropic Messages → chat completions (a Messages client on an OpenA
     ]);
     expect(JSON.parse(events.at(-2)!.data)).toEqual({
       type: 'message_delta',
-      delta: { stop_reason: 'tool_use', stop_sequence: null },
+      delta: { container: null, stop_details: null, stop_reason: 'tool_use', stop_sequence: null },
       usage: {
         input_tokens: 27,
         cache_creation_input_tokens: 0,

@@ -323,7 +323,10 @@ export class MessagesStreamEncoder extends ClientStreamEncoder {
       case 'finish':
         if (!this.started) return;
         this.emit('message_delta', {
+          // Every field of the SDK's RawMessageDeltaEvent.Delta (container, stop_details: none here).
           delta: {
+            container: null,
+            stop_details: null,
             stop_reason: stopReasonOf(this.stop === undefined ? 'end' : this.stop),
             stop_sequence: null,
           },
