@@ -400,7 +400,12 @@ describe('Messages blocked replies', () => {
     );
     expect(ev[0][1].message).toMatchObject({ content: [], stop_reason: null, paywall: reply.paywall });
     expect(ev[2][1].delta).toEqual({ type: 'text_delta', text: reply.text });
-    expect(ev[4][1].delta).toEqual({ stop_reason: 'end_turn', stop_sequence: null });
+    expect(ev[4][1].delta).toEqual({
+      container: null,
+      stop_details: null,
+      stop_reason: 'end_turn',
+      stop_sequence: null,
+    });
   });
 });
 

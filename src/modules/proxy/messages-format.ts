@@ -15,7 +15,12 @@ import {
   UNKNOWN_INPUT_BOUND,
 } from './token-counter.js';
 import { isObject, type MeteredRequest, type StreamRelay, type WireFormat } from './wire-format.js';
-import { MESSAGE_NULLS, MESSAGES_USAGE_NULLS, SseTransformer } from './formats/common.js';
+import {
+  MESSAGE_DELTA_NULLS,
+  MESSAGE_NULLS,
+  MESSAGES_USAGE_NULLS,
+  SseTransformer,
+} from './formats/common.js';
 
 /**
  * Anthropic's Messages API (`POST /v1/messages`), docs/reference.md §15: the money rules of chat; the
@@ -423,7 +428,7 @@ export const messagesFormat: WireFormat = {
     const r = relay as MessagesRelay;
     const delta = r.heldDelta ?? {
       type: 'message_delta',
-      delta: { stop_reason: 'end_turn', stop_sequence: null },
+      delta: { ...MESSAGE_DELTA_NULLS, stop_reason: 'end_turn', stop_sequence: null },
       usage: {},
     };
     // The delta's own usage (cumulative output, and the input fields newer API versions repeat), else
@@ -454,7 +459,7 @@ export const messagesFormat: WireFormat = {
       [
         'message_delta',
         {
-          delta: { stop_reason: 'end_turn', stop_sequence: null },
+          delta: { ...MESSAGE_DELTA_NULLS, stop_reason: 'end_turn', stop_sequence: null },
           usage: { ...ZERO_USAGE, cost: '0', cost_details: ZERO_COST_DETAILS },
         },
       ],

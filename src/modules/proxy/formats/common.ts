@@ -109,6 +109,9 @@ export const MESSAGES_USAGE_NULLS = {
 /** The message fields Anthropic's SDK types declare that a translated answer has no value for. */
 export const MESSAGE_NULLS = { container: null, diagnostics: null, stop_details: null } as const;
 
+/** The fields of a `message_delta`'s delta that Anthropic's SDK types declare beside stop_reason and stop_sequence (none here). */
+export const MESSAGE_DELTA_NULLS = { container: null, stop_details: null } as const;
+
 /** A tool call's arguments (a JSON text) as the object a tool call's input is, or a 400. */
 export function parseArguments(args: unknown, param: string): Json {
   if (args === undefined || args === null || args === '') return {};

@@ -1,6 +1,7 @@
 import {
   badValue,
   isObject,
+  MESSAGE_DELTA_NULLS,
   MESSAGE_NULLS,
   MESSAGES_USAGE_NULLS,
   namedEvent,
@@ -323,10 +324,8 @@ export class MessagesStreamEncoder extends ClientStreamEncoder {
       case 'finish':
         if (!this.started) return;
         this.emit('message_delta', {
-          // Every field of the SDK's RawMessageDeltaEvent.Delta (container, stop_details: none here).
           delta: {
-            container: null,
-            stop_details: null,
+            ...MESSAGE_DELTA_NULLS,
             stop_reason: stopReasonOf(this.stop === undefined ? 'end' : this.stop),
             stop_sequence: null,
           },
