@@ -265,6 +265,28 @@ describe('using a key', () => {
     expect(fake.requests).toHaveLength(1);
   });
 
+  it("an empty X-Paywall-User, `user` query or /u// path names nobody: the key's own user, not a 403", async () => {
+    await deposit(t, pw, 'e-alice', '1');
+    const { key } = await createKey({ user: 'e-alice' });
+    // A tool that fills the header from an unset variable sends it empty; it names no other user.
+    const viaHeader = await openai(key).chat.completions.create(ask, { headers: { 'X-Paywall-User': '' } });
+    expect(viaHeader.choices[0].message.content).toBeTruthy();
+    for (const path of ['/v1/chat/completions?user=', '/v1/u//chat/completions', '/u//v1/chat/completions']) {
+      const r = await t.rest('POST', path, { token: key, body: ask });
+      expect([path, r.status]).toEqual([path, 200]);
+    }
+    const bal = await t.rest('GET', '/v1/user/balance?user=', { token: key });
+    expect(bal.status).toBe(200);
+    expect(bal.body.balance).toBe(String(1_000_000n - 4n * CHAT_RAW));
+    // Messages (the raw metered path) alike.
+    const m = await new Anthropic({ apiKey: key, baseURL: t.url, maxRetries: 0 }).messages.create(
+      { model: MODEL, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }] },
+      { headers: { 'x-paywall-user': '' } },
+    );
+    expect(m.type).toBe('message');
+    expect((await chargesOf(t, pw, 'e-alice')).map((c) => c.status)).toEqual(Array(5).fill('completed'));
+  });
+
   it("Anthropic's SDK with base URL …/u/{user} and only the key: metadata.user_id (Claude Code's JSON) ignored, charged to the key's user", async () => {
     await deposit(t, pw, 'an-alice', '1');
     const { key } = await createKey({ user: 'an-alice' });
