@@ -387,6 +387,27 @@ describe('using a key', () => {
 });
 
 describe("the key's spending limit", () => {
+  it("a limit that cannot afford the client's cap lowers it, says so in x-paywall-cap (JSON and stream), and a cap it affords goes unchanged", async () => {
+    await deposit(t, pw, 'capk-alice', '5');
+    const { key } = await createKey({ user: 'capk-alice', limit: '0.005', limit_period: 'total' });
+    for (const stream of [false, true]) {
+      const { data, response } = await openai(key)
+        .chat.completions.create({ ...ask, max_tokens: 900, stream } as any)
+        .withResponse();
+      if (stream) for await (const _ of data as any);
+      const sent = fake.requests.at(-1)!.body.max_tokens;
+      // The balance affords 900 tokens; the key's rest (5,000 raw units, less the request's 1,500) does not.
+      expect(sent).toBeLessThan(900);
+      expect(sent).toBeGreaterThan(0);
+      expect(response.headers.get('x-paywall-cap')).toBe(String(sent));
+    }
+    const { response } = await openai(key)
+      .chat.completions.create({ ...ask, max_tokens: 50 })
+      .withResponse();
+    expect(fake.requests.at(-1)!.body.max_tokens).toBe(50);
+    expect(response.headers.get('x-paywall-cap')).toBeNull();
+  });
+
   it('a 0.01 USDC daily limit: 20 concurrent requests never spend past it, exact to the raw unit', async () => {
     await deposit(t, pw, 'lim-alice', '5');
     const { id, key } = await createKey({ user: 'lim-alice', limit: '0.01', limit_period: 'day' });
