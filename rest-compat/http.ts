@@ -112,7 +112,8 @@ export function userOf(req: Request, bodyUser?: unknown): string {
 
 /**
  * The end user of a request made with an end-user key (docs/reference.md §19): the key's, always. A
- * header, path or query naming another user is refused (403); a body's `user` is not looked at.
+ * header, path or query naming another user is refused (403); one that is empty names nobody (as it gives
+ * no user with the paywall key) and is ignored; a body's `user` is not looked at.
  */
 export function keyUserFrom(
   key: UserKeyAuth,
@@ -121,7 +122,7 @@ export function keyUserFrom(
   pathUser: string | undefined,
 ): string {
   for (const other of [header, query, pathUser])
-    if (other !== undefined && other !== key.externalUserId)
+    if (other !== undefined && other.trim() !== '' && other !== key.externalUserId)
       throw new DomainError(
         'forbidden',
         'This key acts for its own end user only: the X-Paywall-User header, the `user` query parameter or the /u/{user} path names another user.',

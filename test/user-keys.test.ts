@@ -265,6 +265,28 @@ describe('using a key', () => {
     expect(fake.requests).toHaveLength(1);
   });
 
+  it("an empty X-Paywall-User, `user` query or /u// path names nobody: the key's own user, not a 403", async () => {
+    await deposit(t, pw, 'e-alice', '1');
+    const { key } = await createKey({ user: 'e-alice' });
+    // A tool that fills the header from an unset variable sends it empty; it names no other user.
+    const viaHeader = await openai(key).chat.completions.create(ask, { headers: { 'X-Paywall-User': '' } });
+    expect(viaHeader.choices[0].message.content).toBeTruthy();
+    for (const path of ['/v1/chat/completions?user=', '/v1/u//chat/completions', '/u//v1/chat/completions']) {
+      const r = await t.rest('POST', path, { token: key, body: ask });
+      expect([path, r.status]).toEqual([path, 200]);
+    }
+    const bal = await t.rest('GET', '/v1/user/balance?user=', { token: key });
+    expect(bal.status).toBe(200);
+    expect(bal.body.balance).toBe(String(1_000_000n - 4n * CHAT_RAW));
+    // Messages (the raw metered path) alike.
+    const m = await new Anthropic({ apiKey: key, baseURL: t.url, maxRetries: 0 }).messages.create(
+      { model: MODEL, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }] },
+      { headers: { 'x-paywall-user': '' } },
+    );
+    expect(m.type).toBe('message');
+    expect((await chargesOf(t, pw, 'e-alice')).map((c) => c.status)).toEqual(Array(5).fill('completed'));
+  });
+
   it("Anthropic's SDK with base URL …/u/{user} and only the key: metadata.user_id (Claude Code's JSON) ignored, charged to the key's user", async () => {
     await deposit(t, pw, 'an-alice', '1');
     const { key } = await createKey({ user: 'an-alice' });
@@ -365,6 +387,27 @@ describe('using a key', () => {
 });
 
 describe("the key's spending limit", () => {
+  it("a limit that cannot afford the client's cap lowers it, says so in x-paywall-cap (JSON and stream), and a cap it affords goes unchanged", async () => {
+    await deposit(t, pw, 'capk-alice', '5');
+    const { key } = await createKey({ user: 'capk-alice', limit: '0.005', limit_period: 'total' });
+    for (const stream of [false, true]) {
+      const { data, response } = await openai(key)
+        .chat.completions.create({ ...ask, max_tokens: 900, stream } as any)
+        .withResponse();
+      if (stream) for await (const _ of data as any);
+      const sent = fake.requests.at(-1)!.body.max_tokens;
+      // The balance affords 900 tokens; the key's rest (5,000 raw units, less the request's 1,500) does not.
+      expect(sent).toBeLessThan(900);
+      expect(sent).toBeGreaterThan(0);
+      expect(response.headers.get('x-paywall-cap')).toBe(String(sent));
+    }
+    const { response } = await openai(key)
+      .chat.completions.create({ ...ask, max_tokens: 50 })
+      .withResponse();
+    expect(fake.requests.at(-1)!.body.max_tokens).toBe(50);
+    expect(response.headers.get('x-paywall-cap')).toBeNull();
+  });
+
   it('a 0.01 USDC daily limit: 20 concurrent requests never spend past it, exact to the raw unit', async () => {
     await deposit(t, pw, 'lim-alice', '5');
     const { id, key } = await createKey({ user: 'lim-alice', limit: '0.01', limit_period: 'day' });
