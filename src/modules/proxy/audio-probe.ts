@@ -6,23 +6,32 @@ import type { AudioProbe, UploadedFile } from './media-format.js';
 export const MAX_AUDIO_BYTES = 25 * 1024 * 1024;
 
 /**
- * The lowest bit rate (bits per second) a file of each container can have, for a file whose length
- * cannot be read: 25 MB of it can play at most MAX_AUDIO_BYTES x 8 / this many seconds, which the hold
- * then covers (docs/reference.md §22). WAV's lowest is 4-bit ADPCM at 8 kHz mono; MP3's 8 kbit/s;
- * every other container is bounded by Opus's lowest rate, 6 kbit/s.
+ * The lowest bit rate (bits per second) a file of each container can have: a file's bytes at this rate
+ * are the most seconds it can play, which bounds what a provider may report for it (docs/reference.md
+ * §5.7). WAV's lowest is 4-bit ADPCM at 8 kHz mono; MP3's 8 kbit/s; every other container is bounded by
+ * Opus's lowest rate, 6 kbit/s.
  */
 const LOWEST_BIT_RATE: Record<string, number> = { WAVE: 32_000, MPEG: 8_000 };
 const DEFAULT_LOWEST_BIT_RATE = 6_000;
 
-/** The longest `container` audio of MAX_AUDIO_BYTES can be, in whole seconds. */
-export const maxSecondsOf = (container: string | undefined): number =>
-  Math.ceil((MAX_AUDIO_BYTES * 8) / (LOWEST_BIT_RATE[container ?? ''] ?? DEFAULT_LOWEST_BIT_RATE));
+/**
+ * The highest bit rate assumed for each container, for a file whose length cannot be read: it is held
+ * at MAX_AUDIO_BYTES at this rate (docs/reference.md §22 "Unreadable files"). MP3's highest is
+ * 320 kbit/s; WAV and FLAC are taken at 16-bit 48 kHz stereo PCM, 1,536 kbit/s; every other container
+ * (AAC in MP4, Opus or Vorbis in Ogg and WebM) at 512 kbit/s, about the highest their encoders use.
+ */
+const HIGHEST_BIT_RATE: Record<string, number> = { MPEG: 320_000, WAVE: 1_536_000, FLAC: 1_536_000 };
+const DEFAULT_HIGHEST_BIT_RATE = 512_000;
+
+/** What an unreadable `container` file is held at: MAX_AUDIO_BYTES at its highest bit rate, in whole seconds. */
+export const unreadableSecondsOf = (container: string | undefined): number =>
+  Math.ceil((MAX_AUDIO_BYTES * 8) / (HIGHEST_BIT_RATE[container ?? ''] ?? DEFAULT_HIGHEST_BIT_RATE));
 
 /**
  * The length of an uploaded audio file, read from its header with music-metadata: the duration the
  * header declares, or, where it gives a bit rate and the file holds clearly more than that, the file's
- * size at that rate (a header that declares less than the file holds does not shorten the hold). A file whose length cannot be read
- * is held at its container's maximum (maxSecondsOf); a format music-metadata does not know is a 400.
+ * size at that rate (a header that declares less than the file holds does not shorten the hold). A file
+ * whose length cannot be read is held at unreadableSecondsOf; a format music-metadata does not know is a 400.
  * `maxSeconds` bounds what a provider may report for it (docs/reference.md §5.7): the file's bytes at its
  * container's lowest bit rate, never less than the hold's seconds.
  */
@@ -53,8 +62,8 @@ export async function probeAudio(file: UploadedFile): Promise<AudioProbe> {
     (file.bytes.length * 8) / (LOWEST_BIT_RATE[format.container ?? ''] ?? DEFAULT_LOWEST_BIT_RATE),
   );
   if (!Number.isFinite(seconds) || seconds <= 0) {
-    const max = maxSecondsOf(format.container);
-    return { seconds: max, measured: false, maxSeconds: Math.max(max, byBytes) };
+    const held = unreadableSecondsOf(format.container);
+    return { seconds: held, measured: false, maxSeconds: Math.max(held, byBytes) };
   }
   return { seconds: Math.ceil(seconds), measured: true, maxSeconds: Math.max(Math.ceil(seconds), byBytes) };
 }
