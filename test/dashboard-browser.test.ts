@@ -285,6 +285,19 @@ describe('the dashboard in Chromium', () => {
       '1024x1024 hd 0.08; * * 0.2',
     );
     await expect(bucket('Per second of audio').inputValue()).resolves.toBe('0.0001');
+    // Whether the model reasons (thinking and reasoning effort translated for it): the catalogue's word
+    // (it does not know gpt-test) until the owner gives theirs.
+    const reasons = page.getByLabel('Reasoning model');
+    await expect(reasons.inputValue()).resolves.toBe('');
+    await reasons.selectOption('true');
+    await page.getByRole('button', { name: 'Save price' }).click();
+    await page.getByText(`Saved ${MODEL}.`).waitFor(WAIT);
+    await row.getByText('reasons', { exact: true }).waitFor(WAIT);
+    expect((await t.gql(apiKey, `{ models { reasoningModel reasoningModelSource } }`)).data.models).toEqual([
+      { reasoningModel: true, reasoningModelSource: 'PRICING' },
+    ]);
+    await page.getByRole('button', { name: `Edit ${MODEL}` }).click();
+    await expect(reasons.inputValue()).resolves.toBe('true');
     await page.getByRole('button', { name: 'Clear' }).click();
     await screenshot(page, 'dashboard-models');
   });

@@ -52,6 +52,8 @@ graphql(`
     }
     maxCompletionTokens
     maxCompletionTokensSource
+    reasoningModel
+    reasoningModelSource
     dailyRequestLimit
     builtinProvider
     provider
@@ -184,6 +186,8 @@ const blank = {
   completion: '',
   request: '',
   maxCompletionTokens: '',
+  // '' : the catalogue of known models decides; 'true' / 'false': the owner's word.
+  reasoningModel: '',
   cacheRead: '',
   cacheWrite: '',
   audioPrompt: '',
@@ -281,6 +285,7 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
       // Only the owner's own cap: a catalogue maximum or the default is not a setting to save back.
       maxCompletionTokens:
         m.maxCompletionTokensSource === 'PRICING' ? (m.maxCompletionTokens?.toString() ?? '') : '',
+      reasoningModel: m.reasoningModelSource === 'PRICING' ? String(m.reasoningModel) : '',
       cacheRead: ownPrice(m.costPricing, 'cacheRead', 'prompt'),
       cacheWrite: ownPrice(m.costPricing, 'cacheWrite', 'prompt'),
       audioPrompt: ownPrice(m.costPricing, 'audioPrompt', 'prompt'),
@@ -309,6 +314,7 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
         completion: f.completion.trim() || '0',
         request: f.request.trim() || '0',
         maxCompletionTokens: f.maxCompletionTokens.trim() ? Number(f.maxCompletionTokens) : null,
+        reasoningModel: f.reasoningModel === '' ? null : f.reasoningModel === 'true',
         // Empty: null, the bucket follows the prompt or completion price (again).
         cacheRead: f.cacheRead.trim() || null,
         cacheWrite: f.cacheWrite.trim() || null,
@@ -362,6 +368,11 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
                   {m.displayName !== m.id && <div className="muted">{m.displayName}</div>}
                   <Route m={m} connected={connected} />
                   {m.builtinProvider && <Badge tone="info">built-in</Badge>}
+                  {m.reasoningModel && (
+                    <Badge tone="info">
+                      reasons{m.reasoningModelSource === 'CATALOGUE' ? ' (catalogue)' : ''}
+                    </Badge>
+                  )}
                 </>
               ),
             },
@@ -440,12 +451,6 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
                   inputMode: 'decimal',
                   placeholder: '0',
                 },
-                {
-                  name: 'maxCompletionTokens',
-                  label: 'Max completion tokens',
-                  inputMode: 'numeric',
-                  placeholder: '4096',
-                },
               ],
               [
                 {
@@ -465,6 +470,25 @@ export function ModelsPage({ paywall }: { paywall: PaywallSummary }) {
                   label: 'Fallbacks',
                   placeholder: 'optional, e.g. backup',
                   hint: 'Provider names, comma-separated, tried in order when the provider fails (429, 5xx, unreachable); up to 5.',
+                },
+              ],
+              [
+                {
+                  name: 'maxCompletionTokens',
+                  label: 'Max completion tokens',
+                  inputMode: 'numeric',
+                  placeholder: '4096',
+                  hint: 'The most output a request gets (a client’s lower cap is kept); empty: the model’s own maximum.',
+                },
+                {
+                  name: 'reasoningModel',
+                  label: 'Reasoning model',
+                  options: [
+                    { value: '', label: 'As the catalogue says' },
+                    { value: 'true', label: 'Yes: it reasons' },
+                    { value: 'false', label: 'No' },
+                  ],
+                  hint: 'Thinking and reasoning effort are translated between formats only for a model that reasons.',
                 },
               ],
             ]}

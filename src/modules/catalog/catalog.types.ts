@@ -15,6 +15,18 @@ registerEnumType(MaxCompletionTokensSource, {
     "(the service's catalogue of known models), DEFAULT (4096).",
 });
 
+export enum ReasoningModelSource {
+  PRICING = 'PRICING',
+  CATALOGUE = 'CATALOGUE',
+  DEFAULT = 'DEFAULT',
+}
+registerEnumType(ReasoningModelSource, {
+  name: 'ReasoningModelSource',
+  description:
+    "Who says whether a model reasons: PRICING (setModelPricing's reasoningModel), CATALOGUE (the " +
+    "service's catalogue of known models), DEFAULT (neither: it does not).",
+});
+
 @ObjectType('ImagePrice', {
   description: 'A price per image (docs/reference.md §22): for a size and a quality ("*" matches any).',
 })
@@ -94,6 +106,8 @@ export class ModelType {
       "setModelPricing's reasoningModel, else the catalogue of known models says).",
   })
   reasoningModel!: boolean;
+  @Field(() => ReasoningModelSource)
+  reasoningModelSource!: MaxOutputSource;
   @Field(() => Int, { nullable: true, description: 'Requests per end user per UTC day; null = no limit.' })
   dailyRequestLimit!: number | null;
   @Field({
@@ -130,6 +144,7 @@ export class ModelType {
       maxCompletionTokens: m.maxCompletionTokens,
       maxCompletionTokensSource: m.maxCompletionTokensSource,
       reasoningModel: m.reasoningModel,
+      reasoningModelSource: m.reasoningModelSource,
       dailyRequestLimit: m.dailyRequestLimit,
       builtinProvider: m.builtinProvider,
       provider: m.provider,

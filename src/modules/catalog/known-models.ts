@@ -101,6 +101,22 @@ export function maxOutputOf(m: {
   return { tokens: DEFAULT_MAX_OUTPUT, source: 'DEFAULT' };
 }
 
+/**
+ * Whether a model reasons and who says so (GraphQL `Model.reasoningModelSource`): the owner's
+ * `reasoningModel` (PRICING), else the catalogue's word for the id sent to the provider (CATALOGUE),
+ * else no (DEFAULT).
+ */
+export function reasoningOf(m: {
+  modelId: string;
+  upstreamModel: string | null;
+  reasoningModel: boolean | null;
+}): { reasons: boolean; source: MaxOutputSource } {
+  if (m.reasoningModel !== null) return { reasons: m.reasoningModel, source: 'PRICING' };
+  const known = knownModel(m.upstreamModel ?? m.modelId);
+  if (known) return { reasons: known.reasoning, source: 'CATALOGUE' };
+  return { reasons: false, source: 'DEFAULT' };
+}
+
 /** Whether a model reasons: the owner's `reasoningModel`, else the catalogue's word, else no. */
 export const reasonsOf = (m: {
   modelId: string;

@@ -4,7 +4,7 @@ import type { UnitPrices } from '../../shared/media-units.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
 import { BUILTIN_PROVIDER, DEFAULT_PROVIDER } from '../providers/provider-client.js';
 import { formatPrice, ONE_PPM, type CatalogModel } from './catalog-model.js';
-import { maxOutputOf, reasonsOf, type MaxOutputSource } from './known-models.js';
+import { maxOutputOf, reasoningOf, type MaxOutputSource } from './known-models.js';
 
 /**
  * USDC decimal strings ("0.000003"): per token for prompt, completion and each usage bucket (docs/reference.md §13,
@@ -40,8 +40,9 @@ export interface ModelView {
   /** The maximum output in force (docs/reference.md §20 "No cap") and where it comes from. */
   maxCompletionTokens: number;
   maxCompletionTokensSource: MaxOutputSource;
-  /** The model reasons: the owner's setting, else the catalogue's. */
+  /** The model reasons: the owner's setting, else the catalogue's; and which of them says so. */
   reasoningModel: boolean;
+  reasoningModelSource: MaxOutputSource;
   dailyRequestLimit: number | null;
   /** docs/reference.md §15 "Routing". */
   provider: string;
@@ -56,6 +57,7 @@ export interface ModelView {
 export function toView(m: CatalogModel, paywall: PaywallInfo, builtinProvider: boolean): ModelView {
   const name = m.displayName ?? m.modelId;
   const maxOut = maxOutputOf(m);
+  const reasoning = reasoningOf(m);
   return {
     id: m.modelId,
     name,
@@ -65,7 +67,8 @@ export function toView(m: CatalogModel, paywall: PaywallInfo, builtinProvider: b
     costPricing: pricingOf(m, ONE_PPM),
     maxCompletionTokens: maxOut.tokens,
     maxCompletionTokensSource: maxOut.source,
-    reasoningModel: reasonsOf(m),
+    reasoningModel: reasoning.reasons,
+    reasoningModelSource: reasoning.source,
     dailyRequestLimit: m.dailyRequestLimit,
     provider: m.provider ?? (builtinProvider ? BUILTIN_PROVIDER : DEFAULT_PROVIDER),
     upstreamModel: m.upstreamModel ?? m.modelId,
