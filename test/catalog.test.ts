@@ -398,6 +398,20 @@ describe('model catalogue and prices', () => {
       extensions: { code: 'BAD_USER_INPUT', param: 'reasoning' },
     });
     expect((await ok({ modelId: 'house-thinker' })).reasoningModel).toBe(true);
+    // Who says so: the owner (PRICING), the catalogue of known models (o3 reasons, gpt-4o does not), or
+    // neither (DEFAULT: it does not).
+    await ok({ modelId: 'my-o3', upstreamModel: 'o3' });
+    await ok({ modelId: 'gpt-4o' });
+    await ok({ modelId: 'house-plain' });
+    const sources = await t.gql(pw.apiKey, `{ models { id reasoningModel reasoningModelSource } }`);
+    expect(sources.data.models).toEqual(
+      expect.arrayContaining([
+        { id: 'house-thinker', reasoningModel: true, reasoningModelSource: 'PRICING' },
+        { id: 'my-o3', reasoningModel: true, reasoningModelSource: 'CATALOGUE' },
+        { id: 'gpt-4o', reasoningModel: false, reasoningModelSource: 'CATALOGUE' },
+        { id: 'house-plain', reasoningModel: false, reasoningModelSource: 'DEFAULT' },
+      ]),
+    );
     // Neither a price nor a flag.
     const bad = await set({ modelId: 'house-thinker', reasoning: 5 });
     expect(bad.errors?.[0]?.message).toContain('expected a USDC decimal string (a price) or true / false');
