@@ -13,7 +13,7 @@ import { shapedErrorBody } from './errors.js';
 import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
 import { apiKeyOf, apiKeyRefused, authenticateRestKey, queryUserOf } from './http.js';
 import type { UserKeyAuth } from '../src/modules/keys/user-key.service.js';
-import { isMessagesKind, sendJson, serveMetered, type MeteredKind } from './metered.js';
+import { isMessagesKind, refusedBeforeHold, sendJson, serveMetered, type MeteredKind } from './metered.js';
 
 /**
  * The metered routes (POST /v1/chat/completions, /v1/responses, /v1/embeddings, /v1/messages and their
@@ -148,9 +148,16 @@ export function meteredFastPath(
       try {
         body = JSON.parse(text);
       } catch {
+        const bad = new DomainError(
+          'invalid_request',
+          'request body is not valid JSON',
+          null,
+          'invalid_json',
+        );
+        // Counted against the key's rate limit as every refused request is (metered.ts).
         return sendError(
           res,
-          new DomainError('invalid_request', 'request body is not valid JSON', null, 'invalid_json'),
+          (await refusedBeforeHold(services.proxy, { kind: m.kind, paywall }, bad)) as DomainError,
           m.kind,
         );
       }

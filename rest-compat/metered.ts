@@ -4,7 +4,8 @@ import type { MediaSink } from '../src/modules/proxy/flight.js';
 import { isMultipart, type MediaKind } from '../src/modules/proxy/media-format.js';
 import { loopReason, VIA_HEADER, viaOf } from '../src/modules/proxy/upstream-client.js';
 import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
-import { invalid } from '../src/shared/errors.js';
+import { DomainError, invalid } from '../src/shared/errors.js';
+import { RateLimitError, type RateState } from '../src/modules/limits/rate-limit.js';
 import { ANTHROPIC_CLIENT_HEADERS } from '../src/modules/proxy/anthropic-client.js';
 import { keyUserFrom, objectBody, userFrom } from './http.js';
 import type { UserKeyAuth } from '../src/modules/keys/user-key.service.js';
@@ -93,6 +94,8 @@ export interface MeteredProxy {
   messages(call: ChatCall, sink?: StreamSink): Promise<ChatJson | null>;
   countTokens(call: ChatCall): Promise<ChatJson>;
   media(kind: MediaKind, call: ChatCall): Promise<ChatJson | null>;
+  /** Counts a request refused before its hold against RATE_LIMIT_PER_MINUTE (null: no limit). */
+  countUnheld?(paywallId: string): Promise<RateState | null>;
 }
 
 /** The Messages kinds (Anthropic's API: its errors, its headers, `metadata.user_id`). */
@@ -156,6 +159,42 @@ export async function serveMetered(
   r: MeteredRequestIn,
   res: ServerResponse,
 ): Promise<void> {
+  const rate = { counted: false };
+  try {
+    await serveCall(proxy, r, res, rate);
+  } catch (e) {
+    throw await refusedBeforeHold(proxy, r, e, rate.counted);
+  }
+}
+
+/**
+ * docs/reference.md §10: every request of a paywall key counts against `RATE_LIMIT_PER_MINUTE`. A metered
+ * request is counted by its hold's statement; one refused before it (an unknown model, no user, a bad
+ * body) is counted here, and over the limit it is the 429, as any other request of the key would be.
+ * Messages' count_tokens places no hold: the router's limiter counted it already.
+ */
+export async function refusedBeforeHold(
+  proxy: MeteredProxy,
+  r: Pick<MeteredRequestIn, 'kind' | 'paywall'>,
+  e: unknown,
+  counted = false,
+): Promise<unknown> {
+  if (counted || r.kind === 'count_tokens' || !(e instanceof DomainError) || !proxy.countUnheld) return e;
+  if (e.code === 'internal' || e instanceof RateLimitError) return e;
+  try {
+    const state = await proxy.countUnheld(r.paywall.id);
+    return state?.over ? new RateLimitError(state) : e;
+  } catch {
+    return e; // the count could not be made (the database is away): the request's own answer stands
+  }
+}
+
+async function serveCall(
+  proxy: MeteredProxy,
+  r: MeteredRequestIn,
+  res: ServerResponse,
+  rate: { counted: boolean },
+): Promise<void> {
   // A request this service (or a chain of proxies) already forwarded: refuse it before anything is
   // held, or a provider base URL pointing at the service itself would recurse (and hold) at each hop.
   const via = viaOf(r.headers[VIA_HEADER]);
@@ -194,6 +233,7 @@ export async function serveMetered(
     signal: gone.signal,
     via,
     answeredBy: (provider: string) => addLogField(res, 'provider', provider),
+    rate,
   };
   if (r.userKey) call.userKeyId = r.userKey.id;
   if (isMessagesKind(r.kind)) call.clientHeaders = anthropicClientHeaders(r.headers);

@@ -163,4 +163,66 @@ describe('RATE_LIMIT_PER_MINUTE across two instances', () => {
     expect(results).toEqual([...Array(10).fill('200'), '429 rate_limit_exceeded']);
     expect(fake.embeddingsRequests.length - forwardedBefore).toBe(10);
   });
+
+  it('counts the metered requests refused before a hold (unknown model, no user, bad body): over the limit they get the 429 too', async () => {
+    at('2026-11-23T10:07:00.000Z');
+    const apiKey = await paywall();
+    const post = (via: Instance, path: string, body: unknown, user: string | null = 'cy') =>
+      fetch(`${via.url}${path}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${apiKey}`,
+          'content-type': 'application/json',
+          ...(user ? { 'x-paywall-user': user } : {}),
+        },
+        body: JSON.stringify(body),
+      });
+    const refused = [
+      () =>
+        post(a, '/v1/chat/completions', {
+          model: 'no-such-model',
+          messages: [{ role: 'user', content: 'hi' }],
+        }),
+      () =>
+        post(b, '/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'hi' }] }, null),
+      () => post(a, '/v1/responses', { input: 'hi' }),
+      () => post(b, '/v1/embeddings', { model: 'no-such-model', input: 'hi' }),
+      () => post(a, '/v1/messages', { model: MODEL, messages: [] }),
+      () =>
+        fetch(`${b.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+          body: '{"model": ',
+        }),
+    ];
+    const statuses: number[] = [];
+    for (let i = 0; i < 12; i++) statuses.push((await refused[i % refused.length]()).status);
+    // The first 10 answered as they were (404 or 400), and each counted: the key's minute is used up.
+    expect(statuses.slice(0, 10).every((s) => s === 400 || s === 404)).toBe(true);
+    expect(statuses.slice(10)).toEqual([429, 429]);
+    const over = await get(b, apiKey, '/v1/models');
+    expect(over.status).toBe(429);
+    // Over the limit, a refused request is a 429 with the headers (not its 404 or 400)...
+    const unknown = await post(a, '/v1/chat/completions', {
+      model: 'no-such-model',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    expect(unknown.status).toBe(429);
+    expect(unknown.headers.get('retry-after')).toBe('60');
+    expect(unknown.headers.get('x-ratelimit-limit')).toBe('10');
+    expect(unknown.headers.get('x-ratelimit-remaining')).toBe('0');
+    expect(await unknown.json()).toMatchObject({
+      error: { type: 'rate_limit_error', code: 'rate_limit_exceeded' },
+    });
+    // ...in Anthropic's shape on the Messages route.
+    const messages = await post(b, '/v1/messages', { model: MODEL, messages: [] });
+    expect(messages.status).toBe(429);
+    expect(await messages.json()).toMatchObject({ type: 'error', error: { type: 'rate_limit_error' } });
+    // A valid chat is refused as before.
+    const chat = await post(a, '/v1/chat/completions', {
+      model: MODEL,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    expect(chat.status).toBe(429);
+  });
 });

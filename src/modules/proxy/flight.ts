@@ -29,6 +29,12 @@ export interface ChatCall {
   userKeyId?: string;
   /** Where an audio answer (speech) is relayed as it arrives (docs/reference.md §22). */
   mediaSink?: MediaSink;
+  /**
+   * `counted` is set when the hold's statement is run for this request: that statement counts it against
+   * `RATE_LIMIT_PER_MINUTE` (docs/reference.md §10). A request refused before it is counted by its entry.
+   * An object, so a copy of the call (`{...call}`) shares it.
+   */
+  rate?: { counted: boolean };
 }
 
 /** Where a binary answer goes as it arrives (speech), its cost in trailers once it ended. */

@@ -211,6 +211,7 @@ export async function meteredCall<R extends MeteredRequest>(
     maxDebtRaw: d.limits.MAX_UNCOLLECTED_PER_USER,
     userKeyId: call.userKeyId ?? null,
   };
+  if (call.rate) call.rate.counted = true;
   const held = await placeHold(d, {
     paywall,
     externalUserId: call.externalUserId,

@@ -21,7 +21,7 @@ import { modelNotFound } from '../catalog/catalog-model.js';
 import { clientFor } from './provider-clients.js';
 import { PROVIDER_ADAPTERS } from './formats/registry.js';
 import { ProviderHealth } from '../providers/provider-health.js';
-import { MinuteCounter, RateLimitError } from '../limits/rate-limit.js';
+import { countRequest, MinuteCounter, RateLimitError, type RateState } from '../limits/rate-limit.js';
 import { PromptTokenizer } from './prompt-tokenizer.js';
 import { collectTexts } from './token-counter.js';
 import type { WireFormat } from './wire-format.js';
@@ -273,6 +273,16 @@ export class ProxyService {
       call = { ...call, body: { ...upload, probe: await probeAudio(file) } };
     }
     return this.metered(MEDIA_FORMATS[kind], call);
+  }
+
+  /**
+   * Counts a metered request refused before its hold (an unknown model, no user, a bad body) against
+   * `RATE_LIMIT_PER_MINUTE` (docs/reference.md §10), as every other request of the key is counted: the
+   * state, or null when there is no limit.
+   */
+  async countUnheld(paywallId: string): Promise<RateState | null> {
+    const limit = this.d.limits.RATE_LIMIT_PER_MINUTE;
+    return limit ? countRequest(this.d.db, paywallId, limit, this.d.clock.now()) : null;
   }
 
   /** Serves one call in the wire format `fmt` (a new client API plugs in here with its WireFormat). */
