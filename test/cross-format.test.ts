@@ -411,6 +411,65 @@ describe('the Messages API for a model on an OpenAI-compatible provider', () => 
     expect(openai.requests).toHaveLength(0);
     expect(await chargesOf(t, pw, user)).toEqual([]);
   });
+
+  it('an OpenAI provider’s 4xx reaches the Messages client as Anthropic’s error, typed by its status (OpenAI’s own types are not Anthropic’s); nothing charged', async () => {
+    const user = await funded();
+    // OpenAI's API reference: its 401 and 404 say `invalid_request_error`, its 429 `tokens` / `requests`.
+    const cases = [
+      {
+        status: 401,
+        error: {
+          message: 'Incorrect API key provided: sk-proj-****.',
+          type: 'invalid_request_error',
+          param: null,
+          code: 'invalid_api_key',
+        },
+        type: 'authentication_error',
+      },
+      {
+        status: 404,
+        error: {
+          message: 'The model `gpt-x` does not exist or you do not have access to it.',
+          type: 'invalid_request_error',
+          param: null,
+          code: 'model_not_found',
+        },
+        type: 'not_found_error',
+      },
+      {
+        status: 429,
+        error: {
+          message: 'Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000.',
+          type: 'tokens',
+          param: null,
+          code: 'rate_limit_exceeded',
+        },
+        type: 'rate_limit_error',
+      },
+      {
+        status: 400,
+        error: {
+          message: "This model's maximum context length is 128000 tokens.",
+          type: 'invalid_request_error',
+          param: 'messages',
+          code: 'context_length_exceeded',
+        },
+        type: 'invalid_request_error',
+      },
+    ];
+    for (const c of cases) {
+      openai.next({ status: c.status, errorBody: { error: c.error } });
+      const r = await t.rest('POST', '/v1/messages', {
+        headers: { 'x-api-key': pw.apiKey, 'x-paywall-user': user },
+        body: { model: GPT, max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] },
+      });
+      expect({ status: r.status, body: r.body }).toEqual({
+        status: c.status,
+        body: { type: 'error', error: { type: c.type, message: c.error.message } },
+      });
+    }
+    expect((await money(t, pw, user)).balance).toBe(1_000_000n);
+  });
 });
 
 describe('100 concurrent mixed calls on one funded user', () => {

@@ -67,7 +67,7 @@ export function translatingClient(route: Route): ProviderClient {
         } catch {
           /* the status says enough */
         }
-        return bodyOf(res, translateError(route, text));
+        return bodyOf(res, translateError(route, text, res.status));
       }
       if (!opts.stream) {
         const text = await readLimited(res, opts.maxBytes ?? Number.MAX_SAFE_INTEGER);

@@ -67,9 +67,9 @@ export function translateAnswer(
 }
 
 /** The provider's error body as the client's (the text as is when it is not one of the provider's errors). */
-export function translateError(route: Route, text: string): string {
+export function translateError(route: Route, text: string, status?: number): string {
   const error = route.provider.errorIn(text);
-  return error ? route.client.errorOut(error) : text;
+  return error ? route.client.errorOut(error, status) : text;
 }
 
 /**

@@ -351,12 +351,35 @@ export class MessagesStreamEncoder extends ClientStreamEncoder {
   }
 }
 
-/** A provider's error as Anthropic's `{type: "error", error: {type, message}}`. */
-const errorOut = (e: NeutralError): string =>
+/** Anthropic's error `type` for each status its API answers with (its reference, "Errors"). */
+const ANTHROPIC_ERROR_TYPES: Readonly<Record<number, string>> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  402: 'billing_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  504: 'timeout_error',
+  529: 'overloaded_error',
+};
+const ANTHROPIC_TYPES = new Set(Object.values(ANTHROPIC_ERROR_TYPES));
+
+/**
+ * A provider's error as Anthropic's `{type: "error", error: {type, message}}`, typed by the answer's
+ * status: another kind's own types are not Anthropic's (OpenAI answers a 401 or a 404 with
+ * `invalid_request_error`, a 429 with `tokens` or `requests`), and Anthropic's clients read the type.
+ */
+const errorOut = (e: NeutralError, status?: number): string =>
   JSON.stringify({
     type: 'error',
     error: {
-      type: e.type ?? 'invalid_request_error',
+      type:
+        (status === undefined ? undefined : ANTHROPIC_ERROR_TYPES[status]) ??
+        (e.type !== null && (status === undefined || ANTHROPIC_TYPES.has(e.type))
+          ? e.type
+          : 'invalid_request_error'),
       message: e.message ?? 'The model provider refused the request.',
     },
   });

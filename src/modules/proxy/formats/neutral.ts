@@ -210,8 +210,8 @@ export interface ClientAdapter {
   requestIn(body: Json, ctx: RequestInContext): NeutralRequest;
   answerOut(answer: NeutralAnswer, ctx: ClientAnswerContext): Json;
   streamOut(ctx: ClientAnswerContext): StreamEncoder;
-  /** A provider's error in the client's shape. */
-  errorOut(error: NeutralError): string;
+  /** A provider's error in the client's shape (`status`: the provider's HTTP status, when known). */
+  errorOut(error: NeutralError, status?: number): string;
 }
 
 /** What a provider adapter needs to write a request besides the neutral one. */
