@@ -195,6 +195,28 @@ describe('the OpenAI chat wire (chat client format ↔ OpenAI provider kind)', (
     expect(openAiProvider.errorIn(text)).toEqual({ type: 'rate_limit_error', message: 'slow down' });
     expect(openAiProvider.errorIn('not json')).toBeNull();
   });
+
+  it("Anthropic's error types OpenAI has no word for get OpenAI's type and a code", () => {
+    const out = (type: string) => JSON.parse(chatClient.errorOut({ type, message: 'm' })).error;
+    expect(out('request_too_large')).toEqual({
+      message: 'm',
+      type: 'invalid_request_error',
+      param: null,
+      code: 'request_too_large',
+    });
+    expect(out('overloaded_error')).toEqual({
+      message: 'm',
+      type: 'api_error',
+      param: null,
+      code: 'overloaded',
+    });
+    expect(out('not_found_error')).toEqual({
+      message: 'm',
+      type: 'not_found_error',
+      param: null,
+      code: null,
+    });
+  });
 });
 
 describe('the Anthropic Messages wire (Messages client format ↔ Anthropic provider kind)', () => {

@@ -68,13 +68,24 @@ export function booleanField(v: unknown, param: string): boolean | undefined {
   return v;
 }
 
+/**
+ * Anthropic's error types OpenAI has no word for, as OpenAI's type and code (the service's own 413 is
+ * `invalid_request_error` with `code: "request_too_large"` too). The other types are the same words.
+ */
+const OPENAI_TYPE_OF: Readonly<Record<string, { type: string; code: string }>> = {
+  request_too_large: { type: 'invalid_request_error', code: 'request_too_large' },
+  overloaded_error: { type: 'api_error', code: 'overloaded' },
+};
+
 /** A provider's error as OpenAI's `{error: {message, type, param, code}}`. */
-export const openAiError = (e: NeutralError): string =>
-  JSON.stringify({
+export const openAiError = (e: NeutralError): string => {
+  const mapped = e.type === null ? undefined : OPENAI_TYPE_OF[e.type];
+  return JSON.stringify({
     error: {
       message: e.message ?? 'The model provider refused the request.',
-      type: e.type ?? 'invalid_request_error',
+      type: mapped?.type ?? e.type ?? 'invalid_request_error',
       param: null,
-      code: null,
+      code: mapped?.code ?? null,
     },
   });
+};
