@@ -300,12 +300,14 @@ describe('the Codex CLI (codex exec) through the paywall', () => {
       expect(sent).toHaveLength(calls.length);
       sent.forEach((s, i) => {
         const reached = calls[i].body;
-        expect(s.answerHeaders['x-paywall-cap']).toBeUndefined();
+        // Codex sends no cap: the model's maximum output goes upstream, named in x-paywall-cap.
+        const cap = Number(s.answerHeaders['x-paywall-cap']);
+        expect(cap).toBeGreaterThanOrEqual(4096);
         if (path === '/responses') {
-          // Natively the body goes as sent: no max_output_tokens added (Codex sends none).
-          expect(reached).toEqual(s.body);
-          expect(reached).not.toHaveProperty('max_output_tokens');
+          // Natively the body goes as sent, with that cap as max_output_tokens.
+          expect(reached).toEqual({ ...s.body, max_output_tokens: cap });
         } else {
+          expect(reached.max_tokens).toBe(cap);
           const names = expectDroppedNamed(s, reached);
           expect(names).toEqual(expect.arrayContaining(['include', 'store']));
           expect(reached.model).toBe(NATIVE_CLAUDE);
@@ -377,11 +379,10 @@ describe('agent frameworks with one tool through the paywall', () => {
       expect(JSON.stringify(fake.of(path).at(-1)!.body)).toContain(weather.answer);
       const raw = expectedRaw(fake.usages);
       expect(await money(t, pw, user)).toMatchObject({ balance: 1_000_000n - raw, held: 0n });
-      // No cap was sent, and none was added (docs/reference.md §20).
+      // The SDK sent no cap: the model's documented maximum output goes upstream (docs/reference.md §20),
+      // gpt-4.1's 32,768 natively and, translated, Claude's 64,000 (models.dev), not 4,096.
       for (const s of sentTo('/responses')) expect(s.body).not.toHaveProperty('max_output_tokens');
-      if (path === '/responses')
-        for (const r of fake.of(path)) expect(r.body).not.toHaveProperty('max_output_tokens');
-      // Translated, Anthropic needs a cap: the model's documented maximum (models.dev: 64,000), not 4,096.
+      if (path === '/responses') for (const r of fake.of(path)) expect(r.body.max_output_tokens).toBe(32768);
       else for (const r of fake.of(path)) expect(r.body.max_tokens).toBe(64000);
     },
     60_000,

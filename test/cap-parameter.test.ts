@@ -360,8 +360,7 @@ describe('the built-in provider', () => {
 /**
  * docs/reference.md §20: the client's cap goes upstream unchanged, in its own field, unless the balance
  * or the owner's maxCompletionTokens is lower (then `x-paywall-cap` says what was sent); with no client cap
- * a Responses or chat request gets no cap field unless one was lowered, and the hold is bounded by the
- * model's maximum output (the catalogue's, here gpt-4o's 16,384). Thinking budgets stay below the cap.
+ * the model's maximum output (the catalogue's, here gpt-4o's 16,384) is sent and bounds the hold. Thinking budgets stay below the cap.
  */
 describe("the client's cap is kept (§20)", () => {
   let p: ProxyPaywall;
@@ -412,15 +411,16 @@ describe("the client's cap is kept (§20)", () => {
     expect((await chargesOf(t, p, 'cap-ann'))[0]).toMatchObject({ max_completion_tokens: 32000 });
   });
 
-  it('no client cap: no cap field added (Responses and chat); the hold is bounded by the catalogue’s maximum', async () => {
+  it('no client cap: the catalogue’s maximum is sent (max_output_tokens; chat max_completion_tokens, not max_tokens) and named in x-paywall-cap; the hold is bounded by it', async () => {
     await deposit(t, p, 'cap-bea', '1');
     const r = await post('/v1/responses', 'cap-bea', { model: 'gpt-4o', input: 'Say hello' });
     expect(r.status).toBe(200);
-    expect(r.headers.get('x-paywall-cap')).toBeNull();
-    expect(older.responsesRequests[0].body).not.toHaveProperty('max_output_tokens');
+    expect(r.headers.get('x-paywall-cap')).toBe('16384');
+    expect(older.responsesRequests[0].body.max_output_tokens).toBe(16384);
     const c = await post('/v1/chat/completions', 'cap-bea', { model: 'gpt-4o', messages: hi });
     expect(c.status).toBe(200);
-    expect(capsSent(older)).toEqual({ max_tokens: undefined, max_completion_tokens: undefined });
+    expect(c.headers.get('x-paywall-cap')).toBe('16384');
+    expect(capsSent(older)).toEqual({ max_tokens: undefined, max_completion_tokens: 16384 });
     const charges = await chargesOf(t, p, 'cap-bea');
     expect(charges.map((ch) => ch.max_completion_tokens)).toEqual([16384, 16384]);
   });

@@ -238,17 +238,14 @@ export async function meteredCall<R extends MeteredRequest>(
     });
   }
 
-  // The cap sent upstream: the client's own field with the hold's cap. A client that sent none gets a cap
-  // field unless the hold is the catalogue's documented maximum (a provider already stops there): the
-  // owner's maxCompletionTokens, the balance, or the 4,096 default for a model the catalogue does not
-  // know (its real maximum may be larger than what was held) are sent.
+  // The cap sent upstream: the hold's cap, in the client's own field, or, for a client that sent none,
+  // in the format's field (chat: max_completion_tokens unless the provider takes max_tokens): the model's
+  // maximum output (the owner's, the catalogue's or 4,096), lowered to what the balance affords. So the
+  // provider never answers past what was held.
   const cap = held.hold.cap;
-  const sentCap =
-    req.clientMaxTokens !== null || modelMax.source !== 'CATALOGUE' || cap < modelMax.tokens ? cap : null;
   const answerHeaders: Record<string, string> = {};
   // (Embeddings complete nothing: no cap to name.)
-  if (req.n > 0 && sentCap !== null && sentCap !== req.clientMaxTokens)
-    answerHeaders['x-paywall-cap'] = String(sentCap);
+  if (req.n > 0 && cap !== req.clientMaxTokens) answerHeaders['x-paywall-cap'] = String(cap);
 
   let finish!: () => void;
   const done = new Promise<void>((r) => (finish = r));
@@ -266,7 +263,7 @@ export async function meteredCall<R extends MeteredRequest>(
     trigger,
     hold: held.hold,
     promptEstimate,
-    sentCap,
+    sentCap: cap,
     answerHeaders,
     via: call.via ?? [],
     clientHeaders: call.clientHeaders ?? {},
