@@ -1,5 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { FakeUpstream } from './helpers/fake-upstream.js';
+import { createProxyPaywall, MODEL } from './helpers/proxy-setup.js';
 import { createSubscription, WebhookReceiver, type Received } from './helpers/webhook-receiver.js';
 import {
   backoffDelay,
@@ -113,6 +115,54 @@ async function subscriptionRow(id: string) {
 const gaps = (reqs: Received[]) => reqs.slice(1).map((r, i) => r.at - reqs[i].at);
 
 describe('webhook delivery', () => {
+  it('sends the events of one call in the order they were recorded (they share one createdAt)', async () => {
+    const fake = await FakeUpstream.start();
+    try {
+      // Other tenants' subscriptions: with a few dozen, PostgreSQL hashes the claimed rows to join them
+      // with their subscriptions, and a hash bucket hands back one subscription's rows newest first.
+      const others = await t.createPaywall();
+      for (let i = 0; i < 60; i++) {
+        await createSubscription(t, others.apiKey, { url: `https://example.com/hook/${i}`, events: ['*'] });
+      }
+      await t.db.query('analyze webhook_subscription');
+      const pw = await createProxyPaywall(t, fake);
+      const rcv = await receiver();
+      await createSubscription(t, pw.apiKey, { url: rcv.url(), events: ['*'] });
+      const [{ seq }] = await t.db.query<{ seq: string }>(
+        `select coalesce(max(seq), 0)::text as seq from event where paywall_id = $1`,
+        [pw.id],
+      );
+      for (const [i, user] of ['ana', 'ben', 'cy'].entries()) {
+        // A chat the user cannot pay for records these five events in one transaction: a receiver can
+        // tell their order only by their arrival.
+        const r = await t.rest('POST', '/v1/chat/completions', {
+          token: pw.apiKey,
+          body: { model: MODEL, user, messages: [{ role: 'user', content: 'hi' }] },
+        });
+        expect(r.body.paywall.reason).toBe('insufficient_balance');
+        await rcv.waitForCount(5 * (i + 1));
+      }
+      const recorded = await t.db.query<{ id: string }>(
+        `select id from event where paywall_id = $1 and seq > $2 order by seq`,
+        [pw.id, seq],
+      );
+      expect(rcv.requests.map((r) => r.body.event.type)).toEqual(
+        Array(3)
+          .fill([
+            'paywall.proxy.request.started',
+            'paywall.request.blocked',
+            'paywall.proxy.request.blocked',
+            'paywall.balance.depleted',
+            'paywall.balance.topup.link.created',
+          ])
+          .flat(),
+      );
+      expect(rcv.requests.map((r) => r.headers['webhook-id'])).toEqual(recorded.map((e) => e.id));
+    } finally {
+      await fake.close();
+    }
+  });
+
   it('POSTs the signed payload with the documented headers; the receiver verifies it with the README recipe', async () => {
     const { pw, rcv, sub } = await setup({ 'X-Tenant': 'acme', Authorization: 'Bearer receiver-token' });
     rcv.respond(() => ({ status: 200, body: 'thanks' }));

@@ -175,6 +175,11 @@ interface ClaimedRow {
  * also how a crashed worker's row comes back: once its lease expires, it is due again.
  *
  * MATERIALIZED: the locking subquery must run exactly once (re-running a SKIP LOCKED scan can pick other rows).
+ *
+ * The claimed rows come back in the order their events were recorded (`e.seq`) and are dispatched in that
+ * order: the events of one transaction share one `createdAt`, so arrival order is all a receiver has to
+ * tell `…request.started` from the `…blocked` that follows it. Without the ORDER BY the join decides (a hash
+ * join hands one subscription's rows back newest first).
  */
 const CLAIM_SQL = `
   with due as materialized (
@@ -196,7 +201,8 @@ const CLAIM_SQL = `
          s.custom_headers, s.is_active, ${eventPayloadColumns('e')}
     from claimed c
     left join webhook_subscription s on s.id = c.subscription_id
-    left join event e on e.id = c.event_id`;
+    left join event e on e.id = c.event_id
+   order by e.seq`;
 
 /**
  * Records an attempt's outcome and keeps the subscription's counters true, in one statement. The
