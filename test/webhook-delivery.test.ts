@@ -122,7 +122,7 @@ describe('webhook delivery', () => {
       // with their subscriptions, and a hash bucket hands back one subscription's rows newest first.
       const others = await t.createPaywall();
       for (let i = 0; i < 60; i++) {
-        await createSubscription(t, others.apiKey, { url: `https://example.com/hook/${i}`, events: ['*'] });
+        await createSubscription(t, others.apiKey, { url: `http://127.0.0.1:9/hook/${i}`, events: ['*'] });
       }
       await t.db.query('analyze webhook_subscription');
       const pw = await createProxyPaywall(t, fake);
