@@ -16,6 +16,7 @@ import {
 } from './token-counter.js';
 import { isObject, type MeteredRequest, type StreamRelay, type WireFormat } from './wire-format.js';
 import {
+  ANTHROPIC_ERROR_TYPES,
   MESSAGE_DELTA_NULLS,
   MESSAGE_NULLS,
   MESSAGES_USAGE_NULLS,
@@ -337,16 +338,6 @@ export const anthropicError = (type: string, message: string) => ({
   error: { type, message },
 });
 
-/** Anthropic's error `type` for a provider status whose answer has no Anthropic error body. */
-const REFUSAL_TYPES: Record<number, string> = {
-  401: 'authentication_error',
-  402: 'billing_error',
-  403: 'permission_error',
-  404: 'not_found_error',
-  413: 'request_too_large',
-  429: 'rate_limit_error',
-};
-
 /** A blocked reply's message id (`msg_…`, from the reply's random id). */
 const messageId = (r: BlockedReply): string => `msg_${r.id.replace(/^chatcmpl-/, '')}`;
 
@@ -476,6 +467,6 @@ export const messagesFormat: WireFormat = {
       typeof err?.message === 'string'
         ? err.message
         : `The model provider refused the request (HTTP ${status}).`;
-    return anthropicError(REFUSAL_TYPES[status] ?? 'invalid_request_error', message);
+    return anthropicError(ANTHROPIC_ERROR_TYPES[status] ?? 'invalid_request_error', message);
   },
 };

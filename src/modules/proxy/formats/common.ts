@@ -142,3 +142,17 @@ export function textOnly(content: unknown, param: string, join = '\n'): string {
     })
     .join(join);
 }
+
+/** Anthropic's error `type` for each status its API answers with (its reference, "Errors"). */
+export const ANTHROPIC_ERROR_TYPES: Readonly<Record<number, string>> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  402: 'billing_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  504: 'timeout_error',
+  529: 'overloaded_error',
+};

@@ -1,4 +1,5 @@
 import {
+  ANTHROPIC_ERROR_TYPES,
   badValue,
   isObject,
   MESSAGE_DELTA_NULLS,
@@ -351,19 +352,6 @@ export class MessagesStreamEncoder extends ClientStreamEncoder {
   }
 }
 
-/** Anthropic's error `type` for each status its API answers with (its reference, "Errors"). */
-const ANTHROPIC_ERROR_TYPES: Readonly<Record<number, string>> = {
-  400: 'invalid_request_error',
-  401: 'authentication_error',
-  402: 'billing_error',
-  403: 'permission_error',
-  404: 'not_found_error',
-  413: 'request_too_large',
-  429: 'rate_limit_error',
-  500: 'api_error',
-  504: 'timeout_error',
-  529: 'overloaded_error',
-};
 const ANTHROPIC_TYPES = new Set(Object.values(ANTHROPIC_ERROR_TYPES));
 
 /**
