@@ -118,8 +118,4 @@ export function reasoningOf(m: {
 }
 
 /** Whether a model reasons: the owner's `reasoningModel`, else the catalogue's word, else no. */
-export const reasonsOf = (m: {
-  modelId: string;
-  upstreamModel: string | null;
-  reasoningModel: boolean | null;
-}): boolean => m.reasoningModel ?? knownModel(m.upstreamModel ?? m.modelId)?.reasoning ?? false;
+export const reasonsOf = (m: Parameters<typeof reasoningOf>[0]): boolean => reasoningOf(m).reasons;
