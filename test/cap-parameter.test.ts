@@ -547,6 +547,44 @@ describe("the client's cap is kept (§20)", () => {
     expect(ok.headers.get('x-paywall-cap')).toBe('1024');
   });
 
+  it('a reasoning effort translated into thinking: its budget below a cap the balance lowered, or the top-up reply when not even the smallest fits', async () => {
+    // Chat toward Anthropic: `reasoning_effort: "high"` becomes thinking with a 24,576-token budget.
+    await deposit(t, p, 'cap-hal', '0.05');
+    const r = await post('/v1/chat/completions', 'cap-hal', {
+      model: 'claude-sonnet-4-20250514',
+      reasoning_effort: 'high',
+      messages: [{ role: 'user', content: 'Think, then say hello' }],
+    });
+    expect(r.status).toBe(200);
+    expect((await r.json()).paywall).toBeUndefined();
+    const body = older.messagesRequests[0].body;
+    expect(body.max_tokens).toBeLessThan(24576);
+    expect(body.thinking).toEqual({ type: 'enabled', budget_tokens: body.max_tokens - 1 });
+    expect(r.headers.get('x-paywall-cap')).toBe(String(body.max_tokens));
+    // 0.01 USDC affords fewer than the 1,025 tokens thinking needs: the top-up reply, nothing forwarded.
+    older.reset();
+    await deposit(t, p, 'cap-ike', '0.01');
+    const blocked = await post('/v1/chat/completions', 'cap-ike', {
+      model: 'claude-sonnet-4-20250514',
+      reasoning_effort: 'low',
+      messages: [{ role: 'user', content: 'Think, then say hello' }],
+    });
+    expect(blocked.status).toBe(200);
+    expect((await blocked.json()).paywall).toMatchObject({ reason: 'insufficient_balance' });
+    expect(older.messagesRequests).toHaveLength(0);
+    expect((await money(t, p, 'cap-ike')).balance).toBe(10_000n);
+    // The client's own cap below thinking's smallest budget: thinking dropped and named, as the client chose.
+    const small = await post('/v1/chat/completions', 'cap-ike', {
+      model: 'claude-sonnet-4-20250514',
+      reasoning_effort: 'low',
+      max_tokens: 500,
+      messages: [{ role: 'user', content: 'Say hello' }],
+    });
+    expect((await small.json()).paywall).toBeUndefined();
+    expect(small.headers.get('x-paywall-dropped-fields')).toContain('reasoning_effort');
+    expect(older.messagesRequests[0].body).not.toHaveProperty('thinking');
+  });
+
   it('thinking whose smallest budget the balance cannot afford: the top-up reply, nothing forwarded', async () => {
     await deposit(t, p, 'cap-fin', '0.01');
     const r = await post('/v1/messages', 'cap-fin', {

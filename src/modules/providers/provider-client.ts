@@ -96,9 +96,15 @@ export interface ProviderClient {
   readonly kind: ProviderKind;
   /**
    * Throws the 400 naming the field when the client's body cannot be sent to this provider (a
-   * translation's limits), before anything is held. Absent: every body can.
+   * translation's limits), before anything is held. Absent: every body can. `reasons`: the model reasons
+   * (its reasoning fields are translated). Answers whether the body, as translated for this provider,
+   * asks for extended thinking (then the cap it is sent with must leave room for thinking's budget).
    */
-  validate?(body: Record<string, unknown>, up: Pick<UpstreamTarget, 'capParameter'>): void;
+  validate?(
+    body: Record<string, unknown>,
+    up: Pick<UpstreamTarget, 'capParameter'>,
+    reasons: boolean,
+  ): { thinks: boolean };
   /** POSTs `payload` to `endpoint` under the provider's base URL; only the provider's own key goes along. */
   post(
     up: UpstreamTarget,

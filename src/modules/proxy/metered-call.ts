@@ -7,7 +7,7 @@ import { bucketPico, type ModelPrice } from '../../shared/money.js';
 import type { ModelPriceInfo } from '../catalog/catalog-model.js';
 import type { ModelRoute, PaywallRef } from '../providers/provider-routes.js';
 import { modelNotFound } from '../catalog/catalog-model.js';
-import { maxOutputOf } from '../catalog/known-models.js';
+import { maxOutputOf, reasonsOf } from '../catalog/known-models.js';
 import type { EventTrigger, NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import { SCALE_PER_RAW, type ReserveInput } from '../ledger/holds.js';
@@ -113,7 +113,9 @@ export async function meteredCall<R extends MeteredRequest>(
   const route = routed.filter((up, i) => i === 0 || d.clients(fmt, up) !== null);
   // Every provider the request may reach must take the body (a translation's refusals): a refusal is
   // the client's 400 now, not after the hold and a call to the providers before it.
-  for (const up of route) d.clients(fmt, up)!.validate?.(req.body, up);
+  const reasons = reasonsOf(price);
+  const validated = route.map((up) => d.clients(fmt, up)!.validate?.(req.body, up, reasons));
+  const translatedThinks = validated[0]?.thinks === true;
   // A translated request's images are billed by the provider's kind, not the client format's: the parts
   // that are not text are counted again for it (texts set aside as before, then counted with bounded CPU).
   const ownKind = fmt.name === 'messages' ? 'ANTHROPIC' : 'OPENAI';
@@ -147,11 +149,14 @@ export async function meteredCall<R extends MeteredRequest>(
       ? modelMax.tokens
       : Math.min(req.clientMaxTokens, price.maxCompletionTokens ?? req.clientMaxTokens);
   // Extended thinking toward Anthropic needs a cap above its smallest budget: one the balance cannot
-  // afford gets the top-up reply, never a request Anthropic refuses.
-  const thinks = routed[0].kind === 'ANTHROPIC' && thinkingBudget(req.body) !== null;
+  // afford gets the top-up reply, never a request Anthropic refuses. That is the client's own `thinking`,
+  // or a reasoning effort translated into thinking for a model that reasons (which the translation drops,
+  // and names, where the client's or the owner's cap leaves no room for it).
+  const nativeThinks = routed[0].kind === 'ANTHROPIC' && thinkingBudget(req.body) !== null;
+  const thinks = nativeThinks || (translatedThinks && maxCap > MIN_THINKING_BUDGET);
   // The app capped this model's answers at or below thinking's smallest budget: no cap could both keep
   // the owner's limit and be accepted by Anthropic, so the request is refused before anything is held.
-  if (thinks && maxCap <= MIN_THINKING_BUDGET && maxCap < (req.clientMaxTokens ?? Infinity))
+  if (nativeThinks && maxCap <= MIN_THINKING_BUDGET && maxCap < (req.clientMaxTokens ?? Infinity))
     throw invalid(
       `thinking: this app caps ${req.model}'s answers at ${maxCap} tokens; extended thinking needs max_tokens above its smallest budget of ${MIN_THINKING_BUDGET} tokens. Send the request without thinking.`,
       'thinking',

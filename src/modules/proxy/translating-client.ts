@@ -31,12 +31,15 @@ export function translatingClient(route: Route): ProviderClient {
   const base = route.provider.client;
   return {
     kind: base.kind,
-    validate(body, up) {
-      translateRequest(
+    validate(body, up, reasons) {
+      // With no cap from the client, the largest one: whether thinking is asked for then depends on the
+      // client's fields and the model alone (the metered core decides the cap afterwards).
+      const { request } = translateRequest(
         route,
         { ...body, model: String(body.model ?? '') },
-        { holdCap: 4096, reasoning: false, capParameter: up.capParameter, dropped: new Dropped() },
+        { holdCap: 1_000_000, reasoning: reasons, capParameter: up.capParameter, dropped: new Dropped() },
       );
+      return { thinks: request.thinking !== undefined && request.thinking !== null };
     },
     async post(up, _endpoint, payload, opts: UpstreamOptions) {
       const body = JSON.parse(payload) as Json;
