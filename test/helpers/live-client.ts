@@ -49,6 +49,9 @@ export class LiveSubscription {
         error: (err) => {
           // An array of GraphQL errors (the operation failed), or a close event (the socket did).
           if (Array.isArray(err)) this.errors.push(...err);
+          // A close event's fields are not enumerable: keep what says why (JSON.stringify gave "{}").
+          else if (err && typeof err === 'object' && 'code' in err)
+            this.errors.push({ code: (err as any).code, reason: (err as any).reason });
           else this.errors.push(err);
           wake();
         },
