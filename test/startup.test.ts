@@ -228,6 +228,10 @@ async function quickStart(url: string, ownerToken: string) {
 /** Fresh start → quick start → SIGTERM → restart on the same data → nothing lost, no second owner. */
 async function firstRunAndRestart(env: Record<string, string>) {
   const first = await startService(env);
+  // The service answers /healthz as soon as it listens; its 'listening' log line can reach this pipe a
+  // moment later on a loaded machine (CI saw the line missing once): wait for it, at most 30 s.
+  for (let t0 = Date.now(); !first.stdout().includes('"msg":"listening"') && Date.now() - t0 < 30_000;)
+    await new Promise((r) => setTimeout(r, 50));
   const out = first.stdout();
   const match = TOKEN_LINE.exec(out);
   expect(match).not.toBeNull();
