@@ -98,7 +98,8 @@ async function startService(env: Record<string, string>, viaNpm = false): Promis
   proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
   proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    proc.once('exit', (code, signal) => {
+    // 'close', not 'exit': the process's last output (its "stopped" line) has reached the pipes by then.
+    proc.once('close', (code, signal) => {
       running.delete(proc);
       resolve({ code, signal });
     }),
