@@ -44,7 +44,7 @@ export const chatFormat: WireFormat<MeteredChatRequest> = {
   upstreamBody(req, cap, up) {
     const body: Record<string, unknown> = { ...req.body, model: up.model };
     delete body.user;
-    if (cap !== null) for (const field of capFieldsFor(req.capFields, up.capParameter)) body[field] = cap;
+    for (const field of capFieldsFor(req.capFields, up.capParameter)) body[field] = cap;
     if (req.stream) {
       const opts = isObject(body.stream_options) ? body.stream_options : {};
       body.stream_options = { ...opts, include_usage: true };

@@ -110,10 +110,10 @@ export interface Flight {
     audioSeconds?: number;
   } | null;
   /**
-   * The completion cap sent upstream (docs/reference.md §20): the hold's cap, or null when the client sent
-   * none and none is added (a translated request still needs one: the hold's cap).
+   * The model reasons (catalog `reasonsOf`, read once per request): its reasoning fields are translated
+   * for a provider of the other kind, else dropped (docs/reference.md §21).
    */
-  sentCap: number | null;
+  reasons: boolean;
   /** Headers every answer carries (`x-paywall-cap` when the cap sent differs from the client's). */
   answerHeaders: Record<string, string>;
   via: string[];

@@ -33,7 +33,6 @@ import { clampUnits, usageOf, type Settlement } from './settlement.js';
 import { passedThrough, refusalAnswer } from './upstream-refusal.js';
 import { describeFailure, readLimited, TooLargeError, upstreamError } from './upstream-client.js';
 import { isObject, type WireFormat } from './wire-format.js';
-import { reasonsOf } from '../catalog/known-models.js';
 import type { ClientFor } from './provider-clients.js';
 import type { ProviderHealth } from '../providers/provider-health.js';
 
@@ -88,8 +87,9 @@ export class Forwarder {
       try {
         // The route holds only providers that serve the format (metered-call.ts).
         f.provider = this.d.clients(f.fmt, up)!;
-        // The client's body with the completion cap the hold affords (and never the end user's id).
-        const payload = f.fmt.upstreamBody(f.req, f.sentCap, { capParameter: up.capParameter, model });
+        // The client's body with the completion cap the hold affords (docs/reference.md §20: the hold's
+        // cap is the cap sent) and never the end user's id.
+        const payload = f.fmt.upstreamBody(f.req, f.hold.cap, { capParameter: up.capParameter, model });
         res = await f.provider.post(up, f.fmt.upstreamPath, payload, {
           // A multipart upload (image edits, transcription) goes as multipart (docs/reference.md §22).
           form: f.fmt.upstreamForm?.(f.req, model),
@@ -102,7 +102,7 @@ export class Forwarder {
           clientHeaders: f.clientHeaders,
           holdCap: f.hold.cap,
           clientModel: f.req.model,
-          reasoning: reasonsOf(f.price),
+          reasoning: f.reasons,
           inputTokens: f.req.promptEstimate,
           clientDropped: takenOut(f.req.body),
         });

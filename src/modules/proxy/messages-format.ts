@@ -365,8 +365,7 @@ export const messagesFormat: WireFormat = {
   countPrompt: (req, biller) => countMessagesPrompt(req.body, biller),
 
   // The hold's cap in `max_tokens` (the client always sends one); the end user's id never goes upstream.
-  upstreamBody(req, cap, up) {
-    const maxTokens = cap ?? req.clientMaxTokens ?? 1;
+  upstreamBody(req, maxTokens, up) {
     const body: Record<string, unknown> = {
       ...withoutEndUser(req.body),
       model: up.model,

@@ -268,7 +268,7 @@ export async function meteredCall<R extends MeteredRequest>(
     trigger,
     hold: held.hold,
     promptEstimate,
-    sentCap: cap,
+    reasons,
     answerHeaders,
     via: call.via ?? [],
     clientHeaders: call.clientHeaders ?? {},

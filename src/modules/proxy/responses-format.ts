@@ -172,7 +172,7 @@ export const responsesFormat: WireFormat = {
 
   upstreamBody(req, cap, up) {
     const body: Record<string, unknown> = { ...req.body, model: up.model };
-    if (cap !== null) body.max_output_tokens = cap;
+    body.max_output_tokens = cap;
     delete body.user;
     return JSON.stringify(body);
   },

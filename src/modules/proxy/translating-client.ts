@@ -11,6 +11,7 @@ import {
 } from './formats/hub.js';
 import type { ClientAnswerContext } from './formats/neutral.js';
 import { readLimited } from './upstream-client.js';
+import { MAX_TOKEN_COUNT } from './wire-format.js';
 
 /** Largest provider error body read for translation. */
 const MAX_ERROR_BYTES = 1024 * 1024;
@@ -37,7 +38,12 @@ export function translatingClient(route: Route): ProviderClient {
       const { request } = translateRequest(
         route,
         { ...body, model: String(body.model ?? '') },
-        { holdCap: 1_000_000, reasoning: reasons, capParameter: up.capParameter, dropped: new Dropped() },
+        {
+          holdCap: MAX_TOKEN_COUNT,
+          reasoning: reasons,
+          capParameter: up.capParameter,
+          dropped: new Dropped(),
+        },
       );
       return { thinks: request.thinking !== undefined && request.thinking !== null };
     },

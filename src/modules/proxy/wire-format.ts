@@ -81,9 +81,9 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
   /**
    * The body sent upstream with the completion cap `cap` (never the end user's id): `up.model` is the
    * model id the provider knows (docs/reference.md §15 "Routing"); `up.capParameter` names chat's cap
-   * field when the client sent none. `cap` null: the client sent none and none is added (§20).
+   * field when the client sent none. `cap` is the hold's: the cap sent is the cap held (§20).
    */
-  upstreamBody(req: R, cap: number | null, up: UpstreamBodyOptions): string;
+  upstreamBody(req: R, cap: number, up: UpstreamBodyOptions): string;
   /** A multipart body to send instead (image edits, transcription; docs/reference.md §22). Optional. */
   upstreamForm?(req: R, model: string): FormData;
   /**

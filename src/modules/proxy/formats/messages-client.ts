@@ -363,14 +363,19 @@ const errorOut = (e: NeutralError, status?: number): string =>
   JSON.stringify({
     type: 'error',
     error: {
-      type:
-        (status === undefined ? undefined : ANTHROPIC_ERROR_TYPES[status]) ??
-        (e.type !== null && (status === undefined || ANTHROPIC_TYPES.has(e.type))
-          ? e.type
-          : 'invalid_request_error'),
+      type: anthropicTypeOf(e, status),
       message: e.message ?? 'The model provider refused the request.',
     },
   });
+
+/** The status's Anthropic type; else the error's own type when it is one of Anthropic's (or no status is known). */
+function anthropicTypeOf(e: NeutralError, status: number | undefined): string {
+  if (status === undefined) return e.type ?? 'invalid_request_error';
+  return (
+    ANTHROPIC_ERROR_TYPES[status] ??
+    (e.type !== null && ANTHROPIC_TYPES.has(e.type) ? e.type : 'invalid_request_error')
+  );
+}
 
 export const messagesClient: ClientAdapter = {
   format: 'messages',
