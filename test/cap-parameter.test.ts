@@ -548,13 +548,15 @@ describe("the client's cap is kept (§20)", () => {
   });
 
   it('a reasoning effort translated into thinking: its budget below a cap the balance lowered, or the top-up reply when not even the smallest fits', async () => {
-    // Chat toward Anthropic: `reasoning_effort: "high"` becomes thinking with a 24,576-token budget.
+    // Chat toward Anthropic: a reasoning effort becomes thinking (`high`: a 24,576-token budget).
+    const chat = (user: string, extra: Record<string, unknown>) =>
+      post('/v1/chat/completions', user, {
+        model: 'claude-sonnet-4-20250514',
+        messages: [{ role: 'user', content: 'Think, then say hello' }],
+        ...extra,
+      });
     await deposit(t, p, 'cap-hal', '0.05');
-    const r = await post('/v1/chat/completions', 'cap-hal', {
-      model: 'claude-sonnet-4-20250514',
-      reasoning_effort: 'high',
-      messages: [{ role: 'user', content: 'Think, then say hello' }],
-    });
+    const r = await chat('cap-hal', { reasoning_effort: 'high' });
     expect(r.status).toBe(200);
     expect((await r.json()).paywall).toBeUndefined();
     const body = older.messagesRequests[0].body;
@@ -564,22 +566,13 @@ describe("the client's cap is kept (§20)", () => {
     // 0.01 USDC affords fewer than the 1,025 tokens thinking needs: the top-up reply, nothing forwarded.
     older.reset();
     await deposit(t, p, 'cap-ike', '0.01');
-    const blocked = await post('/v1/chat/completions', 'cap-ike', {
-      model: 'claude-sonnet-4-20250514',
-      reasoning_effort: 'low',
-      messages: [{ role: 'user', content: 'Think, then say hello' }],
-    });
+    const blocked = await chat('cap-ike', { reasoning_effort: 'low' });
     expect(blocked.status).toBe(200);
     expect((await blocked.json()).paywall).toMatchObject({ reason: 'insufficient_balance' });
     expect(older.messagesRequests).toHaveLength(0);
     expect((await money(t, p, 'cap-ike')).balance).toBe(10_000n);
     // The client's own cap below thinking's smallest budget: thinking dropped and named, as the client chose.
-    const small = await post('/v1/chat/completions', 'cap-ike', {
-      model: 'claude-sonnet-4-20250514',
-      reasoning_effort: 'low',
-      max_tokens: 500,
-      messages: [{ role: 'user', content: 'Say hello' }],
-    });
+    const small = await chat('cap-ike', { reasoning_effort: 'low', max_tokens: 500 });
     expect((await small.json()).paywall).toBeUndefined();
     expect(small.headers.get('x-paywall-dropped-fields')).toContain('reasoning_effort');
     expect(older.messagesRequests[0].body).not.toHaveProperty('thinking');
