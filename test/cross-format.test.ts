@@ -910,20 +910,21 @@ describe('agent tools across formats (§21)', () => {
     expect(native.headers.get('x-paywall-dropped-fields')).toBeNull();
   });
 
+  /** Anthropic's answer to the forced json_answer tool: its input is the JSON the client asked for. */
+  const jsonToolAnswer = (id: string, toolId: string) => ({
+    id,
+    type: 'message',
+    role: 'assistant',
+    model: UPSTREAM_CLAUDE,
+    content: [{ type: 'tool_use', id: toolId, name: 'json_answer', input: { city: 'Paris' } }],
+    stop_reason: 'tool_use',
+    stop_sequence: null,
+    usage: { input_tokens: 10, output_tokens: 5 },
+  });
+
   it('a json_schema response format becomes a forced tool; the answer’s text is its input as JSON', async () => {
     const user = await funded();
-    claude.next({
-      answer: {
-        id: 'msg_js1',
-        type: 'message',
-        role: 'assistant',
-        model: UPSTREAM_CLAUDE,
-        content: [{ type: 'tool_use', id: 'toolu_j', name: 'json_answer', input: { city: 'Paris' } }],
-        stop_reason: 'tool_use',
-        stop_sequence: null,
-        usage: { input_tokens: 10, output_tokens: 5 },
-      },
-    });
+    claude.next({ answer: jsonToolAnswer('msg_js1', 'toolu_j') });
     const schema = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] };
     const r = await client(t, pw, user).chat.completions.create({
       model: CLAUDE,
@@ -946,18 +947,7 @@ describe('agent tools across formats (§21)', () => {
       '"name":"json_answer"',
     );
     const json = '{"elements": [{"location": "San Francisco", "temperature": 58, "condition": "sunny"}]}';
-    claude.next({
-      answer: {
-        id: 'msg_js2',
-        type: 'message',
-        role: 'assistant',
-        model: UPSTREAM_CLAUDE,
-        content: [{ type: 'tool_use', id: 'toolu_k', name: 'json_answer', input: { city: 'Paris' } }],
-        stop_reason: 'tool_use',
-        stop_sequence: null,
-        usage: { input_tokens: 10, output_tokens: 5 },
-      },
-    });
+    claude.next({ answer: jsonToolAnswer('msg_js2', 'toolu_k') });
     const text = { format: { type: 'json_schema' as const, name: 'city', schema } };
     const resp = await client(t, pw, user).responses.create({ model: CLAUDE, input: 'Capital?', text });
     expect(claude.messagesRequests[0].body).toMatchObject({
