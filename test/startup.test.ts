@@ -120,6 +120,15 @@ async function startService(env: Record<string, string>, viaNpm = false): Promis
   return { proc, url, stdout: () => out, stderr: () => err, exited, healthyAfterMs: Date.now() - started };
 }
 
+/** Waits until a process's output (read by `out`) holds `text`; throws with the output past `deadlineMs`. */
+async function untilOutput(out: () => string, text: string, deadlineMs = READY_DEADLINE_MS): Promise<void> {
+  const started = Date.now();
+  while (!out().includes(text)) {
+    if (Date.now() - started > deadlineMs) throw new Error(`no ${text} in the output:\n${out()}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 async function stopService(s: Running): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   s.proc.kill('SIGTERM');
   let timer: NodeJS.Timeout | undefined;
@@ -230,9 +239,8 @@ async function quickStart(url: string, ownerToken: string) {
 async function firstRunAndRestart(env: Record<string, string>) {
   const first = await startService(env);
   // The service answers /healthz as soon as it listens; its 'listening' log line can reach this pipe a
-  // moment later on a loaded machine (CI saw the line missing once): wait for it, at most 30 s.
-  for (let t0 = Date.now(); !first.stdout().includes('"msg":"listening"') && Date.now() - t0 < 30_000;)
-    await new Promise((r) => setTimeout(r, 50));
+  // moment later on a loaded machine (CI saw the line missing once).
+  await untilOutput(first.stdout, '"msg":"listening"');
   const out = first.stdout();
   const match = TOKEN_LINE.exec(out);
   expect(match).not.toBeNull();
@@ -322,16 +330,13 @@ describe('npm start on a fresh clone (docs/reference.md §1)', () => {
       proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
       proc.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
       const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-        proc.once('exit', (code, signal) => resolve({ code, signal })),
+        // 'close': the process's last output ("stopped") has reached the pipes by then.
+        proc.once('close', (code, signal) => resolve({ code, signal })),
       );
       try {
         // The database is open and the migrations of a fresh directory are running: a process manager
         // stopping the service now (a rollout, Ctrl-C) must see a clean exit, not death by signal.
-        const started = Date.now();
-        while (!out.includes('"msg":"database opened"')) {
-          if (Date.now() - started > READY_DEADLINE_MS) throw new Error(`the service did not start:\n${out}`);
-          await new Promise((r) => setTimeout(r, 20));
-        }
+        await untilOutput(() => out, '"msg":"database opened"');
         proc.kill('SIGTERM');
         let timer: NodeJS.Timeout | undefined;
         const result = await Promise.race([
@@ -370,13 +375,9 @@ describe('npm start on a fresh clone (docs/reference.md §1)', () => {
       let out = '';
       proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
       proc.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
-      const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+      const exited = new Promise<number | null>((resolve) => proc.once('close', (code) => resolve(code)));
       try {
-        const started = Date.now();
-        while (!out.includes('webhook worker started')) {
-          if (Date.now() - started > READY_DEADLINE_MS) throw new Error(`the worker did not start:\n${out}`);
-          await new Promise((r) => setTimeout(r, 100));
-        }
+        await untilOutput(() => out, 'webhook worker started');
         proc.kill('SIGTERM');
         expect(await exited).toBe(0);
         expect(out).toMatch(/"msg":"webhook worker stopped"/);
