@@ -157,7 +157,7 @@ export function meteredFastPath(
         // Counted against the key's rate limit as every refused request is (metered.ts).
         return sendError(
           res,
-          (await refusedBeforeHold(services.proxy, { kind: m.kind, paywall }, bad)) as DomainError,
+          await refusedBeforeHold(services.proxy, { kind: m.kind, paywall }, bad),
           m.kind,
         );
       }

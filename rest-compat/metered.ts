@@ -173,12 +173,12 @@ export async function serveMetered(
  * body) is counted here, and over the limit it is the 429, as any other request of the key would be.
  * Messages' count_tokens places no hold: the router's limiter counted it already.
  */
-export async function refusedBeforeHold(
+export async function refusedBeforeHold<E>(
   proxy: MeteredProxy,
   r: Pick<MeteredRequestIn, 'kind' | 'paywall'>,
-  e: unknown,
+  e: E,
   counted = false,
-): Promise<unknown> {
+): Promise<E | RateLimitError> {
   if (counted || r.kind === 'count_tokens' || !(e instanceof DomainError) || !proxy.countUnheld) return e;
   if (e.code === 'internal' || e instanceof RateLimitError) return e;
   try {
