@@ -1,7 +1,6 @@
 /**
- * The operator's commands of `npm run admin` (src/admin.ts), run against a database: by the CLI itself, or,
- * when the service holds the embedded DATA_DIR, by the service on the CLI's behalf (src/admin-socket.ts).
- * Output is JSON lines (one per withdrawal), amounts as USDC decimal strings.
+ * The operator's commands of `npm run admin` (src/admin.ts): the parsing of its arguments apart from the
+ * database, so `--help` and a wrong command answer without opening (or locking) it. Output is JSON lines (one per withdrawal), amounts as USDC decimal strings.
  */
 import type { Database } from './db/database.js';
 import { tableStats } from './db/table-stats.js';

@@ -8,15 +8,14 @@
  *                                                                  and uncollected usage per paywall
  *   db stats                                                       each table: rows, total and index size
  *
- * Output is JSON lines (one per withdrawal), amounts as USDC decimal strings. On an embedded DATA_DIR the
- * running service holds, the command is run by that service through its admin socket (src/admin-socket.ts).
+ * Output is JSON lines (one per withdrawal), amounts as USDC decimal strings. The embedded database allows one
+ * process per DATA_DIR: while the service holds it, the CLI exits 1 with the lock's message (stop the service,
+ * or run it on PostgreSQL, where nothing is locked).
  */
 import 'reflect-metadata';
 import { loadConfig } from './config.js';
 import { Database } from './db/database.js';
-import { DataDirLockedError } from './db/data-dir-lock.js';
 import { parseCommand, runCommand } from './admin-commands.js';
-import { askRunningService } from './admin-socket.js';
 import { exitOnStartupFailure } from './shared/fatal.js';
 
 const args = process.argv.slice(2);
@@ -27,17 +26,10 @@ if ('usage' in command) {
 }
 
 const config = loadConfig();
-let db: Database;
-try {
-  db = await Database.open({ url: config.DATABASE_URL, dataDir: config.DATA_DIR });
-} catch (err) {
-  // The service holds this embedded DATA_DIR: it runs the command for us, on its own connection.
-  if (err instanceof DataDirLockedError) {
-    const status = await askRunningService(config.DATA_DIR, args, console.log, console.error);
-    if (status !== null) process.exit(status);
-  }
-  exitOnStartupFailure(err);
-}
+// An embedded DATA_DIR another process holds: one line naming the directory and its pid, exit 1.
+const db = await Database.open({ url: config.DATABASE_URL, dataDir: config.DATA_DIR }).catch(
+  exitOnStartupFailure,
+);
 try {
   await db.migrate(config);
   process.exitCode = await runCommand(command, db, console.log, console.error);

@@ -5,7 +5,6 @@ import { Database } from './db/database.js';
 import { createApp } from './app.js';
 import { createLogger } from './shared/logger.js';
 import { exitOnStartupFailure, listen, probePort } from './shared/fatal.js';
-import { serveAdmin } from './admin-socket.js';
 import { StartupSignals } from './shared/startup-signals.js';
 
 const config = loadConfig();
@@ -53,7 +52,6 @@ try {
 }
 log.info({ url: `http://${config.HOST}:${config.PORT}`, graphql: '/graphql', rest: '/v1' }, 'listening');
 // The embedded database is this process's alone: `npm run admin` reaches it through this socket.
-const stopAdmin = db.kind === 'postgres' ? async () => undefined : await serveAdmin(config.DATA_DIR, db, log);
 
 /** What a shutdown may take beyond SHUTDOWN_GRACE_MS (settling cut streams, closing the database). */
 const SHUTDOWN_MARGIN_MS = 10_000;
@@ -71,7 +69,6 @@ const shutdown = async (signal: string) => {
   }, config.SHUTDOWN_GRACE_MS + SHUTDOWN_MARGIN_MS).unref();
   try {
     await app.stop(config.SHUTDOWN_GRACE_MS);
-    await stopAdmin();
     step = 'closing the database';
     await db.close();
     log.info('stopped');
