@@ -33,6 +33,7 @@ import { Migration20261130200000_delivery_event_unique } from './Migration202611
 import { Migration20261130210000_fanout_one_paywall } from './Migration20261130210000_fanout_one_paywall.js';
 import { Migration20261201300000_lean_ledger_restored } from './Migration20261201300000_lean_ledger_restored.js';
 import { Migration20261202100000_ledger_tick } from './Migration20261202100000_ledger_tick.js';
+import { Migration20261203100000_charge_response_owner } from './Migration20261203100000_charge_response_owner.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -91,4 +92,8 @@ export const migrationsList: MigrationObject[] = [
     class: Migration20261201300000_lean_ledger_restored,
   },
   { name: 'Migration20261202100000_ledger_tick', class: Migration20261202100000_ledger_tick },
+  {
+    name: 'Migration20261203100000_charge_response_owner',
+    class: Migration20261203100000_charge_response_owner,
+  },
 ];

@@ -12,7 +12,7 @@ import { eventMatches } from '../src/modules/events/event-catalog.js';
 const HAND_WRITTEN = [
   /^drop trigger if exists "(event_fanout|transfer_append_only)" on "(event|transfer)"$/,
   /^drop function if exists "(event_matches|event_fanout|transfer_immutable|event_event_fanout_fn|transfer_transfer_append_only_fn|ledger_hold_one|ledger_settle_one|ledger_tick|ledger_period_start)"\(.*\)$/,
-  /^drop index "(charge_open_holds_index|charge_usage_index|ledger_account_platform_kind_unique|ledger_account_earnings_unique|wallet_connection_active_unique|transfer_provider_cost_index)"$/,
+  /^drop index "(charge_open_holds_index|charge_usage_index|ledger_account_platform_kind_unique|ledger_account_earnings_unique|wallet_connection_active_unique|transfer_provider_cost_index|charge_response_id_index)"$/,
 ];
 
 const OURS = `table_schema = current_schema() and table_name <> 'mikro_orm_migrations'`;

@@ -583,6 +583,48 @@ describe('Responses API: previous_response_id', () => {
     expect((unknown as any).paywall.reason).toBe('insufficient_balance');
     expect(fake.responsesRequests).toHaveLength(0);
   });
+
+  it("refuses another end user's response as OpenAI refuses an unknown id: nothing forwarded, held or charged", async () => {
+    await deposit(t, pw, 'owner-ann', '1');
+    await deposit(t, pw, 'owner-ben', '1');
+    fake.behavior = { usage: { prompt_tokens: 10, completion_tokens: 5 } };
+    const ann = sdk(pw, 'owner-ann');
+    const ben = sdk(pw, 'owner-ben');
+    const first = await ann.responses.create({ model: MODEL, input: 'My secret plan.' });
+    const stream = await ann.responses.create({ model: MODEL, input: 'Another one.', stream: true });
+    let streamedId = '';
+    for await (const ev of stream) if (ev.type === 'response.completed') streamedId = ev.response.id;
+    expect(streamedId).not.toBe('');
+    const benBefore = await money(t, pw, 'owner-ben');
+    fake.reset();
+    for (const id of [first.id, streamedId]) {
+      const err = await ben.responses
+        .create({ model: MODEL, input: 'What was the plan?', previous_response_id: id })
+        .then(
+          () => null,
+          (e: any) => e,
+        );
+      expect({ status: err?.status, code: err?.code, param: err?.param, type: err?.type }).toEqual({
+        status: 400,
+        code: 'previous_response_not_found',
+        param: 'previous_response_id',
+        type: 'invalid_request_error',
+      });
+      expect(err.message).toContain(`Previous response with id '${id}' not found.`);
+    }
+    expect(fake.responsesRequests).toHaveLength(0);
+    expect(await chargesOf(t, pw, 'owner-ben')).toHaveLength(0);
+    expect(await money(t, pw, 'owner-ben')).toEqual(benBefore);
+    // Its owner continues it.
+    const again = await ann.responses.create({
+      model: MODEL,
+      input: 'Go on.',
+      previous_response_id: first.id,
+    });
+    expect(again.id).toBeDefined();
+    expect(fake.responsesRequests).toHaveLength(1);
+    expect(fake.responsesRequests[0].body.previous_response_id).toBe(first.id);
+  });
 });
 
 describe('empty answers cost nothing, the request price included', () => {

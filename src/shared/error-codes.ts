@@ -124,6 +124,7 @@ export const ERROR_CODES = {
   missing_required_parameter: { kind: 'invalid_request' },
   invalid_type: { kind: 'invalid_request' },
   invalid_value: { kind: 'invalid_request' },
+  previous_response_not_found: { kind: 'invalid_request' },
   empty_array: { kind: 'invalid_request' },
   unsupported_parameter: { kind: 'invalid_request' },
   proxy_loop: { kind: 'invalid_request' },

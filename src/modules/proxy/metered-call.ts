@@ -137,7 +137,7 @@ export async function meteredCall<R extends MeteredRequest>(
   // Responses API: a continued response makes the provider bill the earlier context as input again.
   const context =
     fmt.name === 'responses'
-      ? await d.relayed.earlierContext(paywall.id, req.body)
+      ? await d.relayed.earlierContext(paywall.id, call.externalUserId, req.body)
       : { known: 0, unknown: 0 };
   req.promptEstimate += context.known;
   const promptEstimate = req.promptEstimate + context.unknown;

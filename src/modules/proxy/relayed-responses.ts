@@ -18,9 +18,15 @@ export class RelayedResponses {
    * `conversation`), which the provider bills as input again: `known` for a response this paywall relayed
    * (its input + output tokens, counted in the estimate), `unknown` (UNKNOWN_INPUT_BOUND, held only)
    * for one it did not relay or a conversation, whose size it cannot see.
+   *
+   * A response relayed for another end user of the paywall is refused as OpenAI refuses an id it does not
+   * know (400 `previous_response_not_found`): every end user shares the app's provider key, so the provider
+   * would hand one user another's conversation. Its owner is the charge that settled it (`responseId` in
+   * the charge's metadata); a response relayed before owners were recorded has none and is continued.
    */
   async earlierContext(
     paywallId: string,
+    externalUserId: string,
     body: Record<string, unknown>,
   ): Promise<{ known: number; unknown: number }> {
     const previous = body.previous_response_id;
@@ -31,11 +37,21 @@ export class RelayedResponses {
     if (typeof previous !== 'string' || previous === '' || previous.length > 255)
       throw invalid("'previous_response_id' must be a response id", 'previous_response_id', 'invalid_value');
     const rows = await this.db.query(
-      `select tokens::text as tokens from relayed_response where paywall_id = $1 and id = $2`,
+      `select r.tokens::text as tokens,
+              (select e.external_id from charge c join end_user e on e.id = c.user_id
+                where c.paywall_id = r.paywall_id and c.metadata ? 'responseId' and c.metadata->>'responseId' = r.id
+                limit 1) as owner
+         from relayed_response r where r.paywall_id = $1 and r.id = $2`,
       [paywallId, previous],
       'proxy_relayed_response',
     );
     if (rows.length === 0) return { known: 0, unknown: UNKNOWN_INPUT_BOUND };
+    if (rows[0].owner !== null && rows[0].owner !== externalUserId)
+      throw invalid(
+        `Previous response with id '${previous}' not found.`,
+        'previous_response_id',
+        'previous_response_not_found',
+      );
     const tokens = Number(rows[0].tokens);
     return { known: Math.min(tokens, MAX_TOKEN_COUNT), unknown: 0 };
   }

@@ -416,6 +416,8 @@ export class Settlement {
           ...(usage && cost > 0n && hasUnits(f.units) ? { units: storedUnits(f.units) } : {}),
           ...shortfall.record,
           ...(overReported ? { overReported } : {}),
+          // Whose answer it was: a later previous_response_id of another end user is refused (RelayedResponses).
+          ...(relayedResponse ? { responseId: relayedResponse.id } : {}),
         },
         events,
         relayedResponse,
