@@ -384,6 +384,16 @@ describe('using a key', () => {
     expect(ok.paywall).toBeUndefined();
     expect(fake.requests).toHaveLength(1);
   });
+
+  it("SHARED: over the key's limit, the reply links the wallet page, where the key is listed", async () => {
+    const spw = await createProxyPaywall(t, fake, { mode: 'SHARED' });
+    const { key } = await createKey({ user: 's-bob', limit: '0.000001', limit_period: 'total' }, spw);
+    await connectShared(t, spw, 's-bob', 1_000_000n);
+    const out: any = await openai(key).chat.completions.create(ask);
+    expect(out.paywall).toMatchObject({ reason: 'key_limit_exceeded', url: `${t.url}/wallet` });
+    expect(out.choices[0].message.content).toContain('This key has reached its spending limit');
+    expect(fake.requests).toHaveLength(0);
+  });
 });
 
 describe("the key's spending limit", () => {

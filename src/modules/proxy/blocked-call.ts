@@ -146,6 +146,9 @@ export async function answerBlocked<R extends MeteredRequest>(
       link = await deps.links.topupUrl(paywall, externalUserId, tx);
       events.push(deps.links.topupLinkEvent(paywall, endUser, link, trigger));
     } else if (reason === 'allowance_exceeded') link = deps.links.walletUrl();
+    // SHARED: the wallet page lists the key (and can revoke it); DEFAULT mode has no page about keys, and
+    // nothing to pay would lift a limit the app set.
+    else if (reason === 'key_limit_exceeded' && paywall.mode === 'SHARED') link = deps.links.walletUrl();
     await recordEvents(tx, events);
     return link;
   });
@@ -178,7 +181,7 @@ export async function answerBlocked<R extends MeteredRequest>(
       ? blockedReply({
           model: req.model,
           reason,
-          url: null,
+          url,
           text: keyLimitText(usdcDecimal(keyLimit?.amountRaw ?? 0n), keyLimit?.period ?? 'total', keyResets),
           ...(keyResets ? { resetsAt: keyResets } : {}),
         })
