@@ -22,6 +22,7 @@ import {
   MESSAGES_USAGE_NULLS,
   SseTransformer,
 } from './formats/common.js';
+import { MIN_THINKING_BUDGET } from './formats/field-policy.js';
 
 /**
  * Anthropic's Messages API (`POST /v1/messages`), docs/reference.md §15: the money rules of chat; the
@@ -128,14 +129,6 @@ function checkContent(content: unknown, at: string, required: boolean): void {
   });
 }
 
-/**
- * Validates a Messages body as Anthropic does (the message of each 400 names the field, Anthropic's way:
- * `messages.0.role`): `model`, `max_tokens` (a positive integer, required), `messages` (a non-empty list
- * of `{role, content}`), `system`, `stream`, `metadata.user_id`, `tools`. Other fields are passed on.
- */
-/** Anthropic's smallest thinking budget: a request that thinks needs a cap above it (docs/reference.md §20). */
-export const MIN_THINKING_BUDGET = 1024;
-
 /** An Anthropic `thinking: {type: "enabled", budget_tokens}`'s budget, or null. */
 export function thinkingBudget(body: Record<string, unknown>): number | null {
   const t = body.thinking;
@@ -143,6 +136,11 @@ export function thinkingBudget(body: Record<string, unknown>): number | null {
   return typeof t.budget_tokens === 'number' && Number.isInteger(t.budget_tokens) ? t.budget_tokens : null;
 }
 
+/**
+ * Validates a Messages body as Anthropic does (the message of each 400 names the field, Anthropic's way:
+ * `messages.0.role`): `model`, `max_tokens` (a positive integer, required), `messages` (a non-empty list
+ * of `{role, content}`), `system`, `stream`, `metadata.user_id`, `tools`. Other fields are passed on.
+ */
 export function parseMessagesRequest(input: unknown): MeteredRequest {
   const { body, model } = checkBodyAndModel(input);
   const max = body.max_tokens;

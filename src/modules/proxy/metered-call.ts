@@ -24,7 +24,8 @@ import { unservable, type ClientFor } from './provider-clients.js';
 import type { RelayedResponses } from './relayed-responses.js';
 import type { MeteredRequest, WireFormat } from './wire-format.js';
 import { mediaHoldScaled, type MediaRequest } from './media-format.js';
-import { MIN_THINKING_BUDGET, thinkingBudget } from './messages-format.js';
+import { MIN_THINKING_BUDGET } from './formats/field-policy.js';
+import { thinkingBudget } from './messages-format.js';
 
 /** Below this affordable completion the user gets the top-up reply. */
 export const MIN_COMPLETION_TOKENS = 16;

@@ -197,8 +197,8 @@ export function hasCacheControl(v: unknown): boolean {
 
 export type Effort = 'low' | 'medium' | 'high';
 
-/** Anthropic's smallest thinking budget. */
-export const MIN_BUDGET = 1024;
+/** Anthropic's smallest thinking budget: a request that thinks needs a cap above it (docs/reference.md §20). */
+export const MIN_THINKING_BUDGET = 1024;
 
 /** A thinking budget as a reasoning effort: < 4,096 low, < 16,384 medium, else high. */
 export const effortOfBudget = (budget: number): Effort =>
@@ -230,7 +230,7 @@ export function effortOf(v: unknown): Effort | null {
  */
 export function thinkingFor(effort: Effort, maxTokens: number): Json | null {
   const budget = Math.min(BUDGET_OF_EFFORT[effort], maxTokens - 1);
-  return budget >= MIN_BUDGET ? { type: 'enabled', budget_tokens: budget } : null;
+  return budget >= MIN_THINKING_BUDGET ? { type: 'enabled', budget_tokens: budget } : null;
 }
 
 /** The OpenAI effort of an Anthropic `thinking` and `output_config.effort`, or null (none asked). */
