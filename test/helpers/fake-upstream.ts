@@ -196,7 +196,14 @@ export class FakeUpstream {
       });
     });
     server.keepAliveTimeout = 60_000;
-    await new Promise<void>((r) => server.listen(opts.port ?? 0, '127.0.0.1', r));
+    // A busy port rejects (the CLI then exits 1 with one line) instead of an unhandled 'error' event.
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(opts.port ?? 0, '127.0.0.1', () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
     const port = (server.address() as AddressInfo).port;
     self.fake = new FakeUpstream(server, `http://127.0.0.1:${port}/v1`, opts.record ?? true);
     return self.fake;
