@@ -72,6 +72,9 @@ describe('provider targets', () => {
     });
     expect(r.status).toBe(502);
     expect(r.body.error).toMatchObject({ type: 'api_error', code: 'upstream_error' });
+    // The cause, without the app's address (the operator's log names the setting).
+    expect(r.body.error.message).toBe('The model provider failed: its address is not a public one');
+    expect(r.body.error.message).not.toContain('127.0.0.1');
     expect(internal.requests).toHaveLength(0);
     const bal = await strict.rest('GET', '/v1/user/balance?user=u', { token: pw.apiKey });
     expect(bal.body.balance).toBe('1000000');

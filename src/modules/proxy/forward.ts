@@ -32,6 +32,7 @@ import type { RelayedResponses } from './relayed-responses.js';
 import { clampUnits, usageOf, type Settlement } from './settlement.js';
 import { passedThrough, refusalAnswer } from './upstream-refusal.js';
 import { describeFailure, readLimited, TooLargeError, upstreamError } from './upstream-client.js';
+import { UrlGuardError } from '../../shared/url-guard.js';
 import { isObject, type WireFormat } from './wire-format.js';
 import type { ClientFor } from './provider-clients.js';
 import type { ProviderHealth } from '../providers/provider-health.js';
@@ -110,6 +111,12 @@ export class Forwarder {
         // A DomainError is a refusal of the client's request, not the provider's failure.
         if (!f.reason && !(e instanceof DomainError))
           this.d.health.record(f.paywall.id, up.name, describeFailure(e));
+        // The operator's cause, which the client's 502 does not name: a provider on a private network.
+        if (e instanceof UrlGuardError)
+          this.d.log.warn(
+            { paywallId: f.paywall.id, provider: up.name, reason: e.message },
+            'provider refused by the address guard (PROVIDER_ALLOW_PRIVATE_NETWORKS=true allows private and loopback addresses)',
+          );
         if (!last && !f.reason && !(e instanceof DomainError) && !(e instanceof TooLargeError)) continue;
         throw await this.failedBeforeOutput(f, e);
       }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { request as undiciRequest } from 'undici';
 import { DomainError } from '../../shared/errors.js';
+import { UrlGuardError } from '../../shared/url-guard.js';
 import type {
   ProviderClient,
   UpstreamOptions,
@@ -151,6 +152,9 @@ export const upstreamError = (detail: string): DomainError =>
 
 /** A short, safe description of a network-level failure (never the provider's URL or key). */
 export function describeFailure(e: unknown): string {
+  // The provider's host resolved to a local or private address (connect-time check, docs/reference.md §1):
+  // said without the address, which is the app's configuration, not the caller's business.
+  if (e instanceof UrlGuardError) return 'its address is not a public one';
   const code = (e as { code?: string })?.code;
   switch (code) {
     case 'UND_ERR_HEADERS_TIMEOUT':
