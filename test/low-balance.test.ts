@@ -197,6 +197,28 @@ describe('paywall.balance.low (the paywall threshold)', () => {
     expect(cat.map((e) => e.data.balance)).toEqual(['0.075']);
   });
 
+  it('a changed threshold starts a new watch: a user alerted under the old one is alerted when crossing the new one', async () => {
+    const other = await createProxyPaywall(t, fake);
+    await setThreshold(other, '1');
+    await deposit(t, other, 'gus', '1');
+    await charge(other, 'gus', 100_000n); // 1 → 0.9: crosses 1
+    expect((await lowEvents(other)).map((e) => e.data.threshold)).toEqual(['1']);
+    await setThreshold(other, '0.5');
+    await charge(other, 'gus', 100_000n); // 0.9 → 0.8: above 0.5
+    expect(await lowEvents(other)).toHaveLength(1);
+    await charge(other, 'gus', 400_000n); // 0.8 → 0.4: crosses 0.5
+    const events = await lowEvents(other);
+    expect(events.map((e) => [e.data.balance, e.data.threshold])).toEqual([
+      ['0.9', '1'],
+      ['0.4', '0.5'],
+    ]);
+    // Raised above the balance: the user is below it already, so no charge crosses it until money lifts it.
+    await setThreshold(other, '2');
+    await charge(other, 'gus', 100_000n);
+    expect(await lowEvents(other)).toHaveLength(2);
+    await expectLedgerProven(t.db);
+  });
+
   it('without a threshold: no event and no check statement, however low the balance goes', async () => {
     const plain = await createProxyPaywall(t, fake);
     await deposit(t, plain, 'dan', '0.01');
