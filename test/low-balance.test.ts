@@ -197,6 +197,41 @@ describe('paywall.balance.low (the paywall threshold)', () => {
     expect(cat.map((e) => e.data.balance)).toEqual(['0.075']);
   });
 
+  it('a changed threshold starts a new watch: a user alerted under the old one is alerted when crossing the new one', async () => {
+    const other = await createProxyPaywall(t, fake);
+    await setThreshold(other, '1');
+    await deposit(t, other, 'gus', '1');
+    await charge(other, 'gus', 100_000n); // 1 → 0.9: crosses 1
+    expect((await lowEvents(other)).map((e) => e.data.threshold)).toEqual(['1']);
+    await setThreshold(other, '0.5');
+    await charge(other, 'gus', 100_000n); // 0.9 → 0.8: above 0.5
+    expect(await lowEvents(other)).toHaveLength(1);
+    await charge(other, 'gus', 400_000n); // 0.8 → 0.4: crosses 0.5
+    const events = await lowEvents(other);
+    expect(events.map((e) => [e.data.balance, e.data.threshold])).toEqual([
+      ['0.9', '1'],
+      ['0.4', '0.5'],
+    ]);
+    // Raised above the balance: the user is below it already, so no charge crosses it until money lifts it.
+    await setThreshold(other, '2');
+    await charge(other, 'gus', 100_000n);
+    expect(await lowEvents(other)).toHaveLength(2);
+    await expectLedgerProven(t.db);
+  });
+
+  it('a user first seen below it crosses nothing: no event until money lifted them to it', async () => {
+    await deposit(t, pw, 'fay', '0.05'); // below 0.08 from the start
+    expect(await charge(pw, 'fay', 10_000n)).toBe(40_000n);
+    await chat(pw, 'fay');
+    expect((await lowEvents(pw)).filter((e) => e.data.externalUserId === 'fay')).toHaveLength(0);
+    await deposit(t, pw, 'fay', '0.1'); // back at or above 0.08: armed
+    const answered = await charge(pw, 'fay', 70_000n);
+    expect(answered).toBeLessThan(threshold);
+    const fay = (await lowEvents(pw)).filter((e) => e.data.externalUserId === 'fay');
+    expect(fay.map((e) => raw(e.data.balance))).toEqual([answered]);
+    await expectLedgerProven(t.db);
+  });
+
   it('without a threshold: no event and no check statement, however low the balance goes', async () => {
     const plain = await createProxyPaywall(t, fake);
     await deposit(t, plain, 'dan', '0.01');
@@ -211,6 +246,39 @@ describe('paywall.balance.low (the paywall threshold)', () => {
     await charge(plain, 'dan', 1_000n);
     expect(checks).toBe(before + 1);
     expect(await lowEvents(plain)).toHaveLength(1);
+  });
+});
+
+describe('paywall.balance.low of a wallet (SHARED)', () => {
+  it('a wallet that approves the app below its threshold crosses nothing; one lifted above it then does', async () => {
+    const pw = await createProxyPaywall(t, fake, { mode: 'SHARED' });
+    await setThreshold(pw, '0.5');
+    const email = 'watch@wallet.test';
+    const c = new PageClient(t.url, '198.51.100.78');
+    await c.get('/wallet/sign-in');
+    expect((await c.post('/wallet/sign-in', { email })).status).toBe(200);
+    expect(
+      (await c.post('/wallet/sign-in/code', { email, code: await smtp.waitForCode(email) })).status,
+    ).toBe(303);
+    await c.get('/wallet');
+    expect((await c.post('/wallet/topup', { amount: '0.2' })).status).toBe(303);
+    // Approve on the consent page (the hosted flow), with 0.2 in the wallet: below 0.5.
+    const link = await t.rest('GET', '/v1/user/connect?user=wil', { token: pw.apiKey });
+    const url = new URL(link.body.url);
+    expect((await c.get(url.pathname + url.search)).status).toBe(200);
+    const ok = await c.post(`${url.pathname}/approve`, { request: url.searchParams.get('request')! });
+    expect(ok.status).toBe(200);
+    expect(await charge(pw, 'wil', 10_000n)).toBe(190_000n);
+    expect(await lowEvents(pw)).toHaveLength(0);
+    // Money lifts it to 1.19: the charge that takes it below 0.5 is the crossing.
+    await c.get('/wallet');
+    expect((await c.post('/wallet/topup', { amount: '1' })).status).toBe(303);
+    expect(await charge(pw, 'wil', 800_000n)).toBe(390_000n);
+    const events = await lowEvents(pw);
+    expect(events.map((e) => [e.data.externalUserId, e.data.balance, e.data.threshold])).toEqual([
+      ['wil', '0.39', '0.5'],
+    ]);
+    await expectLedgerProven(t.db);
   });
 });
 

@@ -81,6 +81,25 @@ const actorOf = (auth: Auth): EventTrigger =>
  * The key → paywall lookup is cached in memory and invalidated at once on this instance and through
  * NOTIFY on the others, so a rotated key stops working immediately.
  */
+/**
+ * A new low-balance threshold (docs/reference.md §16 "Low balance") starts a new watch of the paywall's
+ * users' accounts, as if each had been watched under it all along: an account at or above it is armed
+ * (the paywall's "already alerted" flag cleared: its next charge below it is a crossing), an account
+ * already below it is not (flag set: it crosses only after money lifted it back, which clears the flag as
+ * for any threshold). Turned off: every flag of the paywall is cleared. Without this, a flag left by the
+ * old threshold would hide a crossing of a lower new one, and a raised one would alert a user whose
+ * balance never went from at or above it to below it.
+ */
+const REARM_LOW_BALANCE_SQL = `
+update ledger_account a
+   set low_alerted_paywalls = case
+         when $2::bigint is not null and a.balance_raw - a.held_raw < $2::bigint
+           then array_append(array_remove(a.low_alerted_paywalls, $1::text), $1::text)
+         else array_remove(a.low_alerted_paywalls, $1::text) end
+  from end_user e
+ where e.paywall_id = $1::uuid and e.account_id = a.id
+   and ($1::text = any(a.low_alerted_paywalls) or ($2::bigint is not null and a.balance_raw - a.held_raw < $2::bigint))`;
+
 export class PaywallService {
   private readonly byKeyHash = new Map<string, { info: PaywallInfo; expires: number }>();
   private readonly unlisten: (() => void)[] = [];
@@ -374,6 +393,11 @@ export class PaywallService {
           { changedFields, summarySections: summarySections(changedFields) },
         ),
       ]);
+      if (changedFields.includes('lowBalanceThreshold'))
+        await tx.query(REARM_LOW_BALANCE_SQL, [
+          p.id,
+          (changes.lowBalanceThresholdRaw as bigint | null)?.toString() ?? null,
+        ]);
       await this.changed(tx, p.id);
       return p;
     });

@@ -11,7 +11,7 @@ import type { AuthorizationService } from '../wallet/authorization.service.js';
 import { recordEvents, type EventTrigger, type NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
 import type { Auth, PaywallInfo } from '../paywalls/paywall-info.js';
-import { worldCreditCtes, worldCreditParams } from '../accounts/credit-from-world.js';
+import { WORLD_CREDIT_PARAMS, worldCreditCtes, worldCreditParams } from '../accounts/credit-from-world.js';
 import { allowanceColumns } from '../wallet/allowance.js';
 
 export const MAX_EXTERNAL_ID_LENGTH = 256;
@@ -157,6 +157,14 @@ export interface UserServiceDeps {
 /** Port to the Stripe module: the top-up amounts a paywall offers by card, or null. */
 export type TopupAmounts = (paywallId: string, sql: Sql) => Promise<readonly string[] | null>;
 
+/**
+ * The parameter of ensureUser's statement holding the paywall's low-balance threshold (after the world
+ * credit's): a DEFAULT account opened below it starts "already alerted" for the paywall (docs/ledger.md
+ * "Low-balance alerts"): it crossed nothing, so its first charge records no `paywall.balance.low`; money
+ * lifting it to the threshold arms it, as for any account.
+ */
+const LOW_PARAM = 6 + WORLD_CREDIT_PARAMS;
+
 /** End users (created on first sight per paywall), trial credits, connections, top-up links. */
 export class UserService {
   constructor(private readonly deps: UserServiceDeps) {}
@@ -202,8 +210,11 @@ export class UserService {
        ), uc as (
          insert into usage_counter (end_user_id) select id from u
        ), a as (
-         insert into ledger_account (id, kind, paywall_id, balance_raw, created_at)
-         select u.id, 'user', u.paywall_id, $4::bigint, now() from u where $5::boolean
+         insert into ledger_account (id, kind, paywall_id, balance_raw, low_alerted_paywalls, created_at)
+         select u.id, 'user', u.paywall_id, $4::bigint,
+                case when $${LOW_PARAM}::bigint is not null and $4::bigint < $${LOW_PARAM}::bigint
+                     then array[u.paywall_id::text] else '{}'::text[] end, now()
+           from u where $5::boolean
          returning id, balance_raw, held_raw
        ), ${worldCreditCtes('a', 6)}
        select u.*, coalesce(a.balance_raw, 0)::text as balance_raw, coalesce(a.held_raw, 0)::text as held_raw
@@ -222,6 +233,7 @@ export class UserService {
           endUserId: id,
           events,
         }),
+        paywall.lowBalanceThresholdRaw?.toString() ?? null,
       ],
     );
     if (rows.length === 1) {

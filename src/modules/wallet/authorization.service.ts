@@ -59,6 +59,22 @@ export interface AuthorizationServiceDeps {
 export type AllowanceInput = { amountRaw: bigint; period: AllowancePeriod } | null;
 
 /**
+ * A wallet that connects starts its low-balance watch for the app (docs/ledger.md "Low-balance alerts")
+ * at its balance now: below the app's threshold, it is marked "already alerted" (it crossed nothing, so its
+ * next charge records no `paywall.balance.low`; money lifting it arms it); at or above it, armed. Nothing
+ * is written when the app has no threshold and the wallet carries no flag of it.
+ */
+const WATCH_FROM_NOW_SQL = `
+update ledger_account a
+   set low_alerted_paywalls = case
+         when p.low_balance_threshold_raw is not null and a.balance_raw - a.held_raw < p.low_balance_threshold_raw
+           then array_append(array_remove(a.low_alerted_paywalls, p.id::text), p.id::text)
+         else array_remove(a.low_alerted_paywalls, p.id::text) end
+  from paywall p
+ where a.id = $1::uuid and p.id = $2::uuid
+   and (p.low_balance_threshold_raw is not null or p.id::text = any(a.low_alerted_paywalls))`;
+
+/**
  * Consent between a SHARED paywall's end user and a wallet user (docs/reference.md §8): approve or decline a
  * connect request, revoke a connection. Every decision locks the rows it changes (the request, then
  * the end user, then the connection — the same order everywhere), so concurrent clicks record one event.
@@ -164,6 +180,7 @@ export class AuthorizationService {
           where id = $1`,
         [eu.id, walletUser.id, walletUser.accountId],
       );
+      await tx.query(WATCH_FROM_NOW_SQL, [walletUser.accountId, req.paywallId]);
       await tx.query(
         `update connect_request set status = 'approved', wallet_user_id = $2, decided_at = now() where id = $1`,
         [req.requestId, walletUser.id],
