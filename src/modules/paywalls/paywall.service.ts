@@ -77,11 +77,6 @@ const actorOf = (auth: Auth): EventTrigger =>
     : { source: 'api', actorType: 'api_key', actorId: auth.paywall.id };
 
 /**
- * Paywalls and their API keys. Keys are random (`pk_live_…`), stored as SHA-256 hashes, shown once.
- * The key → paywall lookup is cached in memory and invalidated at once on this instance and through
- * NOTIFY on the others, so a rotated key stops working immediately.
- */
-/**
  * A new low-balance threshold (docs/reference.md §16 "Low balance") starts a new watch of the paywall's
  * users' accounts, as if each had been watched under it all along: an account at or above it is armed
  * (the paywall's "already alerted" flag cleared: its next charge below it is a crossing), an account
@@ -100,6 +95,11 @@ update ledger_account a
  where e.paywall_id = $1::uuid and e.account_id = a.id
    and ($1::text = any(a.low_alerted_paywalls) or ($2::bigint is not null and a.balance_raw - a.held_raw < $2::bigint))`;
 
+/**
+ * Paywalls and their API keys. Keys are random (`pk_live_…`), stored as SHA-256 hashes, shown once.
+ * The key → paywall lookup is cached in memory and invalidated at once on this instance and through
+ * NOTIFY on the others, so a rotated key stops working immediately.
+ */
 export class PaywallService {
   private readonly byKeyHash = new Map<string, { info: PaywallInfo; expires: number }>();
   private readonly unlisten: (() => void)[] = [];
