@@ -1,0 +1,91 @@
+import OpenAI from 'openai';
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { FakeUpstream } from './helpers/fake-upstream.js';
+import { deposit, type ProxyPaywall } from './helpers/proxy-setup.js';
+
+/**
+ * End-user keys and agent tools across formats (docs/reference.md §19, §21), driven as a tool does: the
+ * official SDKs with only a user key, against one paywall with an OpenAI-kind provider (`default`) and an
+ * Anthropic-kind provider (`claude`). What the answers' headers say is compared with what the client sent.
+ */
+
+const GPT = 'gpt-audit';
+const CLAUDE = 'claude-audit';
+
+let t: TestApp;
+let openaiFake: FakeUpstream;
+let claudeFake: FakeUpstream;
+let pw: ProxyPaywall;
+
+async function gqlOk(query: string, variables?: Record<string, unknown>) {
+  const r = await t.gql(pw.apiKey, query, variables);
+  if (r.errors) throw new Error(JSON.stringify(r.errors));
+  return r.data;
+}
+
+beforeAll(async () => {
+  openaiFake = await FakeUpstream.start();
+  claudeFake = await FakeUpstream.start();
+  t = await startTestApp();
+  pw = await t.createPaywall('DEFAULT');
+  const connect = `mutation($i: ConnectProviderInput!) { connectProvider(input: $i) { id } }`;
+  await gqlOk(connect, { i: { baseUrl: openaiFake.baseUrl, apiKey: 'sk-openai-audit-0001' } });
+  await gqlOk(connect, {
+    i: { name: 'claude', kind: 'ANTHROPIC', baseUrl: claudeFake.baseUrl, apiKey: 'sk-ant-audit-0001' },
+  });
+  const price = `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`;
+  const prices = { prompt: '0.000001', completion: '0.000004', maxCompletionTokens: 1000 };
+  await gqlOk(price, { i: { modelId: GPT, ...prices } });
+  await gqlOk(price, {
+    i: { modelId: CLAUDE, provider: 'claude', upstreamModel: 'claude-sonnet-4-20250514', ...prices },
+  });
+});
+afterAll(async () => {
+  await t?.close();
+  await openaiFake?.close();
+  await claudeFake?.close();
+});
+beforeEach(() => {
+  openaiFake.reset();
+  claudeFake.reset();
+});
+
+async function userKey(user: string): Promise<string> {
+  const r = await t.rest('POST', '/v1/user/keys', { token: pw.apiKey, body: { user } });
+  if (r.status !== 201) throw new Error(`${r.status} ${JSON.stringify(r.body)}`);
+  return r.body.key as string;
+}
+
+describe('x-paywall-dropped-fields names only what the client sent', () => {
+  it('a streamed chat completion toward an Anthropic provider without stream_options: not named (the usage chunk the service asks for is its own), and named when the client sent it', async () => {
+    await deposit(t, pw, 'df-alice', '1');
+    const openai = new OpenAI({
+      apiKey: await userKey('df-alice'),
+      baseURL: `${t.url}/u/df-alice/v1`,
+      maxRetries: 0,
+    });
+    const ask = {
+      model: CLAUDE,
+      messages: [{ role: 'user' as const, content: 'Hello' }],
+      stream: true as const,
+    };
+
+    const plain = await openai.chat.completions.create(ask).withResponse();
+    const chunks: any[] = [];
+    for await (const c of plain.data) chunks.push(c);
+    expect(chunks.some((c) => c.usage)).toBe(false); // the client did not ask for the usage chunk
+    expect(plain.response.headers.get('x-paywall-dropped-fields')).toBeNull();
+
+    const withUsage = await openai.chat.completions
+      .create({ ...ask, stream_options: { include_usage: true }, seed: 1 })
+      .withResponse();
+    const usageChunks: any[] = [];
+    for await (const c of withUsage.data) usageChunks.push(c);
+    expect(usageChunks.at(-1).usage.completion_tokens).toBeGreaterThan(0);
+    expect(withUsage.response.headers.get('x-paywall-dropped-fields')?.split(',').sort()).toEqual([
+      'seed',
+      'stream_options',
+    ]);
+    for (const r of claudeFake.requests) expect(r.body).not.toHaveProperty('stream_options');
+  });
+});
