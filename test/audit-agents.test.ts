@@ -1,4 +1,5 @@
 import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import { deposit, type ProxyPaywall } from './helpers/proxy-setup.js';
@@ -87,5 +88,34 @@ describe('x-paywall-dropped-fields names only what the client sent', () => {
       'stream_options',
     ]);
     for (const r of claudeFake.requests) expect(r.body).not.toHaveProperty('stream_options');
+  });
+});
+
+describe('the Messages blocked reply to a key over its limit', () => {
+  it('JSON and streamed: the text block carries every field of Anthropic’s TextBlock (citations null), as a translated answer’s does', async () => {
+    await deposit(t, pw, 'bl-alice', '1');
+    const r = await t.rest('POST', '/v1/user/keys', {
+      token: pw.apiKey,
+      body: { user: 'bl-alice', limit: '0' },
+    });
+    const anthropic = new Anthropic({ apiKey: r.body.key, baseURL: `${t.url}/u/bl-alice`, maxRetries: 0 });
+    for (const model of [CLAUDE, GPT]) {
+      const ask = { model, max_tokens: 50, messages: [{ role: 'user' as const, content: 'Hello' }] };
+      const m: any = await anthropic.messages.create(ask);
+      expect(m.paywall.reason).toBe('key_limit_exceeded');
+      expect(m.content).toEqual([
+        { type: 'text', text: expect.stringContaining('spending limit'), citations: null },
+      ]);
+      const starts: any[] = [];
+      const stream = anthropic.messages.stream(ask);
+      stream.on('streamEvent', (e) => {
+        if (e.type === 'content_block_start') starts.push(e.content_block);
+      });
+      const final = await stream.finalMessage();
+      expect(starts).toEqual([{ type: 'text', text: '', citations: null }]);
+      expect(final.content[0]).toMatchObject({ type: 'text', citations: null });
+    }
+    expect(claudeFake.requests).toHaveLength(0);
+    expect(openaiFake.requests).toHaveLength(0);
   });
 });
