@@ -119,3 +119,31 @@ describe('the Messages blocked reply to a key over its limit', () => {
     expect(openaiFake.requests).toHaveLength(0);
   });
 });
+
+describe('output_config toward a model that does not reason', () => {
+  it('its JSON schema format is honoured and only its effort is named as dropped (output_config.effort); an effort alone names output_config', async () => {
+    await deposit(t, pw, 'oc-alice', '1');
+    const r = await t.rest('POST', '/v1/user/keys', { token: pw.apiKey, body: { user: 'oc-alice' } });
+    const anthropic = new Anthropic({ apiKey: r.body.key, baseURL: t.url, maxRetries: 0 });
+    const schema = {
+      type: 'object',
+      properties: { a: { type: 'string' } },
+      required: ['a'],
+      additionalProperties: false,
+    };
+    const ask = { model: GPT, max_tokens: 50, messages: [{ role: 'user' as const, content: 'Hello' }] };
+    const both = await anthropic.messages
+      .create({ ...ask, output_config: { effort: 'high', format: { type: 'json_schema', schema } } } as any)
+      .withResponse();
+    expect(both.response.headers.get('x-paywall-dropped-fields')).toBe('output_config.effort');
+    expect(openaiFake.requests.at(-1)!.body.response_format).toMatchObject({
+      type: 'json_schema',
+      json_schema: { schema },
+    });
+    expect(openaiFake.requests.at(-1)!.body).not.toHaveProperty('reasoning_effort');
+    const effortOnly = await anthropic.messages
+      .create({ ...ask, output_config: { effort: 'high' } } as any)
+      .withResponse();
+    expect(effortOnly.response.headers.get('x-paywall-dropped-fields')).toBe('output_config');
+  });
+});
