@@ -147,3 +147,40 @@ describe('output_config toward a model that does not reason', () => {
     expect(effortOnly.response.headers.get('x-paywall-dropped-fields')).toBe('output_config');
   });
 });
+
+describe('a reasoning effort that becomes Anthropic thinking', () => {
+  it('keeps the sampling Anthropic accepts with thinking: temperature, top_k and a top_p below 0.95 are dropped and named, a top_p of 0.95 or more goes', async () => {
+    await gqlOk(`mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+      i: {
+        modelId: 'claude-thinks-audit',
+        provider: 'claude',
+        upstreamModel: 'claude-sonnet-4-20250514',
+        reasoningModel: true,
+        prompt: '0.000001',
+        completion: '0.000004',
+        maxCompletionTokens: 30000,
+      },
+    });
+    await deposit(t, pw, 'tp-alice', '1');
+    const openai = new OpenAI({ apiKey: await userKey('tp-alice'), baseURL: `${t.url}/v1`, maxRetries: 0 });
+    const ask = {
+      model: 'claude-thinks-audit',
+      reasoning_effort: 'low' as const,
+      messages: [{ role: 'user' as const, content: 'Hello' }],
+    };
+    const low = await openai.chat.completions.create({ ...ask, top_p: 0.5 }).withResponse();
+    expect(low.response.headers.get('x-paywall-dropped-fields')).toBe('top_p');
+    expect(claudeFake.requests.at(-1)!.body.thinking).toEqual({ type: 'enabled', budget_tokens: 2048 });
+    expect(claudeFake.requests.at(-1)!.body).not.toHaveProperty('top_p');
+
+    const kept = await openai.responses
+      .create({ model: ask.model, input: 'Hello', reasoning: { effort: 'low' }, top_p: 0.97 })
+      .withResponse();
+    expect(kept.response.headers.get('x-paywall-dropped-fields')).toBeNull();
+    expect(claudeFake.requests.at(-1)!.body).toMatchObject({ top_p: 0.97, thinking: { type: 'enabled' } });
+
+    // Without thinking (no effort) the client's top_p goes as it is.
+    await openai.chat.completions.create({ model: ask.model, messages: ask.messages, top_p: 0.5 });
+    expect(claudeFake.requests.at(-1)!.body.top_p).toBe(0.5);
+  });
+});
