@@ -184,3 +184,35 @@ describe('a reasoning effort that becomes Anthropic thinking', () => {
     expect(claudeFake.requests.at(-1)!.body.top_p).toBe(0.5);
   });
 });
+
+describe('a user key naming another user on the Messages routes', () => {
+  it('path, query or header, on messages and count_tokens, native or translated: 403 permission_error in Anthropic’s shape; nothing sent', async () => {
+    await deposit(t, pw, 'mx-alice', '1');
+    const key = await userKey('mx-alice');
+    const ask = { model: CLAUDE, max_tokens: 20, messages: [{ role: 'user', content: 'hi' }] };
+    for (const model of [CLAUDE, GPT])
+      for (const [path, headers] of [
+        ['/u/bob/v1/messages', {}],
+        ['/v1/u/bob/messages', {}],
+        ['/v1/messages?user=bob', {}],
+        ['/v1/messages', { 'x-paywall-user': 'bob' }],
+        ['/u/bob/v1/messages/count_tokens', {}],
+        ['/v1/messages/count_tokens?user=bob', {}],
+        ['/v1/messages/count_tokens', { 'x-paywall-user': 'bob' }],
+      ] as const) {
+        const r = await t.rest('POST', path, {
+          token: null,
+          headers: { 'x-api-key': key, ...headers },
+          body: { ...ask, model },
+        });
+        expect([model, path, r.status, r.body]).toEqual([
+          model,
+          path,
+          403,
+          { type: 'error', error: { type: 'permission_error', message: expect.any(String) } },
+        ]);
+      }
+    expect(claudeFake.requests).toHaveLength(0);
+    expect(openaiFake.requests).toHaveLength(0);
+  });
+});
