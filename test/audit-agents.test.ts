@@ -216,3 +216,130 @@ describe('a user key naming another user on the Messages routes', () => {
     expect(openaiFake.requests).toHaveLength(0);
   });
 });
+
+describe('a chat completions custom tool toward an Anthropic provider', () => {
+  const applyPatch = {
+    type: 'custom' as const,
+    custom: { name: 'apply_patch', description: 'Apply a patch to the files' },
+  };
+  const PATCH = '*** Begin Patch\n*** Add File: a.txt\n+hello\n*** End Patch';
+  const toolUse = { type: 'tool_use', id: 'toolu_audit_1', name: 'apply_patch', input: { input: PATCH } };
+  const sse = (events: [string, unknown][]) =>
+    events.map(([e, d]) => `event: ${e}\ndata: ${JSON.stringify(d)}\n\n`).join('');
+  const message = (content: unknown[], stop: string) => ({
+    id: 'msg_audit_1',
+    type: 'message',
+    role: 'assistant',
+    model: 'claude-sonnet-4-20250514',
+    content,
+    stop_reason: stop,
+    stop_sequence: null,
+    usage: { input_tokens: 30, output_tokens: 12 },
+  });
+
+  it('goes as a function taking {input}; its call comes back as a custom tool call (JSON and stream), and the call and its output go back on the next turn', async () => {
+    await deposit(t, pw, 'ct-alice', '1');
+    const openai = new OpenAI({ apiKey: await userKey('ct-alice'), baseURL: `${t.url}/v1`, maxRetries: 0 });
+    const ask = {
+      model: CLAUDE,
+      tools: [applyPatch],
+      tool_choice: { type: 'custom' as const, custom: { name: 'apply_patch' } },
+      messages: [{ role: 'user' as const, content: 'Add a.txt' }],
+    };
+    claudeFake.next({ answer: message([toolUse], 'tool_use') });
+    const json = await openai.chat.completions.create(ask);
+    expect(json.choices[0].finish_reason).toBe('tool_calls');
+    expect(json.choices[0].message.tool_calls).toEqual([
+      { id: 'toolu_audit_1', type: 'custom', custom: { name: 'apply_patch', input: PATCH } },
+    ]);
+    const sent = claudeFake.requests[0].body;
+    expect(sent.tools).toEqual([
+      {
+        name: 'apply_patch',
+        description: 'Apply a patch to the files',
+        input_schema: expect.objectContaining({ required: ['input'] }),
+      },
+    ]);
+    expect(sent.tool_choice).toEqual({ type: 'tool', name: 'apply_patch' });
+
+    const half = Math.floor(PATCH.length / 2);
+    const partial = (s: string) => JSON.stringify({ input: s });
+    claudeFake.next({
+      sse: sse([
+        ['message_start', { type: 'message_start', message: message([], null as any) }],
+        [
+          'content_block_start',
+          { type: 'content_block_start', index: 0, content_block: { ...toolUse, input: {} } },
+        ],
+        [
+          'content_block_delta',
+          {
+            type: 'content_block_delta',
+            index: 0,
+            delta: { type: 'input_json_delta', partial_json: partial(PATCH).slice(0, half) },
+          },
+        ],
+        [
+          'content_block_delta',
+          {
+            type: 'content_block_delta',
+            index: 0,
+            delta: { type: 'input_json_delta', partial_json: partial(PATCH).slice(half) },
+          },
+        ],
+        ['content_block_stop', { type: 'content_block_stop', index: 0 }],
+        [
+          'message_delta',
+          {
+            type: 'message_delta',
+            delta: { stop_reason: 'tool_use', stop_sequence: null },
+            usage: { output_tokens: 12 },
+          },
+        ],
+        ['message_stop', { type: 'message_stop' }],
+      ]),
+    });
+    const stream = await openai.chat.completions.create({ ...ask, stream: true });
+    const calls: any[] = [];
+    let finish: string | null = null;
+    for await (const c of stream) {
+      for (const call of c.choices[0]?.delta.tool_calls ?? []) calls.push(call);
+      finish = c.choices[0]?.finish_reason ?? finish;
+    }
+    expect(finish).toBe('tool_calls');
+    expect(calls[0]).toMatchObject({
+      index: 0,
+      id: 'toolu_audit_1',
+      type: 'custom',
+      custom: { name: 'apply_patch' },
+    });
+    expect(calls.map((c) => c.custom?.input ?? '').join('')).toBe(PATCH);
+    expect(calls.every((c) => c.function === undefined)).toBe(true);
+
+    // The next turn: the custom call and its output go back as tool_use / tool_result.
+    await openai.chat.completions.create({
+      model: CLAUDE,
+      tools: [applyPatch],
+      messages: [
+        ...ask.messages,
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            { id: 'toolu_audit_1', type: 'custom', custom: { name: 'apply_patch', input: PATCH } },
+          ],
+        },
+        { role: 'tool', tool_call_id: 'toolu_audit_1', content: 'Done' },
+      ],
+    });
+    expect(claudeFake.requests.at(-1)!.body.messages.slice(1)).toEqual([
+      { role: 'assistant', content: [{ ...toolUse }] },
+      {
+        role: 'user',
+        content: [
+          expect.objectContaining({ type: 'tool_result', tool_use_id: 'toolu_audit_1', content: 'Done' }),
+        ],
+      },
+    ]);
+  });
+});

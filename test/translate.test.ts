@@ -200,7 +200,7 @@ describe('chat completions → Anthropic Messages (request)', () => {
       [{ functions: [{ name: 'f' }] }, 'functions'],
       [{ web_search_options: {} }, 'web_search_options'],
       [{ temperature: 1.5 }, 'temperature'],
-      [{ tools: [{ type: 'custom', custom: { name: 'x' } }] }, 'tools[0].type'],
+      [{ tools: [{ type: 'web_search' }] }, 'tools[0].type'],
       [{ tool_choice: { type: 'allowed_tools', allowed_tools: {} } }, 'tool_choice.type'],
       [
         { messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: {} }] }] },
