@@ -343,3 +343,51 @@ describe('a chat completions custom tool toward an Anthropic provider', () => {
     ]);
   });
 });
+
+describe('JSON mode (json_object) toward an Anthropic provider', () => {
+  it('becomes a forced tool taking any JSON object; the answer’s text is that object as JSON (chat and Responses), nothing named as dropped', async () => {
+    await deposit(t, pw, 'jo-alice', '1');
+    const openai = new OpenAI({ apiKey: await userKey('jo-alice'), baseURL: `${t.url}/v1`, maxRetries: 0 });
+    const answer = {
+      id: 'msg_audit_json',
+      type: 'message',
+      role: 'assistant',
+      model: 'claude-sonnet-4-20250514',
+      content: [
+        { type: 'tool_use', id: 'toolu_json', name: 'json_answer', input: { city: 'Paris', temp: 21 } },
+      ],
+      stop_reason: 'tool_use',
+      stop_sequence: null,
+      usage: { input_tokens: 20, output_tokens: 9 },
+    };
+    claudeFake.next({ answer });
+    const chat = await openai.chat.completions
+      .create({
+        model: CLAUDE,
+        response_format: { type: 'json_object' },
+        messages: [{ role: 'user', content: 'The weather in Paris, as JSON' }],
+      })
+      .withResponse();
+    expect(chat.response.headers.get('x-paywall-dropped-fields')).toBeNull();
+    expect(chat.data.choices[0]).toMatchObject({
+      finish_reason: 'stop',
+      message: { content: expect.any(String) },
+    });
+    expect(JSON.parse(chat.data.choices[0].message.content!)).toEqual({ city: 'Paris', temp: 21 });
+    expect(claudeFake.requests.at(-1)!.body).toMatchObject({
+      tools: [{ name: 'json_answer', input_schema: { type: 'object' } }],
+      tool_choice: { type: 'tool', name: 'json_answer' },
+    });
+
+    claudeFake.next({ answer });
+    const resp = await openai.responses
+      .create({
+        model: CLAUDE,
+        input: 'The weather in Paris, as JSON',
+        text: { format: { type: 'json_object' } },
+      })
+      .withResponse();
+    expect(resp.response.headers.get('x-paywall-dropped-fields')).toBeNull();
+    expect(JSON.parse(resp.data.output_text)).toEqual({ city: 'Paris', temp: 21 });
+  });
+});

@@ -219,7 +219,6 @@ describe('chat completions → Anthropic Messages (request)', () => {
       [{ logit_bias: { '50256': -100 } }, 'logit_bias'],
       [{ frequency_penalty: 0.5 }, 'frequency_penalty'],
       [{ presence_penalty: 0.5 }, 'presence_penalty'],
-      [{ response_format: { type: 'json_object' } }, 'response_format'],
       [{ prediction: { type: 'content', content: 'x' } }, 'prediction'],
       [{ some_vendor_field: true }, 'some_vendor_field'],
       [{ reasoning_effort: 'high' }, 'reasoning_effort'], // the model does not reason

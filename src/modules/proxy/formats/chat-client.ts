@@ -10,7 +10,7 @@ import {
   withPrefix,
   type Json,
 } from './common.js';
-import { effortOf } from './field-policy.js';
+import { ANY_JSON_OBJECT, effortOf } from './field-policy.js';
 import {
   booleanField,
   customInput,
@@ -194,7 +194,8 @@ function requestIn(body: Json, ctx: RequestInContext): NeutralRequest {
     const schema = isObject(format.json_schema) ? format.json_schema.schema : null;
     if (!isObject(schema)) throw badValue('response_format', 'a json_schema format has a schema object');
     req.jsonSchema = schema;
-  } else if (isObject(format) && format.type !== 'text') ctx.dropped.add('response_format');
+  } else if (isObject(format) && format.type === 'json_object') req.jsonSchema = { ...ANY_JSON_OBJECT };
+  else if (isObject(format) && format.type !== 'text') ctx.dropped.add('response_format');
   const effort = body.reasoning_effort;
   if (effort !== undefined && effort !== null && effort !== 'none')
     req.reasoning = { effort: effortOf(effort), fields: ['reasoning_effort'] };

@@ -7,7 +7,7 @@ import {
   unsupported,
   type Json,
 } from './common.js';
-import { effortOf, NAMESPACE_SEPARATOR } from './field-policy.js';
+import { ANY_JSON_OBJECT, effortOf, NAMESPACE_SEPARATOR } from './field-policy.js';
 import {
   booleanField,
   customTool,
@@ -203,7 +203,8 @@ function requestIn(body: Json, ctx: RequestInContext): NeutralRequest {
   if (format && format.type === 'json_schema') {
     if (!isObject(format.schema)) throw badValue('text.format', 'a json_schema format has a schema object');
     req.jsonSchema = format.schema;
-  } else if (format && format.type !== 'text') ctx.dropped.add('text.format');
+  } else if (format && format.type === 'json_object') req.jsonSchema = { ...ANY_JSON_OBJECT };
+  else if (format && format.type !== 'text') ctx.dropped.add('text.format');
   if (text.verbosity !== undefined && text.verbosity !== null) ctx.dropped.add('text.verbosity');
   const effort = isObject(body.reasoning) ? body.reasoning.effort : undefined;
   if (effort !== undefined && effort !== null && effort !== 'none')
