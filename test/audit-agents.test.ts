@@ -264,41 +264,40 @@ describe('a chat completions custom tool toward an Anthropic provider', () => {
 
     const half = Math.floor(PATCH.length / 2);
     const partial = (s: string) => JSON.stringify({ input: s });
-    claudeFake.next({
-      sse: sse([
-        ['message_start', { type: 'message_start', message: message([], null as any) }],
-        [
-          'content_block_start',
-          { type: 'content_block_start', index: 0, content_block: { ...toolUse, input: {} } },
-        ],
-        [
-          'content_block_delta',
-          {
-            type: 'content_block_delta',
-            index: 0,
-            delta: { type: 'input_json_delta', partial_json: partial(PATCH).slice(0, half) },
-          },
-        ],
-        [
-          'content_block_delta',
-          {
-            type: 'content_block_delta',
-            index: 0,
-            delta: { type: 'input_json_delta', partial_json: partial(PATCH).slice(half) },
-          },
-        ],
-        ['content_block_stop', { type: 'content_block_stop', index: 0 }],
-        [
-          'message_delta',
-          {
-            type: 'message_delta',
-            delta: { stop_reason: 'tool_use', stop_sequence: null },
-            usage: { output_tokens: 12 },
-          },
-        ],
-        ['message_stop', { type: 'message_stop' }],
-      ]),
-    });
+    const streamed = sse([
+      ['message_start', { type: 'message_start', message: message([], null as any) }],
+      [
+        'content_block_start',
+        { type: 'content_block_start', index: 0, content_block: { ...toolUse, input: {} } },
+      ],
+      [
+        'content_block_delta',
+        {
+          type: 'content_block_delta',
+          index: 0,
+          delta: { type: 'input_json_delta', partial_json: partial(PATCH).slice(0, half) },
+        },
+      ],
+      [
+        'content_block_delta',
+        {
+          type: 'content_block_delta',
+          index: 0,
+          delta: { type: 'input_json_delta', partial_json: partial(PATCH).slice(half) },
+        },
+      ],
+      ['content_block_stop', { type: 'content_block_stop', index: 0 }],
+      [
+        'message_delta',
+        {
+          type: 'message_delta',
+          delta: { stop_reason: 'tool_use', stop_sequence: null },
+          usage: { output_tokens: 12 },
+        },
+      ],
+      ['message_stop', { type: 'message_stop' }],
+    ]);
+    claudeFake.next({ sse: streamed });
     const stream = await openai.chat.completions.create({ ...ask, stream: true });
     const calls: any[] = [];
     let finish: string | null = null;
@@ -315,6 +314,12 @@ describe('a chat completions custom tool toward an Anthropic provider', () => {
     });
     expect(calls.map((c) => c.custom?.input ?? '').join('')).toBe(PATCH);
     expect(calls.every((c) => c.function === undefined)).toBe(true);
+    // The SDK's stream helper puts the call together as it would OpenAI's.
+    claudeFake.next({ sse: streamed });
+    const helper = await openai.chat.completions.stream({ ...ask, stream: true }).finalChatCompletion();
+    expect(helper.choices[0].message.tool_calls).toEqual([
+      { id: 'toolu_audit_1', type: 'custom', custom: { name: 'apply_patch', input: PATCH } },
+    ]);
 
     // The next turn: the custom call and its output go back as tool_use / tool_result.
     await openai.chat.completions.create({
