@@ -249,7 +249,7 @@ describe('the Anthropic Messages wire (Messages client format ↔ Anthropic prov
     toolChoice: { type: 'auto' },
     parallelToolCalls: false,
     maxTokens: 30000,
-    topP: 0.9,
+    topP: 0.95, // the lowest Anthropic takes with thinking
     stop: ['END'],
     reasoning: { effort: 'high', budgetTokens: 24576, fields: ['thinking'] },
     stream: true,

@@ -441,7 +441,11 @@ describe('POST /v1/messages on an ANTHROPIC provider, charged from Anthropic’s
     const stream = anthropic(pw.apiKey, 'm-broke').messages.stream({ model: CLAUDE, ...ask });
     const final: any = await stream.finalMessage();
     expect(final.content).toEqual([
-      { type: 'text', text: msg.content[0].text.replace(msg.paywall.url, final.paywall.url) },
+      {
+        type: 'text',
+        text: msg.content[0].text.replace(msg.paywall.url, final.paywall.url),
+        citations: null,
+      },
     ]);
     expect(final.stop_reason).toBe('end_turn');
     expect(final.paywall).toMatchObject({ reason: 'insufficient_balance' });

@@ -200,7 +200,7 @@ describe('chat completions → Anthropic Messages (request)', () => {
       [{ functions: [{ name: 'f' }] }, 'functions'],
       [{ web_search_options: {} }, 'web_search_options'],
       [{ temperature: 1.5 }, 'temperature'],
-      [{ tools: [{ type: 'custom', custom: { name: 'x' } }] }, 'tools[0].type'],
+      [{ tools: [{ type: 'web_search' }] }, 'tools[0].type'],
       [{ tool_choice: { type: 'allowed_tools', allowed_tools: {} } }, 'tool_choice.type'],
       [
         { messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: {} }] }] },
@@ -219,7 +219,6 @@ describe('chat completions → Anthropic Messages (request)', () => {
       [{ logit_bias: { '50256': -100 } }, 'logit_bias'],
       [{ frequency_penalty: 0.5 }, 'frequency_penalty'],
       [{ presence_penalty: 0.5 }, 'presence_penalty'],
-      [{ response_format: { type: 'json_object' } }, 'response_format'],
       [{ prediction: { type: 'content', content: 'x' } }, 'prediction'],
       [{ some_vendor_field: true }, 'some_vendor_field'],
       [{ reasoning_effort: 'high' }, 'reasoning_effort'], // the model does not reason

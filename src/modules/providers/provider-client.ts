@@ -83,6 +83,12 @@ export interface UpstreamOptions {
    * §21).
    */
   clientDropped?: readonly string[];
+  /**
+   * The top-level fields the client's body holds (not null): a translation names in
+   * `x-paywall-dropped-fields` only what the client sent, never a field the service itself added to the
+   * payload (a stream's `stream_options.include_usage`, which meters it).
+   */
+  clientFields?: readonly string[];
 }
 
 /**

@@ -106,6 +106,7 @@ export class Forwarder {
           reasoning: f.reasons,
           inputTokens: f.req.promptEstimate,
           clientDropped: takenOut(f.req.body),
+          clientFields: Object.keys(f.req.body).filter((k) => f.req.body[k] != null),
         });
       } catch (e) {
         // A DomainError is a refusal of the client's request, not the provider's failure.

@@ -347,7 +347,8 @@ function blockedMessage(r: BlockedReply): Record<string, unknown> {
     type: 'message',
     role: 'assistant',
     model: r.model,
-    content: [{ type: 'text', text: r.text }],
+    // `citations` is a field of every text block in Anthropic's SDK types (null: none), as a translated answer's.
+    content: [{ type: 'text', text: r.text, citations: null }],
     stop_reason: 'end_turn',
     stop_sequence: null,
     usage: { ...ZERO_USAGE, cost: '0', cost_details: ZERO_COST_DETAILS },
@@ -441,7 +442,7 @@ export const messagesFormat: WireFormat = {
     };
     const events: [string, Record<string, unknown>][] = [
       ['message_start', { message }],
-      ['content_block_start', { index: 0, content_block: { type: 'text', text: '' } }],
+      ['content_block_start', { index: 0, content_block: { type: 'text', text: '', citations: null } }],
       ['content_block_delta', { index: 0, delta: { type: 'text_delta', text: reply.text } }],
       ['content_block_stop', { index: 0 }],
       [

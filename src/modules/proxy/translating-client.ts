@@ -22,6 +22,20 @@ const bodyOf = (res: UpstreamResponse, text: string): UpstreamResponse => {
 };
 
 /**
+ * The dropped fields the client sent (`cache_control` may sit anywhere in its body; `text.verbosity` is
+ * under its `text`): the payload also holds fields the service added, such as a stream's
+ * `stream_options.include_usage`, and those were never the client's to be told about.
+ */
+function namedBy(dropped: Dropped, clientFields: readonly string[] | undefined): Dropped {
+  if (!clientFields) return dropped;
+  const sent = new Set(clientFields);
+  const named = new Dropped();
+  for (const name of dropped.list)
+    if (name === 'cache_control' || sent.has(name.split('.')[0])) named.add(name);
+  return named;
+}
+
+/**
  * A ProviderClient that speaks the client's format to a provider of another kind (docs/reference.md §15
  * "Across formats"): the request goes through the hub (formats/hub.ts: client adapter → neutral →
  * provider adapter) before the provider kind's own client sends it; the answer, stream or error comes back
@@ -67,7 +81,7 @@ export function translatingClient(route: Route): ProviderClient {
       const endpoint = route.provider.endpoint(neutral);
       const res = {
         ...(await base.post(up, endpoint, JSON.stringify(request), opts)),
-        answerHeaders: dropped.header(),
+        answerHeaders: namedBy(dropped, opts.clientFields).header(),
       };
       if (res.status < 200 || res.status >= 300) {
         let text = '';

@@ -97,6 +97,9 @@ function continuesToolCycleWithoutThinking(req: NeutralRequest): boolean {
   );
 }
 
+/** The lowest `top_p` Anthropic accepts with thinking. */
+const MIN_THINKING_TOP_P = 0.95;
+
 /**
  * Reasoning as Anthropic thinking, for a model that reasons (docs/reference.md §21 "Mapped"); otherwise,
  * or when the cap leaves no room for Anthropic's smallest budget, or a tool is forced (Anthropic takes no
@@ -112,9 +115,10 @@ function mapReasoning(out: Json, req: NeutralRequest, r: Reasoning, reasons: boo
       : null;
   if (thinking) {
     out.thinking = thinking;
-    // Anthropic takes thinking only with its default sampling: the client's is dropped (and named).
-    for (const key of ['temperature', 'top_k'])
-      if (out[key] !== undefined) {
+    // Anthropic takes thinking only with its default sampling: the client's is dropped (and named), but a
+    // `top_p` from 0.95 to 1, the one change it allows then.
+    for (const key of ['temperature', 'top_k', 'top_p'])
+      if (out[key] !== undefined && !(key === 'top_p' && (out.top_p as number) >= MIN_THINKING_TOP_P)) {
         delete out[key];
         dropped.add(key);
       }

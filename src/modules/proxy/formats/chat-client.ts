@@ -10,9 +10,12 @@ import {
   withPrefix,
   type Json,
 } from './common.js';
-import { effortOf } from './field-policy.js';
+import { ANY_JSON_OBJECT, effortOf } from './field-policy.js';
 import {
   booleanField,
+  customInput,
+  customTool,
+  customToolNames,
   functionTool,
   imageFromUrl,
   openAiError,
@@ -80,6 +83,14 @@ function assistantParts(m: Json, at: string): Part[] {
     m.tool_calls.forEach((c, j) => {
       const param = `${at}.tool_calls[${j}]`;
       if (!isObject(c)) throw badValue(param, 'a tool call is an object');
+      if (c.type === 'custom') {
+        // A custom tool's call: its free-form input goes as the `{input}` its function takes.
+        if (typeof c.id !== 'string' || !isObject(c.custom) || typeof c.custom.name !== 'string')
+          throw badValue(param, 'a custom tool call has an id and a name');
+        if (typeof c.custom.input !== 'string') throw badValue(`${param}.custom.input`, 'a string');
+        parts.push({ type: 'tool_use', id: c.id, name: c.custom.name, input: { input: c.custom.input } });
+        return;
+      }
       if (c.type !== undefined && c.type !== 'function')
         throw unsupported(`${param}.type`, `a '${String(c.type)}' tool call has no equivalent`);
       if (typeof c.id !== 'string' || !isObject(c.function) || typeof c.function.name !== 'string')
@@ -167,6 +178,8 @@ function requestIn(body: Json, ctx: RequestInContext): NeutralRequest {
   if (body.tools !== undefined && body.tools !== null) {
     if (!Array.isArray(body.tools)) throw badValue('tools', 'an array of tools');
     req.tools = body.tools.map((tool, i) => {
+      if (isObject(tool) && tool.type === 'custom')
+        return customTool(isObject(tool.custom) ? tool.custom : {}, `tools[${i}].custom`);
       if (!isObject(tool) || tool.type !== 'function')
         throw unsupported(
           `tools[${i}].type`,
@@ -181,7 +194,8 @@ function requestIn(body: Json, ctx: RequestInContext): NeutralRequest {
     const schema = isObject(format.json_schema) ? format.json_schema.schema : null;
     if (!isObject(schema)) throw badValue('response_format', 'a json_schema format has a schema object');
     req.jsonSchema = schema;
-  } else if (isObject(format) && format.type !== 'text') ctx.dropped.add('response_format');
+  } else if (isObject(format) && format.type === 'json_object') req.jsonSchema = { ...ANY_JSON_OBJECT };
+  else if (isObject(format) && format.type !== 'text') ctx.dropped.add('response_format');
   const effort = body.reasoning_effort;
   if (effort !== undefined && effort !== null && effort !== 'none')
     req.reasoning = { effort: effortOf(effort), fields: ['reasoning_effort'] };
@@ -218,8 +232,11 @@ const nowSeconds = (): number => Math.floor(Date.now() / 1000);
 function answerOut(answer: NeutralAnswer, ctx: ClientAnswerContext): Json {
   let text: string | null = null;
   const toolCalls: Json[] = [];
+  const custom = customToolNames(ctx.body.tools);
   for (const p of answer.content)
     if (p.type === 'text') text = (text ?? '') + p.text;
+    else if (p.type === 'tool_use' && custom.has(p.name))
+      toolCalls.push({ id: p.id, type: 'custom', custom: { name: p.name, input: customInput(p.input) } });
     else if (p.type === 'tool_use')
       toolCalls.push({
         id: p.id,
@@ -250,12 +267,16 @@ export class ChatStreamEncoder extends ClientStreamEncoder {
   private readonly created: number;
   /** Part index → chat tool call index. */
   private readonly toolIndex = new Map<number, number>();
+  /** Part index → the arguments so far of a custom tool's call (its input is sent whole at the part's end). */
+  private readonly customArgs = new Map<number, string>();
+  private readonly custom: Set<string>;
   private started = false;
 
   constructor(private readonly ctx: ClientAnswerContext & { includeUsage: boolean }) {
     super();
     this.id = ctx.id ?? 'chatcmpl-translated';
     this.created = ctx.created ?? nowSeconds();
+    this.custom = customToolNames(ctx.body.tools);
   }
 
   private chunk(delta: Json, finish: string | null = null): void {
@@ -287,6 +308,12 @@ export class ChatStreamEncoder extends ClientStreamEncoder {
         else if (p.type === 'tool_use') {
           const index = this.toolIndex.size;
           this.toolIndex.set(e.index, index);
+          if (typeof p.name === 'string' && this.custom.has(p.name)) {
+            // The input arrives as the JSON of `{input}`: the custom call gets it whole at the part's end.
+            this.customArgs.set(e.index, p.args);
+            this.chunk({ tool_calls: [{ index, id: p.id, type: 'custom', custom: { name: p.name } }] });
+            return;
+          }
           this.chunk({
             tool_calls: [
               { index, id: p.id, type: 'function', function: { name: p.name, arguments: p.args } },
@@ -299,6 +326,11 @@ export class ChatStreamEncoder extends ClientStreamEncoder {
         this.chunk({ content: e.text });
         return;
       case 'tool_delta': {
+        const args = this.customArgs.get(e.index);
+        if (args !== undefined) {
+          this.customArgs.set(e.index, args + e.args);
+          return;
+        }
         const index = this.toolIndex.get(e.index);
         if (index !== undefined) this.chunk({ tool_calls: [{ index, function: { arguments: e.args } }] });
         return;
@@ -335,8 +367,22 @@ export class ChatStreamEncoder extends ClientStreamEncoder {
           },
         });
         return;
+      case 'part_end': {
+        const args = this.customArgs.get(e.index);
+        const index = this.toolIndex.get(e.index);
+        if (args === undefined || index === undefined) return; // a chat chunk has no end of part
+        this.customArgs.delete(e.index);
+        let input: unknown = args;
+        try {
+          input = JSON.parse(args || '{}');
+        } catch {
+          /* not JSON: the text as it came */
+        }
+        this.chunk({ tool_calls: [{ index, custom: { input: customInput(input) } }] });
+        return;
+      }
       default:
-        // thinking: nothing in chat's format; part_end: a chat chunk has no end of part
+        // thinking: nothing in chat's format
         return;
     }
   }

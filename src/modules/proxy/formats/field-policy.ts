@@ -266,3 +266,9 @@ export const noToolNames = (): ToolNames => ({ namespaced: new Map(), custom: ne
 
 /** The name of the tool a `json_schema` format becomes. */
 export const JSON_TOOL = 'json_answer';
+
+/**
+ * The schema a `json_object` format (JSON mode: any JSON object) becomes, as the forced tool's input
+ * schema: the answer's text is then a JSON object, as the client parses it.
+ */
+export const ANY_JSON_OBJECT = { type: 'object' } as const;

@@ -148,7 +148,13 @@ function reasoningOf(thinking: unknown, config: Json): Reasoning | undefined {
   const effort = effortOfThinking(thinking, config);
   const fields: string[] = [];
   if (isObject(thinking) && thinking.type !== 'disabled') fields.push('thinking');
-  if (config.effort !== undefined && config.effort !== null) fields.push('output_config');
+  // `output_config` may also carry a format that is honoured (a JSON schema): then only its effort is dropped.
+  if (config.effort !== undefined && config.effort !== null)
+    fields.push(
+      Object.keys(config).some((k) => k !== 'effort' && config[k] != null)
+        ? 'output_config.effort'
+        : 'output_config',
+    );
   if (!effort && !fields.length) return undefined;
   const r: Reasoning = { effort, fields };
   if (isObject(thinking) && typeof thinking.budget_tokens === 'number')

@@ -1,4 +1,4 @@
-import { badValue, isObject, unsupported } from './common.js';
+import { badValue, isObject, unsupported, type Json } from './common.js';
 import type { NeutralError, Part, Tool, ToolChoice } from './neutral.js';
 
 /** What OpenAI's two client formats (chat completions, Responses) read and write alike. */
@@ -25,6 +25,44 @@ export function functionTool(fn: unknown, param: string): Tool {
 }
 
 /**
+ * A `custom` (free-form input) tool as a function taking its input as one string (Responses:
+ * `{type: "custom", name, description}`; chat: the same under `custom`).
+ */
+export function customTool(tool: Json, param: string): Tool {
+  if (typeof tool.name !== 'string' || tool.name === '') throw badValue(`${param}.name`, 'a tool name');
+  const out: Tool = {
+    name: tool.name,
+    inputSchema: {
+      type: 'object',
+      properties: { input: { type: 'string', description: 'The tool input, free-form.' } },
+      required: ['input'],
+    },
+  };
+  if (typeof tool.description === 'string') out.description = tool.description;
+  return out;
+}
+
+/** The client's `custom` tools' names (chat: under `custom`; Responses: top level). */
+export function customToolNames(tools: unknown): Set<string> {
+  const names = new Set<string>();
+  if (Array.isArray(tools))
+    for (const t of tools)
+      if (isObject(t) && t.type === 'custom') {
+        const name = isObject(t.custom) ? t.custom.name : t.name;
+        if (typeof name === 'string') names.add(name);
+      }
+  return names;
+}
+
+/** A custom tool call's free-form input, from the `{input}` its function took. */
+export const customInput = (input: unknown): string =>
+  typeof input === 'string'
+    ? input
+    : isObject(input) && typeof input.input === 'string'
+      ? input.input
+      : JSON.stringify(input ?? {});
+
+/**
  * An OpenAI `tool_choice` (chat: `{type:"function", function:{name}}`; Responses: `{type:"function", name}`)
  * and `parallel_tool_calls` as the neutral ones.
  */
@@ -41,8 +79,9 @@ export function openAiToolChoice(
   if (choice === 'auto') out.toolChoice = { type: 'auto' };
   else if (choice === 'none') out.toolChoice = { type: 'none' };
   else if (choice === 'required') out.toolChoice = { type: 'any' };
-  else if (isObject(choice) && choice.type === 'function') {
-    const name = isObject(choice.function) ? choice.function.name : choice.name;
+  else if (isObject(choice) && (choice.type === 'function' || choice.type === 'custom')) {
+    const named = choice.type === 'function' ? choice.function : choice.custom;
+    const name = isObject(named) ? named.name : choice.name;
     if (typeof name !== 'string' || name === '')
       throw badValue(param, 'a named tool choice names a function');
     out.toolChoice = { type: 'tool', name };

@@ -29,7 +29,11 @@ export function responsesToolNames(request: Json | undefined): ToolNames {
       if (tool.type === 'custom' && typeof tool.name === 'string') names.custom.add(tool.name);
     }
   const text = request.text;
-  if (isObject(text) && isObject(text.format) && text.format.type === 'json_schema')
+  if (
+    isObject(text) &&
+    isObject(text.format) &&
+    (text.format.type === 'json_schema' || text.format.type === 'json_object')
+  )
     names.jsonTool = JSON_TOOL;
   return names;
 }

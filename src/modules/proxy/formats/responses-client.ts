@@ -7,8 +7,15 @@ import {
   unsupported,
   type Json,
 } from './common.js';
-import { effortOf, NAMESPACE_SEPARATOR } from './field-policy.js';
-import { booleanField, functionTool, imageFromUrl, openAiError, openAiToolChoice } from './openai-shared.js';
+import { ANY_JSON_OBJECT, effortOf, NAMESPACE_SEPARATOR } from './field-policy.js';
+import {
+  booleanField,
+  customTool,
+  functionTool,
+  imageFromUrl,
+  openAiError,
+  openAiToolChoice,
+} from './openai-shared.js';
 import { ResponsesStreamEncoder, responsesAnswer } from './responses-answer.js';
 import type {
   ClientAdapter,
@@ -24,21 +31,6 @@ import type {
  * OpenAI's Responses API as a client format, to and from the neutral model (docs/translation.md): the
  * request read here; the answer and the event stream written in responses-answer.ts.
  */
-
-/** A `custom` (free-form input) tool as a function taking its input as one string. */
-function customTool(tool: Json, param: string): Tool {
-  if (typeof tool.name !== 'string' || tool.name === '') throw badValue(`${param}.name`, 'a tool name');
-  const out: Tool = {
-    name: tool.name,
-    inputSchema: {
-      type: 'object',
-      properties: { input: { type: 'string', description: 'The tool input, free-form.' } },
-      required: ['input'],
-    },
-  };
-  if (typeof tool.description === 'string') out.description = tool.description;
-  return out;
-}
 
 /**
  * A client tool as the neutral tools it becomes (docs/reference.md §21 "Mapped"): a `namespace` tool's
@@ -211,7 +203,8 @@ function requestIn(body: Json, ctx: RequestInContext): NeutralRequest {
   if (format && format.type === 'json_schema') {
     if (!isObject(format.schema)) throw badValue('text.format', 'a json_schema format has a schema object');
     req.jsonSchema = format.schema;
-  } else if (format && format.type !== 'text') ctx.dropped.add('text.format');
+  } else if (format && format.type === 'json_object') req.jsonSchema = { ...ANY_JSON_OBJECT };
+  else if (format && format.type !== 'text') ctx.dropped.add('text.format');
   if (text.verbosity !== undefined && text.verbosity !== null) ctx.dropped.add('text.verbosity');
   const effort = isObject(body.reasoning) ? body.reasoning.effort : undefined;
   if (effort !== undefined && effort !== null && effort !== 'none')
