@@ -103,6 +103,37 @@ describe('graceful shutdown', () => {
     }
   });
 
+  it('returns once the last request is done, not at the end of the grace period (its connection kept alive)', async () => {
+    const { t, pw } = await appWithUser();
+    try {
+      fake.behavior = { content: words(12), chunkDelayMs: 40 };
+      // The SDK's fetch keeps the connection open after the answer (keep-alive), as HTTP clients do.
+      const stream = await client(t, pw, 'alice').chat.completions.create({
+        model: MODEL,
+        messages: hi,
+        stream: true,
+      });
+      let stopping: Promise<void> | null = null;
+      let stopped = 0;
+      for await (const chunk of stream) {
+        void chunk;
+        stopping ??= t.app.stop(30_000).then(() => {
+          stopped = Date.now();
+        });
+      }
+      const streamEnded = Date.now();
+      await stopping;
+      // Before, the idle connection held server.close() until the client's keep-alive timeout (about 4 s)
+      // or the grace period ended it.
+      expect(stopped - streamEnded).toBeLessThan(1500);
+      const [charge] = await chargesOf(t, pw, 'alice');
+      expect(charge).toMatchObject({ status: 'completed', amount: '1086', error_code: null });
+    } finally {
+      fake.behavior = {};
+      await t.close();
+    }
+  });
+
   it('cuts a stream that outlives the grace period and settles what it produced', async () => {
     const { t, pw } = await appWithUser();
     try {
