@@ -134,6 +134,39 @@ describe('graceful shutdown', () => {
     }
   });
 
+  it('answers a whole request that outlives the grace period 503 `shutdown` (not a provider failure), charging nothing', async () => {
+    const { t, pw } = await appWithUser();
+    try {
+      fake.behavior = { delayMs: 5000 };
+      const answer = fetch(`${t.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${pw.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: MODEL, messages: hi, user: 'alice' }),
+      });
+      while (t.app.services.proxy.inFlight === 0) await new Promise((r) => setTimeout(r, 10));
+      const stopping = t.app.stop(200);
+      const res = await answer;
+      // Before: 502 upstream_error "The model provider failed: request canceled".
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('2');
+      expect(await res.json()).toEqual({
+        error: {
+          message: 'The service is shutting down; the request was cut before its answer. Send it again.',
+          type: 'api_error',
+          param: null,
+          code: 'shutdown',
+        },
+      });
+      await stopping;
+      const [charge] = await chargesOf(t, pw, 'alice');
+      expect(charge).toMatchObject({ status: 'released', amount: '0', error_code: 'canceled' });
+      expect(await money(t, pw, 'alice')).toMatchObject({ balance: 1_000_000n, held: 0n });
+    } finally {
+      fake.behavior = {};
+      await t.close();
+    }
+  });
+
   it('cuts a stream that outlives the grace period and settles what it produced', async () => {
     const { t, pw } = await appWithUser();
     try {
