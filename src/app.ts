@@ -461,6 +461,12 @@ export async function createApp(deps: AppDeps): Promise<App> {
       stopping = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
+      // server.close() closes only the connections idle at that moment: one whose request was still
+      // running stays open after its answer (keep-alive) until the client or the keep-alive timeout ends
+      // it, which held the process up to the whole grace period after its last request. Close each
+      // connection as soon as it falls idle, so stop() returns once the in-flight requests are done.
+      const idleSweep = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
+      idleSweep.unref();
       // Live subscribers are told to go now (1001 "Going away"; they reconnect to another instance): an
       // upgraded socket is not an HTTP connection, so closeAllConnections never cuts it, and one left open
       // would hold server.close() open for ever.
@@ -479,11 +485,15 @@ export async function createApp(deps: AppDeps): Promise<App> {
       }, graceMs);
       await Promise.all([closed, wsClosed]);
       clearTimeout(timer);
+      clearInterval(idleSweep);
       await apollo.stop().catch(() => undefined);
       await stopServices(services);
     },
   };
 }
+
+/** While stopping, how often connections that fell idle (keep-alive) after their last answer are closed. */
+const IDLE_SWEEP_MS = 100;
 
 /** After the grace period, how long cut streams may take to settle before their connections are closed. */
 const CUT_SETTLE_MS = 3000;

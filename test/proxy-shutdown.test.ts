@@ -103,6 +103,70 @@ describe('graceful shutdown', () => {
     }
   });
 
+  it('returns once the last request is done, not at the end of the grace period (its connection kept alive)', async () => {
+    const { t, pw } = await appWithUser();
+    try {
+      fake.behavior = { content: words(12), chunkDelayMs: 40 };
+      // The SDK's fetch keeps the connection open after the answer (keep-alive), as HTTP clients do.
+      const stream = await client(t, pw, 'alice').chat.completions.create({
+        model: MODEL,
+        messages: hi,
+        stream: true,
+      });
+      let stopping: Promise<void> | null = null;
+      let stopped = 0;
+      for await (const chunk of stream) {
+        void chunk;
+        stopping ??= t.app.stop(30_000).then(() => {
+          stopped = Date.now();
+        });
+      }
+      const streamEnded = Date.now();
+      await stopping;
+      // Before, the idle connection held server.close() until the client's keep-alive timeout (about 4 s)
+      // or the grace period ended it.
+      expect(stopped - streamEnded).toBeLessThan(1500);
+      const [charge] = await chargesOf(t, pw, 'alice');
+      expect(charge).toMatchObject({ status: 'completed', amount: '1086', error_code: null });
+    } finally {
+      fake.behavior = {};
+      await t.close();
+    }
+  });
+
+  it('answers a whole request that outlives the grace period 503 `shutdown` (not a provider failure), charging nothing', async () => {
+    const { t, pw } = await appWithUser();
+    try {
+      fake.behavior = { delayMs: 5000 };
+      const answer = fetch(`${t.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${pw.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: MODEL, messages: hi, user: 'alice' }),
+      });
+      while (t.app.services.proxy.inFlight === 0) await new Promise((r) => setTimeout(r, 10));
+      const stopping = t.app.stop(200);
+      const res = await answer;
+      // Before: 502 upstream_error "The model provider failed: request canceled".
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('2');
+      expect(await res.json()).toEqual({
+        error: {
+          message: 'The service is shutting down; the request was cut before its answer. Send it again.',
+          type: 'api_error',
+          param: null,
+          code: 'shutdown',
+        },
+      });
+      await stopping;
+      const [charge] = await chargesOf(t, pw, 'alice');
+      expect(charge).toMatchObject({ status: 'released', amount: '0', error_code: 'canceled' });
+      expect(await money(t, pw, 'alice')).toMatchObject({ balance: 1_000_000n, held: 0n });
+    } finally {
+      fake.behavior = {};
+      await t.close();
+    }
+  });
+
   it('cuts a stream that outlives the grace period and settles what it produced', async () => {
     const { t, pw } = await appWithUser();
     try {

@@ -196,6 +196,7 @@ export const ERROR_CODES = {
   mail_failed: { kind: 'upstream_error' },
   provider_not_connected: { kind: 'provider_not_connected' },
   database_unavailable: { kind: 'unavailable' },
+  shutdown: { kind: 'unavailable' },
 } as const satisfies Record<string, CodeEntry>;
 
 /** A public error code. */

@@ -154,6 +154,15 @@ export class Forwarder {
           : 'upstream_error';
     await this.d.settlement.settle(f, canceled ? 'canceled' : 'failed', code, null);
     if (timedOut) return upstreamError('timed out');
+    // Cut by this service's own stop, not by the provider: a 503 the client may send again (another
+    // instance), as a stream cut then ends with the `shutdown` error event.
+    if (f.reason === 'shutdown')
+      return new DomainError(
+        'unavailable',
+        'The service is shutting down; the request was cut before its answer. Send it again.',
+        null,
+        'shutdown',
+      );
     if (canceled) return upstreamError('request canceled');
     return upstreamError(describeFailure(e));
   }
