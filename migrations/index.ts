@@ -34,6 +34,7 @@ import { Migration20261130210000_fanout_one_paywall } from './Migration202611302
 import { Migration20261201300000_lean_ledger_restored } from './Migration20261201300000_lean_ledger_restored.js';
 import { Migration20261202100000_ledger_tick } from './Migration20261202100000_ledger_tick.js';
 import { Migration20261203100000_charge_response_owner } from './Migration20261203100000_charge_response_owner.js';
+import { Migration20261203200000_ledger_running_balance } from './Migration20261203200000_ledger_running_balance.js';
 
 /** Every migration, in order. `npm run migration:create` writes a new file; add it here. */
 export const migrationsList: MigrationObject[] = [
@@ -95,5 +96,9 @@ export const migrationsList: MigrationObject[] = [
   {
     name: 'Migration20261203100000_charge_response_owner',
     class: Migration20261203100000_charge_response_owner,
+  },
+  {
+    name: 'Migration20261203200000_ledger_running_balance',
+    class: Migration20261203200000_ledger_running_balance,
   },
 ];

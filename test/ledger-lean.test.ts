@@ -663,6 +663,32 @@ it('a batch remembers each relayed answer once, the last settlement of it winnin
   await expectLedgerProven(t.db);
 });
 
+it("a batch of one account's settlements records on each transfer the balance after its own settlement, as lone settlements do", async () => {
+  const pw = await t.createPaywall();
+  await t.rest('POST', '/v1/user/balance/deposit', { token: pw.apiKey, body: { user: 'run', amount: '1' } });
+  const holds = [testHold(pw.id, 'run'), testHold(pw.id, 'run'), testHold(pw.id, 'run')];
+  await ledgerTick(t.db, holds, []);
+  const r = await ledgerTick(
+    t.db,
+    [],
+    holds.map((h, i) => testSettlement(h, BigInt(10 * (i + 1)))),
+  );
+  expect(r.settlements).toEqual([true, true, true]);
+  const rows = await t.db.query<{ amount: string; after: string }>(
+    `select x.amount_raw::text as amount, x.balance_after_raw::text as after
+       from transfer x join end_user e on e.account_id = x.debit_account_id
+      where e.paywall_id = $1 and e.external_id = 'run' and x.kind = 'usage' order by x.seq`,
+    [pw.id],
+  );
+  // 1 USDC, then 10, 20 and 30 raw units taken in the batch's order: the running balance.
+  expect(rows).toEqual([
+    { amount: '10', after: '999990' },
+    { amount: '20', after: '999970' },
+    { amount: '30', after: '999940' },
+  ]);
+  await expectLedgerProven(t.db);
+});
+
 it("the key cases exercise what they say: the key's limit refuses (key_limit), counts to the raw unit, and names the key on the charge", async () => {
   const pw = await t.createPaywall();
   const [{ owner_id: ownerId }] = await t.db.query<any>('select owner_id from paywall where id = $1', [

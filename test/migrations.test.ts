@@ -141,7 +141,7 @@ describe('migrations (same list on PostgreSQL and PGlite; generated, reviewed, r
     // As Migration20261201110000_ledger_tick (versions 3 and 4 of the rules in one function, removed) and then
     // Migration20261201300000_lean_ledger_restored left a database: both recorded as executed, the lean
     // functions back, ledger_period_start dropped, a ledger_tick and row types of other columns left behind;
-    // Migration20261202100000 not yet run.
+    // Migration20261202100000 (and the ones after it that replace ledger_tick) not yet run.
     await db.query(`drop function ledger_tick(jsonb, jsonb, text)`);
     await db.query(`drop function ledger_period_start(text, timestamptz)`);
     await db.query(`drop type ledger_hold_in`);
@@ -153,12 +153,14 @@ describe('migrations (same list on PostgreSQL and PGlite; generated, reviewed, r
     await db.query(`insert into mikro_orm_migrations (name) values ('Migration20261201110000_ledger_tick')`);
     await db.query(
       `delete from mikro_orm_migrations
-        where name in ('Migration20261201300000_lean_ledger_restored', 'Migration20261202100000_ledger_tick')`,
+        where name in ('Migration20261201300000_lean_ledger_restored', 'Migration20261202100000_ledger_tick',
+                       'Migration20261203200000_ledger_running_balance')`,
     );
 
     expect(await db.migrate()).toEqual([
       'Migration20261201300000_lean_ledger_restored',
       'Migration20261202100000_ledger_tick',
+      'Migration20261203200000_ledger_running_balance',
     ]);
     expect(await ledgerObjectsOf(db)).toEqual(fresh);
     const fns = await functionsOf(db);

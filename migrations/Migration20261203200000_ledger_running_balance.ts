@@ -1,0 +1,44 @@
+import { Migration } from '@mikro-orm/migrations';
+import { LEDGER_FUNCTIONS_V5 } from './sql/ledger-functions-v5.js';
+
+/**
+ * Hand-written: `ledger_tick` with each transfer of a batch recording the spending account's balance after
+ * its own settlement, as a lone settlement records it. Version 5 (migrations/sql/ledger-functions-v5.ts,
+ * still the one text of the rules) recorded the balance after the whole batch on every transfer of it, so
+ * the running balance `EndUser.ledgerEntries.balanceAfter` of a user whose requests settled together was
+ * wrong for all but the last (the sums, and so the ledger proof, were right). The function is version 5's
+ * with that one expression changed: the balance after the batch, plus what the account's later settlements
+ * of the batch (in the batch's order, which is the transfers' order) took.
+ */
+const TICK_V5 = LEDGER_FUNCTIONS_V5[LEDGER_FUNCTIONS_V5.length - 1];
+
+const REPLACED: [string, string][] = [
+  [
+    "-- Each transfer records the spending account's balance after the batch.",
+    "-- Each transfer records the spending account's balance after its settlement (the batch's order).",
+  ],
+  [
+    'r_bal[array_position(r_id, s.account_id)], it.paywall_id,',
+    `r_bal[array_position(r_id, s.account_id)]
+               + coalesce((select sum(l.captured) from unnest(ss) as l
+                            where l.account_id = s.account_id and l.i > s.i), 0)::bigint, it.paywall_id,`,
+  ],
+];
+
+/** Version 5's `ledger_tick` with the batch's transfers' balances per settlement. */
+export const TICK_RUNNING_BALANCE = REPLACED.reduce((sql, [from, to]) => {
+  if (sql.split(from).length !== 2) throw new Error(`ledger_tick: expected one occurrence of ${from}`);
+  return sql.replace(from, to);
+}, TICK_V5);
+
+export class Migration20261203200000_ledger_running_balance extends Migration {
+  override name = 'Migration20261203200000_ledger_running_balance';
+
+  override up(): void {
+    this.addSql(TICK_RUNNING_BALANCE);
+  }
+
+  override down(): void {
+    this.addSql(TICK_V5);
+  }
+}
