@@ -1,0 +1,114 @@
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { FakeUpstream } from './helpers/fake-upstream.js';
+import { chargesOf, createProxyPaywall, deposit, money, type ProxyPaywall } from './helpers/proxy-setup.js';
+
+/**
+ * Images and audio (docs/reference.md §22) driven as a client outside the service would: raw HTTP
+ * bodies a broken or hostile client can send, checked against the REST conventions of §4 (a clean 4xx in
+ * OpenAI's error shape, nothing forwarded, nothing charged, the service still up).
+ */
+
+let t: TestApp;
+let fake: FakeUpstream;
+let pw: ProxyPaywall;
+
+beforeAll(async () => {
+  t = await startTestApp();
+  fake = await FakeUpstream.start();
+  pw = await createProxyPaywall(t, fake);
+  await t.gql(pw.apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+    i: { modelId: 'whisper-1', audioSecond: '0.0001' },
+  });
+  await t.gql(pw.apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+    i: { modelId: 'dall-e-2', imagePrices: [{ size: '*', quality: '*', price: '0.02' }] },
+  });
+});
+afterAll(async () => {
+  await t?.close();
+  await fake?.close();
+});
+beforeEach(() => fake.reset());
+
+/** A 2 s WAV (8-bit mono PCM at 8 kHz). */
+function wav(seconds: number): Buffer {
+  const data = seconds * 8000;
+  const b = Buffer.alloc(44 + data, 128);
+  b.write('RIFF', 0);
+  b.writeUInt32LE(36 + data, 4);
+  b.write('WAVE', 8);
+  b.write('fmt ', 12);
+  b.writeUInt32LE(16, 16);
+  b.writeUInt16LE(1, 20);
+  b.writeUInt16LE(1, 22);
+  b.writeUInt32LE(8000, 24);
+  b.writeUInt32LE(8000, 28);
+  b.writeUInt16LE(1, 32);
+  b.writeUInt16LE(8, 34);
+  b.write('data', 36);
+  b.writeUInt32LE(data, 40);
+  return b;
+}
+
+/** A multipart/form-data body with the boundary `B0undary`, written by hand (so it can be cut). */
+function multipart(parts: { name: string; value: string | Buffer; filename?: string }[]): Buffer {
+  const chunks: Buffer[] = [];
+  for (const p of parts) {
+    const file = p.filename !== undefined ? `; filename="${p.filename}"\r\nContent-Type: audio/wav` : '';
+    chunks.push(Buffer.from(`--B0undary\r\nContent-Disposition: form-data; name="${p.name}"${file}\r\n\r\n`));
+    chunks.push(Buffer.isBuffer(p.value) ? p.value : Buffer.from(p.value));
+    chunks.push(Buffer.from('\r\n'));
+  }
+  chunks.push(Buffer.from('--B0undary--\r\n'));
+  return Buffer.concat(chunks);
+}
+
+async function post(path: string, user: string, body: Buffer) {
+  const r = await fetch(`${t.url}${path}`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${pw.apiKey}`,
+      'x-paywall-user': user,
+      'content-type': 'multipart/form-data; boundary=B0undary',
+    },
+    body: new Uint8Array(body),
+  });
+  return { status: r.status, body: (await r.json()) as any };
+}
+
+describe('multipart bodies a client can break', () => {
+  it.each([
+    ['/v1/audio/transcriptions', 'a transcription'],
+    ['/v1/audio/translations', 'a translation'],
+    ['/v1/images/edits', 'an image edit'],
+  ])(
+    '%s: a body that ends inside its file is a 400 invalid_body (%s), nothing forwarded; the service keeps serving',
+    async (path) => {
+      const user = `cut-${path.split('/').at(-1)}`;
+      await deposit(t, pw, user, '1');
+      const field = path.endsWith('/edits') ? 'image' : 'file';
+      const whole = multipart([
+        { name: 'model', value: path.endsWith('/edits') ? 'dall-e-2' : 'whisper-1' },
+        { name: 'prompt', value: 'a cat' },
+        { name: field, value: wav(2), filename: 'a.wav' },
+      ]);
+      // Cut in the middle of the file's bytes: the closing boundary never comes.
+      const r = await post(path, user, whole.subarray(0, 400));
+      expect(r.status).toBe(400);
+      expect(r.body).toEqual({
+        error: {
+          message: 'the multipart body is malformed',
+          type: 'invalid_request_error',
+          param: null,
+          code: 'invalid_body',
+        },
+      });
+      expect(fake.mediaRequests).toHaveLength(0);
+      expect(await chargesOf(t, pw, user)).toHaveLength(0);
+      expect((await money(t, pw, user)).balance).toBe(1_000_000n);
+      // Still up: the whole body is served.
+      const ok = await post(path, user, whole);
+      expect(ok.status).toBe(200);
+      expect((await fetch(`${t.url}/healthz`)).status).toBe(200);
+    },
+  );
+});
