@@ -1,6 +1,14 @@
+import OpenAI from 'openai';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
-import { chargesOf, createProxyPaywall, deposit, money, type ProxyPaywall } from './helpers/proxy-setup.js';
+import {
+  chargesOf,
+  client,
+  createProxyPaywall,
+  deposit,
+  money,
+  type ProxyPaywall,
+} from './helpers/proxy-setup.js';
 
 /**
  * Images and audio (docs/reference.md §22) driven as a client outside the service would: raw HTTP
@@ -21,6 +29,16 @@ beforeAll(async () => {
   });
   await t.gql(pw.apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
     i: { modelId: 'dall-e-2', imagePrices: [{ size: '*', quality: '*', price: '0.02' }] },
+  });
+  await t.gql(pw.apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+    i: {
+      modelId: 'dall-e-3',
+      imagePrices: [
+        { size: '1024x1024', quality: 'standard', price: '0.04' },
+        { size: '1024x1024', quality: 'hd', price: '0.08' },
+        { size: '1792x1024', quality: 'hd', price: '0.12' },
+      ],
+    },
   });
 });
 afterAll(async () => {
@@ -111,4 +129,33 @@ describe('multipart bodies a client can break', () => {
       expect((await fetch(`${t.url}/healthz`)).status).toBe(200);
     },
   );
+});
+
+describe('images whose size or quality is `auto`', () => {
+  it('dall-e-3 with quality `auto` (and size `auto`) is charged what OpenAI makes and bills then, 1024x1024 standard, as when they are left out', async () => {
+    await deposit(t, pw, 'auto-q', '1');
+    const sdk: OpenAI = client(t, pw, 'auto-q');
+    const costs: (string | null)[] = [];
+    for (const req of [
+      { size: '1024x1024', quality: 'auto' },
+      { size: 'auto', quality: 'auto' },
+      {},
+    ] as const) {
+      const { response } = await sdk.images
+        .generate({ model: 'dall-e-3', prompt: 'a lighthouse', ...req })
+        .withResponse();
+      costs.push(response.headers.get('x-paywall-cost'));
+    }
+    // 0.04 x markup 1.5, each time (not the dearest price, 1792x1024 hd).
+    expect(costs).toEqual(['0.06', '0.06', '0.06']);
+    const charges = await chargesOf(t, pw, 'auto-q');
+    for (const c of charges)
+      expect(c.metadata.units).toEqual({
+        images: 1,
+        imageSize: '1024x1024',
+        imageQuality: 'standard',
+        imagePrice: '0.04',
+      });
+    expect((await money(t, pw, 'auto-q')).balance).toBe(1_000_000n - 3n * 60_000n);
+  });
 });

@@ -213,10 +213,11 @@ function imageUnits(req: MediaRequest, json: Record<string, any>, price: ModelPr
   const asked = req.media.images;
   const byDefault = IMAGE_DEFAULTS[price.upstreamModel ?? req.model];
   const answered = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
-  const size = !isOpen(asked.size) ? asked.size : (answered(json.size) ?? asked.size ?? byDefault?.size);
+  // `auto` is open like an absent field: the provider makes (and bills) its default then.
+  const size = !isOpen(asked.size) ? asked.size : (answered(json.size) ?? byDefault?.size ?? asked.size);
   const quality = !isOpen(asked.quality)
     ? asked.quality
-    : (answered(json.quality) ?? asked.quality ?? byDefault?.quality);
+    : (answered(json.quality) ?? byDefault?.quality ?? asked.quality);
   const pico =
     imagePriceFor(price.imagePrices, size, quality) ??
     highestImagePrice(price.imagePrices, asked.size, asked.quality);
