@@ -1,4 +1,4 @@
-import OpenAI from 'openai';
+import OpenAI, { toFile } from 'openai';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
 import {
@@ -30,6 +30,14 @@ beforeAll(async () => {
   await t.gql(pw.apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
     i: { modelId: 'dall-e-2', imagePrices: [{ size: '*', quality: '*', price: '0.02' }] },
   });
+  for (const i of [
+    // Priced per token only (OpenAI's list prices).
+    { modelId: 'gpt-4o-transcribe', prompt: '0.0000025', audioPrompt: '0.000006', completion: '0.00001' },
+    { modelId: 'gpt-image-1', prompt: '0.000005', imagePrompt: '0.00001', imageCompletion: '0.00004' },
+  ])
+    await t.gql(pw.apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+      i,
+    });
   await t.gql(pw.apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
     i: {
       modelId: 'dall-e-3',
@@ -157,5 +165,46 @@ describe('images whose size or quality is `auto`', () => {
         imagePrice: '0.04',
       });
     expect((await money(t, pw, 'auto-q')).balance).toBe(1_000_000n - 3n * 60_000n);
+  });
+});
+
+describe('a model priced per token whose answer reports no usage', () => {
+  // Markup 1.5; ceil to a raw unit of 10⁻⁶ USDC (= 10⁶ pico-USDC).
+  const raw = (pico: bigint) => (pico * 15n + 10n * 1_000_000n - 1n) / (10n * 1_000_000n);
+
+  it('a transcription (JSON, no token usage) is charged its audio at the bound and its transcript counted, not nothing', async () => {
+    await deposit(t, pw, 'no-usage-tr', '1');
+    const sdk = client(t, pw, 'no-usage-tr');
+    // A provider that answers OpenAI's shape without `usage` (or with whisper's duration usage).
+    for (const answer of [
+      { text: 'hello there' },
+      { text: 'hello there', usage: { type: 'duration', seconds: 10 } },
+    ]) {
+      fake.next({ answer });
+      const { response } = await sdk.audio.transcriptions
+        .create({ model: 'gpt-4o-transcribe', file: await toFile(wav(10), 'a.wav') })
+        .withResponse();
+      // 10 s x 20 audio tokens at 0.000006, and the 2 tokens of "hello there" at 0.00001.
+      const cost = raw(200n * 6_000_000n + 2n * 10_000_000n);
+      expect(cost).toBe(1830n);
+      expect(response.headers.get('x-paywall-cost')).toBe('0.00183');
+    }
+    const charges = await chargesOf(t, pw, 'no-usage-tr');
+    expect(charges.map((c) => [c.status, c.amount])).toEqual([
+      ['completed', '1830'],
+      ['completed', '1830'],
+    ]);
+  });
+
+  it('gpt-image-1 without usage is charged its prompt counted and each image at its output tokens, not nothing', async () => {
+    await deposit(t, pw, 'no-usage-img', '1');
+    fake.next({ answer: { created: 1, data: [{ b64_json: 'AAAA' }, { b64_json: 'AAAA' }] } });
+    const { response } = await client(t, pw, 'no-usage-img')
+      .images.generate({ model: 'gpt-image-1', prompt: 'a red fox', n: 2, size: '1024x1024', quality: 'low' })
+      .withResponse();
+    // "a red fox": 3 tokens at 0.000005; 2 images of 272 tokens (low, 1024x1024) at 0.00004.
+    const cost = raw(3n * 5_000_000n + 2n * 272n * 40_000_000n);
+    expect(response.headers.get('x-paywall-cost')).toBe(`0.0${cost.toString().padStart(5, '0')}`);
+    expect((await chargesOf(t, pw, 'no-usage-img'))[0].amount).toBe(cost.toString());
   });
 });

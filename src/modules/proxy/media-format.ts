@@ -7,7 +7,7 @@ import {
   isOpen,
   type MediaUnits,
 } from '../../shared/media-units.js';
-import type { ReportedUsage, UsageBuckets } from '../../shared/usage-buckets.js';
+import { splitUsage, type ReportedUsage, type UsageBuckets } from '../../shared/usage-buckets.js';
 import { bucketPico } from '../../shared/money.js';
 import type { ModelPriceInfo } from '../catalog/catalog-model.js';
 import { checkBodyAndModel } from './chat-request.js';
@@ -271,6 +271,27 @@ function imageRequest(body: Record<string, unknown>, model: string, inputImages:
   };
 }
 
+/**
+ * An image answer without `usage` for a model priced per token (docs/reference.md §22): the prompt as
+ * counted and the input images at their bound (as held), and per image returned (at most the `n` asked)
+ * the output tokens of its size and quality (the answer's where the request left them open). No image:
+ * nothing.
+ */
+function imagesCountedUsage(req: MediaRequest, json: Record<string, any>): UsageBuckets {
+  const asked = req.media.images!;
+  const count = Math.min(Array.isArray(json.data) ? json.data.length : 0, asked.n);
+  if (count === 0) return splitUsage(0, 0, {});
+  const answered = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+  const size = isOpen(asked.size) ? (answered(json.size) ?? asked.size) : asked.size;
+  const quality = isOpen(asked.quality) ? (answered(json.quality) ?? asked.quality) : asked.quality;
+  const imagePrompt = req.media.tokens?.imagePrompt ?? 0;
+  const output = count * imageOutputTokens(size, quality);
+  return splitUsage((req.media.tokens?.prompt ?? 0) + imagePrompt, output, {
+    imagePrompt,
+    imageCompletion: output,
+  });
+}
+
 export const imageGenerationsFormat: WireFormat<MediaRequest> = {
   ...common,
   name: 'image_generations',
@@ -281,6 +302,7 @@ export const imageGenerationsFormat: WireFormat<MediaRequest> = {
   },
   upstreamBody: (req, _cap, up) => jsonBodyUpstream(req, up.model),
   jsonUsage: imagesUsage,
+  countedUsage: imagesCountedUsage,
   malformed: (json) =>
     Array.isArray(json.data) ? null : 'the answer was not a list of images (no `data` array)',
   units: (req, json, reported, price) => (byTokens(reported, price) ? null : imageUnits(req, json!, price)),
@@ -362,6 +384,15 @@ function transcriptionUsage(json: Record<string, any>): ReportedUsage | null {
 }
 
 /**
+ * A transcript without token usage for a model priced per token (docs/reference.md §22): the prompt as
+ * counted and the audio at its bound (as held), the transcript's text counted with the tokenizer.
+ */
+export function transcriptCountedUsage(req: MediaRequest, text: string): UsageBuckets {
+  const audioPrompt = req.media.tokens?.audioPrompt ?? 0;
+  return splitUsage((req.media.tokens?.prompt ?? 0) + audioPrompt, countText(text), { audioPrompt });
+}
+
+/**
  * The seconds a transcription is charged for: the provider's (`usage.seconds`, else verbose_json's
  * `duration`), else what the file's header said (a file whose length could not be read: the hold's).
  */
@@ -386,6 +417,7 @@ const audioFormat = (name: 'transcriptions' | 'translations', what: string): Wir
   upstreamBody: () => '',
   upstreamForm: (req, model) => upstreamForm(req.upload!, model),
   jsonUsage: transcriptionUsage,
+  countedUsage: (req, json) => transcriptCountedUsage(req, typeof json.text === 'string' ? json.text : ''),
   malformed: (json) =>
     typeof json.text === 'string' ? null : 'the answer was not a transcription (no `text`)',
   units: (req, json, reported, price) =>
