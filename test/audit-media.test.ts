@@ -208,3 +208,19 @@ describe('a model priced per token whose answer reports no usage', () => {
     expect((await chargesOf(t, pw, 'no-usage-img'))[0].amount).toBe(cost.toString());
   });
 });
+
+describe('the x-paywall-* headers of an answer that cost nothing', () => {
+  it('an image answer with no image (`data: []`) still names its cost (0), the balance and the charge', async () => {
+    await deposit(t, pw, 'no-image', '1');
+    fake.next({ answer: { created: 1, data: [] } });
+    const { data, response } = await client(t, pw, 'no-image')
+      .images.generate({ model: 'dall-e-3', prompt: 'x', size: '1024x1024', quality: 'hd' })
+      .withResponse();
+    expect(data).toEqual({ created: 1, data: [] });
+    expect(response.headers.get('x-paywall-cost')).toBe('0');
+    expect(response.headers.get('x-paywall-balance')).toBe('1.000000');
+    const [charge] = await chargesOf(t, pw, 'no-image');
+    expect(charge.amount).toBe('0');
+    expect(response.headers.get('x-paywall-charge-id')).toBe(charge.id);
+  });
+});

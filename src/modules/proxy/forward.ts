@@ -233,13 +233,11 @@ export class Forwarder {
       costDetails: costDetails ?? { ...ZERO_COST_DETAILS },
       balance: null,
     });
-    const headers: Record<string, string> = { ...f.answerHeaders, ...res.answerHeaders };
-    if (captured > 0n) {
-      headers['x-paywall-cost'] = cost;
-      headers['x-paywall-charge-id'] = f.chargeId; // docs/reference.md §16 "Charge ids"
-      // A balance, so written as balances are (`balanceFormatted`: exactly 6 fraction digits).
-      if (freeAfterRaw !== null) headers['x-paywall-balance'] = formatUsdc(freeAfterRaw);
-    }
+    const headers: Record<string, string> = {
+      ...f.answerHeaders,
+      ...res.answerHeaders,
+      ...this.costHeaders(f, captured, freeAfterRaw),
+    };
     return { status: 200, body: answer, headers };
   }
 
@@ -384,10 +382,14 @@ export class Forwarder {
     return splitUsage(req.media.tokens?.prompt ?? 0, output, { audioCompletion: output });
   }
 
-  /** `x-paywall-cost`, `x-paywall-charge-id`, `x-paywall-balance` of an answer that charged. */
+  /**
+   * `x-paywall-cost`, `x-paywall-charge-id` (docs/reference.md §16 "Charge ids"), `x-paywall-balance` of
+   * an answer that charged; of an image or audio answer always, also when it cost nothing (an empty
+   * list of images): every whole answer of those routes names them (§22).
+   */
   private costHeaders(f: Flight, captured: bigint, freeAfterRaw: bigint | null): Record<string, string> {
     const headers: Record<string, string> = {};
-    if (captured > 0n) {
+    if (captured > 0n || f.fmt.units !== undefined) {
       headers['x-paywall-cost'] = usdcDecimal(captured);
       headers['x-paywall-charge-id'] = f.chargeId;
       // A balance, so written as balances are (exactly 6 fraction digits).
