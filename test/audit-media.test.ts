@@ -224,3 +224,47 @@ describe('the x-paywall-* headers of an answer that cost nothing', () => {
     expect(response.headers.get('x-paywall-charge-id')).toBe(charge.id);
   });
 });
+
+describe('a model priced per request only', () => {
+  it('images, transcription and speech are charged the request price (held first), not refused', async () => {
+    for (const modelId of ['img-per-call', 'stt-per-call', 'tts-per-call'])
+      await t.gql(pw.apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+        i: { modelId, request: '0.05' },
+      });
+    await deposit(t, pw, 'per-call', '0.12');
+    const sdk = client(t, pw, 'per-call');
+    const img = await sdk.images.generate({ model: 'img-per-call', prompt: 'x', n: 2 }).withResponse();
+    expect(img.response.headers.get('x-paywall-cost')).toBe('0.05');
+    // An answer that made no image costs nothing, the request price included.
+    fake.next({ answer: { created: 1, data: [] } });
+    const none = await sdk.images.generate({ model: 'img-per-call', prompt: 'x' }).withResponse();
+    expect(none.response.headers.get('x-paywall-cost')).toBe('0');
+    const stt = await sdk.audio.transcriptions
+      .create({ model: 'stt-per-call', file: await toFile(wav(2), 'a.wav') })
+      .withResponse();
+    expect(stt.response.headers.get('x-paywall-cost')).toBe('0.05');
+    expect(stt.response.headers.get('x-paywall-balance')).toBe('0.020000');
+    // The request price is held before forwarding: 0.02 left cannot pay for another 0.05.
+    const before = fake.mediaRequests.length;
+    await expect(
+      sdk.audio.speech.create({ model: 'tts-per-call', input: 'hello', voice: 'alloy' }),
+    ).rejects.toMatchObject({ status: 402, code: 'insufficient_balance' });
+    expect(fake.mediaRequests).toHaveLength(before);
+    expect((await money(t, pw, 'per-call')).balance).toBe(20_000n);
+  });
+
+  it('a model with image prices none of which matches the size asked is still a 400 naming `size`', async () => {
+    await t.gql(pw.apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+      i: {
+        modelId: 'img-priced',
+        request: '0.01',
+        imagePrices: [{ size: '1024x1024', quality: '*', price: '0.02' }],
+      },
+    });
+    await deposit(t, pw, 'per-call-2', '1');
+    await expect(
+      client(t, pw, 'per-call-2').images.generate({ model: 'img-priced', prompt: 'x', size: '1792x1024' }),
+    ).rejects.toMatchObject({ status: 400, param: 'size' });
+    expect(fake.mediaRequests).toHaveLength(0);
+  });
+});

@@ -303,6 +303,8 @@ export const imageGenerationsFormat: WireFormat<MediaRequest> = {
   upstreamBody: (req, _cap, up) => jsonBodyUpstream(req, up.model),
   jsonUsage: imagesUsage,
   countedUsage: imagesCountedUsage,
+  // No image made: nothing is charged, the request price included (as an empty list of embeddings).
+  jsonFinished: (json) => Array.isArray(json.data) && json.data.length > 0,
   malformed: (json) =>
     Array.isArray(json.data) ? null : 'the answer was not a list of images (no `data` array)',
   units: (req, json, reported, price) => (byTokens(reported, price) ? null : imageUnits(req, json!, price)),
@@ -509,7 +511,7 @@ export const MEDIA_FORMATS: Record<MediaKind, WireFormat<MediaRequest>> = {
  * (docs/reference.md §22): markup x the larger of the units at their prices (images: `n` x the dearest
  * price that matches the size and quality asked; seconds of audio; characters) and the token bound at
  * the bucket prices, since the answer decides which one is charged. A 400 before anything is held when
- * the model has neither price for this request.
+ * the model has neither price for this request, unless it is priced per request only (then 0).
  */
 export function mediaHoldScaled(price: ModelPriceInfo, markupPpm: bigint, hold: MediaHold): bigint {
   let unitsMilli = 0n;
@@ -531,6 +533,11 @@ export function mediaHoldScaled(price: ModelPriceInfo, markupPpm: bigint, hold: 
   }
   const tokenPriced = hasTokenPrices(price);
   if (!unitPriced && !tokenPriced) {
+    // A model priced per request only (no unit price of any kind, no token price): the request price,
+    // held by the caller, is its whole charge.
+    const anyUnitPrice =
+      (price.imagePrices?.length ?? 0) > 0 || price.audioSecondPico != null || price.characters1kPico != null;
+    if (price.requestPico > 0n && !anyUnitPrice) return 0n;
     if (hold.images)
       throw invalid(
         `The model \`${price.modelId}\` has no image price for size ${hold.images.size ?? 'auto'} and quality ${hold.images.quality ?? 'auto'}.`,
