@@ -1,6 +1,7 @@
 import OpenAI, { toFile } from 'openai';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
+import { connectEndUser, createWallet } from './helpers/wallet-fixtures.js';
 import {
   chargesOf,
   client,
@@ -266,5 +267,44 @@ describe('a model priced per request only', () => {
       client(t, pw, 'per-call-2').images.generate({ model: 'img-priced', prompt: 'x', size: '1792x1024' }),
     ).rejects.toMatchObject({ status: 400, param: 'size' });
     expect(fake.mediaRequests).toHaveLength(0);
+  });
+});
+
+describe('SHARED mode', () => {
+  it("a connected user's speech is paid from the wallet; over the app's allowance: 402 allowance_exceeded with the wallet link, nothing forwarded", async () => {
+    const shared = await createProxyPaywall(t, fake, { mode: 'SHARED' });
+    await t.gql(shared.apiKey, `mutation($i: SetModelPricingInput!) { setModelPricing(input: $i) { id } }`, {
+      i: { modelId: 'tts-1', characters1k: '0.015' },
+    });
+    const user = 'wallet-voice';
+    await t.rest('GET', `/v1/user/connect?user=${user}`, { token: shared.apiKey });
+    const wallet = await createWallet(t.db, { fundRaw: 10_000_000n });
+    await connectEndUser(t.db, shared.id, user, wallet);
+    const [conn] = await t.db.query(
+      `select c.id from wallet_connection c join end_user e on e.id = c.end_user_id
+        where e.paywall_id = $1 and e.external_id = $2`,
+      [shared.id, user],
+    );
+    const sdk = client(t, shared, user);
+    // 1,000 characters at 0.015 per 1,000, markup 1.5: 0.0225 each.
+    const input = 'a'.repeat(1000);
+    const first = await sdk.audio.speech.create({ model: 'tts-1', input, voice: 'alloy' }).withResponse();
+    await first.data.arrayBuffer();
+    expect(first.response.headers.get('x-paywall-cost')).toBe('0.0225');
+    expect(first.response.headers.get('x-paywall-balance')).toBe('9.977500');
+    // An allowance of 0.03 a day: the second 0.0225 would pass it.
+    await t.app.services.authorizations.setConnectionAllowance(wallet.walletUserId, conn.id, {
+      amountRaw: 30_000n,
+      period: 'day',
+    });
+    const before = fake.mediaRequests.length;
+    const r = await t.rest('POST', '/v1/audio/speech', {
+      token: shared.apiKey,
+      body: { model: 'tts-1', input, voice: 'alloy', user },
+    });
+    expect(r.status).toBe(402);
+    expect(r.body.error).toMatchObject({ type: 'payment_required', code: 'allowance_exceeded', param: null });
+    expect(r.body.paywall).toMatchObject({ reason: 'allowance_exceeded', url: `${t.url}/wallet` });
+    expect(fake.mediaRequests).toHaveLength(before);
   });
 });
