@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import OpenAI, { toFile } from 'openai';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
@@ -306,5 +307,79 @@ describe('SHARED mode', () => {
     expect(r.body.error).toMatchObject({ type: 'payment_required', code: 'allowance_exceeded', param: null });
     expect(r.body.paywall).toMatchObject({ reason: 'allowance_exceeded', url: `${t.url}/wallet` });
     expect(fake.mediaRequests).toHaveLength(before);
+  });
+});
+
+describe('an upload with a wrong key', () => {
+  /**
+   * A client that writes its headers, gets the 401 and only then sends its body (as an SDK's multipart
+   * upload does when the answer is quicker than the file): what it sent last, and how the connection
+   * ended.
+   */
+  function uploadAfterRefusal(
+    path: string,
+    contentType: string,
+  ): Promise<{ answer: string; outcome: string }> {
+    const body = Buffer.alloc(64 * 1024, 0x41);
+    return new Promise((resolve) => {
+      const socket = connect({ port: Number(new URL(t.url).port), host: '127.0.0.1', allowHalfOpen: true });
+      let answer = '';
+      let outcome = 'open';
+      socket.on('error', (e: NodeJS.ErrnoException) => (outcome = e.code ?? 'error'));
+      socket.on('data', (d: Buffer) => {
+        answer += d.toString();
+        if (!answer.includes('\r\n\r\n{') || !answer.endsWith('}')) return;
+        // The whole 401 is here: now the body, in two writes.
+        socket.write(body.subarray(0, 1024), () =>
+          setTimeout(() => socket.write(body.subarray(1024), () => socket.end()), 50),
+        );
+      });
+      socket.on('close', () => {
+        if (outcome === 'open') outcome = 'closed';
+        resolve({ answer, outcome });
+      });
+      socket.write(
+        `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-not-a-key\r\n` +
+          `Content-Type: ${contentType}\r\nContent-Length: ${body.length}\r\n\r\n`,
+      );
+    });
+  }
+
+  it.each([
+    ['/v1/audio/transcriptions', 'multipart/form-data; boundary=B'],
+    ['/v1/images/edits', 'multipart/form-data; boundary=B'],
+    ['/v1/images/generations', 'application/json'],
+  ])(
+    '%s: the 401 is answered and the body still coming is read before the connection closes (no reset under the client)',
+    async (path, type) => {
+      const r = await uploadAfterRefusal(path, type);
+      expect(r.answer.split('\r\n')[0]).toBe('HTTP/1.1 401 Unauthorized');
+      expect(JSON.parse(r.answer.slice(r.answer.indexOf('\r\n\r\n') + 4)).error).toMatchObject({
+        type: 'authentication_error',
+        code: 'invalid_api_key',
+      });
+      expect(r.outcome).toBe('closed');
+      expect(fake.mediaRequests).toHaveLength(0);
+    },
+  );
+
+  it('the official SDK gets the 401 authentication_error for transcriptions and edits', async () => {
+    const bad = new OpenAI({ apiKey: 'sk-not-a-key', baseURL: `${t.url}/v1`, maxRetries: 0 });
+    for (const call of [
+      async () =>
+        bad.audio.transcriptions.create({ model: 'whisper-1', file: await toFile(wav(1), 'a.wav') }),
+      async () =>
+        bad.images.edit({
+          model: 'dall-e-2',
+          prompt: 'x',
+          image: await toFile(Buffer.alloc(2 * 1024 * 1024, 1), 'a.png', { type: 'image/png' }),
+        }),
+    ]) {
+      const err = await call().then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(err).toMatchObject({ status: 401, type: 'authentication_error', code: 'invalid_api_key' });
+    }
   });
 });
