@@ -68,7 +68,9 @@ export function requireApiKey(services: Services): RequestHandler {
     try {
       const key = apiKeyOf(req.headers);
       const found = key !== null ? await authenticateRestKey(services, key) : null;
-      if (!found) return sendError(res, apiKeyRefused(key !== null));
+      // Through the error handler, not answered here: the entry of /v1 (src/app.ts) then closes the
+      // connection only once the body that is still coming has been read (a multipart upload).
+      if (!found) return next(apiKeyRefused(key !== null));
       req.paywall = found.paywall;
       req.userKey = found.userKey;
       next();

@@ -84,6 +84,9 @@ export function readMultipart(req: Request, limits: UploadLimits): Promise<Multi
       const parts: Buffer[] = [];
       stream.on('data', (d: Buffer) => parts.push(d));
       stream.on('limit', () => fail(tooLarge(`${limits.fileBytes} bytes in file '${field}'`)));
+      // A body that ends inside a file (a truncated upload) fails the file's stream as well as busboy:
+      // without a listener that error would be thrown out of the process.
+      stream.on('error', () => fail(invalid('the multipart body is malformed', null, 'invalid_body')));
       stream.on('close', () => {
         if (failed) return;
         files.push({

@@ -374,9 +374,11 @@ export async function createApp(deps: AppDeps): Promise<App> {
       res.setHeader('Connection', 'close');
       keyBeforeBody(req, res, (err?: unknown) => {
         if (err === undefined) res.removeHeader('Connection');
-        next(err);
-        // Refused: the rest of the body is read and dropped before the connection closes.
+        // Refused: the rest of the body is read and dropped before the connection closes. Set up before
+        // the answer is written: once it is, Node ends the socket at once and a client still sending its
+        // body (a multipart upload, written in several parts) gets a reset instead of the 401.
         if (err !== undefined) closeAfterBody(req);
+        next(err);
       });
     },
     jsonBody,

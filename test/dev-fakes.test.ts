@@ -71,6 +71,22 @@ describe('the local fakes of the quick starts', () => {
     expect(out.stderr).toContain(`127.0.0.1:${port}`);
   });
 
+  it('fake-providers --help prints its routes and the port variable and exits 0 without listening', async () => {
+    const proc = spawn(process.execPath, [join(ROOT, 'dist/test/helpers/fake-providers-cli.js'), '--help'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    proc.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 20_000);
+    const code = await new Promise<number | null>((r) => proc.once('exit', r));
+    clearTimeout(timer);
+    expect(code).toBe(0);
+    expect(stdout).toContain('FAKE_PROVIDERS_PORT');
+    expect(stdout).toContain('/v1/audio/transcriptions');
+    expect(stdout).not.toContain('fake providers on');
+  });
+
   it('fake-providers listens on the port FAKE_PROVIDERS_PORT names and stops on SIGTERM', async () => {
     const free = createServer();
     await new Promise<void>((r) => free.listen(0, '127.0.0.1', r));

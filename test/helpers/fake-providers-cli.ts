@@ -8,7 +8,26 @@ import { FakeUpstream } from './fake-upstream.js';
  * /v1/messages, /v1/messages/count_tokens), in JSON or SSE, with realistic usage. Any key is accepted.
  * Connect it with PROVIDER_ALLOW_PRIVATE_NETWORKS=true (it is on loopback). Development only.
  */
+const USAGE = `Usage: npm run fake-providers  (node dist/test/helpers/fake-providers-cli.js)
+
+The model providers of the tests, on http://127.0.0.1:$FAKE_PROVIDERS_PORT/v1 (default 12112), for
+trying the service without provider accounts. Any key is accepted. Development only.
+
+  OpenAI-compatible: POST /v1/chat/completions, /v1/responses, /v1/embeddings,
+                     /v1/images/generations, /v1/images/edits,
+                     /v1/audio/transcriptions, /v1/audio/translations, /v1/audio/speech
+  Anthropic:         POST /v1/messages, /v1/messages/count_tokens
+
+Connect it with connectProvider(input: {baseUrl: "http://127.0.0.1:12112/v1", apiKey: "any"})
+(kind ANTHROPIC for the Messages API) and start the service with PROVIDER_ALLOW_PRIVATE_NETWORKS=true.
+
+Environment: FAKE_PROVIDERS_PORT (default 12112).`;
+
 async function main(): Promise<void> {
+  if (process.argv.includes('--help') || process.argv.includes('-h')) {
+    console.log(USAGE);
+    return;
+  }
   const port = Number(process.env.FAKE_PROVIDERS_PORT ?? 12112);
   const fake = await FakeUpstream.start({ port, record: false });
   fake.onRequest = (url, body) =>

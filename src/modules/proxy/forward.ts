@@ -21,8 +21,7 @@ import {
   type ReportedUsage,
   type UsageBuckets,
 } from '../../shared/usage-buckets.js';
-import { speechSseUsage, speechUnits, type MediaRequest } from './media-format.js';
-import { countText } from './token-counter.js';
+import { speechSseUsage, speechUnits, transcriptCountedUsage, type MediaRequest } from './media-format.js';
 import {
   BUILTIN_PROVIDER,
   type UpstreamResponse,
@@ -216,9 +215,14 @@ export class Forwarder {
     }
     const answer = json;
     const reported = f.fmt.jsonUsage(answer);
-    const usage = usageOf(f, reported, () => f.fmt.countJson(answer));
     // Images and audio: what the answer counts besides tokens (docs/reference.md §22).
     f.units = f.fmt.units?.(f.req, answer, reported, f.price) ?? null;
+    // An image or audio answer charged by tokens that reports none: counted here, the rest at its bound.
+    const usage =
+      reported === null && !hasUnits(f.units) && f.fmt.countedUsage && hasTokenPrices(f.price)
+        ? f.fmt.countedUsage(f.req, answer)
+        : usageOf(f, reported, () => f.fmt.countJson(answer));
+    // After usageOf, which starts the flight's record of over-reported usage that this adds to.
     clampUnits(f);
     // An answer with no output that ended in an error or without a finish reason costs nothing, the
     // request price included (the client still gets it as the provider sent it).
@@ -239,13 +243,11 @@ export class Forwarder {
       costDetails: costDetails ?? { ...ZERO_COST_DETAILS },
       balance: null,
     });
-    const headers: Record<string, string> = { ...f.answerHeaders, ...res.answerHeaders };
-    if (captured > 0n) {
-      headers['x-paywall-cost'] = cost;
-      headers['x-paywall-charge-id'] = f.chargeId; // docs/reference.md §16 "Charge ids"
-      // A balance, so written as balances are (`balanceFormatted`: exactly 6 fraction digits).
-      if (freeAfterRaw !== null) headers['x-paywall-balance'] = formatUsdc(freeAfterRaw);
-    }
+    const headers: Record<string, string> = {
+      ...f.answerHeaders,
+      ...res.answerHeaders,
+      ...this.costHeaders(f, captured, freeAfterRaw),
+    };
     return { status: 200, body: answer, headers };
   }
 
@@ -281,13 +283,7 @@ export class Forwarder {
       // A model priced per token only, answering text (no usage): the transcript counted here, the
       // audio at its bound.
       const usage =
-        !hasUnits(f.units) && hasTokenPrices(f.price)
-          ? splitUsage(
-              (req.media.tokens?.prompt ?? 0) + (req.media.tokens?.audioPrompt ?? 0),
-              countText(text),
-              { audioPrompt: req.media.tokens?.audioPrompt },
-            )
-          : textUsage(0, 0);
+        !hasUnits(f.units) && hasTokenPrices(f.price) ? transcriptCountedUsage(req, text) : textUsage(0, 0);
       const { captured, freeAfterRaw } = await this.d.settlement.settle(f, 'completed', null, usage);
       return {
         status: 200,
@@ -396,10 +392,14 @@ export class Forwarder {
     return splitUsage(req.media.tokens?.prompt ?? 0, output, { audioCompletion: output });
   }
 
-  /** `x-paywall-cost`, `x-paywall-charge-id`, `x-paywall-balance` of an answer that charged. */
+  /**
+   * `x-paywall-cost`, `x-paywall-charge-id` (docs/reference.md §16 "Charge ids"), `x-paywall-balance` of
+   * an answer that charged; of an image or audio answer always, also when it cost nothing (an empty
+   * list of images): every whole answer of those routes names them (§22).
+   */
   private costHeaders(f: Flight, captured: bigint, freeAfterRaw: bigint | null): Record<string, string> {
     const headers: Record<string, string> = {};
-    if (captured > 0n) {
+    if (captured > 0n || f.fmt.units !== undefined) {
       headers['x-paywall-cost'] = usdcDecimal(captured);
       headers['x-paywall-charge-id'] = f.chargeId;
       // A balance, so written as balances are (exactly 6 fraction digits).

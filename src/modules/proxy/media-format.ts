@@ -7,7 +7,7 @@ import {
   isOpen,
   type MediaUnits,
 } from '../../shared/media-units.js';
-import type { ReportedUsage, UsageBuckets } from '../../shared/usage-buckets.js';
+import { splitUsage, type ReportedUsage, type UsageBuckets } from '../../shared/usage-buckets.js';
 import { bucketPico } from '../../shared/money.js';
 import type { ModelPriceInfo } from '../catalog/catalog-model.js';
 import { checkBodyAndModel } from './chat-request.js';
@@ -213,10 +213,11 @@ function imageUnits(req: MediaRequest, json: Record<string, any>, price: ModelPr
   const asked = req.media.images;
   const byDefault = IMAGE_DEFAULTS[price.upstreamModel ?? req.model];
   const answered = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
-  const size = !isOpen(asked.size) ? asked.size : (answered(json.size) ?? asked.size ?? byDefault?.size);
+  // `auto` is open like an absent field: the provider makes (and bills) its default then.
+  const size = !isOpen(asked.size) ? asked.size : (answered(json.size) ?? byDefault?.size ?? asked.size);
   const quality = !isOpen(asked.quality)
     ? asked.quality
-    : (answered(json.quality) ?? asked.quality ?? byDefault?.quality);
+    : (answered(json.quality) ?? byDefault?.quality ?? asked.quality);
   const pico =
     imagePriceFor(price.imagePrices, size, quality) ??
     highestImagePrice(price.imagePrices, asked.size, asked.quality);
@@ -270,6 +271,27 @@ function imageRequest(body: Record<string, unknown>, model: string, inputImages:
   };
 }
 
+/**
+ * An image answer without `usage` for a model priced per token (docs/reference.md §22): the prompt as
+ * counted and the input images at their bound (as held), and per image returned (at most the `n` asked)
+ * the output tokens of its size and quality (the answer's where the request left them open). No image:
+ * nothing.
+ */
+function imagesCountedUsage(req: MediaRequest, json: Record<string, any>): UsageBuckets {
+  const asked = req.media.images!;
+  const count = Math.min(Array.isArray(json.data) ? json.data.length : 0, asked.n);
+  if (count === 0) return splitUsage(0, 0, {});
+  const answered = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+  const size = isOpen(asked.size) ? (answered(json.size) ?? asked.size) : asked.size;
+  const quality = isOpen(asked.quality) ? (answered(json.quality) ?? asked.quality) : asked.quality;
+  const imagePrompt = req.media.tokens?.imagePrompt ?? 0;
+  const output = count * imageOutputTokens(size, quality);
+  return splitUsage((req.media.tokens?.prompt ?? 0) + imagePrompt, output, {
+    imagePrompt,
+    imageCompletion: output,
+  });
+}
+
 export const imageGenerationsFormat: WireFormat<MediaRequest> = {
   ...common,
   name: 'image_generations',
@@ -280,6 +302,9 @@ export const imageGenerationsFormat: WireFormat<MediaRequest> = {
   },
   upstreamBody: (req, _cap, up) => jsonBodyUpstream(req, up.model),
   jsonUsage: imagesUsage,
+  countedUsage: imagesCountedUsage,
+  // No image made: nothing is charged, the request price included (as an empty list of embeddings).
+  jsonFinished: (json) => Array.isArray(json.data) && json.data.length > 0,
   malformed: (json) =>
     Array.isArray(json.data) ? null : 'the answer was not a list of images (no `data` array)',
   units: (req, json, reported, price) => (byTokens(reported, price) ? null : imageUnits(req, json!, price)),
@@ -361,6 +386,15 @@ function transcriptionUsage(json: Record<string, any>): ReportedUsage | null {
 }
 
 /**
+ * A transcript without token usage for a model priced per token (docs/reference.md §22): the prompt as
+ * counted and the audio at its bound (as held), the transcript's text counted with the tokenizer.
+ */
+export function transcriptCountedUsage(req: MediaRequest, text: string): UsageBuckets {
+  const audioPrompt = req.media.tokens?.audioPrompt ?? 0;
+  return splitUsage((req.media.tokens?.prompt ?? 0) + audioPrompt, countText(text), { audioPrompt });
+}
+
+/**
  * The seconds a transcription is charged for: the provider's (`usage.seconds`, else verbose_json's
  * `duration`), else what the file's header said (a file whose length could not be read: the hold's).
  */
@@ -385,6 +419,7 @@ const audioFormat = (name: 'transcriptions' | 'translations', what: string): Wir
   upstreamBody: () => '',
   upstreamForm: (req, model) => upstreamForm(req.upload!, model),
   jsonUsage: transcriptionUsage,
+  countedUsage: (req, json) => transcriptCountedUsage(req, typeof json.text === 'string' ? json.text : ''),
   malformed: (json) =>
     typeof json.text === 'string' ? null : 'the answer was not a transcription (no `text`)',
   units: (req, json, reported, price) =>
@@ -476,7 +511,7 @@ export const MEDIA_FORMATS: Record<MediaKind, WireFormat<MediaRequest>> = {
  * (docs/reference.md §22): markup x the larger of the units at their prices (images: `n` x the dearest
  * price that matches the size and quality asked; seconds of audio; characters) and the token bound at
  * the bucket prices, since the answer decides which one is charged. A 400 before anything is held when
- * the model has neither price for this request.
+ * the model has neither price for this request, unless it is priced per request only (then 0).
  */
 export function mediaHoldScaled(price: ModelPriceInfo, markupPpm: bigint, hold: MediaHold): bigint {
   let unitsMilli = 0n;
@@ -498,6 +533,11 @@ export function mediaHoldScaled(price: ModelPriceInfo, markupPpm: bigint, hold: 
   }
   const tokenPriced = hasTokenPrices(price);
   if (!unitPriced && !tokenPriced) {
+    // A model priced per request only (no unit price of any kind, no token price): the request price,
+    // held by the caller, is its whole charge.
+    const anyUnitPrice =
+      (price.imagePrices?.length ?? 0) > 0 || price.audioSecondPico != null || price.characters1kPico != null;
+    if (price.requestPico > 0n && !anyUnitPrice) return 0n;
     if (hold.images)
       throw invalid(
         `The model \`${price.modelId}\` has no image price for size ${hold.images.size ?? 'auto'} and quality ${hold.images.quality ?? 'auto'}.`,

@@ -100,6 +100,12 @@ export interface WireFormat<R extends MeteredRequest = MeteredRequest> {
   /** The usage a whole answer reports (absent fields when the provider did not send them). */
   jsonUsage(json: Record<string, any>): ReportedUsage | null;
   /**
+   * The token buckets a whole answer without `usage` is charged, for a model priced per token and
+   * charged no units (images and audio, docs/reference.md §22): what can be counted is counted, the rest
+   * taken at the hold's bound. Optional: chat-like formats count the completion (`countJson`).
+   */
+  countedUsage?(req: R, json: Record<string, any>): UsageBuckets;
+  /**
    * The whole answer ended as an answer does (chat: a choice has a finish_reason; Responses: status
    * completed or incomplete), not in an error or with an empty finish reason.
    */
