@@ -22,7 +22,7 @@ import { PAGE_PATHS, mountPageFallbacks, sendPage as send } from './page-fallbac
 import { usdcText } from './components.js';
 import { CodeStep, EmailStep } from './sign-in.page.js';
 import { ConsentPage } from './connect.page.js';
-import { DisconnectConfirmPage, NOTICES, WalletPage } from './wallet.page.js';
+import { DisconnectConfirmPage, WalletPage, noticeFor } from './wallet.page.js';
 import { DefaultTopupPage, WalletTopupPage, type TopupOptions } from './topup.page.js';
 import { WALLET_TOPUP_AMOUNTS } from '../modules/payments/stripe/stripe-amounts.js';
 import { TopupRateLimited } from '../modules/payments/stripe/topup-limits.js';
@@ -291,7 +291,7 @@ export function createPagesRouter(s: Services): Router {
     h(async (req, res) => {
       if (!req.page.session) return signInRedirect(req, res);
       const wallet = await s.wallet.overview(req.page.session.user);
-      const notice = typeof req.query.done === 'string' ? (NOTICES[req.query.done] ?? null) : null;
+      const notice = noticeFor(req.query.done);
       const autoTopup = s.stripeCheckout.walletCardsEnabled()
         ? await s.autoTopup.walletState(req.page.session.user.id)
         : undefined;

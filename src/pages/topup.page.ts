@@ -255,13 +255,19 @@ export function DefaultTopupPage(props: {
               <button type="submit" class="link">Turn off automatic top-up</button>
             </form>
           <//>`
-        : html`<${Card}>
-            <p>Your balance with <strong>${props.name}</strong> is too low for this request.</p>
-            <p>
-              ${props.name} credits balances itself and has not set up an online top-up page yet: please
-              contact the app's developer to add credits.
-            </p>
-          <//>`
+        : props.amounts && props.amounts.length > 0
+          ? // Stripe is set up, but the link names no account (a hand-trimmed or generic link): nothing to credit.
+            html`<${Alert} kind="error"
+              >This top-up link does not say which account to top up. Open the top-up link ${props.name} gave
+              you (in its "balance too low" reply or its Top up button) again.<//
+            >`
+          : html`<${Card}>
+              <p>Your balance with <strong>${props.name}</strong> is too low for this request.</p>
+              <p>
+                ${props.name} credits balances itself and has not set up an online top-up page yet: please
+                contact the app's developer to add credits.
+              </p>
+            <//>`
     }
   <//>`;
 }

@@ -1,0 +1,185 @@
+import { existsSync } from 'node:fs';
+import { execSync } from 'node:child_process';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { launchBrowser, screenshot } from './helpers/browser.js';
+import { FakeStripe } from './helpers/fake-stripe.js';
+import { FakeUpstream } from './helpers/fake-upstream.js';
+import { startSmtpCatcher, type SmtpCatcher } from './helpers/smtp-catcher.js';
+import { client, createProxyPaywall, deposit, MODEL, type ProxyPaywall } from './helpers/proxy-setup.js';
+import { DASHBOARD_DIR } from '../src/pages/dashboard.router.js';
+
+/**
+ * What an end user and a developer see, driven from outside in Chromium: the wallet's notices after a
+ * redirect, a DEFAULT app's top-up page opened with a wallet session or without its `user`, and the
+ * dashboard's text contrast (WCAG AA, 4.5:1 for small text).
+ */
+let t: TestApp;
+let stripe: FakeStripe;
+let fake: FakeUpstream;
+let smtp: SmtpCatcher;
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+let shop: { id: string; apiKey: string };
+let pw: ProxyPaywall;
+
+const EMAIL = 'quinn@example.com';
+
+beforeAll(async () => {
+  if (!existsSync(`${DASHBOARD_DIR}/index.html`)) execSync('npm run build:dashboard', { stdio: 'inherit' });
+  smtp = await startSmtpCatcher();
+  stripe = await new FakeStripe().start();
+  fake = await FakeUpstream.start();
+  t = await startTestApp({ SMTP_URL: smtp.url, STRIPE_API_BASE: stripe.url, WALLET_TEST_FUNDS: 'true' });
+  shop = await t.createPaywall('DEFAULT', 'Cobalt Chat');
+  const r = await t.gql(
+    t.ownerToken,
+    `mutation($i: ConnectStripeInput!) { connectStripe(input: $i) { id } }`,
+    {
+      i: { paywallId: shop.id, secretKey: 'sk_test_audit_key_0123456789' },
+    },
+  );
+  expect(r.errors).toBeUndefined();
+  // Usage for the dashboard's overview: its charts (and their legends) show only with data.
+  pw = await createProxyPaywall(t, fake, { mode: 'DEFAULT' });
+  await deposit(t, pw, 'ann', '1');
+  await client(t, pw, 'ann').chat.completions.create({
+    model: MODEL,
+    messages: [{ role: 'user', content: 'Hi' }],
+  });
+  browser = await launchBrowser();
+  context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  page = await context.newPage();
+  // Signed in to the wallet, as someone who uses SHARED apps and DEFAULT ones.
+  await page.goto(`${t.url}/wallet/sign-in`);
+  await page.getByLabel('Email').fill(EMAIL);
+  await page.getByRole('button', { name: 'Send code' }).click();
+  await page.getByLabel('Code').fill(await smtp.waitForCode(EMAIL));
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Your wallet' }).waitFor();
+}, 120_000);
+afterAll(async () => {
+  await context?.close();
+  await browser?.close();
+  await t?.close();
+  await fake?.close();
+  await stripe?.stop();
+  await smtp?.close();
+});
+
+describe('the wallet page after a redirect', () => {
+  it('a canceled card payment is a neutral notice, not a green success', async () => {
+    await page.goto(`${t.url}/wallet?done=card_canceled`);
+    const notice = page.locator('main .alert');
+    expect(await notice.innerText()).toBe('The payment was canceled; nothing was charged.');
+    // It was "alert ok" (the success green of "Test funds were added"): nothing was done.
+    expect(await notice.getAttribute('class')).toBe('alert info');
+    await page.goto(`${t.url}/wallet?done=funds`);
+    expect(await page.locator('main .alert').getAttribute('class')).toBe('alert ok');
+  });
+
+  it('a `done` that names no notice shows none (no empty box for ?done=toString)', async () => {
+    for (const done of ['toString', 'constructor', '__proto__', 'hasOwnProperty', 'nothing']) {
+      await page.goto(`${t.url}/wallet?done=${done}`);
+      await page.getByRole('heading', { name: 'Your wallet' }).waitFor();
+      // An inherited property of the notice table was taken for a notice: an empty green box.
+      expect([done, await page.locator('main .alert').count()]).toEqual([done, 0]);
+    }
+  });
+});
+
+describe("a DEFAULT app's top-up page", () => {
+  it('with a wallet session, the header does not show the wallet e-mail (the page is about the app account)', async () => {
+    await page.goto(`${t.url}/topup/${shop.id}?user=bob`);
+    expect(await page.locator('p.lead').innerText()).toBe('For the account bob on Cobalt Chat.');
+    // It said "quinn@example.com  Sign out" above "For the account bob": whose money is this?
+    expect(await page.locator('header.top').innerText()).not.toContain(EMAIL);
+    expect(await page.locator('header.top').innerText()).toBe('P\nPaywall Proxy');
+    await screenshot(page, 'audit-default-topup-signed-in');
+  });
+
+  it('without `user`, it says the link names no account; it does not claim the app has no top-up page', async () => {
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 844 });
+      const res = await page.goto(`${t.url}/topup/${shop.id}`);
+      expect(res!.status()).toBe(200);
+      const text = await page.locator('main').innerText();
+      // It said "Cobalt Chat credits balances itself and has not set up an online top-up page yet",
+      // though Stripe is connected and the user's own link works.
+      expect(text).not.toContain('has not set up');
+      expect(await page.getByRole('alert').innerText()).toBe(
+        'This top-up link does not say which account to top up. Open the top-up link Cobalt Chat gave you (in its "balance too low" reply or its Top up button) again.',
+      );
+      expect(await page.getByRole('button', { name: /^Pay / }).count()).toBe(0);
+      await screenshot(
+        page,
+        width === 390 ? 'audit-default-topup-no-user-phone' : 'audit-default-topup-no-user',
+      );
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+  });
+});
+
+/** The contrast ratio of the text of every element that has its own text, against its nearest background. */
+async function lowContrast(p: Page): Promise<string[]> {
+  return p.evaluate(() => {
+    const rgb = (c: string) => (c.match(/[\d.]+/g) ?? []).slice(0, 4).map(Number);
+    const lum = (c: number[]) => {
+      const [r, g, b] = c.slice(0, 3).map((v) => {
+        const s = v / 255;
+        return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4;
+      });
+      return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    };
+    const out: string[] = [];
+    for (const el of Array.from(document.querySelectorAll('body *'))) {
+      const own = Array.from(el.childNodes).some((n) => n.nodeType === 3 && n.textContent!.trim());
+      if (!own || (el as HTMLElement).offsetParent === null) continue;
+      const cs = getComputedStyle(el);
+      if (cs.visibility === 'hidden' || Number(cs.opacity) === 0) continue;
+      let bg = [255, 255, 255];
+      for (let e: Element | null = el; e; e = e.parentElement) {
+        const c = rgb(getComputedStyle(e).backgroundColor);
+        if (c.length === 3 || (c.length === 4 && c[3] > 0)) {
+          bg = c;
+          break;
+        }
+      }
+      const fg = rgb(el instanceof SVGElement ? cs.fill : cs.color);
+      const [a, b] = [lum(fg), lum(bg)];
+      const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+      // Disabled controls are exempt (WCAG 1.4.3).
+      if (ratio < 4.5 && !(el as HTMLButtonElement).disabled)
+        out.push(
+          `${ratio.toFixed(2)} "${el.textContent!.trim().slice(0, 40)}" ${cs.color} on rgb(${bg.join(',')})`,
+        );
+    }
+    return [...new Set(out)];
+  });
+}
+
+describe('the dashboard', () => {
+  it('every text reads at 4.5:1 or more: muted hints, the sidebar label, chart legends and axes', async () => {
+    const dash = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const p = await dash.newPage();
+    await p.goto(`${t.url}/dashboard`);
+    await p.getByLabel('Token').fill(t.ownerToken);
+    await p.getByRole('button', { name: 'Sign in' }).click();
+    await p.getByRole('heading', { name: 'Paywalls', level: 1 }).waitFor();
+    const found: Record<string, string[]> = {};
+    found.paywalls = await lowContrast(p);
+    for (const view of ['overview', 'users', 'settings', 'models', 'webhooks']) {
+      await p.goto(`${t.url}/dashboard/p/${pw.id}/${view}`);
+      await p.locator('main h1').waitFor();
+      if (view === 'overview') await p.locator('.recharts-legend-item').first().waitFor();
+      else await p.waitForLoadState('networkidle');
+      found[view] = await lowContrast(p);
+    }
+    await screenshot(p, 'audit-dashboard-overview-contrast');
+    // Muted text was #7a8394 (3.6:1 on the page), the sidebar's "Paywall" label 2.3:1, and the legends
+    // wrote "Provider cost" in orange (2.4:1) and "Margin" in green (2.6:1).
+    expect(found).toEqual({ paywalls: [], overview: [], users: [], settings: [], models: [], webhooks: [] });
+    await dash.close();
+  });
+});
