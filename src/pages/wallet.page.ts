@@ -283,7 +283,7 @@ export function WalletPage(props: {
                               html`<span class="refund-detail">
                                 ${a.refund.reason && html` · <span class="refund-reason">${a.refund.reason}</span>`}
                                 <span class="refund-ref"
-                                  >for charge <code>${a.refund.chargeId.slice(0, 8)}</code></span
+                                  >${`for ${a.refund.chargeWhat} of ${dateText(a.refund.chargeAt)}`}</span
                                 >
                               </span>`
                             }
