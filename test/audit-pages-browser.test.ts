@@ -177,6 +177,17 @@ describe('the dashboard', () => {
       found[view] = await lowContrast(p);
     }
     await screenshot(p, 'audit-dashboard-overview-contrast');
+    // A DEFAULT paywall has no consent page: its settings said the description was "Shown to wallet users
+    // on the consent page".
+    await p.goto(`${t.url}/dashboard/p/${pw.id}/settings`);
+    const hint = p.locator('.field', { has: p.getByLabel('Description', { exact: true }) }).locator('.hint');
+    expect(await hint.innerText()).toBe(
+      'For your own reference: DEFAULT mode has no consent page, end users do not see it.',
+    );
+    // The hint is the field's accessible description (it was a loose <small> a screen reader skipped).
+    const description = p.getByLabel('Description', { exact: true });
+    expect(await description.getAttribute('aria-describedby')).toBe(await hint.getAttribute('id'));
+    expect(await hint.getAttribute('id')).toBeTruthy();
     // Muted text was #7a8394 (3.6:1 on the page), the sidebar's "Paywall" label 2.3:1, and the legends
     // wrote "Provider cost" in orange (2.4:1) and "Margin" in green (2.6:1).
     expect(found).toEqual({ paywalls: [], overview: [], users: [], settings: [], models: [], webhooks: [] });
