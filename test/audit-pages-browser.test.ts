@@ -31,7 +31,14 @@ beforeAll(async () => {
   smtp = await startSmtpCatcher();
   stripe = await new FakeStripe().start();
   fake = await FakeUpstream.start();
-  t = await startTestApp({ SMTP_URL: smtp.url, STRIPE_API_BASE: stripe.url, WALLET_TEST_FUNDS: 'true' });
+  t = await startTestApp({
+    SMTP_URL: smtp.url,
+    STRIPE_API_BASE: stripe.url,
+    // The platform's Stripe: the wallet's top-up page offers card payments (and auto top-up) too.
+    STRIPE_SECRET_KEY: 'sk_test_platform_audit_pages',
+    STRIPE_WEBHOOK_SECRET: 'whsec_audit_pages_0000',
+    WALLET_TEST_FUNDS: 'true',
+  });
   shop = await t.createPaywall('DEFAULT', 'Cobalt Chat');
   const r = await t.gql(
     t.ownerToken,
@@ -116,6 +123,34 @@ describe("a DEFAULT app's top-up page", () => {
         page,
         width === 390 ? 'audit-default-topup-no-user-phone' : 'audit-default-topup-no-user',
       );
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+  });
+});
+
+describe('a refused auto top-up field', () => {
+  it("is marked invalid and names the message, on the wallet's and a DEFAULT app's top-up page", async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const [path, prefix] of [
+      ['/wallet/topup', 'wallet-auto'],
+      [`/topup/${shop.id}?user=bob`, 'auto'],
+    ]) {
+      await page.goto(`${t.url}${path}`);
+      await page.getByLabel('Top up automatically').check();
+      await page.getByLabel('at most per month').fill('3');
+      await page.getByRole('button', { name: 'Pay 5 USD' }).click();
+      const message = page.locator('#topup-error');
+      // It said "(5) and at most 100000", without the currency; the field itself was not marked.
+      expect(await message.innerText()).toBe(
+        'The monthly limit must be a USD amount of at least 5 USD (the amount added) and at most 100,000 USD.',
+      );
+      const cap = page.locator(`#${prefix}-cap`);
+      expect([path, await cap.getAttribute('aria-invalid')]).toEqual([path, 'true']);
+      expect(await cap.getAttribute('aria-describedby')).toBe(`topup-error ${prefix}-cap-hint`);
+      expect(await cap.inputValue()).toBe('3');
+      // The other fields are not blamed.
+      expect(await page.locator(`#${prefix}-threshold`).getAttribute('aria-invalid')).toBeNull();
+      await screenshot(page, `audit-autotopup-refused-${prefix}-phone`);
     }
     await page.setViewportSize({ width: 1280, height: 900 });
   });

@@ -446,7 +446,13 @@ export function createPagesRouter(s: Services): Router {
         send(
           res,
           400,
-          WalletTopupPage({ page: req.page, topup: topup(), error: err.message, autoTopup: auto }),
+          WalletTopupPage({
+            page: req.page,
+            topup: topup(),
+            error: err.message,
+            errorField: err.param,
+            autoTopup: auto,
+          }),
         );
       }
     }),
@@ -531,6 +537,7 @@ export function createPagesRouter(s: Services): Router {
             user: body(req, 'user') ?? null,
             amounts: await s.stripeCheckout.topupAmounts(p.id),
             error: err.message,
+            errorField: err.param,
             autoTopup: auto,
           }),
         );
