@@ -128,6 +128,38 @@ describe("a DEFAULT app's top-up page", () => {
   });
 });
 
+describe('signing in from a connect link', () => {
+  it('the sign-in page says which app asks to connect, before anyone signs in', async () => {
+    const shared = await createProxyPaywall(t, fake, { mode: 'SHARED' });
+    await t.gql(t.ownerToken, `mutation($i: UpdatePaywallInput!) { updatePaywall(input: $i) { id } }`, {
+      i: { paywallId: shared.id, name: 'Inkwell Writer' },
+    });
+    const link = await t.rest('GET', '/v1/user/connect?user=zed', { token: shared.apiKey });
+    expect(link.body.connected).toBe(false);
+    const fresh = await browser.newContext({ viewport: { width: 390, height: 844 } });
+    const p = await fresh.newPage();
+    await p.goto(link.body.url);
+    await p.getByLabel('Email').waitFor();
+    expect(p.url()).toContain('/wallet/sign-in?next=');
+    // It said only "Sign in to your wallet": nothing about the app whose link was just followed.
+    expect(await p.getByRole('status').innerText()).toBe(
+      'Inkwell Writer asks to connect to your wallet. Sign in to see what it asks for: nothing is connected until you approve.',
+    );
+    await screenshot(p, 'audit-sign-in-for-app-phone');
+    // A sign-in page whose `next` is no pending connect link names no app (a crafted link cannot pick one).
+    for (const next of [
+      `/connect/${shared.id}?request=00000000-0000-4000-8000-000000000000`,
+      `/connect/${shop.id}?request=${new URL(link.body.url).searchParams.get('request')}`,
+      '/wallet',
+    ]) {
+      await p.goto(`${t.url}/wallet/sign-in?next=${encodeURIComponent(next)}`);
+      await p.getByLabel('Email').waitFor();
+      expect([next, await p.getByRole('status').count()]).toEqual([next, 0]);
+    }
+    await fresh.close();
+  });
+});
+
 describe('a refused auto top-up field', () => {
   it("is marked invalid and names the message, on the wallet's and a DEFAULT app's top-up page", async () => {
     await page.setViewportSize({ width: 390, height: 844 });

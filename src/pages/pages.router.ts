@@ -133,12 +133,27 @@ export function createPagesRouter(s: Services): Router {
   };
 
   // Sign-in ------------------------------------------------------------------------------------------
+  /**
+   * The app of a pending connect link in `next` (`/connect/{paywallId}?request=…`), so the sign-in page says
+   * who asks; null for any other `next`, or a link that is not pending (its own page says why after sign-in).
+   */
+  const connectingApp = async (next: string | null): Promise<string | null> => {
+    const m = next ? /^\/connect\/([0-9a-fA-F-]{36})\?(.*)$/.exec(next) : null;
+    if (!m) return null;
+    const request = new URLSearchParams(m[2]).get('request') ?? '';
+    try {
+      return (await s.authorizations.pendingRequest(m[1], request)).paywallName;
+    } catch (err) {
+      if (err instanceof DomainError) return null;
+      throw err;
+    }
+  };
   pages.get(
     '/wallet/sign-in',
-    h((req, res) => {
+    h(async (req, res) => {
       const next = safeNext(req.query.next);
       if (req.page.session) return res.redirect(303, next ?? '/wallet');
-      send(res, 200, EmailStep({ page: req.page, next }));
+      send(res, 200, EmailStep({ page: req.page, next, forApp: await connectingApp(next) }));
     }),
   );
   pages.post(
@@ -160,7 +175,13 @@ export function createPagesRouter(s: Services): Router {
         send(
           res,
           statusOf(err),
-          EmailStep({ page: req.page, next, email: body(req, 'email'), error: err.message }),
+          EmailStep({
+            page: req.page,
+            next,
+            email: body(req, 'email'),
+            error: err.message,
+            forApp: await connectingApp(next),
+          }),
         );
       }
     }),
