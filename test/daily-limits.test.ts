@@ -87,7 +87,7 @@ describe('daily request limit', () => {
     for (const a of limited) {
       expect(a.paywall).toEqual({ reason: 'rate_limited', url: null, resetsAt: '2026-11-24T00:00:00.000Z' });
       expect(a.choices[0].message.content).toBe(
-        "You have reached today's limit of 3 requests per day for this app. It resets at 00:00 UTC (2026-11-24T00:00:00.000Z); please try again then.",
+        "You have reached today's limit of 3 requests per day for this app. It resets on 24 Nov 2026 at 00:00 UTC; please try again then.",
       );
       expect(a.choices[0].finish_reason).toBe('stop');
     }

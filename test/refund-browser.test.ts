@@ -8,6 +8,7 @@ import { FakeUpstream } from './helpers/fake-upstream.js';
 import { createProxyPaywall, MODEL, type ProxyPaywall } from './helpers/proxy-setup.js';
 import { expectLedgerProven } from './helpers/ledger.js';
 import { fundWallet } from './helpers/wallet-fixtures.js';
+import { dateText } from '../src/pages/components.js';
 import { DASHBOARD_DIR } from '../src/pages/dashboard.router.js';
 
 /**
@@ -144,10 +145,15 @@ describe('a refund from the dashboard, seen on the wallet page, in Chromium', ()
           .slice(1)
           .map((c) => c.replace(/\s+/g, ' ').trim()),
       );
+      // The refund names its charge as the person saw it (what and when), not by a fragment of its id
+      // ("for charge 1f0c9a2e", which matched nothing they could see for a charge without a receipt).
+      const [{ created_at: chargedAt }] = await t.db.query(`select created_at from charge where id = $1`, [
+        chargeId,
+      ]);
       expect(entries).toEqual([
         [
           'Inkwell Writer',
-          `Refund · Answer was cut short for charge ${chargeId.slice(0, 8)}`,
+          `Refund · Answer was cut short for ${MODEL} of ${dateText(new Date(chargedAt))}`,
           '+0.0005 USDC',
         ],
         ['Inkwell Writer', MODEL, '−0.001086 USDC'],

@@ -85,6 +85,8 @@ export function Field(props: {
   className?: string;
 }) {
   const id = useId();
+  // The hint is the input's description: a screen reader reads it with the label.
+  const hintId = props.hint ? `${id}-hint` : undefined;
   return (
     <div className={`field ${props.className ?? ''}`}>
       <label htmlFor={id}>{props.label}</label>
@@ -102,9 +104,14 @@ export function Field(props: {
           onChange={(e) => props.onChange?.(e.target.value)}
           autoComplete="off"
           spellCheck={false}
+          aria-describedby={hintId}
         />
       )}
-      {props.hint && <small className="hint">{props.hint}</small>}
+      {props.hint && (
+        <small className="hint" id={hintId}>
+          {props.hint}
+        </small>
+      )}
     </div>
   );
 }

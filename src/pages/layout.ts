@@ -6,7 +6,7 @@ export interface LayoutProps {
   /** The signed-in wallet user and CSRF token, for the header's sign-out button. */
   page?: PageContext | null;
   narrow?: boolean;
-  /** False for pages of a DEFAULT-mode app (no wallet there): plain brand, no wallet footer. */
+  /** False for pages of a DEFAULT-mode app (no wallet there): plain brand, no wallet e-mail or footer. */
   wallet?: boolean;
   children?: Children;
 }
@@ -45,6 +45,8 @@ export function Layout({ title, page, narrow, wallet = true, children }: LayoutP
                 >`
           }
           ${
+            // A DEFAULT app's page is about that app's own account, not the wallet: no wallet e-mail there.
+            wallet &&
             session &&
             html`<div class="who">
               <span>${session.user.email}</span>

@@ -22,7 +22,7 @@ import { PAGE_PATHS, mountPageFallbacks, sendPage as send } from './page-fallbac
 import { usdcText } from './components.js';
 import { CodeStep, EmailStep } from './sign-in.page.js';
 import { ConsentPage } from './connect.page.js';
-import { DisconnectConfirmPage, NOTICES, WalletPage } from './wallet.page.js';
+import { DisconnectConfirmPage, WalletPage, noticeFor } from './wallet.page.js';
 import { DefaultTopupPage, WalletTopupPage, type TopupOptions } from './topup.page.js';
 import { WALLET_TOPUP_AMOUNTS } from '../modules/payments/stripe/stripe-amounts.js';
 import { TopupRateLimited } from '../modules/payments/stripe/topup-limits.js';
@@ -133,12 +133,27 @@ export function createPagesRouter(s: Services): Router {
   };
 
   // Sign-in ------------------------------------------------------------------------------------------
+  /**
+   * The app of a pending connect link in `next` (`/connect/{paywallId}?request=…`), so the sign-in page says
+   * who asks; null for any other `next`, or a link that is not pending (its own page says why after sign-in).
+   */
+  const connectingApp = async (next: string | null): Promise<string | null> => {
+    const m = next ? /^\/connect\/([0-9a-fA-F-]{36})\?(.*)$/.exec(next) : null;
+    if (!m) return null;
+    const request = new URLSearchParams(m[2]).get('request') ?? '';
+    try {
+      return (await s.authorizations.pendingRequest(m[1], request)).paywallName;
+    } catch (err) {
+      if (err instanceof DomainError) return null;
+      throw err;
+    }
+  };
   pages.get(
     '/wallet/sign-in',
-    h((req, res) => {
+    h(async (req, res) => {
       const next = safeNext(req.query.next);
       if (req.page.session) return res.redirect(303, next ?? '/wallet');
-      send(res, 200, EmailStep({ page: req.page, next }));
+      send(res, 200, EmailStep({ page: req.page, next, forApp: await connectingApp(next) }));
     }),
   );
   pages.post(
@@ -160,7 +175,13 @@ export function createPagesRouter(s: Services): Router {
         send(
           res,
           statusOf(err),
-          EmailStep({ page: req.page, next, email: body(req, 'email'), error: err.message }),
+          EmailStep({
+            page: req.page,
+            next,
+            email: body(req, 'email'),
+            error: err.message,
+            forApp: await connectingApp(next),
+          }),
         );
       }
     }),
@@ -291,7 +312,7 @@ export function createPagesRouter(s: Services): Router {
     h(async (req, res) => {
       if (!req.page.session) return signInRedirect(req, res);
       const wallet = await s.wallet.overview(req.page.session.user);
-      const notice = typeof req.query.done === 'string' ? (NOTICES[req.query.done] ?? null) : null;
+      const notice = noticeFor(req.query.done);
       const autoTopup = s.stripeCheckout.walletCardsEnabled()
         ? await s.autoTopup.walletState(req.page.session.user.id)
         : undefined;
@@ -446,7 +467,13 @@ export function createPagesRouter(s: Services): Router {
         send(
           res,
           400,
-          WalletTopupPage({ page: req.page, topup: topup(), error: err.message, autoTopup: auto }),
+          WalletTopupPage({
+            page: req.page,
+            topup: topup(),
+            error: err.message,
+            errorField: err.param,
+            autoTopup: auto,
+          }),
         );
       }
     }),
@@ -531,6 +558,7 @@ export function createPagesRouter(s: Services): Router {
             user: body(req, 'user') ?? null,
             amounts: await s.stripeCheckout.topupAmounts(p.id),
             error: err.message,
+            errorField: err.param,
             autoTopup: auto,
           }),
         );

@@ -9,12 +9,20 @@ export function EmailStep(props: {
   next: string | null;
   email?: string;
   error?: string | null;
+  /** The app whose (pending) connect link brought the person here: said before they sign in. */
+  forApp?: string | null;
 }) {
   return html`<${Layout} title="Sign in" page=${props.page} narrow=${true}>
     <h1>Sign in to your wallet</h1>
     <p class="lead">
       One wallet pays for the AI apps you connect. We e-mail you a 6-digit code: no password needed.
     </p>
+    ${
+      props.forApp &&
+      html`<${Alert} kind="info"
+        >${`${props.forApp} asks to connect to your wallet. Sign in to see what it asks for: nothing is connected until you approve.`}<//
+      >`
+    }
     ${props.error && html`<${Alert} kind="error">${props.error}<//>`}
     <${Card}>
       <form method="post" action="/wallet/sign-in">

@@ -31,9 +31,12 @@ export function AutoTopupFields(props: {
   amounts: string[];
   idPrefix: string;
   values?: Record<string, string>;
+  /** The field (its `name`) a refused value came from, and the id of the message that says why. */
+  error?: { field: string; messageId: string } | null;
 }) {
   const v = props.values ?? {};
   const id = (s: string) => `${props.idPrefix}-${s}`;
+  const errorOf = (field: string) => (props.error?.field === field ? props.error.messageId : undefined);
   return html`<fieldset class="autotopup">
     <legend>Automatic top-up</legend>
     <label class="check" for=${id('on')}>
@@ -56,10 +59,16 @@ export function AutoTopupFields(props: {
         hint="USDC"
         maxlength=${20}
         required=${false}
+        errorId=${errorOf(AUTO_TOPUP_FIELDS.threshold)}
       />
       <div class="field">
         <label for=${id('amount')}>add</label>
-        <select id=${id('amount')} name=${AUTO_TOPUP_FIELDS.amount} aria-describedby=${id('amount-hint')}>
+        <select
+          id=${id('amount')}
+          name=${AUTO_TOPUP_FIELDS.amount}
+          aria-invalid=${errorOf(AUTO_TOPUP_FIELDS.amount) ? 'true' : undefined}
+          aria-describedby=${[errorOf(AUTO_TOPUP_FIELDS.amount), id('amount-hint')].filter(Boolean).join(' ')}
+        >
           ${props.amounts.map(
             (a) => html`<option value=${a} selected=${v[AUTO_TOPUP_FIELDS.amount] === a}>${a} USD</option>`,
           )}
@@ -75,6 +84,7 @@ export function AutoTopupFields(props: {
         hint=${`USD; empty: ${DEFAULT_CAP_MULTIPLE} x the amount added`}
         maxlength=${20}
         required=${false}
+        errorId=${errorOf(AUTO_TOPUP_FIELDS.monthlyCap)}
       />
     </div>
     <p class="muted">
@@ -95,6 +105,8 @@ export function TopupForm(props: {
   amountError?: string | null;
   /** The auto top-up fields as last posted (after a refusal). */
   autoTopup?: Record<string, string>;
+  /** Which auto top-up field was refused, and the id of the message saying why. */
+  autoTopupError?: { field: string; messageId: string } | null;
 }) {
   const cards = props.topup.cards;
   const amountId = props.compact ? 'amount-inline' : 'amount';
@@ -107,7 +119,15 @@ export function TopupForm(props: {
       </p>
       <form method="post" action="/wallet/topup/checkout" class="pay">
         <${CsrfField} page=${props.page} />
-        ${!props.compact && html`<${AutoTopupFields} amounts=${cards} idPrefix="wallet-auto" values=${props.autoTopup} />`}
+        ${
+          !props.compact &&
+          html`<${AutoTopupFields}
+            amounts=${cards}
+            idPrefix="wallet-auto"
+            values=${props.autoTopup}
+            error=${props.autoTopupError}
+          />`
+        }
         <div class="inline pay-buttons">
           ${cards.map((amount) => html`<button type="submit" name="amount" value=${amount}>Pay ${amount} USD</button>`)}
         </div>
@@ -143,6 +163,8 @@ export function WalletTopupPage(props: {
   page: PageContext;
   topup: TopupOptions;
   error?: string | null;
+  /** The auto top-up field (its name) `error` is about: marked invalid and described by the message. */
+  errorField?: string | null;
   amount?: string;
   /** Why the test-funds amount was refused (shown on its form). */
   amountError?: string | null;
@@ -162,7 +184,7 @@ export function WalletTopupPage(props: {
         >${`${props.lowFor.app} sent you here to add funds. Your balance is ${usdcText(props.lowFor.balanceRaw)}.`}<//
       >`
     }
-    ${props.error && html`<${Alert} kind="error">${props.error}<//>`}
+    ${props.error && html`<div id="topup-error"><${Alert} kind="error">${props.error}<//></div>`}
     <${Card}
       title=${props.topup.cards ? 'Choose an amount' : props.topup.testFunds ? 'Add test funds' : 'Top-up'}
     >
@@ -172,6 +194,7 @@ export function WalletTopupPage(props: {
         amount=${props.amount}
         amountError=${props.amountError}
         autoTopup=${props.autoTopup}
+        autoTopupError=${props.error && props.errorField ? { field: props.errorField, messageId: 'topup-error' } : null}
       />
     <//>
   <//>`;
@@ -191,6 +214,8 @@ export function DefaultTopupPage(props: {
   amounts?: string[] | null;
   notice?: 'success' | 'canceled' | 'autotopup_off' | null;
   error?: string | null;
+  /** The auto top-up field (its name) `error` is about: marked invalid and described by the message. */
+  errorField?: string | null;
   /** The auto top-up fields as last posted (after a refusal). */
   autoTopup?: Record<string, string>;
 }) {
@@ -223,7 +248,7 @@ export function DefaultTopupPage(props: {
         >Automatic top-up is off for ${balanceOf}: the saved card is not charged any more.<//
       >`
     }
-    ${props.error && html`<${Alert} kind="error">${props.error}<//>`}
+    ${props.error && html`<div id="topup-error"><${Alert} kind="error">${props.error}<//></div>`}
     ${
       stripe
         ? html`<${Card} title="Choose an amount">
@@ -234,7 +259,12 @@ export function DefaultTopupPage(props: {
             <form method="post" action=${`/topup/${props.paywallId}/checkout`}>
               <${CsrfField} page=${props.page!} />
               <input type="hidden" name="user" value=${who!} />
-              <${AutoTopupFields} amounts=${props.amounts!} idPrefix="auto" values=${props.autoTopup} />
+              <${AutoTopupFields}
+                amounts=${props.amounts!}
+                idPrefix="auto"
+                values=${props.autoTopup}
+                error=${props.error && props.errorField ? { field: props.errorField, messageId: 'topup-error' } : null}
+              />
               <ul class="topup-options">
                 ${props.amounts!.map(
                   (amount) =>
@@ -255,13 +285,19 @@ export function DefaultTopupPage(props: {
               <button type="submit" class="link">Turn off automatic top-up</button>
             </form>
           <//>`
-        : html`<${Card}>
-            <p>Your balance with <strong>${props.name}</strong> is too low for this request.</p>
-            <p>
-              ${props.name} credits balances itself and has not set up an online top-up page yet: please
-              contact the app's developer to add credits.
-            </p>
-          <//>`
+        : props.amounts && props.amounts.length > 0
+          ? // Stripe is set up, but the link names no account (a hand-trimmed or generic link): nothing to credit.
+            html`<${Alert} kind="error"
+              >This top-up link does not say which account to top up. Open the top-up link ${props.name} gave
+              you (in its "balance too low" reply or its Top up button) again.<//
+            >`
+          : html`<${Card}>
+              <p>Your balance with <strong>${props.name}</strong> is too low for this request.</p>
+              <p>
+                ${props.name} credits balances itself and has not set up an online top-up page yet: please
+                contact the app's developer to add credits.
+              </p>
+            <//>`
     }
   <//>`;
 }

@@ -10,6 +10,24 @@ import { AllowanceFields, AllowanceSummary, amountValue } from './allowance.js';
 import type { AutoTopupState } from '../modules/payments/auto-topup/auto-topup-state.js';
 import { formatDecimal } from '../shared/money.js';
 
+/**
+ * Notices that report nothing done (a payment the user canceled): shown neutral, not as a success. The others
+ * confirm what the user just did.
+ */
+const NEUTRAL_NOTICES = new Set(['card_canceled']);
+
+/** A notice after a redirect and how it is shown. */
+export interface Notice {
+  text: string;
+  kind: 'ok' | 'info';
+}
+
+/** The notice `?done=<key>` picks (the query never supplies text); null for an unknown key. */
+export function noticeFor(key: unknown): Notice | null {
+  if (typeof key !== 'string' || !Object.hasOwn(NOTICES, key)) return null;
+  return { text: NOTICES[key], kind: NEUTRAL_NOTICES.has(key) ? 'info' : 'ok' };
+}
+
 /** Fixed notices after a redirect (`?done=…`): the query picks one, it never supplies text. */
 export const NOTICES: Record<string, string> = {
   connected: 'The app is connected to your wallet.',
@@ -159,7 +177,7 @@ export function WalletPage(props: {
   page: PageContext;
   wallet: WalletOverview;
   topup: TopupOptions;
-  notice?: string | null;
+  notice?: Notice | null;
   /** A refused low-balance alert: its message and what was typed. */
   alertError?: { message: string; value: string } | null;
   /** A refused "Save limit": which app, the message and what was typed. */
@@ -174,7 +192,7 @@ export function WalletPage(props: {
   return html`<${Layout} title="Your wallet" page=${props.page}>
     <h1>Your wallet</h1>
     <p class="lead">One balance for every app you connect.</p>
-    ${props.notice && html`<${Alert} kind="ok">${props.notice}<//>`}
+    ${props.notice && html`<${Alert} kind=${props.notice.kind}>${props.notice.text}<//>`}
     <${Card} title="Balance">
       <p class="balance" data-testid="balance">${usdcText(w.balanceRaw)}</p>
       ${w.heldRaw > 0n && html`<p class="muted">${usdcText(w.heldRaw)} reserved for requests in progress.</p>`}
@@ -265,7 +283,7 @@ export function WalletPage(props: {
                               html`<span class="refund-detail">
                                 ${a.refund.reason && html` · <span class="refund-reason">${a.refund.reason}</span>`}
                                 <span class="refund-ref"
-                                  >for charge <code>${a.refund.chargeId.slice(0, 8)}</code></span
+                                  >${`for ${a.refund.chargeWhat} of ${dateText(a.refund.chargeAt)}`}</span
                                 >
                               </span>`
                             }

@@ -36,11 +36,13 @@ const axisCount = (v: number) =>
 
 // What both charts share: margins, grid, axis looks, legend, rounded bar tops, no animation.
 const CHART_MARGIN = { top: 8, right: 8, left: 0, bottom: 0 };
-const TICK = { fontSize: 11, fill: '#7a8394' };
+const TICK = { fontSize: 11, fill: '#5f6878' };
 const X_AXIS = { tick: TICK, tickLine: false, axisLine: { stroke: '#e3e6eb' } };
 const Y_AXIS = { tick: TICK, tickLine: false, axisLine: false };
 const GRID_STROKE = '#eef0f3';
 const LEGEND_STYLE = { fontSize: 12 };
+/** Legend labels in the text colour (the swatch keeps the series colour): orange or green text on white is unreadable. */
+const legendLabel = (value: string) => <span className="legend-label">{value}</span>;
 const ROUNDED_BAR = { radius: [3, 3, 0, 0] as [number, number, number, number], isAnimationActive: false };
 
 /** Revenue and provider cost (bars) and margin (a line) per day. */
@@ -60,7 +62,7 @@ export function DailyChart({ series }: { series: DayPoint[] }) {
           width={64}
         />
         <Tooltip formatter={(v) => money(Number(v))} />
-        <Legend wrapperStyle={LEGEND_STYLE} />
+        <Legend wrapperStyle={LEGEND_STYLE} formatter={legendLabel} />
         <Bar dataKey="Revenue" fill="#2f5bd3" {...ROUNDED_BAR} maxBarSize={28} />
         <Bar dataKey="Provider cost" fill="#f79009" {...ROUNDED_BAR} maxBarSize={28} />
         <Line
@@ -86,7 +88,7 @@ export function ModelChart({ models }: { models: ModelPoint[] }) {
         <YAxis yAxisId="t" tickFormatter={axisCount} {...Y_AXIS} width={48} />
         <YAxis yAxisId="r" orientation="right" tickFormatter={axisCount} {...Y_AXIS} width={40} />
         <Tooltip formatter={(v) => integer(Number(v))} />
-        <Legend wrapperStyle={LEGEND_STYLE} />
+        <Legend wrapperStyle={LEGEND_STYLE} formatter={legendLabel} />
         <Bar yAxisId="t" dataKey="Prompt tokens" stackId="tok" fill="#7a9cf0" isAnimationActive={false} />
         <Bar yAxisId="t" dataKey="Completion tokens" stackId="tok" fill="#2f5bd3" {...ROUNDED_BAR} />
         <Bar yAxisId="r" dataKey="Requests" fill="#12b76a" {...ROUNDED_BAR} />

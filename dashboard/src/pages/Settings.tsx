@@ -172,7 +172,15 @@ function General({ p }: { p: Settings }) {
                 hint: 'Token cost × markup = end-user price (e.g. 1.5).',
               },
             ],
-            { name: 'description', label: 'Description', hint: 'Shown to wallet users on the consent page.' },
+            {
+              name: 'description',
+              label: 'Description',
+              // DEFAULT mode has no consent page: its end users never see the description.
+              hint:
+                p.mode === 'SHARED'
+                  ? 'Shown to wallet users on the consent page.'
+                  : 'For your own reference: DEFAULT mode has no consent page, end users do not see it.',
+            },
             [
               p.mode === 'DEFAULT' && {
                 name: 'trialCredits',

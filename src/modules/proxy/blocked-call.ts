@@ -1,6 +1,6 @@
 import type { Database, Sql } from '../../db/database.js';
 import { nextUtcMidnight, utcDay } from '../../shared/clock.js';
-import { usdcDecimal } from '../../shared/money.js';
+import { usdcDecimal, usdcText } from '../../shared/money.js';
 import type { ModelPriceInfo } from '../catalog/catalog-model.js';
 import { recordEvents, type EventTrigger, type NewEvent } from '../events/event.service.js';
 import { buildEvent } from '../events/event-payloads.js';
@@ -67,8 +67,8 @@ function describeLimit(
   price: ModelPriceInfo,
 ): { what: string; value: string } {
   if (limit === 'dailySpendLimit') {
-    const v = usdcDecimal(paywall.dailySpendLimitRaw ?? 0n);
-    return { what: `${v} USDC of usage per day`, value: v };
+    const raw = paywall.dailySpendLimitRaw ?? 0n;
+    return { what: `${usdcText(raw)} of usage per day`, value: usdcDecimal(raw) };
   }
   const n = limit === 'dailyRequestLimit' ? paywall.dailyRequestLimit : price.dailyRequestLimit;
   return {
@@ -182,7 +182,7 @@ export async function answerBlocked<R extends MeteredRequest>(
           model: req.model,
           reason,
           url,
-          text: keyLimitText(usdcDecimal(keyLimit?.amountRaw ?? 0n), keyLimit?.period ?? 'total', keyResets),
+          text: keyLimitText(keyLimit?.amountRaw ?? 0n, keyLimit?.period ?? 'total', keyResets),
           ...(keyResets ? { resetsAt: keyResets } : {}),
         })
       : reason === 'allowance_exceeded' && url !== null
@@ -191,7 +191,7 @@ export async function answerBlocked<R extends MeteredRequest>(
             reason,
             url,
             text: allowanceText(
-              usdcDecimal(allowance?.amountRaw ?? 0n),
+              allowance?.amountRaw ?? 0n,
               allowance?.period ?? 'total',
               allowanceResets,
               url,

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { ZERO_COST_DETAILS } from '../../shared/money.js';
+import { ZERO_COST_DETAILS, usdcText } from '../../shared/money.js';
 import { sseData } from './sse-relay.js';
 
 export type BlockReason =
@@ -20,11 +20,31 @@ export function blockedText(
   return t.split('{url}').join(url);
 }
 
+/**
+ * When a limit resets, as people read it in a chat ("30 Nov 2026 at 00:00 UTC"): the reply is rendered as an
+ * ordinary assistant message, so no ISO timestamp; the machine-readable instant is `paywall.resetsAt`.
+ */
+export function resetText(at: Date): string {
+  const day = at.toLocaleDateString('en-GB', {
+    day: 'numeric',
+    month: 'short',
+    year: 'numeric',
+    timeZone: 'UTC',
+  });
+  const time = at.toLocaleTimeString('en-GB', {
+    hour: '2-digit',
+    minute: '2-digit',
+    hour12: false,
+    timeZone: 'UTC',
+  });
+  return `${day} at ${time} UTC`;
+}
+
 /** The reply to a request over a daily limit says which limit and when it resets. */
 export function rateLimitedText(what: string, resetsAt: Date): string {
   return (
     `You have reached today's limit of ${what} for this app. ` +
-    `It resets at 00:00 UTC (${resetsAt.toISOString()}); please try again then.`
+    `It resets on ${resetText(resetsAt)}; please try again then.`
   );
 }
 
@@ -32,11 +52,11 @@ export function rateLimitedText(what: string, resetsAt: Date): string {
  * The reply when the app's allowance (the wallet user's spending limit for it, docs/reference.md §16) is
  * used up: how much, for which period, when it resets, and the wallet page where the limit is changed.
  */
-export function allowanceText(limit: string, period: string, resetsAt: Date | null, url: string): string {
+export function allowanceText(limitRaw: bigint, period: string, resetsAt: Date | null, url: string): string {
   const per = period === 'total' ? 'in total' : `per ${period}`;
-  const when = resetsAt ? ` It resets at ${resetsAt.toISOString()} (UTC).` : '';
+  const when = resetsAt ? ` It resets on ${resetText(resetsAt)}.` : '';
   return (
-    `This app has reached the spending limit of ${limit} USDC ${per} set in your wallet.${when} ` +
+    `This app has reached the spending limit of ${usdcText(limitRaw)} ${per} set in your wallet.${when} ` +
     `To keep going now, raise the limit in your wallet: ${url}`
   );
 }
@@ -45,12 +65,12 @@ export function allowanceText(limit: string, period: string, resetsAt: Date | nu
  * The reply when the end-user key's own spending limit (docs/reference.md §19) is used up: how much, for
  * which period, and when it resets. The key's owner (the app) set it; there is nothing to pay.
  */
-export function keyLimitText(limit: string, period: string, resetsAt: Date | null): string {
+export function keyLimitText(limitRaw: bigint, period: string, resetsAt: Date | null): string {
   const per = period === 'total' ? 'in total' : `per ${period}`;
   const when = resetsAt
-    ? ` It resets at ${resetsAt.toISOString()} (UTC); please try again then.`
+    ? ` It resets on ${resetText(resetsAt)}; please try again then.`
     : ' Ask the app for a new key or a higher limit.';
-  return `This key has reached its spending limit of ${limit} USDC ${per}.${when}`;
+  return `This key has reached its spending limit of ${usdcText(limitRaw)} ${per}.${when}`;
 }
 
 export interface BlockedReply {

@@ -49,8 +49,11 @@ export interface ActivityRow {
   amountRaw: bigint;
   /** A settled usage charge's itemised receipt (docs/reference.md §13), else null. */
   receipt: ActivityReceipt | null;
-  /** A refund (docs/reference.md §16 "Refunds"): the charge it gives money back for, and why. */
-  refund: { chargeId: string; reason: string | null } | null;
+  /**
+   * A refund (docs/reference.md §16 "Refunds"): the charge it gives money back for, and why. The charge is
+   * named for people by what it was (its model or description) and when (`chargeWhat`, `chargeAt`).
+   */
+  refund: { chargeId: string; reason: string | null; chargeWhat: string; chargeAt: Date } | null;
 }
 
 /** A refund as the wallet shows it under the charge's receipt. */
@@ -173,7 +176,7 @@ export class WalletService {
               g.credit_account_id = $1 as incoming, p.name as app, ch.model,
               coalesce(g.metadata->>'description', ch.metadata->>'description') as description,
               g.metadata->>'source' as source, g.entry = g.charge_id as is_charge, ch.prompt_tokens,
-              g.metadata->>'reason' as refund_reason, g.charge_id,
+              g.metadata->>'reason' as refund_reason, g.charge_id, ch.created_at as charge_created_at,
               ch.completion_tokens, ch.metadata as charge_metadata, ch.amount_raw::text as charge_amount_raw,
               ch.uncollected_raw::text as uncollected_raw, ch.recovered_raw::text as recovered_raw
          from g
@@ -201,7 +204,15 @@ export class WalletService {
                 : (KIND_LABELS[r.charge_kind ?? r.kind] ?? String(r.kind).replace(/_/g, ' ')))),
       amountRaw: r.incoming ? BigInt(r.amount_raw) : -BigInt(r.amount_raw),
       receipt: r.is_charge ? activityReceipt(r) : null,
-      refund: r.kind === 'refund' ? { chargeId: r.charge_id, reason: r.refund_reason ?? null } : null,
+      refund:
+        r.kind === 'refund'
+          ? {
+              chargeId: r.charge_id,
+              reason: r.refund_reason ?? null,
+              chargeWhat: r.model ?? r.description ?? KIND_LABELS[r.charge_kind] ?? 'Charge',
+              chargeAt: new Date(r.charge_created_at),
+            }
+          : null,
     }));
     // The refunds of the charges whose receipts are shown (one query).
     const receipts = new Map(rows.filter((a) => a.receipt).map((a) => [a.receipt!.chargeId, a.receipt!]));

@@ -41,7 +41,7 @@ export function parseAutoTopup(
   const threshold = parseDecimal(form[AUTO_TOPUP_FIELDS.threshold]?.trim(), 6);
   if (threshold === null || threshold <= 0n || threshold > MAX_THRESHOLD_RAW)
     throw invalid(
-      'The balance below which to top up must be a USDC amount above 0 and at most 10000, e.g. 2 or 2.5.',
+      'The balance below which to top up must be a USDC amount above 0 and at most 10,000, e.g. 2 or 2.5.',
       AUTO_TOPUP_FIELDS.threshold,
       'invalid_amount',
     );
@@ -56,7 +56,7 @@ export function parseAutoTopup(
   const cap = capText === '' ? amount * BigInt(DEFAULT_CAP_MULTIPLE) : parseDecimal(capText, 2);
   if (cap === null || cap < amount || cap > MAX_CAP_CENTS)
     throw invalid(
-      `The monthly limit must be a USD amount of at least the amount added (${formatDecimal(amount, 2)}) and at most 100000.`,
+      `The monthly limit must be a USD amount of at least ${formatDecimal(amount, 2)} USD (the amount added) and at most 100,000 USD.`,
       AUTO_TOPUP_FIELDS.monthlyCap,
       'invalid_amount',
     );
