@@ -36,14 +36,27 @@ export function apiKeyOf(headers: IncomingHttpHeaders): string | null {
   return typeof x === 'string' && /^\S+$/.test(x.trim()) ? x.trim() : null;
 }
 
-/** The 401 for a request without a valid API key (`given`: a key was sent, and is unknown). */
-export function apiKeyRefused(given: boolean): DomainError {
+/**
+ * The 401 for a request without a valid API key (`given`: a key was sent, and is unknown; `why`: what
+ * became of a real end-user key, revoked or expired).
+ */
+export function apiKeyRefused(given: boolean, why: string | null = null): DomainError {
   return new DomainError(
     'unauthenticated',
-    given ? 'Invalid API key.' : 'Missing API key: send it as `Authorization: Bearer <key>` or `x-api-key`.',
+    given
+      ? (why ?? 'Invalid API key.')
+      : 'Missing API key: send it as `Authorization: Bearer <key>` or `x-api-key`.',
     null,
     given ? 'invalid_api_key' : 'missing_api_key',
   );
+}
+
+/** The 401 for a key {@link authenticateRestKey} refused, saying so when it was a revoked or expired user key. */
+export async function keyRefused(
+  services: Pick<Services, 'userKeys'>,
+  key: string | null,
+): Promise<DomainError> {
+  return apiKeyRefused(key !== null, key !== null ? await services.userKeys.refusalOf(key) : null);
 }
 
 /**
@@ -70,7 +83,7 @@ export function requireApiKey(services: Services): RequestHandler {
       const found = key !== null ? await authenticateRestKey(services, key) : null;
       // Through the error handler, not answered here: the entry of /v1 (src/app.ts) then closes the
       // connection only once the body that is still coming has been read (a multipart upload).
-      if (!found) return next(apiKeyRefused(key !== null));
+      if (!found) return next(await keyRefused(services, key));
       req.paywall = found.paywall;
       req.userKey = found.userKey;
       next();

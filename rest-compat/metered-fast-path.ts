@@ -11,7 +11,7 @@ import { closeAfterBody } from '../src/shared/connection-limits.js';
 import { withoutPathUser } from '../src/shared/route-label.js';
 import { shapedErrorBody } from './errors.js';
 import type { PaywallInfo } from '../src/modules/paywalls/paywall-info.js';
-import { apiKeyOf, apiKeyRefused, authenticateRestKey, queryUserOf } from './http.js';
+import { apiKeyOf, authenticateRestKey, keyRefused, queryUserOf } from './http.js';
 import type { UserKeyAuth } from '../src/modules/keys/user-key.service.js';
 import { isMessagesKind, refusedBeforeHold, sendJson, serveMetered, type MeteredKind } from './metered.js';
 
@@ -127,7 +127,7 @@ export function meteredFastPath(
     };
     requestContext.run({ reqId }, () => {
       (key !== null ? authenticateRestKey(services, key) : Promise.resolve(null)).then((found) => {
-        if (!found) return refuse(apiKeyRefused(key !== null));
+        if (!found) return keyRefused(services, key).then(refuse, refuse);
         const { paywall, userKey } = found;
         const parts: Buffer[] = [];
         req.on('data', (c: Buffer) => parts.push(c));

@@ -320,6 +320,18 @@ describe('using a key', () => {
       .chat.completions.create(ask)
       .catch((e) => e);
     expect([after.status, after.error?.type]).toEqual([401, 'authentication_error']);
+    // The 401 says what became of the key (its holder knows it existed); an unknown key stays generic.
+    expect(after.error?.message).toMatch(/^This user key was revoked on \d{4}-\d{2}-\d{2}T/);
+    const unknown = await openai(`uk_${'x'.repeat(40)}`)
+      .chat.completions.create(ask)
+      .catch((x) => x);
+    expect([unknown.status, unknown.error?.message]).toEqual([401, 'Invalid API key.']);
+    // The same on an Express route (the models list).
+    const models = await t.rest('GET', '/v1/models', { token: revoked.key });
+    expect([models.status, models.body.error.message]).toEqual([
+      401,
+      expect.stringMatching(/^This user key was revoked on /),
+    ]);
 
     const expired = await createKey({
       user: 'x-alice',
@@ -332,6 +344,7 @@ describe('using a key', () => {
       .chat.completions.create(ask)
       .catch((x) => x);
     expect([e.status, e.error?.type]).toEqual([401, 'authentication_error']);
+    expect(e.error?.message).toMatch(/^This user key expired on \d{4}-\d{2}-\d{2}T/);
 
     const { key } = await createKey({ user: 'x-alice' });
     const g = await t.gql(key, `{ paywall { id } }`);

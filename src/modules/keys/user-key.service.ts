@@ -150,6 +150,26 @@ export class UserKeyService {
     return hit.auth;
   }
 
+  /**
+   * Why a key that {@link authenticate} refused no longer works, when it is a real key that was revoked or
+   * has expired (the 401 says so: whoever holds the whole key may know that); null for anything else. Read
+   * only on the refusal path.
+   */
+  async refusalOf(key: string): Promise<string | null> {
+    if (!key.startsWith(USER_KEY_PREFIX)) return null;
+    const hash = sha256Hex(key);
+    const [k] = await this.d.db.query(
+      `select key_hash, revoked_at, expires_at from user_key where key_hash = $1`,
+      [hash],
+      'user_key_refusal',
+    );
+    if (!k || !safeEqual(k.key_hash, hash)) return null;
+    if (k.revoked_at) return `This user key was revoked on ${new Date(k.revoked_at).toISOString()}.`;
+    if (k.expires_at && new Date(k.expires_at).getTime() <= this.d.clock.now().getTime())
+      return `This user key expired on ${new Date(k.expires_at).toISOString()}.`;
+    return null;
+  }
+
   private async load(hash: string): Promise<CachedKey | null> {
     const [k] = await this.d.db.query(
       `select k.id, k.paywall_id, k.key_hash, k.expires_at, k.last_used_at, e.external_id
