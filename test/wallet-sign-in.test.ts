@@ -435,7 +435,10 @@ describe('consent, wallet page and revocation', () => {
         externalUserId: 'dora',
       }),
     ]);
-    expect((await c.post(`/connect/${pw.id}/approve`, { request: link.requestId })).status).toBe(409);
+    const decided = await c.post(`/connect/${pw.id}/approve`, { request: link.requestId });
+    expect(decided.status).toBe(409);
+    // Decided either way: the signed-in wallet user is shown the way to the wallet, as after an approval.
+    expect(decided.html).toContain('<a href="/wallet">Go to your wallet</a>');
     const again = await t.rest('GET', '/v1/user/connect?user=dora', { token: pw.apiKey });
     expect(again.body.connected).toBe(false);
     expect(again.body.url).toContain(`/connect/${pw.id}?`);

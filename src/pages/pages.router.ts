@@ -70,6 +70,8 @@ export function createPagesRouter(s: Services): Router {
         const topupPage = req.path.startsWith('/topup/');
         // A link approved before is not a failure: the app is connected. Said calmly, with the way on.
         const done = err.publicCode === 'connect_request_approved';
+        // Either way the request was decided: a signed-in wallet user is shown the way to the wallet.
+        const decided = done || err.publicCode === 'connect_request_declined';
         send(
           res,
           answer.status,
@@ -81,7 +83,7 @@ export function createPagesRouter(s: Services): Router {
             wallet: !topupPage,
             link: topupPage
               ? backToTopup(req)
-              : done && req.page?.session
+              : decided && req.page?.session
                 ? { href: '/wallet', text: 'Go to your wallet' }
                 : null,
           }),
