@@ -1,3 +1,4 @@
+import DataLoader from 'dataloader';
 import { Arg, Ctx, FieldResolver, Mutation, Resolver, Root } from 'type-graphql';
 import { requireAuth, type AppContext } from '../../graphql/context.js';
 import { PaywallType } from '../paywalls/paywall.types.js';
@@ -53,7 +54,15 @@ export class UserKeyResolver {
     @Ctx() ctx: AppContext,
     @Arg('externalUserId', () => String, { nullable: true }) externalUserId?: string | null,
   ): Promise<UserKeyType[]> {
-    const keys = await ctx.services.userKeys.list(paywall.id, externalUserId ?? null);
+    type Key = { paywallId: string; externalUserId: string | null };
+    const loader = ctx.loaders.get(
+      'userKeys',
+      () =>
+        new DataLoader((k: readonly Key[]) => ctx.services.userKeys.listMany(k), {
+          cacheKeyFn: (k) => JSON.stringify(k),
+        }),
+    );
+    const keys = await loader.load({ paywallId: paywall.id, externalUserId: externalUserId ?? null });
     return keys.map(UserKeyType.from);
   }
 }

@@ -255,14 +255,27 @@ export class UserKeyService {
     externalUserId?: string | null,
     sql: Sql = this.d.db,
   ): Promise<UserKeyRecord[]> {
+    return (await this.listMany([{ paywallId, externalUserId: externalUserId ?? null }], sql))[0];
+  }
+
+  /** `list` for many paywalls in one statement (DataLoader batch: `paywalls { userKeys }`). */
+  async listMany(
+    keys: readonly { paywallId: string; externalUserId: string | null }[],
+    sql: Sql = this.d.db,
+  ): Promise<UserKeyRecord[][]> {
     const rows = await sql.query(
-      `select ${KEY_COLUMNS} from user_key k join end_user e on e.id = k.end_user_id
-        where k.paywall_id = $1 and ($2::text is null or e.external_id = $2)
-        order by k.created_at desc, k.id desc limit 1000`,
-      [paywallId, externalUserId ?? null],
+      `select q.idx, x.*
+         from unnest($1::uuid[], $2::text[]) with ordinality as q(paywall_id, external_id, idx)
+         cross join lateral (
+           select ${KEY_COLUMNS} from user_key k join end_user e on e.id = k.end_user_id
+            where k.paywall_id = q.paywall_id and (q.external_id is null or e.external_id = q.external_id)
+            order by k.created_at desc, k.id desc limit 1000
+         ) x
+        order by q.idx, x.created_at desc, x.id desc`,
+      [keys.map((k) => k.paywallId), keys.map((k) => k.externalUserId)],
     );
     const now = this.d.clock.now();
-    return rows.map((r) => toRecord(r, now));
+    return keys.map((_, i) => rows.filter((r) => Number(r.idx) === i + 1).map((r) => toRecord(r, now)));
   }
 
   async get(paywallId: string, id: string, sql: Sql = this.d.db): Promise<UserKeyRecord | null> {

@@ -3,6 +3,8 @@ import { Arg, Ctx, FieldResolver, ID, Int, Mutation, Resolver, Root } from 'type
 import { requireAuth, type AppContext } from '../../graphql/context.js';
 import { PaywallType } from '../paywalls/paywall.types.js';
 import { checkFirst } from '../../graphql/connection.js';
+import { decodeCursor, decodeSeqCursor } from '../../shared/cursor.js';
+import type { PaywallPageKey } from './earnings.service.js';
 import {
   EarningsEntryConnection,
   EarningsEntryType,
@@ -33,7 +35,15 @@ export class EarningsResolver {
     @Arg('first', () => Int, { defaultValue: 20 }) first = 20,
     @Arg('after', () => String, { nullable: true }) after?: string | null,
   ): Promise<EarningsEntryConnection> {
-    const page = await ctx.services.earnings.history(paywall.id, checkFirst(first), after ?? null);
+    if (after) decodeSeqCursor(after, 'ea'); // a bad cursor fails this field, not the whole batch
+    const loader = ctx.loaders.get(
+      'earningsHistory',
+      () =>
+        new DataLoader((keys: readonly PaywallPageKey[]) => ctx.services.earnings.historyPages(keys), {
+          cacheKeyFn: (k) => JSON.stringify(k),
+        }),
+    );
+    const page = await loader.load({ paywallId: paywall.id, first: checkFirst(first), after: after ?? null });
     return EarningsEntryConnection.of(page, EarningsEntryType.from);
   }
 
@@ -44,7 +54,15 @@ export class EarningsResolver {
     @Arg('first', () => Int, { defaultValue: 20 }) first = 20,
     @Arg('after', () => String, { nullable: true }) after?: string | null,
   ): Promise<WithdrawalConnection> {
-    const page = await ctx.services.earnings.withdrawals(paywall.id, checkFirst(first), after ?? null);
+    if (after) decodeCursor(after, 'w'); // a bad cursor fails this field, not the whole batch
+    const loader = ctx.loaders.get(
+      'withdrawals',
+      () =>
+        new DataLoader((keys: readonly PaywallPageKey[]) => ctx.services.earnings.withdrawalPages(keys), {
+          cacheKeyFn: (k) => JSON.stringify(k),
+        }),
+    );
+    const page = await loader.load({ paywallId: paywall.id, first: checkFirst(first), after: after ?? null });
     return WithdrawalConnection.of(page, WithdrawalType.from);
   }
 

@@ -53,6 +53,13 @@ const toWithdrawal = (r: any): WithdrawalRow => ({
   updatedAt: new Date(r.updated_at),
 });
 
+/** One page of one paywall's list, as a DataLoader key. */
+export interface PaywallPageKey {
+  paywallId: string;
+  first: number;
+  after: string | null;
+}
+
 const WITHDRAWAL_COLUMNS = `id, paywall_id, amount_raw::text as amount_raw, destination, status, failure_reason, created_at, updated_at`;
 
 const isUuid = (s: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(s);
@@ -100,30 +107,48 @@ export class EarningsService {
     first: number,
     after: string | null,
   ): Promise<{ rows: EarningsEntry[]; hasNextPage: boolean }> {
-    const afterSeq = after ? decodeSeqCursor(after, 'ea') : null;
+    return (await this.historyPages([{ paywallId, first, after }]))[0];
+  }
+
+  /**
+   * Earnings history pages of many paywalls in one statement (DataLoader batch: `paywalls { earningsHistory }`
+   * reads once, not once per paywall).
+   */
+  async historyPages(
+    keys: readonly PaywallPageKey[],
+  ): Promise<{ rows: EarningsEntry[]; hasNextPage: boolean }[]> {
+    const afters = keys.map((k) => (k.after ? decodeSeqCursor(k.after, 'ea') : null));
     const rows = await this.reads.query(
-      `select t.id, t.seq::text as seq, t.kind, t.charge_id, t.withdrawal_id, t.created_at, c.model,
-              (case when t.credit_account_id = a.id then t.amount_raw else -t.amount_raw end)::text as amount
-         from ledger_account a
-         join transfer t on (t.credit_account_id = a.id or t.debit_account_id = a.id)
-         left join charge c on c.id = t.charge_id
-        where a.kind = 'earnings' and a.paywall_id = $1 and ($2::bigint is null or t.seq < $2::bigint)
-        order by t.seq desc limit $3`,
-      [paywallId, afterSeq, first + 1],
+      `select k.idx, t.*
+         from unnest($1::uuid[], $2::bigint[], $3::int[]) with ordinality as k(paywall_id, after_seq, lim, idx)
+         cross join lateral (
+           select t.id, t.seq as seq_n, t.seq::text as seq, t.kind, t.charge_id, t.withdrawal_id, t.created_at, c.model,
+                  (case when t.credit_account_id = a.id then t.amount_raw else -t.amount_raw end)::text as amount
+             from ledger_account a
+             join transfer t on (t.credit_account_id = a.id or t.debit_account_id = a.id)
+             left join charge c on c.id = t.charge_id
+            where a.kind = 'earnings' and a.paywall_id = k.paywall_id and (k.after_seq is null or t.seq < k.after_seq)
+            order by t.seq desc limit k.lim
+         ) t
+        order by k.idx, t.seq_n desc`,
+      [keys.map((k) => k.paywallId), afters, keys.map((k) => k.first + 1)],
     );
-    return {
-      hasNextPage: rows.length > first,
-      rows: rows.slice(0, first).map((r) => ({
-        id: r.id,
-        kind: r.kind,
-        amountRaw: BigInt(r.amount),
-        chargeId: r.charge_id ?? null,
-        withdrawalId: r.withdrawal_id ?? null,
-        model: r.model ?? null,
-        createdAt: new Date(r.created_at),
-        cursor: encodeSeqCursor('ea', r.seq),
-      })),
-    };
+    return keys.map((k, i) => {
+      const mine = rows.filter((r) => Number(r.idx) === i + 1);
+      return {
+        hasNextPage: mine.length > k.first,
+        rows: mine.slice(0, k.first).map((r) => ({
+          id: r.id,
+          kind: r.kind,
+          amountRaw: BigInt(r.amount),
+          chargeId: r.charge_id ?? null,
+          withdrawalId: r.withdrawal_id ?? null,
+          model: r.model ?? null,
+          createdAt: new Date(r.created_at),
+          cursor: encodeSeqCursor('ea', r.seq),
+        })),
+      };
+    });
   }
 
   /** Withdrawals of a paywall, newest first. */
@@ -132,19 +157,41 @@ export class EarningsService {
     first: number,
     after: string | null,
   ): Promise<{ rows: (WithdrawalRow & { cursor: string })[]; hasNextPage: boolean }> {
-    const cur = after ? decodeCursor(after, 'w') : null;
+    return (await this.withdrawalPages([{ paywallId, first, after }]))[0];
+  }
+
+  /** Withdrawal pages of many paywalls in one statement (DataLoader batch). */
+  async withdrawalPages(
+    keys: readonly PaywallPageKey[],
+  ): Promise<{ rows: (WithdrawalRow & { cursor: string })[]; hasNextPage: boolean }[]> {
+    const curs = keys.map((k) => (k.after ? decodeCursor(k.after, 'w') : null));
     const rows = await this.reads.query(
-      `select ${WITHDRAWAL_COLUMNS}, created_at::text as created_text from withdrawal
-        where paywall_id = $1 and ($2::timestamptz is null or (created_at, id) < ($2::timestamptz, $3::uuid))
-        order by created_at desc, id desc limit $4`,
-      [paywallId, cur?.ts ?? null, cur?.id ?? null, first + 1],
+      `select k.idx, w.*
+         from unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::int[])
+              with ordinality as k(paywall_id, after_ts, after_id, lim, idx)
+         cross join lateral (
+           select ${WITHDRAWAL_COLUMNS}, created_at::text as created_text from withdrawal x
+            where x.paywall_id = k.paywall_id
+              and (k.after_ts is null or (x.created_at, x.id) < (k.after_ts, k.after_id))
+            order by x.created_at desc, x.id desc limit k.lim
+         ) w
+        order by k.idx, w.created_at desc, w.id desc`,
+      [
+        keys.map((k) => k.paywallId),
+        curs.map((c) => c?.ts ?? null),
+        curs.map((c) => c?.id ?? null),
+        keys.map((k) => k.first + 1),
+      ],
     );
-    return {
-      hasNextPage: rows.length > first,
-      rows: rows
-        .slice(0, first)
-        .map((r) => ({ ...toWithdrawal(r), cursor: encodeCursor('w', r.created_text, r.id) })),
-    };
+    return keys.map((k, i) => {
+      const mine = rows.filter((r) => Number(r.idx) === i + 1);
+      return {
+        hasNextPage: mine.length > k.first,
+        rows: mine
+          .slice(0, k.first)
+          .map((r) => ({ ...toWithdrawal(r), cursor: encodeCursor('w', r.created_text, r.id) })),
+      };
+    });
   }
 
   /**

@@ -1,3 +1,5 @@
+import DataLoader from 'dataloader';
+import { decodeCursor } from '../../shared/cursor.js';
 import { Arg, Ctx, Field, FieldResolver, ID, Int, ObjectType, Resolver, Root } from 'type-graphql';
 import type { AppContext } from '../../graphql/context.js';
 import { PaywallType } from '../paywalls/paywall.types.js';
@@ -74,7 +76,16 @@ export class ConnectionResolver {
     @Arg('first', () => Int, { defaultValue: 20 }) first = 20,
     @Arg('after', () => String, { nullable: true }) after?: string | null,
   ): Promise<WalletConnectionList> {
-    const page = await ctx.services.users.connections(paywall.id, checkFirst(first), after ?? null);
+    if (after) decodeCursor(after, 'wc'); // a bad cursor fails this field, not the whole batch
+    type Key = { paywallId: string; first: number; after: string | null };
+    const loader = ctx.loaders.get(
+      'connections',
+      () =>
+        new DataLoader((keys: readonly Key[]) => ctx.services.users.connectionPages(keys), {
+          cacheKeyFn: (k) => JSON.stringify(k),
+        }),
+    );
+    const page = await loader.load({ paywallId: paywall.id, first: checkFirst(first), after: after ?? null });
     const now = ctx.services.clock.now();
     return WalletConnectionList.of(page, (c) => WalletConnectionType.from(c, now));
   }

@@ -314,34 +314,59 @@ export class UserService {
     first: number,
     after: string | null,
   ): Promise<{ rows: ConnectionRow[]; hasNextPage: boolean }> {
-    const cur = after ? decodeCursor(after, 'wc') : null;
+    return (await this.connectionPages([{ paywallId, first, after }]))[0];
+  }
+
+  /**
+   * Connection pages of many paywalls in one statement (DataLoader batch: `paywalls { connections }` reads
+   * once, not once per paywall).
+   */
+  async connectionPages(
+    keys: readonly { paywallId: string; first: number; after: string | null }[],
+  ): Promise<{ rows: ConnectionRow[]; hasNextPage: boolean }[]> {
+    const curs = keys.map((k) => (k.after ? decodeCursor(k.after, 'wc') : null));
     const rows = await this.deps.reads.query(
-      `select c.id, c.end_user_id, e.external_id, c.wallet_user_id, c.created_at, c.revoked_at,
-              c.created_at::text as created_text, ${allowanceColumns('c')}
-         from wallet_connection c join end_user e on e.id = c.end_user_id
-        where c.paywall_id = $1 and ($2::timestamptz is null or (c.created_at, c.id) < ($2::timestamptz, $3::uuid))
-        order by c.created_at desc, c.id desc limit $4`,
-      [paywallId, cur?.ts ?? null, cur?.id ?? null, first + 1],
+      `select k.idx, c.*
+         from unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::int[])
+              with ordinality as k(paywall_id, after_ts, after_id, lim, idx)
+         cross join lateral (
+           select c.id, c.end_user_id, e.external_id, c.wallet_user_id, c.created_at, c.revoked_at,
+                  c.created_at::text as created_text, ${allowanceColumns('c')}
+             from wallet_connection c join end_user e on e.id = c.end_user_id
+            where c.paywall_id = k.paywall_id
+              and (k.after_ts is null or (c.created_at, c.id) < (k.after_ts, k.after_id))
+            order by c.created_at desc, c.id desc limit k.lim
+         ) c
+        order by k.idx, c.created_at desc, c.id desc`,
+      [
+        keys.map((k) => k.paywallId),
+        curs.map((c) => c?.ts ?? null),
+        curs.map((c) => c?.id ?? null),
+        keys.map((k) => k.first + 1),
+      ],
     );
-    return {
-      hasNextPage: rows.length > first,
-      rows: rows.slice(0, first).map((r) => ({
-        id: r.id,
-        endUserId: r.end_user_id,
-        externalUserId: r.external_id,
-        walletUserId: r.wallet_user_id,
-        status: r.revoked_at ? 'REVOKED' : 'ACTIVE',
-        createdAt: new Date(r.created_at),
-        revokedAt: r.revoked_at ? new Date(r.revoked_at) : null,
-        cursor: encodeCursor('wc', r.created_text, r.id),
-        allowance: {
-          allowance_raw: r.allowance_raw,
-          allowance_period: r.allowance_period,
-          allowance_spent_raw: r.allowance_spent_raw,
-          allowance_period_start: r.allowance_period_start,
-        },
-      })),
-    };
+    return keys.map((k, i) => {
+      const mine = rows.filter((r) => Number(r.idx) === i + 1);
+      return {
+        hasNextPage: mine.length > k.first,
+        rows: mine.slice(0, k.first).map((r) => ({
+          id: r.id,
+          endUserId: r.end_user_id,
+          externalUserId: r.external_id,
+          walletUserId: r.wallet_user_id,
+          status: r.revoked_at ? 'REVOKED' : 'ACTIVE',
+          createdAt: new Date(r.created_at),
+          revokedAt: r.revoked_at ? new Date(r.revoked_at) : null,
+          cursor: encodeCursor('wc', r.created_text, r.id),
+          allowance: {
+            allowance_raw: r.allowance_raw,
+            allowance_period: r.allowance_period,
+            allowance_spent_raw: r.allowance_spent_raw,
+            allowance_period_start: r.allowance_period_start,
+          },
+        })),
+      };
+    });
   }
 
   /**
