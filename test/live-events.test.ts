@@ -8,7 +8,7 @@ import {
 } from '../src/modules/live-events/live-event-hub.js';
 import { recordEvents, type NewEvent } from '../src/modules/events/event.service.js';
 import { FakeUpstream } from './helpers/fake-upstream.js';
-import { createProxyPaywall, MODEL } from './helpers/proxy-setup.js';
+import { createProxyPaywall, deposit, MODEL } from './helpers/proxy-setup.js';
 
 let t: TestApp;
 const clients: Client[] = [];
@@ -301,6 +301,69 @@ describe('a payment-blocked chat, as a subscriber sees it', () => {
       mode: 'shared',
     });
   });
+});
+
+describe('a paid chat, as subscribers see it', () => {
+  let fake: FakeUpstream;
+  beforeAll(async () => {
+    fake = await FakeUpstream.start();
+  });
+  afterAll(async () => {
+    await fake.close();
+  });
+
+  it.each([false, true])(
+    'stream %s: started, (deferred,) completed, usage.charge.created, live and in order; filters and scope hold',
+    async (stream) => {
+      const pw = await createProxyPaywall(t, fake);
+      const other = await createProxyPaywall(t, fake);
+      await deposit(t, pw, 'payer', '1');
+      await deposit(t, other, 'payer', '1');
+      const all = await subscribe(pw.apiKey);
+      const proxy = await subscribe(pw.apiKey, { types: ['paywall.proxy.*'] });
+      const usage = await subscribe(pw.apiKey, { types: ['paywall.usage.charge.created'] });
+      const owner = await subscribe(t.ownerToken, { types: ['paywall.usage.charge.created'] });
+      for (const p of [pw, other]) {
+        const r = await t.rest('POST', '/v1/chat/completions', {
+          token: p.apiKey,
+          body: { model: MODEL, user: 'payer', stream, messages: [{ role: 'user', content: 'hi' }] },
+        });
+        expect(r.status).toBe(200);
+      }
+      await all.untilEvents(stream ? 4 : 3);
+      await owner.untilEvents(2);
+      await new Promise((resolve) => setTimeout(resolve, 300)); // nothing further arrives
+      expect(all.events.map((e) => e.type)).toEqual([
+        'paywall.proxy.request.started',
+        ...(stream ? ['paywall.usage.charge.deferred'] : []),
+        'paywall.proxy.request.completed',
+        'paywall.usage.charge.created',
+      ]);
+      // The API key sees its own paywall only; the owner both of its paywalls.
+      expect(new Set(all.events.map((e) => e.paywallId))).toEqual(new Set([pw.id]));
+      expect(owner.events.map((e) => e.paywallId)).toEqual([pw.id, other.id]);
+      const [started] = all.events;
+      const charged = all.events.at(-1);
+      expect(started.data).toMatchObject({ paywallId: pw.id, model: MODEL, requestId: expect.any(String) });
+      expect(charged.data).toMatchObject({
+        paywallId: pw.id,
+        ownerUserId: started.data.ownerUserId,
+        walletUserId: started.data.walletUserId,
+        activityId: started.data.requestId,
+        model: MODEL,
+        promptTokens: expect.any(Number),
+        completionTokens: expect.any(Number),
+        cost: expect.stringMatching(/^\d+(\.\d{1,6})?$/),
+      });
+      expect(charged.version).toBe('1.0');
+      expect(proxy.events.map((e) => e.type)).toEqual([
+        'paywall.proxy.request.started',
+        'paywall.proxy.request.completed',
+      ]);
+      expect(usage.events.map((e) => e.id)).toEqual([charged.id]);
+      for (const s of [all, proxy, usage, owner]) s.unsubscribe();
+    },
+  );
 });
 
 describe('connection limit', () => {
