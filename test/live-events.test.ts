@@ -1,4 +1,5 @@
-import type { Client } from 'graphql-ws';
+import { createClient, type Client } from 'graphql-ws';
+import WebSocket from 'ws';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { eventually, LiveSubscription, liveClient } from './helpers/live-client.js';
 import {
@@ -364,6 +365,37 @@ describe('a paid chat, as subscribers see it', () => {
       for (const s of [all, proxy, usage, owner]) s.unsubscribe();
     },
   );
+});
+
+describe('reconnect', () => {
+  it('a client whose socket drops reconnects, authenticates again and resumes; the server forgets the dead subscription', async () => {
+    const pw = await t.createPaywall('DEFAULT', 'reconnect');
+    const c = createClient({
+      url: `${t.url.replace(/^http/, 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      connectionParams: { authorization: `Bearer ${pw.apiKey}` },
+      retryAttempts: 5,
+      shouldRetry: () => true,
+      retryWait: () => new Promise((resolve) => setTimeout(resolve, 100)),
+    });
+    clients.push(c);
+    let connected = 0;
+    c.on('connected', () => connected++);
+    const base = hub().size;
+    const s = new LiveSubscription(c, { types: ['paywall.updated'] });
+    await eventually(() => hub().size, base + 1);
+    await rename(pw.apiKey, 'before the drop');
+    await s.untilEvents(1);
+    c.terminate(); // the network drops: no close handshake
+    await eventually(() => connected, 2);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(hub().size).toBe(base + 1); // the dead one is gone, the resubscribed one is there
+    await rename(pw.apiKey, 'after the drop');
+    await s.untilEvents(2);
+    expect(s.events.map((e) => e.data.changedFields)).toEqual([['name'], ['name']]);
+    expect(s.errors).toEqual([]);
+    s.unsubscribe();
+  });
 });
 
 describe('connection limit', () => {
