@@ -9,7 +9,7 @@ import { queryUserOf, route } from './http.js';
 import { serveMetered } from './metered.js';
 
 /** What one multipart route reads at most (docs/reference.md §22, docs/proxy.md "Uploads"). */
-interface UploadLimits {
+export interface UploadLimits {
   /** Bytes of one file. */
   fileBytes: number;
   files: number;
@@ -75,6 +75,11 @@ export function readMultipart(req: Request, limits: UploadLimits): Promise<Multi
     req.on('data', (chunk: Buffer) => {
       total += chunk.length;
       if (total > limits.totalBytes) fail(tooLarge(`${limits.totalBytes} bytes`));
+    });
+    // A client that goes away mid-upload: the body never ends, so busboy would never close and the parts
+    // read so far (up to the limits above) would be kept for as long as the process lives.
+    req.on('close', () => {
+      if (!req.complete) fail(invalid('the upload was cut off before its end', null, 'invalid_body'));
     });
     bb.on('field', (name, value, info) => {
       if (info.valueTruncated) return fail(tooLarge(`${FIELD_BYTES} bytes in field '${name}'`));
