@@ -50,6 +50,20 @@ const openAiModel = ({ createdAt, ...m }: GqlModel, ownedBy: string) => ({
 });
 
 /**
+ * Anthropic's SDK (every request names `anthropic-version`) reads a model as `{type: "model", id,
+ * display_name, created_at}` and a list page as `{data, has_more, first_id, last_id}`: for it, those
+ * fields are added to the same objects (OpenAI's are kept), so `models.list()` and `retrieve()` of either
+ * SDK work. Other clients get OpenAI's list unchanged.
+ */
+const anthropicClient = (headers: Record<string, unknown>) =>
+  typeof headers['anthropic-version'] === 'string';
+const withAnthropicFields = <M extends { id: string; created: number }>(m: M) => ({
+  ...m,
+  type: 'model' as const,
+  created_at: new Date(m.created * 1000).toISOString(),
+});
+
+/**
  * `GET /v1/models` and `GET /v1/models/{id}` (ids may contain "/", e.g. "openai/gpt-4o"). Prices do not
  * depend on the user, so none is needed; but an end-user key naming another user (header, query, path)
  * is refused here as on every proxy route (docs/reference.md §19).
@@ -61,7 +75,15 @@ export function modelsRoutes(services: Services): Router {
     route(async (req, res) => {
       if (req.userKey) userOf(req);
       const { models } = await LIST.run<{ models: GqlModel[] }>(restContext(req, services), {});
-      res.json({ object: 'list', data: models.map((m) => openAiModel(m, req.paywall!.name)) });
+      const data = models.map((m) => openAiModel(m, req.paywall!.name));
+      if (!anthropicClient(req.headers)) return void res.json({ object: 'list', data });
+      res.json({
+        object: 'list',
+        data: data.map(withAnthropicFields),
+        has_more: false,
+        first_id: data[0]?.id ?? null,
+        last_id: data.at(-1)?.id ?? null,
+      });
     }),
   );
   r.get(
@@ -70,7 +92,8 @@ export function modelsRoutes(services: Services): Router {
       if (req.userKey) userOf(req);
       const id = ([] as string[]).concat((req.params as any).id).join('/');
       const { model } = await ONE.run<{ model: GqlModel }>(restContext(req, services), { id });
-      res.json(openAiModel(model, req.paywall!.name));
+      const one = openAiModel(model, req.paywall!.name);
+      res.json(anthropicClient(req.headers) ? withAnthropicFields(one) : one);
     }),
   );
   return r;

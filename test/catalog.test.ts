@@ -1,3 +1,4 @@
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
@@ -127,6 +128,19 @@ describe('model catalogue and prices', () => {
     expect(ids).toEqual(['gpt-4o-mini', 'meta-llama/llama-3.1-8b']);
     const one = await client.models.retrieve('meta-llama/llama-3.1-8b');
     expect(one).toMatchObject({ id: 'meta-llama/llama-3.1-8b', object: 'model', owned_by: 'Acme AI' });
+
+    // Anthropic's SDK (it sends anthropic-version) reads the same list as its own page and model objects.
+    const claude = new Anthropic({ apiKey: pw.apiKey, baseURL: t.url, maxRetries: 0 });
+    const page = await claude.models.list();
+    expect(page.data.map((m) => [m.type, m.id, typeof m.created_at, m.display_name])).toEqual([
+      ['model', 'gpt-4o-mini', 'string', list.body.data[0].display_name],
+      ['model', 'meta-llama/llama-3.1-8b', 'string', list.body.data[1].display_name],
+    ]);
+    expect(page.has_more).toBe(false);
+    expect(new Date(page.data[0].created_at).getTime() / 1000).toBe(list.body.data[0].created);
+    expect(await claude.models.retrieve('gpt-4o-mini')).toMatchObject({ type: 'model', id: 'gpt-4o-mini' });
+    // Other clients get OpenAI's list unchanged.
+    expect(Object.keys(list.body)).toEqual(['object', 'data']);
 
     // The same through GraphQL, with the paywall id from an owner token.
     const gql = await t.gql(
