@@ -602,3 +602,55 @@ describe('prices an app changes while its request is in flight', () => {
     await expectLedgerProven(t.db);
   });
 });
+
+describe("the built-in provider's stored responses are per app", () => {
+  // The operator's one key serves every SHARED app on the built-in provider, and the provider hands
+  // whatever it stored under that key to anyone who names the id: a response another app relayed (or a
+  // stored conversation, which no app creates through the service) must not be continued from this one.
+  const responses = (pw: ProxyPaywall, user: string, body: Record<string, unknown>) =>
+    t.rest('POST', '/v1/responses', {
+      token: pw.apiKey,
+      headers: { 'X-Paywall-User': user },
+      body: { model: 'builtin-large', max_output_tokens: 50, ...body },
+    });
+
+  it("refuses another app's response id and a stored conversation: nothing forwarded, held or charged", async () => {
+    const victim = await t.createPaywall('SHARED', 'Victim app');
+    const snoop = await t.createPaywall('SHARED', 'Snooping app');
+    // Enough for the largest context window an unknown id is held at: only the rule refuses it.
+    const wallet = await createWallet(t.db, { fundRaw: 5_000_000n });
+    await connect(victim, 'vera', wallet);
+    await connect(snoop, 'sam', wallet);
+    op.behavior = { usage: { prompt_tokens: 10, completion_tokens: 5 } };
+
+    const first = await responses(victim, 'vera', { input: 'My secret plan.' });
+    expect(first.status).toBe(200);
+    const id = first.body.id as string;
+    expect(id).toMatch(/^resp_/);
+    const snoopCharges = (await charges(snoop)).length;
+    const before = await account(wallet.accountId);
+    op.reset();
+
+    const stolen = await responses(snoop, 'sam', { input: 'What was the plan?', previous_response_id: id });
+    expect(stolen.status).toBe(400);
+    expect(stolen.body.error).toMatchObject({
+      type: 'invalid_request_error',
+      param: 'previous_response_id',
+      code: 'previous_response_not_found',
+      message: `Previous response with id '${id}' not found.`,
+    });
+    const conversation = await responses(snoop, 'sam', { input: 'Go on.', conversation: 'conv_operator_1' });
+    expect(conversation.status).toBe(400);
+    expect(conversation.body.error).toMatchObject({ param: 'conversation', code: 'unsupported_parameter' });
+    expect(op.responsesRequests).toHaveLength(0);
+    expect(await charges(snoop)).toHaveLength(snoopCharges);
+    expect(await account(wallet.accountId)).toEqual(before);
+
+    // The app that relayed it still continues it for its own user.
+    const again = await responses(victim, 'vera', { input: 'Go on.', previous_response_id: id });
+    expect(again.status).toBe(200);
+    expect(op.responsesRequests).toHaveLength(1);
+    expect(op.responsesRequests[0].body.previous_response_id).toBe(id);
+    await expectLedgerProven(t.db);
+  });
+});

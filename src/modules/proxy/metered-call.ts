@@ -19,7 +19,7 @@ import type { LedgerBatch } from './ledger-batch.js';
 import { placeHold, type EnsureUser } from './place-hold.js';
 import type { PromptTokenizer } from './prompt-tokenizer.js';
 import { collectTexts } from './token-counter.js';
-import type { UpstreamTarget } from '../providers/provider-client.js';
+import { BUILTIN_PROVIDER, type UpstreamTarget } from '../providers/provider-client.js';
 import { unservable, type ClientFor } from './provider-clients.js';
 import type { RelayedResponses } from './relayed-responses.js';
 import type { MeteredRequest, WireFormat } from './wire-format.js';
@@ -136,9 +136,15 @@ export async function meteredCall<R extends MeteredRequest>(
   }
 
   // Responses API: a continued response makes the provider bill the earlier context as input again.
+  // Through the built-in provider (one key for every SHARED app) only this paywall's own responses.
   const context =
     fmt.name === 'responses'
-      ? await d.relayed.earlierContext(paywall.id, call.externalUserId, req.body)
+      ? await d.relayed.earlierContext(
+          paywall.id,
+          call.externalUserId,
+          req.body,
+          route.some((up) => up.name === BUILTIN_PROVIDER),
+        )
       : { known: 0, unknown: 0 };
   req.promptEstimate += context.known;
   const promptEstimate = req.promptEstimate + context.unknown;
