@@ -654,3 +654,92 @@ describe("the built-in provider's stored responses are per app", () => {
     await expectLedgerProven(t.db);
   });
 });
+
+describe('the built-in provider is sold by the token only', () => {
+  // What the operator pays outside its token prices (a dearer service tier, hosted tools billed per call)
+  // or keeps under its one key (stored prompts, uploaded files) is not for sale: a 400 before the hold.
+  it('refuses a dearer service tier, billed hosted tools, stored prompts and files; an app’s own provider still gets them', async () => {
+    const app = await t.createPaywall('SHARED', 'Tool-happy app');
+    const wallet = await createWallet(t.db, { fundRaw: 5_000_000n });
+    await connect(app, 'tess', wallet);
+    op.behavior = { usage: { prompt_tokens: 10, completion_tokens: 5 } };
+    const send = (path: string, body: Record<string, unknown>, pw: ProxyPaywall = app, user = 'tess') =>
+      t.rest('POST', path, { token: pw.apiKey, headers: { 'X-Paywall-User': user }, body });
+    const chatBody = { model: 'builtin-large', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] };
+    const respBody = { model: 'builtin-large', max_output_tokens: 50, input: 'hi' };
+    const refused: [string, Record<string, unknown>, string][] = [
+      ['/v1/chat/completions', { ...chatBody, service_tier: 'priority' }, 'service_tier'],
+      ['/v1/responses', { ...respBody, service_tier: 'scale' }, 'service_tier'],
+      ['/v1/chat/completions', { ...chatBody, web_search_options: {} }, 'web_search_options'],
+      ['/v1/responses', { ...respBody, tools: [{ type: 'web_search' }] }, 'tools[0].type'],
+      [
+        '/v1/responses',
+        {
+          ...respBody,
+          tools: [
+            { type: 'function', name: 'f' },
+            { type: 'file_search', vector_store_ids: ['vs_1'] },
+          ],
+        },
+        'tools[1].type',
+      ],
+      [
+        '/v1/responses',
+        { ...respBody, tools: [{ type: 'code_interpreter', container: { type: 'auto' } }] },
+        'tools[0].type',
+      ],
+      ['/v1/responses', { ...respBody, prompt: { id: 'pmpt_operator' } }, 'prompt'],
+      [
+        '/v1/responses',
+        {
+          ...respBody,
+          input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'file-operator' }] }],
+        },
+        'input[0].content[0].file_id',
+      ],
+      [
+        '/v1/chat/completions',
+        {
+          ...chatBody,
+          messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'file-operator' } }] }],
+        },
+        'messages[0].content[0].file.file_id',
+      ],
+    ];
+    const before = await account(wallet.accountId);
+    for (const [path, body, param] of refused) {
+      const r = await send(path, body);
+      expect({ path, status: r.status, error: r.body.error }).toMatchObject({
+        path,
+        status: 400,
+        error: { type: 'invalid_request_error', code: 'unsupported_parameter', param },
+      });
+    }
+    expect(op.requests).toHaveLength(0);
+    expect(await account(wallet.accountId)).toEqual(before);
+
+    // The standard tiers and plain function tools are served.
+    for (const tier of ['auto', 'default', 'flex'])
+      expect((await send('/v1/chat/completions', { ...chatBody, service_tier: tier })).status).toBe(200);
+    const fn = await send('/v1/responses', {
+      ...respBody,
+      tools: [{ type: 'function', name: 'f', parameters: {} }],
+    });
+    expect(fn.status).toBe(200);
+    expect(op.requests).toHaveLength(4);
+
+    // An app's own provider is the app's to spend: the same fields reach it.
+    const own = await createProxyPaywall(t, evil, { mode: 'SHARED' });
+    await connect(own, 'tess', wallet);
+    evil.behavior = { usage: { prompt_tokens: 10, completion_tokens: 5 } };
+    const ownModel = { model: MODEL };
+    const mine = await send(
+      '/v1/chat/completions',
+      { ...chatBody, ...ownModel, service_tier: 'priority' },
+      own,
+    );
+    expect(mine.status).toBe(200);
+    expect(evil.requests[0].body.service_tier).toBe('priority');
+    await expectLedgerProven(t.db);
+  });
+});
