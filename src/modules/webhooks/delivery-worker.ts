@@ -36,6 +36,12 @@ export interface DeliveryWorkerOptions {
   secretBox: SecretBox;
   /** POSTs in flight at once in this worker (default 16). */
   concurrency?: number;
+  /**
+   * POSTs in flight at once for one owner's paywalls (default a quarter of `concurrency`, at least 1): a
+   * developer whose receivers hang until the timeout (on any number of paywalls) cannot take every slot
+   * and hold up every other developer's deliveries.
+   */
+  perOwnerConcurrency?: number;
   /** Registry for the worker's metrics (the app's /metrics), if any. */
   metrics?: Registry;
   /** Transport override (tests of the connect-time guard). */
@@ -152,6 +158,7 @@ interface ClaimedRow {
   id: string;
   subscription_id: string;
   paywall_id: string;
+  owner_id: string | null;
   event_id: string;
   event_type: string;
   attempts: number;
@@ -166,6 +173,9 @@ interface ClaimedRow {
   ev_id: string | null;
   [column: string]: unknown;
 }
+
+/** Whose share of the worker a delivery takes: its paywall's owner (the paywall itself if none is found). */
+const ownerOf = (row: ClaimedRow): string => row.owner_id ?? row.paywall_id;
 
 /**
  * Claims due deliveries and marks them as attempted in ONE autocommit statement, so the claim is committed
@@ -186,6 +196,7 @@ const CLAIM_SQL = `
     select id from webhook_delivery
      where status = 'pending' and next_attempt_at <= now()
        and (lease_until is null or lease_until < now())
+       and paywall_id not in (select id from paywall where owner_id = any($3::uuid[]))
      order by next_attempt_at
      limit $1
      for update skip locked
@@ -197,9 +208,10 @@ const CLAIM_SQL = `
     returning d.id, d.subscription_id, d.paywall_id, d.event_id, d.event_type, d.attempts, d.created_at,
               d.updated_at
   )
-  select c.*, s.url, s.secret_ciphertext, s.previous_secret_ciphertext, s.previous_secret_expires_at,
+  select c.*, p.owner_id, s.url, s.secret_ciphertext, s.previous_secret_ciphertext, s.previous_secret_expires_at,
          s.custom_headers, s.is_active, ${eventPayloadColumns('e')}
     from claimed c
+    left join paywall p on p.id = c.paywall_id
     left join webhook_subscription s on s.id = c.subscription_id
     left join event e on e.id = c.event_id
    order by e.seq`;
@@ -244,6 +256,9 @@ export class DeliveryWorker {
   private readonly concurrency: number;
   private readonly leaseMs: number;
   private readonly inFlight = new Set<Promise<void>>();
+  private readonly perOwnerConcurrency: number;
+  /** POSTs in flight per owner (of the delivery's paywall). */
+  private readonly inFlightByOwner = new Map<string, number>();
   private readonly stopController = new AbortController();
   private running = false;
   private claiming = false;
@@ -265,6 +280,10 @@ export class DeliveryWorker {
     this.sender =
       opts.sender ?? new WebhookSender({ allowPrivate: opts.allowPrivate, timeoutMs: opts.timeoutMs });
     this.concurrency = Math.max(1, opts.concurrency ?? 16);
+    this.perOwnerConcurrency = Math.max(
+      1,
+      Math.min(this.concurrency, opts.perOwnerConcurrency ?? Math.floor(this.concurrency / 4)),
+    );
     // Long enough that a live worker always records its outcome first (the POST is cut at timeoutMs),
     // short enough that a crashed worker's deliveries come back soon.
     this.leaseMs = 2 * opts.timeoutMs + 5000;
@@ -367,14 +386,44 @@ export class DeliveryWorker {
           this.backlog = true; // a finishing delivery wakes the loop again
           break;
         }
-        const rows = await this.opts.db.query<ClaimedRow>(CLAIM_SQL, [room, this.leaseMs], 'webhook_claim');
-        for (const row of rows) this.dispatch(row);
+        // Owners at their share of the slots are not claimed for; a claim that brings more of one
+        // owner's rows than its share hands the extra back untouched (its attempt not counted).
+        const full = [...this.inFlightByOwner].filter(([, n]) => n >= this.perOwnerConcurrency);
+        const rows = await this.opts.db.query<ClaimedRow>(
+          CLAIM_SQL,
+          [room, this.leaseMs, full.map(([id]) => id)],
+          'webhook_claim',
+        );
+        let dispatched = 0;
+        for (const row of rows) {
+          if ((this.inFlightByOwner.get(ownerOf(row)) ?? 0) >= this.perOwnerConcurrency) {
+            await this.release(row);
+            continue;
+          }
+          this.dispatch(row);
+          dispatched++;
+        }
         if (rows.length < room) break;
+        if (dispatched === 0) {
+          this.backlog = true; // a finishing delivery frees an owner's share and wakes the loop again
+          break;
+        }
       }
     } while (this.claimAgain && this.running);
   }
 
+  /** A claimed row handed back unsent: due again at once, the attempt counted at claim time taken back. */
+  private async release(row: ClaimedRow): Promise<void> {
+    await this.opts.db.query(
+      `update webhook_delivery set attempts = attempts - 1, lease_until = null, updated_at = now()
+        where id = $1 and attempts = $2 and status = 'pending'`,
+      [row.id, Number(row.attempts)],
+    );
+  }
+
   private dispatch(row: ClaimedRow): void {
+    const owner = ownerOf(row);
+    this.inFlightByOwner.set(owner, (this.inFlightByOwner.get(owner) ?? 0) + 1);
     const p = this.deliver(row)
       .catch((err) =>
         // The row keeps its lease and comes back when it expires; nothing is lost.
@@ -382,6 +431,9 @@ export class DeliveryWorker {
       )
       .finally(() => {
         this.inFlight.delete(p);
+        const left = (this.inFlightByOwner.get(owner) ?? 1) - 1;
+        if (left > 0) this.inFlightByOwner.set(owner, left);
+        else this.inFlightByOwner.delete(owner);
         if (this.backlog) {
           this.backlog = false;
           this.wake();
