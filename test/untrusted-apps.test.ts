@@ -726,7 +726,11 @@ describe('the built-in provider is sold by the token only', () => {
       tools: [{ type: 'function', name: 'f', parameters: {} }],
     });
     expect(fn.status).toBe(200);
-    expect(op.requests).toHaveLength(4);
+    // Anthropic's own tier on a Messages request is dropped by the translation, not refused.
+    const messages = await send('/v1/messages', { ...chatBody, service_tier: 'standard_only' });
+    expect(messages.status).toBe(200);
+    expect(op.requests).toHaveLength(5);
+    expect(op.requests[4].body.service_tier).toBeUndefined();
 
     // An app's own provider is the app's to spend: the same fields reach it.
     const own = await createProxyPaywall(t, evil, { mode: 'SHARED' });

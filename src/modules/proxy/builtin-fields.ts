@@ -41,7 +41,8 @@ function fileIdPath(v: unknown, path: string, depth = 0): string | null {
 
 /** Throws the 400 for a field the built-in provider must not be sent (see above); else nothing. */
 export function refuseOnBuiltin(format: string, body: Record<string, unknown>): void {
-  const tier = body.service_tier;
+  // A Messages request is translated for the built-in provider, and its `service_tier` dropped on the way.
+  const tier = format === 'messages' ? undefined : body.service_tier;
   if (tier !== undefined && tier !== null && !(typeof tier === 'string' && STANDARD_TIERS.has(tier)))
     throw refuse('service_tier', `only "auto", "default" or "flex" (it is sold at the standard prices)`);
   if (body.web_search_options !== undefined && body.web_search_options !== null)
