@@ -495,7 +495,8 @@ describe("one developer's hanging receivers", () => {
   // developer's deliveries go out meanwhile.
   it('take at most their share of the worker: another developer is delivered within one timeout', async () => {
     const sockets = new Set<import('node:net').Socket>();
-    const hang = (await import('node:http')).createServer(() => undefined);
+    let hanging = 0;
+    const hang = (await import('node:http')).createServer(() => void hanging++);
     hang.on('connection', (s) => sockets.add(s));
     await new Promise<void>((resolve) => hang.listen(0, '127.0.0.1', resolve));
     const hangUrl = `http://127.0.0.1:${(hang.address() as import('node:net').AddressInfo).port}/hook`;
@@ -516,6 +517,10 @@ describe("one developer's hanging receivers", () => {
           await createSubscription(t, key, { url: `${hangUrl}?i=${i}`, events: ['paywall.*'] });
         for (let i = 0; i < 3; i++) await recordEvent(key); // 5 x 4 x 3 = 60 deliveries, each hanging 1 s
       }
+      // Alone, the developer gets all slots but one share (16 - 4): the worker is not left idle.
+      const deadline = Date.now() + 5000;
+      while (hanging < 12 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(hanging).toBe(12);
       const { pw, rcv, sub } = await setup();
       const started = Date.now();
       const eventId = await recordEvent(pw.apiKey);

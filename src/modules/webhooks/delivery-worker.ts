@@ -37,9 +37,10 @@ export interface DeliveryWorkerOptions {
   /** POSTs in flight at once in this worker (default 16). */
   concurrency?: number;
   /**
-   * POSTs in flight at once for one owner's paywalls (default a quarter of `concurrency`, at least 1): a
-   * developer whose receivers hang until the timeout (on any number of paywalls) cannot take every slot
-   * and hold up every other developer's deliveries.
+   * POSTs in flight at once for one owner's paywalls while other owners have deliveries due (default a
+   * quarter of `concurrency`, at least 1): a developer whose receivers hang until the timeout (on any number
+   * of paywalls) cannot take every slot and hold up every other developer's deliveries. When nobody else
+   * has anything due, an owner may use all slots but one share.
    */
   perOwnerConcurrency?: number;
   /** Registry for the worker's metrics (the app's /metrics), if any. */
@@ -386,30 +387,47 @@ export class DeliveryWorker {
           this.backlog = true; // a finishing delivery wakes the loop again
           break;
         }
-        // Owners at their share of the slots are not claimed for; a claim that brings more of one
-        // owner's rows than its share hands the extra back untouched (its attempt not counted).
+        // Owners at their share of the slots are left out of the claim, so other owners' due rows are
+        // reached. When it comes back short (nobody else has anything due), the owners at their share may
+        // use the idle slots, always leaving one share free for another owner's next delivery: one busy app
+        // still gets most of the worker, and a hanging one cannot take all of it.
         const full = [...this.inFlightByOwner].filter(([, n]) => n >= this.perOwnerConcurrency);
-        const rows = await this.opts.db.query<ClaimedRow>(
-          CLAIM_SQL,
-          [room, this.leaseMs, full.map(([id]) => id)],
-          'webhook_claim',
+        let rows = await this.claim(
+          room,
+          full.map(([id]) => id),
         );
+        const idle = rows.length < room;
+        if (idle && full.length > 0) rows = rows.concat(await this.claim(room - rows.length, []));
+        const reserve = this.concurrency - this.perOwnerConcurrency;
         let dispatched = 0;
+        // A row beyond its owner's share is handed back untouched (its attempt not counted), and so are
+        // that owner's later rows in this batch: a slot freed meanwhile must not send a later event first.
+        const handedBack = new Set<string>();
         for (const row of rows) {
-          if ((this.inFlightByOwner.get(ownerOf(row)) ?? 0) >= this.perOwnerConcurrency) {
+          const owner = ownerOf(row);
+          const busy = this.inFlightByOwner.get(owner) ?? 0;
+          if (
+            !handedBack.has(owner) &&
+            (busy < this.perOwnerConcurrency || (idle && this.inFlight.size < reserve))
+          ) {
+            this.dispatch(row);
+            dispatched++;
+          } else {
+            handedBack.add(owner);
             await this.release(row);
-            continue;
           }
-          this.dispatch(row);
-          dispatched++;
         }
-        if (rows.length < room) break;
-        if (dispatched === 0) {
-          this.backlog = true; // a finishing delivery frees an owner's share and wakes the loop again
+        if (idle || dispatched === 0) {
+          // A finishing delivery wakes the loop again when rows were left for later.
+          if (handedBack.size > 0 || full.length > 0 || !idle) this.backlog = true;
           break;
         }
       }
     } while (this.claimAgain && this.running);
+  }
+
+  private claim(limit: number, leaveOutOwners: string[]): Promise<ClaimedRow[]> {
+    return this.opts.db.query<ClaimedRow>(CLAIM_SQL, [limit, this.leaseMs, leaveOutOwners], 'webhook_claim');
   }
 
   /** A claimed row handed back unsent: due again at once, the attempt counted at claim time taken back. */
