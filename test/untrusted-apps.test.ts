@@ -602,3 +602,148 @@ describe('prices an app changes while its request is in flight', () => {
     await expectLedgerProven(t.db);
   });
 });
+
+describe("the built-in provider's stored responses are per app", () => {
+  // The operator's one key serves every SHARED app on the built-in provider, and the provider hands
+  // whatever it stored under that key to anyone who names the id: a response another app relayed (or a
+  // stored conversation, which no app creates through the service) must not be continued from this one.
+  const responses = (pw: ProxyPaywall, user: string, body: Record<string, unknown>) =>
+    t.rest('POST', '/v1/responses', {
+      token: pw.apiKey,
+      headers: { 'X-Paywall-User': user },
+      body: { model: 'builtin-large', max_output_tokens: 50, ...body },
+    });
+
+  it("refuses another app's response id and a stored conversation: nothing forwarded, held or charged", async () => {
+    const victim = await t.createPaywall('SHARED', 'Victim app');
+    const snoop = await t.createPaywall('SHARED', 'Snooping app');
+    // Enough for the largest context window an unknown id is held at: only the rule refuses it.
+    const wallet = await createWallet(t.db, { fundRaw: 5_000_000n });
+    await connect(victim, 'vera', wallet);
+    await connect(snoop, 'sam', wallet);
+    op.behavior = { usage: { prompt_tokens: 10, completion_tokens: 5 } };
+
+    const first = await responses(victim, 'vera', { input: 'My secret plan.' });
+    expect(first.status).toBe(200);
+    const id = first.body.id as string;
+    expect(id).toMatch(/^resp_/);
+    const snoopCharges = (await charges(snoop)).length;
+    const before = await account(wallet.accountId);
+    op.reset();
+
+    const stolen = await responses(snoop, 'sam', { input: 'What was the plan?', previous_response_id: id });
+    expect(stolen.status).toBe(400);
+    expect(stolen.body.error).toMatchObject({
+      type: 'invalid_request_error',
+      param: 'previous_response_id',
+      code: 'previous_response_not_found',
+      message: `Previous response with id '${id}' not found.`,
+    });
+    const conversation = await responses(snoop, 'sam', { input: 'Go on.', conversation: 'conv_operator_1' });
+    expect(conversation.status).toBe(400);
+    expect(conversation.body.error).toMatchObject({ param: 'conversation', code: 'unsupported_parameter' });
+    expect(op.responsesRequests).toHaveLength(0);
+    expect(await charges(snoop)).toHaveLength(snoopCharges);
+    expect(await account(wallet.accountId)).toEqual(before);
+
+    // The app that relayed it still continues it for its own user.
+    const again = await responses(victim, 'vera', { input: 'Go on.', previous_response_id: id });
+    expect(again.status).toBe(200);
+    expect(op.responsesRequests).toHaveLength(1);
+    expect(op.responsesRequests[0].body.previous_response_id).toBe(id);
+    await expectLedgerProven(t.db);
+  });
+});
+
+describe('the built-in provider is sold by the token only', () => {
+  // What the operator pays outside its token prices (a dearer service tier, hosted tools billed per call)
+  // or keeps under its one key (stored prompts, uploaded files) is not for sale: a 400 before the hold.
+  it('refuses a dearer service tier, billed hosted tools, stored prompts and files; an app’s own provider still gets them', async () => {
+    const app = await t.createPaywall('SHARED', 'Tool-happy app');
+    const wallet = await createWallet(t.db, { fundRaw: 5_000_000n });
+    await connect(app, 'tess', wallet);
+    op.behavior = { usage: { prompt_tokens: 10, completion_tokens: 5 } };
+    const send = (path: string, body: Record<string, unknown>, pw: ProxyPaywall = app, user = 'tess') =>
+      t.rest('POST', path, { token: pw.apiKey, headers: { 'X-Paywall-User': user }, body });
+    const chatBody = { model: 'builtin-large', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] };
+    const respBody = { model: 'builtin-large', max_output_tokens: 50, input: 'hi' };
+    const refused: [string, Record<string, unknown>, string][] = [
+      ['/v1/chat/completions', { ...chatBody, service_tier: 'priority' }, 'service_tier'],
+      ['/v1/responses', { ...respBody, service_tier: 'scale' }, 'service_tier'],
+      ['/v1/chat/completions', { ...chatBody, web_search_options: {} }, 'web_search_options'],
+      ['/v1/responses', { ...respBody, tools: [{ type: 'web_search' }] }, 'tools[0].type'],
+      [
+        '/v1/responses',
+        {
+          ...respBody,
+          tools: [
+            { type: 'function', name: 'f' },
+            { type: 'file_search', vector_store_ids: ['vs_1'] },
+          ],
+        },
+        'tools[1].type',
+      ],
+      [
+        '/v1/responses',
+        { ...respBody, tools: [{ type: 'code_interpreter', container: { type: 'auto' } }] },
+        'tools[0].type',
+      ],
+      ['/v1/responses', { ...respBody, prompt: { id: 'pmpt_operator' } }, 'prompt'],
+      [
+        '/v1/responses',
+        {
+          ...respBody,
+          input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'file-operator' }] }],
+        },
+        'input[0].content[0].file_id',
+      ],
+      [
+        '/v1/chat/completions',
+        {
+          ...chatBody,
+          messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'file-operator' } }] }],
+        },
+        'messages[0].content[0].file.file_id',
+      ],
+    ];
+    const before = await account(wallet.accountId);
+    for (const [path, body, param] of refused) {
+      const r = await send(path, body);
+      expect({ path, status: r.status, error: r.body.error }).toMatchObject({
+        path,
+        status: 400,
+        error: { type: 'invalid_request_error', code: 'unsupported_parameter', param },
+      });
+    }
+    expect(op.requests).toHaveLength(0);
+    expect(await account(wallet.accountId)).toEqual(before);
+
+    // The standard tiers and plain function tools are served.
+    for (const tier of ['auto', 'default', 'flex'])
+      expect((await send('/v1/chat/completions', { ...chatBody, service_tier: tier })).status).toBe(200);
+    const fn = await send('/v1/responses', {
+      ...respBody,
+      tools: [{ type: 'function', name: 'f', parameters: {} }],
+    });
+    expect(fn.status).toBe(200);
+    // Anthropic's own tier on a Messages request is dropped by the translation, not refused.
+    const messages = await send('/v1/messages', { ...chatBody, service_tier: 'standard_only' });
+    expect(messages.status).toBe(200);
+    expect(op.requests).toHaveLength(5);
+    expect(op.requests[4].body.service_tier).toBeUndefined();
+
+    // An app's own provider is the app's to spend: the same fields reach it.
+    const own = await createProxyPaywall(t, evil, { mode: 'SHARED' });
+    await connect(own, 'tess', wallet);
+    evil.behavior = { usage: { prompt_tokens: 10, completion_tokens: 5 } };
+    const ownModel = { model: MODEL };
+    const mine = await send(
+      '/v1/chat/completions',
+      { ...chatBody, ...ownModel, service_tier: 'priority' },
+      own,
+    );
+    expect(mine.status).toBe(200);
+    expect(evil.requests[0].body.service_tier).toBe('priority');
+    await expectLedgerProven(t.db);
+  });
+});

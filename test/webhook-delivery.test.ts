@@ -488,3 +488,49 @@ describe('retry rules', () => {
     expect(decideOutcome(failure('network'), 8, opts).status).toBe('error');
   });
 });
+
+describe("one developer's hanging receivers", () => {
+  // Receivers that accept the connection and never answer hold a delivery slot until WEBHOOK_TIMEOUT_MS.
+  // One developer with many of them, on any number of paywalls, must not take every slot: another
+  // developer's deliveries go out meanwhile.
+  it('take at most their share of the worker: another developer is delivered within one timeout', async () => {
+    const sockets = new Set<import('node:net').Socket>();
+    let hanging = 0;
+    const hang = (await import('node:http')).createServer(() => void hanging++);
+    hang.on('connection', (s) => sockets.add(s));
+    await new Promise<void>((resolve) => hang.listen(0, '127.0.0.1', resolve));
+    const hangUrl = `http://127.0.0.1:${(hang.address() as import('node:net').AddressInfo).port}/hook`;
+    try {
+      const { createdToken } = await t.app.services.owners.create('Hostile developer');
+      const hostileKeys: string[] = [];
+      for (const name of ['Hostile one', 'Hostile two', 'Hostile three', 'Hostile four', 'Hostile five']) {
+        const r = await t.gql(
+          createdToken,
+          `mutation($i: CreatePaywallInput!) { createPaywall(input: $i) { apiKey } }`,
+          { i: { name, mode: 'DEFAULT' } },
+        );
+        expect(r.errors).toBeUndefined();
+        hostileKeys.push(r.data.createPaywall.apiKey);
+      }
+      for (const key of hostileKeys) {
+        for (let i = 0; i < 4; i++)
+          await createSubscription(t, key, { url: `${hangUrl}?i=${i}`, events: ['paywall.*'] });
+        for (let i = 0; i < 3; i++) await recordEvent(key); // 5 x 4 x 3 = 60 deliveries, each hanging 1 s
+      }
+      // Alone, the developer gets all slots but one share (16 - 4): the worker is not left idle.
+      const deadline = Date.now() + 5000;
+      while (hanging < 12 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(hanging).toBe(12);
+      const { pw, rcv, sub } = await setup();
+      const started = Date.now();
+      const eventId = await recordEvent(pw.apiKey);
+      const row = await settled(sub.id, eventId);
+      expect(row.status).toBe('success');
+      expect(rcv.requests).toHaveLength(1);
+      expect(Date.now() - started).toBeLessThan(TIMEOUT_MS);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => hang.close(() => resolve()));
+    }
+  });
+});

@@ -19,12 +19,13 @@ import type { LedgerBatch } from './ledger-batch.js';
 import { placeHold, type EnsureUser } from './place-hold.js';
 import type { PromptTokenizer } from './prompt-tokenizer.js';
 import { collectTexts } from './token-counter.js';
-import type { UpstreamTarget } from '../providers/provider-client.js';
+import { BUILTIN_PROVIDER, type UpstreamTarget } from '../providers/provider-client.js';
 import { unservable, type ClientFor } from './provider-clients.js';
 import type { RelayedResponses } from './relayed-responses.js';
 import type { MeteredRequest, WireFormat } from './wire-format.js';
 import { mediaHoldScaled, type MediaRequest } from './media-format.js';
 import { MIN_THINKING_BUDGET } from './formats/field-policy.js';
+import { refuseOnBuiltin } from './builtin-fields.js';
 import { thinkingBudget } from './messages-format.js';
 
 /** Below this affordable completion the user gets the top-up reply. */
@@ -116,6 +117,8 @@ export async function meteredCall<R extends MeteredRequest>(
   // the client's 400 now, not after the hold and a call to the providers before it.
   const reasons = reasonsOf(price);
   const validated = route.map((up) => d.clients(fmt, up)!.validate?.(req.body, up, reasons));
+  const viaBuiltin = route.some((up) => up.name === BUILTIN_PROVIDER);
+  if (viaBuiltin) refuseOnBuiltin(fmt.name, req.body);
   const translatedThinks = validated[0]?.thinks === true;
   // A translated request's images are billed by the provider's kind, not the client format's: the parts
   // that are not text are counted again for it (texts set aside as before, then counted with bounded CPU).
@@ -136,9 +139,10 @@ export async function meteredCall<R extends MeteredRequest>(
   }
 
   // Responses API: a continued response makes the provider bill the earlier context as input again.
+  // Through the built-in provider (one key for every SHARED app) only this paywall's own responses.
   const context =
     fmt.name === 'responses'
-      ? await d.relayed.earlierContext(paywall.id, call.externalUserId, req.body)
+      ? await d.relayed.earlierContext(paywall.id, call.externalUserId, req.body, viaBuiltin)
       : { known: 0, unknown: 0 };
   req.promptEstimate += context.known;
   const promptEstimate = req.promptEstimate + context.unknown;

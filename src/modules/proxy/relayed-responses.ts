@@ -23,16 +23,29 @@ export class RelayedResponses {
    * know (400 `previous_response_not_found`): every end user shares the app's provider key, so the provider
    * would hand one user another's conversation. Its owner is the charge that settled it (`responseId` in
    * the charge's metadata); a response relayed before owners were recorded has none and is continued.
+   *
+   * `sharedKey`: the request may reach the platform's built-in provider, whose one key serves every SHARED
+   * paywall. There, an id this paywall did not relay is another app's (or the operator's) stored response,
+   * refused as unknown, and a stored `conversation` (which no app can create through the service) is
+   * refused too: otherwise one app's end user could read what another app's end user asked.
    */
   async earlierContext(
     paywallId: string,
     externalUserId: string,
     body: Record<string, unknown>,
+    sharedKey = false,
   ): Promise<{ known: number; unknown: number }> {
     const previous = body.previous_response_id;
     const conversation = body.conversation;
-    if (conversation !== undefined && conversation !== null)
+    if (conversation !== undefined && conversation !== null) {
+      if (sharedKey)
+        throw invalid(
+          "'conversation' cannot be continued through the platform's built-in provider: its stored conversations are not this app's",
+          'conversation',
+          'unsupported_parameter',
+        );
       return { known: 0, unknown: UNKNOWN_INPUT_BOUND };
+    }
     if (previous === undefined || previous === null) return { known: 0, unknown: 0 };
     if (typeof previous !== 'string' || previous === '' || previous.length > 255)
       throw invalid("'previous_response_id' must be a response id", 'previous_response_id', 'invalid_value');
@@ -45,13 +58,17 @@ export class RelayedResponses {
       [paywallId, previous],
       'proxy_relayed_response',
     );
-    if (rows.length === 0) return { known: 0, unknown: UNKNOWN_INPUT_BOUND };
-    if (rows[0].owner !== null && rows[0].owner !== externalUserId)
-      throw invalid(
+    const notFound = () =>
+      invalid(
         `Previous response with id '${previous}' not found.`,
         'previous_response_id',
         'previous_response_not_found',
       );
+    if (rows.length === 0) {
+      if (sharedKey) throw notFound();
+      return { known: 0, unknown: UNKNOWN_INPUT_BOUND };
+    }
+    if (rows[0].owner !== null && rows[0].owner !== externalUserId) throw notFound();
     const tokens = Number(rows[0].tokens);
     return { known: Math.min(tokens, MAX_TOKEN_COUNT), unknown: 0 };
   }

@@ -36,6 +36,13 @@ export interface DeliveryWorkerOptions {
   secretBox: SecretBox;
   /** POSTs in flight at once in this worker (default 16). */
   concurrency?: number;
+  /**
+   * POSTs in flight at once for one owner's paywalls while other owners have deliveries due (default a
+   * quarter of `concurrency`, at least 1): a developer whose receivers hang until the timeout (on any number
+   * of paywalls) cannot take every slot and hold up every other developer's deliveries. When nobody else
+   * has anything due, an owner may use all slots but one share.
+   */
+  perOwnerConcurrency?: number;
   /** Registry for the worker's metrics (the app's /metrics), if any. */
   metrics?: Registry;
   /** Transport override (tests of the connect-time guard). */
@@ -152,6 +159,7 @@ interface ClaimedRow {
   id: string;
   subscription_id: string;
   paywall_id: string;
+  owner_id: string | null;
   event_id: string;
   event_type: string;
   attempts: number;
@@ -166,6 +174,9 @@ interface ClaimedRow {
   ev_id: string | null;
   [column: string]: unknown;
 }
+
+/** Whose share of the worker a delivery takes: its paywall's owner (the paywall itself if none is found). */
+const ownerOf = (row: ClaimedRow): string => row.owner_id ?? row.paywall_id;
 
 /**
  * Claims due deliveries and marks them as attempted in ONE autocommit statement, so the claim is committed
@@ -186,6 +197,7 @@ const CLAIM_SQL = `
     select id from webhook_delivery
      where status = 'pending' and next_attempt_at <= now()
        and (lease_until is null or lease_until < now())
+       and paywall_id not in (select id from paywall where owner_id = any($3::uuid[]))
      order by next_attempt_at
      limit $1
      for update skip locked
@@ -197,9 +209,10 @@ const CLAIM_SQL = `
     returning d.id, d.subscription_id, d.paywall_id, d.event_id, d.event_type, d.attempts, d.created_at,
               d.updated_at
   )
-  select c.*, s.url, s.secret_ciphertext, s.previous_secret_ciphertext, s.previous_secret_expires_at,
+  select c.*, p.owner_id, s.url, s.secret_ciphertext, s.previous_secret_ciphertext, s.previous_secret_expires_at,
          s.custom_headers, s.is_active, ${eventPayloadColumns('e')}
     from claimed c
+    left join paywall p on p.id = c.paywall_id
     left join webhook_subscription s on s.id = c.subscription_id
     left join event e on e.id = c.event_id
    order by e.seq`;
@@ -244,6 +257,9 @@ export class DeliveryWorker {
   private readonly concurrency: number;
   private readonly leaseMs: number;
   private readonly inFlight = new Set<Promise<void>>();
+  private readonly perOwnerConcurrency: number;
+  /** POSTs in flight per owner (of the delivery's paywall). */
+  private readonly inFlightByOwner = new Map<string, number>();
   private readonly stopController = new AbortController();
   private running = false;
   private claiming = false;
@@ -265,6 +281,10 @@ export class DeliveryWorker {
     this.sender =
       opts.sender ?? new WebhookSender({ allowPrivate: opts.allowPrivate, timeoutMs: opts.timeoutMs });
     this.concurrency = Math.max(1, opts.concurrency ?? 16);
+    this.perOwnerConcurrency = Math.max(
+      1,
+      Math.min(this.concurrency, opts.perOwnerConcurrency ?? Math.floor(this.concurrency / 4)),
+    );
     // Long enough that a live worker always records its outcome first (the POST is cut at timeoutMs),
     // short enough that a crashed worker's deliveries come back soon.
     this.leaseMs = 2 * opts.timeoutMs + 5000;
@@ -367,14 +387,61 @@ export class DeliveryWorker {
           this.backlog = true; // a finishing delivery wakes the loop again
           break;
         }
-        const rows = await this.opts.db.query<ClaimedRow>(CLAIM_SQL, [room, this.leaseMs], 'webhook_claim');
-        for (const row of rows) this.dispatch(row);
-        if (rows.length < room) break;
+        // Owners at their share of the slots are left out of the claim, so other owners' due rows are
+        // reached. When it comes back short (nobody else has anything due), the owners at their share may
+        // use the idle slots, always leaving one share free for another owner's next delivery: one busy app
+        // still gets most of the worker, and a hanging one cannot take all of it.
+        const full = [...this.inFlightByOwner].filter(([, n]) => n >= this.perOwnerConcurrency);
+        let rows = await this.claim(
+          room,
+          full.map(([id]) => id),
+        );
+        const idle = rows.length < room;
+        if (idle && full.length > 0) rows = rows.concat(await this.claim(room - rows.length, []));
+        const reserve = this.concurrency - this.perOwnerConcurrency;
+        let dispatched = 0;
+        // A row beyond its owner's share is handed back untouched (its attempt not counted), and so are
+        // that owner's later rows in this batch: a slot freed meanwhile must not send a later event first.
+        const handedBack = new Set<string>();
+        for (const row of rows) {
+          const owner = ownerOf(row);
+          const busy = this.inFlightByOwner.get(owner) ?? 0;
+          if (
+            !handedBack.has(owner) &&
+            (busy < this.perOwnerConcurrency || (idle && this.inFlight.size < reserve))
+          ) {
+            this.dispatch(row);
+            dispatched++;
+          } else {
+            handedBack.add(owner);
+            await this.release(row);
+          }
+        }
+        if (idle || dispatched === 0) {
+          // A finishing delivery wakes the loop again when rows were left for later.
+          if (handedBack.size > 0 || full.length > 0 || !idle) this.backlog = true;
+          break;
+        }
       }
     } while (this.claimAgain && this.running);
   }
 
+  private claim(limit: number, leaveOutOwners: string[]): Promise<ClaimedRow[]> {
+    return this.opts.db.query<ClaimedRow>(CLAIM_SQL, [limit, this.leaseMs, leaveOutOwners], 'webhook_claim');
+  }
+
+  /** A claimed row handed back unsent: due again at once, the attempt counted at claim time taken back. */
+  private async release(row: ClaimedRow): Promise<void> {
+    await this.opts.db.query(
+      `update webhook_delivery set attempts = attempts - 1, lease_until = null, updated_at = now()
+        where id = $1 and attempts = $2 and status = 'pending'`,
+      [row.id, Number(row.attempts)],
+    );
+  }
+
   private dispatch(row: ClaimedRow): void {
+    const owner = ownerOf(row);
+    this.inFlightByOwner.set(owner, (this.inFlightByOwner.get(owner) ?? 0) + 1);
     const p = this.deliver(row)
       .catch((err) =>
         // The row keeps its lease and comes back when it expires; nothing is lost.
@@ -382,6 +449,9 @@ export class DeliveryWorker {
       )
       .finally(() => {
         this.inFlight.delete(p);
+        const left = (this.inFlightByOwner.get(owner) ?? 1) - 1;
+        if (left > 0) this.inFlightByOwner.set(owner, left);
+        else this.inFlightByOwner.delete(owner);
         if (this.backlog) {
           this.backlog = false;
           this.wake();
