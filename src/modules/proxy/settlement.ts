@@ -231,6 +231,25 @@ function keptBuckets(usage: UsageBuckets): Partial<UsageBuckets> {
   return rest;
 }
 
+/**
+ * A settlement that fails (the database restarting, a pool hiccup) is tried again, SETTLE_ATTEMPTS times
+ * in all, waiting SETTLE_RETRY_MS x the attempt between tries (1.5 s in all: a PostgreSQL restart).
+ */
+const SETTLE_ATTEMPTS = 6;
+const SETTLE_RETRY_MS = 100;
+
+/** What a settlement charged, for the answer's cost fields. */
+export interface SettleOutcome {
+  captured: bigint;
+  freeAfterRaw: bigint | null;
+  costDetails: Record<string, string> | null;
+  /**
+   * The error when the settlement could not be written at all (the hold stays for the sweeper, nothing
+   * is charged): the answer must then not reach the client as a charged one. Null when it was written.
+   */
+  unsettled: unknown;
+}
+
 export interface SettlementDeps {
   db: Database;
   ledger: LedgerBatch;
@@ -323,8 +342,8 @@ export class Settlement {
     errorCode: string | null,
     usage: UsageBuckets | null,
     relayedResponse: RelayedRecord | null = null,
-  ): Promise<{ captured: bigint; freeAfterRaw: bigint | null; costDetails: Record<string, string> | null }> {
-    if (f.settled) return { captured: 0n, freeAfterRaw: null, costDetails: null };
+  ): Promise<SettleOutcome> {
+    if (f.settled) return { captured: 0n, freeAfterRaw: null, costDetails: null, unsettled: null };
     f.settled = true;
     const cost = usage ? charge(f, usage).cost : 0n;
     const providerCostRaw = usage ? providerCost(f, usage) : 0n;
@@ -427,6 +446,7 @@ export class Settlement {
     let captured = cost < f.hold.holdRaw ? cost : f.hold.holdRaw;
     let freeAfterRaw: bigint | null = null;
     let alerts: AccountAlerts | null = null;
+    let unsettled: unknown = null;
     for (let attempt = 1; ; attempt++) {
       try {
         let settled: boolean;
@@ -454,14 +474,17 @@ export class Settlement {
         }
         break;
       } catch (err) {
-        if (attempt >= 3) {
+        if (attempt >= SETTLE_ATTEMPTS) {
           this.d.log.error(
             { err, chargeId: f.chargeId },
             'chat settlement failed; the sweeper will release the hold',
           );
+          // Nothing was charged: the caller must not hand the answer out as charged (unsettled).
+          unsettled = err;
+          captured = 0n;
           break;
         }
-        await new Promise((r) => setTimeout(r, 50 * attempt));
+        await new Promise((r) => setTimeout(r, SETTLE_RETRY_MS * attempt));
       }
     }
     // A charge that took money may have taken the free balance below a threshold (committed above).
@@ -478,6 +501,6 @@ export class Settlement {
       });
     if (captured > 0n && freeAfterRaw !== null)
       this.d.autoTopup?.afterCharge(f.hold.userId, f.hold.accountId ?? null, freeAfterRaw);
-    return { captured, freeAfterRaw, costDetails: captured > 0n ? details : null };
+    return { captured, freeAfterRaw, costDetails: captured > 0n ? details : null, unsettled };
   }
 }
