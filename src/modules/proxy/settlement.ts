@@ -232,11 +232,14 @@ function keptBuckets(usage: UsageBuckets): Partial<UsageBuckets> {
 }
 
 /**
- * A settlement that fails (the database restarting, a pool hiccup) is tried again, SETTLE_ATTEMPTS times
- * in all, waiting SETTLE_RETRY_MS x the attempt between tries (1.5 s in all: a PostgreSQL restart).
+ * A settlement that fails (the database restarting, a pool hiccup) is tried again: at least
+ * SETTLE_MIN_ATTEMPTS times, and for as long as SETTLE_RETRY_WINDOW_MS has not passed since it began
+ * (a PostgreSQL restart is bridged), waiting a little longer before each new try. Bounded in time by
+ * the database's own timeouts when it does not answer at all.
  */
-const SETTLE_ATTEMPTS = 6;
-const SETTLE_RETRY_MS = 100;
+const SETTLE_MIN_ATTEMPTS = 3;
+const SETTLE_RETRY_WINDOW_MS = 3000;
+const settleRetryDelayMs = (attempt: number) => Math.min(100 * attempt, 500);
 
 /** What a settlement charged, for the answer's cost fields. */
 export interface SettleOutcome {
@@ -447,6 +450,7 @@ export class Settlement {
     let freeAfterRaw: bigint | null = null;
     let alerts: AccountAlerts | null = null;
     let unsettled: unknown = null;
+    const began = Date.now();
     for (let attempt = 1; ; attempt++) {
       try {
         let settled: boolean;
@@ -474,7 +478,7 @@ export class Settlement {
         }
         break;
       } catch (err) {
-        if (attempt >= SETTLE_ATTEMPTS) {
+        if (attempt >= SETTLE_MIN_ATTEMPTS && Date.now() - began >= SETTLE_RETRY_WINDOW_MS) {
           this.d.log.error(
             { err, chargeId: f.chargeId },
             'chat settlement failed; the sweeper will release the hold',
@@ -484,7 +488,7 @@ export class Settlement {
           captured = 0n;
           break;
         }
-        await new Promise((r) => setTimeout(r, SETTLE_RETRY_MS * attempt));
+        await new Promise((r) => setTimeout(r, settleRetryDelayMs(attempt)));
       }
     }
     // A charge that took money may have taken the free balance below a threshold (committed above).
