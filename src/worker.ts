@@ -38,6 +38,11 @@ const worker = new DeliveryWorker({
   secretBox: loadSecretBox(config).box,
 });
 await worker.start();
+// Nothing else holds this process open: the API has its HTTP server, the worker only its LISTEN socket
+// and timers that are unref'd. When PostgreSQL restarts, that socket dies and the event loop would
+// empty, so the process ended (status 0) instead of reconnecting. This timer keeps it running until a
+// signal stops it.
+const keepAlive = setInterval(() => {}, 60_000);
 log.info(
   { pollMs: config.WEBHOOK_POLL_MS, maxAttempts: config.WEBHOOK_MAX_ATTEMPTS },
   'webhook worker started',
@@ -48,6 +53,7 @@ const shutdown = async (signal: string) => {
   if (stopping) return;
   stopping = true;
   log.info({ signal }, 'webhook worker stopping');
+  clearInterval(keepAlive);
   try {
     // Deliveries in flight get the grace period; any still running then return to the queue via their lease.
     await worker.stop(config.SHUTDOWN_GRACE_MS);

@@ -136,7 +136,7 @@ test(`kill -9 ${KILLS} times under mixed load: money exact, nothing applied twic
   replays += acked.length;
   await check('after replaying every acknowledged key');
 
-  // Holds of killed chats: still held (the sweeper waits UPSTREAM_TIMEOUT_MS + 5 min, and no variable
+  // Holds of killed chats: still held (the sweeper waits UPSTREAM_MAX_DURATION_MS + 5 min, and no variable
   // shortens the margin), never more than the chats that were in flight at the kills.
   const held = await sql.query<{ id: string }>(
     `select id from charge where paywall_id = $1 and status = 'held'`,

@@ -1,3 +1,4 @@
+import { unavailableOr } from '../../db/db-errors.js';
 import { DomainError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { formatUsdc, usdcDecimal, ZERO_COST_DETAILS } from '../../shared/money.js';
@@ -229,13 +230,16 @@ export class Forwarder {
     const empty = outputTokens(usage) === 0 && !hasUnits(f.units) && !f.fmt.jsonFinished(answer);
     // Nothing produced because the provider failed: a failed request (docs/reference.md §5.4).
     const failed = empty && f.fmt.jsonEndedInError?.(answer) === true;
-    const { captured, freeAfterRaw, costDetails } = await this.d.settlement.settle(
+    const { captured, freeAfterRaw, costDetails, unsettled } = await this.d.settlement.settle(
       f,
       failed ? 'failed' : 'completed',
       failed ? 'upstream_error' : null,
       empty ? null : usage,
       empty ? null : this.d.relayed.record(f, answer.id, usage),
     );
+    // Its charge could not be written (the database went away after the provider answered): a 503
+    // that charges nothing (the sweeper releases the hold), never the answer handed out free.
+    if (unsettled && !empty) throw unavailableOr(unsettled);
     const cost = usdcDecimal(captured);
     // Charged nothing (an empty answer, or a hold a sweeper settled first): every part 0.
     f.fmt.addCost(answer, usage, {
@@ -284,7 +288,14 @@ export class Forwarder {
       // audio at its bound.
       const usage =
         !hasUnits(f.units) && hasTokenPrices(f.price) ? transcriptCountedUsage(req, text) : textUsage(0, 0);
-      const { captured, freeAfterRaw } = await this.d.settlement.settle(f, 'completed', null, usage);
+      const { captured, freeAfterRaw, unsettled } = await this.d.settlement.settle(
+        f,
+        'completed',
+        null,
+        usage,
+      );
+      // Nothing could be charged (the database went away): the answer is not handed out free.
+      if (unsettled) throw unavailableOr(unsettled);
       return {
         status: 200,
         body: {},
@@ -474,7 +485,7 @@ export class Forwarder {
     // A stream that produced nothing and ended in the provider's error (an error event, or chat's
     // `finish_reason: "error"`) is a failed request, whatever its terminal event.
     const failedEmpty = !producedSomething && outcome === 'completed' && relay.upstreamError;
-    const { captured, freeAfterRaw, costDetails } = await this.d.settlement.settle(
+    const { captured, freeAfterRaw, costDetails, unsettled } = await this.d.settlement.settle(
       f,
       failedEmpty ? 'failed' : outcome,
       failedEmpty ? 'upstream_error' : errorCode,
@@ -483,7 +494,17 @@ export class Forwarder {
     );
 
     if (f.reason !== 'client') {
-      if (outcome === 'completed') {
+      if (unsettled && producedSomething) {
+        // Its charge could not be written (the database went away): the stream does not end as a
+        // charged answer; the sweeper settles it for what it last recorded as produced.
+        sink.write(
+          f.fmt.streamError(
+            relay,
+            'The database is temporarily unavailable; the answer could not be charged and was cut. Retry shortly.',
+            'database_unavailable',
+          ),
+        );
+      } else if (outcome === 'completed') {
         const balance = freeAfterRaw === null ? null : usdcDecimal(freeAfterRaw);
         const details = costDetails ?? { ...ZERO_COST_DETAILS };
         sink.write(

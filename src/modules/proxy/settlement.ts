@@ -231,6 +231,28 @@ function keptBuckets(usage: UsageBuckets): Partial<UsageBuckets> {
   return rest;
 }
 
+/**
+ * A settlement that fails (the database restarting, a pool hiccup) is tried again: at least
+ * SETTLE_MIN_ATTEMPTS times, and for as long as SETTLE_RETRY_WINDOW_MS has not passed since it began
+ * (a PostgreSQL restart is bridged), waiting a little longer before each new try. Bounded in time by
+ * the database's own timeouts when it does not answer at all.
+ */
+const SETTLE_MIN_ATTEMPTS = 3;
+const SETTLE_RETRY_WINDOW_MS = 3000;
+const settleRetryDelayMs = (attempt: number) => Math.min(100 * attempt, 500);
+
+/** What a settlement charged, for the answer's cost fields. */
+export interface SettleOutcome {
+  captured: bigint;
+  freeAfterRaw: bigint | null;
+  costDetails: Record<string, string> | null;
+  /**
+   * The error when the settlement could not be written at all (the hold stays for the sweeper, nothing
+   * is charged): the answer must then not reach the client as a charged one. Null when it was written.
+   */
+  unsettled: unknown;
+}
+
 export interface SettlementDeps {
   db: Database;
   ledger: LedgerBatch;
@@ -323,8 +345,8 @@ export class Settlement {
     errorCode: string | null,
     usage: UsageBuckets | null,
     relayedResponse: RelayedRecord | null = null,
-  ): Promise<{ captured: bigint; freeAfterRaw: bigint | null; costDetails: Record<string, string> | null }> {
-    if (f.settled) return { captured: 0n, freeAfterRaw: null, costDetails: null };
+  ): Promise<SettleOutcome> {
+    if (f.settled) return { captured: 0n, freeAfterRaw: null, costDetails: null, unsettled: null };
     f.settled = true;
     const cost = usage ? charge(f, usage).cost : 0n;
     const providerCostRaw = usage ? providerCost(f, usage) : 0n;
@@ -427,6 +449,8 @@ export class Settlement {
     let captured = cost < f.hold.holdRaw ? cost : f.hold.holdRaw;
     let freeAfterRaw: bigint | null = null;
     let alerts: AccountAlerts | null = null;
+    let unsettled: unknown = null;
+    const began = Date.now();
     for (let attempt = 1; ; attempt++) {
       try {
         let settled: boolean;
@@ -454,14 +478,17 @@ export class Settlement {
         }
         break;
       } catch (err) {
-        if (attempt >= 3) {
+        if (attempt >= SETTLE_MIN_ATTEMPTS && Date.now() - began >= SETTLE_RETRY_WINDOW_MS) {
           this.d.log.error(
             { err, chargeId: f.chargeId },
             'chat settlement failed; the sweeper will release the hold',
           );
+          // Nothing was charged: the caller must not hand the answer out as charged (unsettled).
+          unsettled = err;
+          captured = 0n;
           break;
         }
-        await new Promise((r) => setTimeout(r, 50 * attempt));
+        await new Promise((r) => setTimeout(r, settleRetryDelayMs(attempt)));
       }
     }
     // A charge that took money may have taken the free balance below a threshold (committed above).
@@ -478,6 +505,6 @@ export class Settlement {
       });
     if (captured > 0n && freeAfterRaw !== null)
       this.d.autoTopup?.afterCharge(f.hold.userId, f.hold.accountId ?? null, freeAfterRaw);
-    return { captured, freeAfterRaw, costDetails: captured > 0n ? details : null };
+    return { captured, freeAfterRaw, costDetails: captured > 0n ? details : null, unsettled };
   }
 }
