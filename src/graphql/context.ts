@@ -1,3 +1,4 @@
+import DataLoader from 'dataloader';
 import type { Logger } from 'pino';
 import type { Auth } from '../modules/paywalls/paywall-info.js';
 import type { Services } from '../services.js';
@@ -13,6 +14,14 @@ export class Loaders {
       this.map.set(name, l);
     }
     return l;
+  }
+
+  /** A loader whose keys are plain objects (a page: owner, first, after), told apart by their JSON. */
+  keyed<K, V>(name: string, batch: (keys: readonly K[]) => Promise<V[]>): DataLoader<K, V, string> {
+    return this.get(
+      name,
+      () => new DataLoader<K, V, string>(batch, { cacheKeyFn: (k) => JSON.stringify(k) }),
+    );
   }
 }
 

@@ -1,4 +1,3 @@
-import DataLoader from 'dataloader';
 import { Arg, Ctx, FieldResolver, Mutation, Resolver, Root } from 'type-graphql';
 import { requireAuth, type AppContext } from '../../graphql/context.js';
 import { PaywallType } from '../paywalls/paywall.types.js';
@@ -55,13 +54,7 @@ export class UserKeyResolver {
     @Arg('externalUserId', () => String, { nullable: true }) externalUserId?: string | null,
   ): Promise<UserKeyType[]> {
     type Key = { paywallId: string; externalUserId: string | null };
-    const loader = ctx.loaders.get(
-      'userKeys',
-      () =>
-        new DataLoader((k: readonly Key[]) => ctx.services.userKeys.listMany(k), {
-          cacheKeyFn: (k) => JSON.stringify(k),
-        }),
-    );
+    const loader = ctx.loaders.keyed('userKeys', (k: readonly Key[]) => ctx.services.userKeys.listMany(k));
     const keys = await loader.load({ paywallId: paywall.id, externalUserId: externalUserId ?? null });
     return keys.map(UserKeyType.from);
   }

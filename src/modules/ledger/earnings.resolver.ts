@@ -36,12 +36,8 @@ export class EarningsResolver {
     @Arg('after', () => String, { nullable: true }) after?: string | null,
   ): Promise<EarningsEntryConnection> {
     if (after) decodeSeqCursor(after, 'ea'); // a bad cursor fails this field, not the whole batch
-    const loader = ctx.loaders.get(
-      'earningsHistory',
-      () =>
-        new DataLoader((keys: readonly PaywallPageKey[]) => ctx.services.earnings.historyPages(keys), {
-          cacheKeyFn: (k) => JSON.stringify(k),
-        }),
+    const loader = ctx.loaders.keyed('earningsHistory', (keys: readonly PaywallPageKey[]) =>
+      ctx.services.earnings.historyPages(keys),
     );
     const page = await loader.load({ paywallId: paywall.id, first: checkFirst(first), after: after ?? null });
     return EarningsEntryConnection.of(page, EarningsEntryType.from);
@@ -55,12 +51,8 @@ export class EarningsResolver {
     @Arg('after', () => String, { nullable: true }) after?: string | null,
   ): Promise<WithdrawalConnection> {
     if (after) decodeCursor(after, 'w'); // a bad cursor fails this field, not the whole batch
-    const loader = ctx.loaders.get(
-      'withdrawals',
-      () =>
-        new DataLoader((keys: readonly PaywallPageKey[]) => ctx.services.earnings.withdrawalPages(keys), {
-          cacheKeyFn: (k) => JSON.stringify(k),
-        }),
+    const loader = ctx.loaders.keyed('withdrawals', (keys: readonly PaywallPageKey[]) =>
+      ctx.services.earnings.withdrawalPages(keys),
     );
     const page = await loader.load({ paywallId: paywall.id, first: checkFirst(first), after: after ?? null });
     return WithdrawalConnection.of(page, WithdrawalType.from);

@@ -5,7 +5,15 @@ import { parseAmount, usdcDecimal } from '../../shared/money.js';
 import type { PaywallInfo } from '../paywalls/paywall-info.js';
 import { earningsAccountOf, PAYOUTS_ACCOUNT_ID, WORLD_ACCOUNT_ID } from '../accounts/accounts.js';
 import type { WithdrawalStatus } from '../accounts/account.entity.js';
-import { decodeCursor, decodeSeqCursor, encodeCursor, encodeSeqCursor } from '../../shared/cursor.js';
+import {
+  encodeCursor,
+  encodeSeqCursor,
+  pageKeys,
+  pageParams,
+  seqPageKeys,
+  seqPageParams,
+  splitPages,
+} from '../../shared/cursor.js';
 
 export interface Earnings {
   /** What the developer may withdraw now (the earnings account's balance). */
@@ -117,10 +125,9 @@ export class EarningsService {
   async historyPages(
     keys: readonly PaywallPageKey[],
   ): Promise<{ rows: EarningsEntry[]; hasNextPage: boolean }[]> {
-    const afters = keys.map((k) => (k.after ? decodeSeqCursor(k.after, 'ea') : null));
-    const rows = await this.reads.query(
+    const rows = await this.reads.query<any>(
       `select k.idx, t.*
-         from unnest($1::uuid[], $2::bigint[], $3::int[]) with ordinality as k(paywall_id, after_seq, lim, idx)
+         from ${seqPageKeys('paywall_id')}
          cross join lateral (
            select t.id, t.seq as seq_n, t.seq::text as seq, t.kind, t.charge_id, t.withdrawal_id, t.created_at, c.model,
                   (case when t.credit_account_id = a.id then t.amount_raw else -t.amount_raw end)::text as amount
@@ -131,24 +138,22 @@ export class EarningsService {
             order by t.seq desc limit k.lim
          ) t
         order by k.idx, t.seq_n desc`,
-      [keys.map((k) => k.paywallId), afters, keys.map((k) => k.first + 1)],
+      seqPageParams(
+        keys.map((k) => k.paywallId),
+        keys,
+        'ea',
+      ),
     );
-    return keys.map((k, i) => {
-      const mine = rows.filter((r) => Number(r.idx) === i + 1);
-      return {
-        hasNextPage: mine.length > k.first,
-        rows: mine.slice(0, k.first).map((r) => ({
-          id: r.id,
-          kind: r.kind,
-          amountRaw: BigInt(r.amount),
-          chargeId: r.charge_id ?? null,
-          withdrawalId: r.withdrawal_id ?? null,
-          model: r.model ?? null,
-          createdAt: new Date(r.created_at),
-          cursor: encodeSeqCursor('ea', r.seq),
-        })),
-      };
-    });
+    return splitPages(rows, keys, (r) => ({
+      id: r.id,
+      kind: r.kind,
+      amountRaw: BigInt(r.amount),
+      chargeId: r.charge_id ?? null,
+      withdrawalId: r.withdrawal_id ?? null,
+      model: r.model ?? null,
+      createdAt: new Date(r.created_at),
+      cursor: encodeSeqCursor('ea', r.seq),
+    }));
   }
 
   /** Withdrawals of a paywall, newest first. */
@@ -164,11 +169,9 @@ export class EarningsService {
   async withdrawalPages(
     keys: readonly PaywallPageKey[],
   ): Promise<{ rows: (WithdrawalRow & { cursor: string })[]; hasNextPage: boolean }[]> {
-    const curs = keys.map((k) => (k.after ? decodeCursor(k.after, 'w') : null));
-    const rows = await this.reads.query(
+    const rows = await this.reads.query<any>(
       `select k.idx, w.*
-         from unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::int[])
-              with ordinality as k(paywall_id, after_ts, after_id, lim, idx)
+         from ${pageKeys('paywall_id')}
          cross join lateral (
            select ${WITHDRAWAL_COLUMNS}, created_at::text as created_text from withdrawal x
             where x.paywall_id = k.paywall_id
@@ -176,22 +179,16 @@ export class EarningsService {
             order by x.created_at desc, x.id desc limit k.lim
          ) w
         order by k.idx, w.created_at desc, w.id desc`,
-      [
+      pageParams(
         keys.map((k) => k.paywallId),
-        curs.map((c) => c?.ts ?? null),
-        curs.map((c) => c?.id ?? null),
-        keys.map((k) => k.first + 1),
-      ],
+        keys,
+        'w',
+      ),
     );
-    return keys.map((k, i) => {
-      const mine = rows.filter((r) => Number(r.idx) === i + 1);
-      return {
-        hasNextPage: mine.length > k.first,
-        rows: mine
-          .slice(0, k.first)
-          .map((r) => ({ ...toWithdrawal(r), cursor: encodeCursor('w', r.created_text, r.id) })),
-      };
-    });
+    return splitPages(rows, keys, (r) => ({
+      ...toWithdrawal(r),
+      cursor: encodeCursor('w', r.created_text, r.id),
+    }));
   }
 
   /**

@@ -1,11 +1,10 @@
-import DataLoader from 'dataloader';
 import { Arg, Ctx, FieldResolver, Int, Mutation, Resolver, Root } from 'type-graphql';
 import { requireAuth, type AppContext } from '../../graphql/context.js';
 import { DomainError } from '../../shared/errors.js';
 import { triggerOf } from '../users/user.service.js';
 import { checkFirst } from '../../graphql/connection.js';
 import { EndUserType } from '../users/user.types.js';
-import type { Page, PageKey } from './ledger.service.js';
+import type { PageKey } from './ledger.service.js';
 import {
   ChargeConnection,
   ChargeInput,
@@ -16,18 +15,6 @@ import {
   LedgerEntryConnection,
   LedgerEntryType,
 } from './ledger.types.js';
-
-/** Per-request page loaders: the ledger / charges of every user in a response in one statement. */
-function pageLoader<T>(
-  ctx: AppContext,
-  name: string,
-  batch: (keys: readonly PageKey[]) => Promise<Page<T>[]>,
-) {
-  return ctx.loaders.get(
-    name,
-    () => new DataLoader<PageKey, Page<T>, string>(batch, { cacheKeyFn: (k) => JSON.stringify(k) }),
-  );
-}
 
 /** Replayed answers (and replayed refusals) tell the transport, which sets `Idempotent-Replayed`. */
 function markReplayed(ctx: AppContext, e: unknown): never {
@@ -69,7 +56,9 @@ export class LedgerResolver {
     @Arg('first', () => Int, { defaultValue: 20 }) first: number,
     @Arg('after', () => String, { nullable: true }) after?: string | null,
   ): Promise<LedgerEntryConnection> {
-    const loader = pageLoader(ctx, 'ledgerPages', (keys) => ctx.services.ledger.ledgerPages(keys));
+    const loader = ctx.loaders.keyed('ledgerPages', (keys: readonly PageKey[]) =>
+      ctx.services.ledger.ledgerPages(keys),
+    );
     const page = await loader.load({ userId: user.id, first: checkFirst(first), after: after ?? null });
     return LedgerEntryConnection.of(page, LedgerEntryType.from);
   }
@@ -81,7 +70,9 @@ export class LedgerResolver {
     @Arg('first', () => Int, { defaultValue: 20 }) first: number,
     @Arg('after', () => String, { nullable: true }) after?: string | null,
   ): Promise<ChargeConnection> {
-    const loader = pageLoader(ctx, 'chargePages', (keys) => ctx.services.ledger.chargePages(keys));
+    const loader = ctx.loaders.keyed('chargePages', (keys: readonly PageKey[]) =>
+      ctx.services.ledger.chargePages(keys),
+    );
     const page = await loader.load({ userId: user.id, first: checkFirst(first), after: after ?? null });
     return ChargeConnection.of(page, ChargeType.from);
   }

@@ -17,7 +17,15 @@ import { IdempotencyService, type Codec } from './idempotency.service.js';
 import { applyManualCharge, type ChargeResult } from './manual-charge.js';
 import { creditFromWorld } from '../accounts/credit-from-world.js';
 import type { ChargedAccount, LowBalanceAlerts } from './low-balance.js';
-import { decodeCursor, decodeSeqCursor, encodeCursor, encodeSeqCursor } from '../../shared/cursor.js';
+import {
+  encodeCursor,
+  encodeSeqCursor,
+  pageKeys,
+  pageParams,
+  seqPageKeys,
+  seqPageParams,
+  splitPages,
+} from '../../shared/cursor.js';
 import type { Clock } from '../../shared/clock.js';
 
 export const MAX_METADATA_KEYS = 50;
@@ -333,13 +341,12 @@ export class LedgerService {
    * LATERAL per requested page.
    */
   async ledgerPages(keys: readonly PageKey[]): Promise<Page<LedgerEntryRow>[]> {
-    const afters = keys.map((k) => (k.after ? decodeSeqCursor(k.after, 'le') : null));
-    const rows = await this.deps.reads.query(
+    const rows = await this.deps.reads.query<any>(
       // A user's statement: the transfers they caused, the legs of one charge (earnings, fee, provider
       // cost) shown as one entry of the whole amount; money in is positive, money spent negative.
       `select k.idx, le.id, le.seq::text as seq, le.kind, le.amount_raw::text as amount_raw,
               le.balance_after_raw::text as balance_after_raw, le.charge_id, le.metadata, le.created_at
-         from unnest($1::uuid[], $2::bigint[], $3::int[]) with ordinality as k(user_id, after_seq, lim, idx)
+         from ${seqPageKeys('user_id')}
          cross join lateral (
            select (array_agg(x.id order by x.seq))[1] as id, min(x.seq) as seq,
                   (array_agg(x.kind order by x.seq))[1] as kind,
@@ -355,72 +362,61 @@ export class LedgerService {
             order by min(x.seq) desc limit k.lim
          ) le
         order by k.idx, le.seq desc`,
-      [keys.map((k) => k.userId), afters, keys.map((k) => k.first + 1)],
+      seqPageParams(
+        keys.map((k) => k.userId),
+        keys,
+        'le',
+      ),
     );
-    return keys.map((k, i) => {
-      const mine = rows.filter((r) => Number(r.idx) === i + 1);
-      return {
-        hasNextPage: mine.length > k.first,
-        rows: mine.slice(0, k.first).map((r) => ({
-          id: r.id,
-          seq: r.seq,
-          kind: r.kind,
-          amountRaw: BigInt(r.amount_raw),
-          balanceAfterRaw: BigInt(r.balance_after_raw),
-          chargeId: r.charge_id ?? null,
-          metadata: typeof r.metadata === 'string' ? JSON.parse(r.metadata) : r.metadata,
-          createdAt: new Date(r.created_at),
-          cursor: encodeSeqCursor('le', r.seq),
-        })),
-      };
-    });
+    return splitPages(rows, keys, (r) => ({
+      id: r.id,
+      seq: r.seq,
+      kind: r.kind,
+      amountRaw: BigInt(r.amount_raw),
+      balanceAfterRaw: BigInt(r.balance_after_raw),
+      chargeId: r.charge_id ?? null,
+      metadata: typeof r.metadata === 'string' ? JSON.parse(r.metadata) : r.metadata,
+      createdAt: new Date(r.created_at),
+      cursor: encodeSeqCursor('le', r.seq),
+    }));
   }
 
   /** Charge pages for many users at once (DataLoader batch): newest first. */
   async chargePages(keys: readonly PageKey[]): Promise<Page<ChargeRow>[]> {
-    const afters = keys.map((k) => (k.after ? decodeCursor(k.after, 'c') : null));
-    const rows = await this.deps.reads.query(
+    const rows = await this.deps.reads.query<any>(
       `select k.idx, c.id, c.kind, c.status, c.amount_raw::text as amount_raw, c.hold_raw::text as hold_raw,
               c.uncollected_raw::text as uncollected_raw, c.recovered_raw::text as recovered_raw, c.model, c.prompt_tokens, c.completion_tokens,
               c.error_code, c.metadata, c.created_at, c.settled_at, c.user_key_id, c.created_at::text as created_text
-         from unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::int[])
-              with ordinality as k(user_id, after_ts, after_id, lim, idx)
+         from ${pageKeys('user_id')}
          cross join lateral (
            select * from charge x
             where x.user_id = k.user_id and (k.after_ts is null or (x.created_at, x.id) < (k.after_ts, k.after_id))
             order by x.created_at desc, x.id desc limit k.lim
          ) c
         order by k.idx, c.created_at desc, c.id desc`,
-      [
+      pageParams(
         keys.map((k) => k.userId),
-        afters.map((a) => a?.ts ?? null),
-        afters.map((a) => a?.id ?? null),
-        keys.map((k) => k.first + 1),
-      ],
+        keys,
+        'c',
+      ),
     );
-    return keys.map((k, i) => {
-      const mine = rows.filter((r) => Number(r.idx) === i + 1);
-      return {
-        hasNextPage: mine.length > k.first,
-        rows: mine.slice(0, k.first).map((r) => ({
-          id: r.id,
-          kind: r.kind,
-          status: r.status,
-          amountRaw: BigInt(r.amount_raw),
-          holdRaw: BigInt(r.hold_raw),
-          uncollectedRaw: BigInt(r.uncollected_raw),
-          recoveredRaw: BigInt(r.recovered_raw),
-          model: r.model ?? null,
-          promptTokens: r.prompt_tokens ?? null,
-          completionTokens: r.completion_tokens ?? null,
-          errorCode: r.error_code ?? null,
-          metadata: typeof r.metadata === 'string' ? JSON.parse(r.metadata) : r.metadata,
-          createdAt: new Date(r.created_at),
-          settledAt: r.settled_at ? new Date(r.settled_at) : null,
-          userKeyId: r.user_key_id ?? null,
-          cursor: encodeCursor('c', r.created_text, r.id),
-        })),
-      };
-    });
+    return splitPages(rows, keys, (r) => ({
+      id: r.id,
+      kind: r.kind,
+      status: r.status,
+      amountRaw: BigInt(r.amount_raw),
+      holdRaw: BigInt(r.hold_raw),
+      uncollectedRaw: BigInt(r.uncollected_raw),
+      recoveredRaw: BigInt(r.recovered_raw),
+      model: r.model ?? null,
+      promptTokens: r.prompt_tokens ?? null,
+      completionTokens: r.completion_tokens ?? null,
+      errorCode: r.error_code ?? null,
+      metadata: typeof r.metadata === 'string' ? JSON.parse(r.metadata) : r.metadata,
+      createdAt: new Date(r.created_at),
+      settledAt: r.settled_at ? new Date(r.settled_at) : null,
+      userKeyId: r.user_key_id ?? null,
+      cursor: encodeCursor('c', r.created_text, r.id),
+    }));
   }
 }

@@ -1,4 +1,3 @@
-import DataLoader from 'dataloader';
 import { decodeCursor } from '../../shared/cursor.js';
 import { Arg, Ctx, Field, FieldResolver, ID, Int, ObjectType, Resolver, Root } from 'type-graphql';
 import type { AppContext } from '../../graphql/context.js';
@@ -78,12 +77,8 @@ export class ConnectionResolver {
   ): Promise<WalletConnectionList> {
     if (after) decodeCursor(after, 'wc'); // a bad cursor fails this field, not the whole batch
     type Key = { paywallId: string; first: number; after: string | null };
-    const loader = ctx.loaders.get(
-      'connections',
-      () =>
-        new DataLoader((keys: readonly Key[]) => ctx.services.users.connectionPages(keys), {
-          cacheKeyFn: (k) => JSON.stringify(k),
-        }),
+    const loader = ctx.loaders.keyed('connections', (keys: readonly Key[]) =>
+      ctx.services.users.connectionPages(keys),
     );
     const page = await loader.load({ paywallId: paywall.id, first: checkFirst(first), after: after ?? null });
     const now = ctx.services.clock.now();

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Sql } from '../../db/database.js';
 import { DomainError } from '../../shared/errors.js';
 import { usdcDecimal } from '../../shared/money.js';
-import { decodeCursor, encodeCursor } from '../../shared/cursor.js';
+import { decodeCursor, encodeCursor, pageKeys, pageParams, splitPages } from '../../shared/cursor.js';
 import { hasLoneSurrogate } from '../../shared/text.js';
 import type { Config } from '../../config.js';
 import type { Database } from '../../db/database.js';
@@ -324,11 +324,9 @@ export class UserService {
   async connectionPages(
     keys: readonly { paywallId: string; first: number; after: string | null }[],
   ): Promise<{ rows: ConnectionRow[]; hasNextPage: boolean }[]> {
-    const curs = keys.map((k) => (k.after ? decodeCursor(k.after, 'wc') : null));
-    const rows = await this.deps.reads.query(
+    const rows = await this.deps.reads.query<any>(
       `select k.idx, c.*
-         from unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::int[])
-              with ordinality as k(paywall_id, after_ts, after_id, lim, idx)
+         from ${pageKeys('paywall_id')}
          cross join lateral (
            select c.id, c.end_user_id, e.external_id, c.wallet_user_id, c.created_at, c.revoked_at,
                   c.created_at::text as created_text, ${allowanceColumns('c')}
@@ -338,35 +336,28 @@ export class UserService {
             order by c.created_at desc, c.id desc limit k.lim
          ) c
         order by k.idx, c.created_at desc, c.id desc`,
-      [
+      pageParams(
         keys.map((k) => k.paywallId),
-        curs.map((c) => c?.ts ?? null),
-        curs.map((c) => c?.id ?? null),
-        keys.map((k) => k.first + 1),
-      ],
+        keys,
+        'wc',
+      ),
     );
-    return keys.map((k, i) => {
-      const mine = rows.filter((r) => Number(r.idx) === i + 1);
-      return {
-        hasNextPage: mine.length > k.first,
-        rows: mine.slice(0, k.first).map((r) => ({
-          id: r.id,
-          endUserId: r.end_user_id,
-          externalUserId: r.external_id,
-          walletUserId: r.wallet_user_id,
-          status: r.revoked_at ? 'REVOKED' : 'ACTIVE',
-          createdAt: new Date(r.created_at),
-          revokedAt: r.revoked_at ? new Date(r.revoked_at) : null,
-          cursor: encodeCursor('wc', r.created_text, r.id),
-          allowance: {
-            allowance_raw: r.allowance_raw,
-            allowance_period: r.allowance_period,
-            allowance_spent_raw: r.allowance_spent_raw,
-            allowance_period_start: r.allowance_period_start,
-          },
-        })),
-      };
-    });
+    return splitPages(rows, keys, (r) => ({
+      id: r.id,
+      endUserId: r.end_user_id,
+      externalUserId: r.external_id,
+      walletUserId: r.wallet_user_id,
+      status: r.revoked_at ? 'REVOKED' : 'ACTIVE',
+      createdAt: new Date(r.created_at),
+      revokedAt: r.revoked_at ? new Date(r.revoked_at) : null,
+      cursor: encodeCursor('wc', r.created_text, r.id),
+      allowance: {
+        allowance_raw: r.allowance_raw,
+        allowance_period: r.allowance_period,
+        allowance_spent_raw: r.allowance_spent_raw,
+        allowance_period_start: r.allowance_period_start,
+      },
+    }));
   }
 
   /**
